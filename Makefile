@@ -1,0 +1,34 @@
+GO ?= go
+BIN := bin
+
+.PHONY: dev test check build fmt vet staticcheck vuln race
+
+# dev runs the whole stack in one process on embedded defaults.
+dev:
+	$(GO) run ./cmd/sbx dev
+
+# test runs every test against the real Postgres and Redis on this machine.
+test:
+	$(GO) test -count=1 -timeout 30m ./...
+
+race:
+	$(GO) test -race -shuffle=on -count=1 -timeout 40m ./...
+
+build:
+	mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+vuln:
+	$(GO) run golang.org/x/vuln/cmd/govulncheck@latest ./...
+
+# check is what a reviewer runs before merging.
+check: fmt vet staticcheck race vuln

@@ -1,0 +1,93 @@
+// Package provider defines how control turns a profile into a running
+// sandbox and back. Implementations: provider/local (development and tests)
+// and provider/k8s (production).
+package provider
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned by Status for a sandbox the provider does not know.
+var ErrNotFound = errors.New("sandbox not found in provider")
+
+// Spec is everything a provider needs to start a sandbox. It carries
+// secrets (the host key); providers must not log it.
+type Spec struct {
+	SandboxID string
+	AccountID string
+	Profile   string
+	Platform  string
+	CPU       float64
+	MemoryMB  int
+	DiskGB    int
+	Image     string
+
+	// HostKeyPEM is the sandbox's private host key (OpenSSH PEM), generated
+	// by control so it can pin the public half.
+	HostKeyPEM []byte
+	// UserCAKey is the internal CA's public key in authorized_keys form;
+	// the sandbox's sshd trusts certificates it signed.
+	UserCAKey string
+	// Files are written into the workspace (or home) before the sandbox
+	// reports ready, e.g. grant tokens. Paths are relative to the home dir.
+	Files []File
+}
+
+// File is a file placed inside the sandbox at provisioning.
+type File struct {
+	Path string
+	Mode uint32
+	Data []byte
+}
+
+// Endpoint tells control and edge how to reach a sandbox's sshd.
+type Endpoint struct {
+	// Addr is host:port, reachable only from control and edge.
+	Addr string
+	// User is the login name certificates must carry as principal.
+	User string
+	// Workspace is the absolute path of the workspace inside the sandbox.
+	Workspace string
+}
+
+// Phase is what a provider observes about a sandbox's pod.
+type Phase string
+
+const (
+	PhaseRunning  Phase = "running"
+	PhaseStopped  Phase = "stopped" // suspended: workspace kept, no server
+	PhaseFailed   Phase = "failed"
+	PhaseNotFound Phase = "not_found"
+)
+
+// Instance is one sandbox as the provider sees it.
+type Instance struct {
+	SandboxID string
+	Phase     Phase
+	Endpoint  Endpoint
+	// Reason explains a failed phase (oom_killed, node_loss, ...).
+	Reason string
+}
+
+// Provider is implemented by each backend. All methods are idempotent:
+// control retries them from durable jobs after crashes.
+type Provider interface {
+	// Provision starts the sandbox (or finds it already started) and
+	// returns its endpoint once its sshd accepts connections.
+	Provision(ctx context.Context, spec Spec) (Endpoint, error)
+	// Destroy stops the sandbox and deletes its workspace. Destroying an
+	// unknown sandbox succeeds.
+	Destroy(ctx context.Context, sandboxID string) error
+	// Status reports one sandbox.
+	Status(ctx context.Context, sandboxID string) (Instance, error)
+	// List reports every sandbox the provider holds, for reconciliation.
+	List(ctx context.Context) ([]Instance, error)
+}
+
+// Suspender is implemented by providers that can offload an idle sandbox:
+// snapshot its workspace, release its compute, and bring it back later.
+type Suspender interface {
+	Suspend(ctx context.Context, sandboxID string) error
+	Restore(ctx context.Context, spec Spec) (Endpoint, error)
+}

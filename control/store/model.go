@@ -1,0 +1,181 @@
+// Package store holds control's durable state: accounts, tokens, profiles,
+// sandboxes, the billing ledger and audit events. Postgres (pgx) is the
+// production backend and SQLite serves `sbx dev`; both pass the same
+// conformance suite (storetest).
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Errors every backend returns, so callers can branch with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// State is a sandbox lifecycle state. The transition table lives in
+// control/lifecycle; the store only records what lifecycle decides.
+type State string
+
+const (
+	StatePending     State = "pending"
+	StateReady       State = "ready"
+	StateSuspending  State = "suspending"
+	StateSuspended   State = "suspended"
+	StateRestoring   State = "restoring"
+	StateTerminating State = "terminating"
+	StateTerminated  State = "terminated"
+	StateFailed      State = "failed"
+)
+
+// Live reports whether a sandbox in s still holds (or is about to hold)
+// resources; these count against the account's concurrency limit.
+func (s State) Live() bool {
+	switch s {
+	case StatePending, StateReady, StateSuspending, StateRestoring:
+		return true
+	}
+	return false
+}
+
+// Final reports whether s is a terminal state.
+func (s State) Final() bool { return s == StateTerminated || s == StateFailed }
+
+// LiveStates are the states counted against the concurrency limit.
+// Suspended sandboxes do not count: they hold no pod, only a snapshot.
+var LiveStates = []State{StatePending, StateReady, StateSuspending, StateRestoring}
+
+// Account owns sandboxes, tokens and the ledger.
+type Account struct {
+	ID               string
+	Name             string
+	SandboxesEnabled bool
+	ConcurrentLimit  int
+	// AllowedPlatforms, when non-empty, restricts which platforms the
+	// account may create.
+	AllowedPlatforms []string
+	MonthlyMinutes   int
+	CreatedAt        time.Time
+}
+
+// TokenKind distinguishes credentials; only agent tokens may call the
+// sandbox API.
+type TokenKind string
+
+const (
+	TokenAgent   TokenKind = "agent"
+	TokenProject TokenKind = "project"
+)
+
+// Token is a stored credential. Only the SHA-256 of the secret is kept.
+type Token struct {
+	ID        string
+	AccountID string
+	Kind      TokenKind
+	Name      string
+	Hash      []byte
+	CreatedAt time.Time
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
+}
+
+// Profile maps a name to a platform and shape.
+type Profile struct {
+	Name     string
+	Platform string
+	CPU      float64
+	MemoryMB int
+	DiskGB   int
+	Image    string
+}
+
+// Grant is a (project, scopes) pair a sandbox receives at create time.
+type Grant struct {
+	ProjectID string   `json:"project_id"`
+	Scopes    []string `json:"scopes"`
+}
+
+// Sandbox is one account-owned environment.
+type Sandbox struct {
+	ID        string
+	AccountID string
+	ProjectID string // reporting tag; empty when unset
+	Profile   string
+	Platform  string
+	State     State
+
+	CreatedAt    time.Time
+	DeadlineAt   time.Time
+	ReadyAt      *time.Time
+	SuspendedAt  *time.Time
+	TerminatedAt *time.Time
+	// EndReason says why the sandbox left ready or failed
+	// (explicit_delete, deadline, provision_failed, ...).
+	EndReason string
+
+	// Endpoint is where the sandbox's sshd listens, reachable from control
+	// and edge only; HostKey is its pinned public key in authorized_keys form.
+	Endpoint  string
+	SSHUser   string
+	Workspace string
+	HostKey   string
+
+	Grants []Grant
+
+	// IdempotencyKey and RequestHash make POST /sandboxes safe to retry.
+	IdempotencyKey string
+	RequestHash    string
+}
+
+// GrantsJSON encodes the grants for storage.
+func (s *Sandbox) GrantsJSON() []byte {
+	if s.Grants == nil {
+		return []byte("[]")
+	}
+	b, _ := json.Marshal(s.Grants)
+	return b
+}
+
+// SessionKind separates compute time from snapshot storage time.
+type SessionKind string
+
+const (
+	SessionCompute SessionKind = "compute"
+	SessionStorage SessionKind = "storage"
+)
+
+// Session is one append-only billing interval. A row is inserted open
+// (EndedAt nil) and closed exactly once.
+type Session struct {
+	ID        int64
+	SandboxID string
+	AccountID string
+	Platform  string
+	Kind      SessionKind
+	StartedAt time.Time
+	EndedAt   *time.Time
+	EndReason string
+}
+
+// Event is a lifecycle or audit record.
+type Event struct {
+	ID        int64
+	SandboxID string
+	AccountID string
+	Type      string // e.g. "state", "grant"
+	State     State
+	Reason    string
+	Actor     string
+	Message   string
+	At        time.Time
+}
+
+// UsageRow is billable seconds per platform and kind.
+type UsageRow struct {
+	Platform string
+	Kind     SessionKind
+	Seconds  float64
+}

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// Store is control's persistence. It is an extension point with two
+// implementations (Postgres and SQLite); both run the storetest suite.
+type Store interface {
+	Reader
+
+	// InTx runs fn in one transaction and commits if fn returns nil.
+	// Jobs enqueued through the Tx commit or roll back with it, which is
+	// what makes a state change, its ledger row and its follow-up work
+	// atomic.
+	InTx(ctx context.Context, fn func(Tx) error) error
+
+	// StartJobs starts working the durable job queue with the given workers
+	// and periodic jobs. Periodic jobs run on one elected leader across
+	// all control replicas sharing the database.
+	StartJobs(ctx context.Context, cfg JobsConfig) error
+
+	// StopJobs stops fetching jobs and waits for running ones to finish
+	// or for ctx to end.
+	StopJobs(ctx context.Context) error
+
+	// Close releases the database. StopJobs must have returned first.
+	Close() error
+}
+
+// JobsConfig configures the job queue workers.
+type JobsConfig struct {
+	Workers    *river.Workers
+	Periodic   []*river.PeriodicJob
+	MaxWorkers int // per process; default 10
+	// RetryPolicy overrides River's default exponential backoff, mainly so
+	// tests do not wait minutes between attempts.
+	RetryPolicy river.ClientRetryPolicy
+}
+
+// ListOptions pages through an account's sandboxes, newest first.
+type ListOptions struct {
+	AccountID string
+	// Before is the cursor: only sandboxes created before the one with
+	// this ID are returned. Empty starts at the newest.
+	Before string
+	Limit  int
+	States []State // empty means all states
+}
+
+// Reader holds the queries that need no lock.
+type Reader interface {
+	// AccountByTokenHash finds a token by the SHA-256 of its secret and
+	// the account it belongs to. Revoked or expired tokens are
+	// ErrNotFound.
+	AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (Account, Token, error)
+	Account(ctx context.Context, id string) (Account, error)
+	Profile(ctx context.Context, name string) (Profile, error)
+	Profiles(ctx context.Context) ([]Profile, error)
+
+	// Sandbox returns a sandbox by id regardless of account; API code
+	// compares AccountID itself so "not yours" reads as not found.
+	Sandbox(ctx context.Context, id string) (Sandbox, error)
+	Sandboxes(ctx context.Context, opts ListOptions) ([]Sandbox, error)
+	SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (Sandbox, error)
+	// SandboxesInStates lists sandboxes of any account in the given
+	// states; used by the reaper and by reconciliation.
+	SandboxesInStates(ctx context.Context, states ...State) ([]Sandbox, error)
+	// ExpiredSandboxes lists sandboxes in pending, ready or suspended whose
+	// deadline is before now.
+	ExpiredSandboxes(ctx context.Context, now time.Time, limit int) ([]Sandbox, error)
+
+	Sessions(ctx context.Context, sandboxID string) ([]Session, error)
+	// Usage sums billable seconds of the account's sessions overlapping
+	// [from, to), clipped to the window; an open session counts up to now.
+	Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]UsageRow, error)
+	// Events lists a sandbox's events with ID greater than afterID, oldest
+	// first.
+	Events(ctx context.Context, sandboxID string, afterID int64) ([]Event, error)
+}
+
+// Tx is a transaction. It is valid only inside the InTx callback.
+type Tx interface {
+	Reader
+
+	// LockAccount serialises transactions on one account until commit
+	// (an advisory lock on Postgres; SQLite transactions are already
+	// serialised).
+	LockAccount(ctx context.Context, accountID string) error
+	// CountLive counts the account's sandboxes in LiveStates.
+	CountLive(ctx context.Context, accountID string) (int, error)
+
+	// SandboxForUpdate reads a sandbox and locks its row until commit.
+	SandboxForUpdate(ctx context.Context, id string) (Sandbox, error)
+	// InsertSandbox inserts sb; a duplicate (account, idempotency key) is
+	// ErrConflict.
+	InsertSandbox(ctx context.Context, sb Sandbox) error
+	// UpdateSandbox writes every mutable field of sb.
+	UpdateSandbox(ctx context.Context, sb Sandbox) error
+
+	// OpenSession inserts an open interval and returns its ID.
+	OpenSession(ctx context.Context, s Session) (int64, error)
+	// CloseSessions closes the sandbox's open sessions of kind at `at` with
+	// reason and returns how many it closed (0 or 1 in a healthy ledger).
+	CloseSessions(ctx context.Context, sandboxID string, kind SessionKind, at time.Time, reason string) (int, error)
+
+	InsertEvent(ctx context.Context, e Event) error
+
+	UpsertAccount(ctx context.Context, a Account) error
+	InsertToken(ctx context.Context, t Token) error
+	UpsertProfile(ctx context.Context, p Profile) error
+
+	// Enqueue inserts a durable job that becomes visible when the
+	// transaction commits.
+	Enqueue(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error
+}
