@@ -61,6 +61,15 @@ type Account struct {
 	CreatedAt        time.Time
 }
 
+// Project groups an account's work for reporting; grants name a project
+// and scopes.
+type Project struct {
+	ID        string
+	AccountID string
+	Name      string
+	CreatedAt time.Time
+}
+
 // TokenKind distinguishes credentials; only agent tokens may call the
 // sandbox API.
 type TokenKind string

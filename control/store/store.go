@@ -58,6 +58,7 @@ type Reader interface {
 	// ErrNotFound.
 	AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (Account, Token, error)
 	Account(ctx context.Context, id string) (Account, error)
+	Project(ctx context.Context, id string) (Project, error)
 	Profile(ctx context.Context, name string) (Profile, error)
 	Profiles(ctx context.Context) ([]Profile, error)
 
@@ -110,6 +111,7 @@ type Tx interface {
 	InsertEvent(ctx context.Context, e Event) error
 
 	UpsertAccount(ctx context.Context, a Account) error
+	UpsertProject(ctx context.Context, p Project) error
 	InsertToken(ctx context.Context, t Token) error
 	UpsertProfile(ctx context.Context, p Profile) error
 
