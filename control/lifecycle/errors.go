@@ -1,0 +1,47 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors the API maps to problem documents. Lifecycle never
+// speaks HTTP; control/api translates these in one place.
+var (
+	ErrNotFound           = errors.New("sandbox not found")
+	ErrState              = errors.New("sandbox state forbids this")
+	ErrLimit              = errors.New("concurrency limit reached")
+	ErrUnknownProfile     = errors.New("unknown profile")
+	ErrInvalid            = errors.New("invalid request")
+	ErrDisabled           = errors.New("sandboxes are not enabled for this account")
+	ErrPlatformNotAllowed = errors.New("platform not allowed for this account")
+	ErrIdempotencyReuse   = errors.New("idempotency key reused with a different request")
+)
+
+// FieldError is an ErrInvalid naming the offending input.
+type FieldError struct {
+	Field  string
+	Detail string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Detail) }
+
+// Unwrap lets errors.Is(err, ErrInvalid) match.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+// StateError is an ErrState carrying the state that forbade the call.
+type StateError struct {
+	State  string
+	Action string
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("cannot %s a sandbox that is %s", e.Action, e.State)
+}
+
+// Unwrap lets errors.Is(err, ErrState) match.
+func (e *StateError) Unwrap() error { return ErrState }

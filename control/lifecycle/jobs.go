@@ -1,0 +1,276 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// ProvisionArgs asks for a pending sandbox to be brought up.
+type ProvisionArgs struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+// Kind implements river.JobArgs.
+func (ProvisionArgs) Kind() string { return "sandbox.provision" }
+
+// InsertOpts makes provisioning unique per sandbox while it is queued or
+// running, so a replayed create cannot start two pods.
+func (ProvisionArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// TerminateArgs asks for a sandbox's resources to be released.
+type TerminateArgs struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+// Kind implements river.JobArgs.
+func (TerminateArgs) Kind() string { return "sandbox.terminate" }
+
+// InsertOpts: teardown retries for a long time; persistent failures alert
+// through the job-failure metric rather than being dropped.
+func (TerminateArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// ReapArgs is the periodic sweep for deadlines and stuck provisioning.
+type ReapArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReapArgs) Kind() string { return "sandbox.reap" }
+
+// Jobs returns the workers and periodic jobs to pass to store.StartJobs.
+func (m *Manager) Jobs() store.JobsConfig {
+	w := river.NewWorkers()
+	river.AddWorker(w, &provisionWorker{m: m})
+	river.AddWorker(w, &terminateWorker{m: m})
+	river.AddWorker(w, &reapWorker{m: m})
+	return store.JobsConfig{
+		Workers: w,
+		Periodic: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReapInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		},
+	}
+}
+
+// retryBackoff keeps provisioning retries short: a pod that is not up
+// within seconds is usually up within a minute, and the sandbox has a
+// provisioning deadline anyway.
+func retryBackoff(attempt int) time.Duration {
+	d := time.Second << min(attempt-1, 5)
+	return min(d, 30*time.Second)
+}
+
+type provisionWorker struct {
+	river.WorkerDefaults[ProvisionArgs]
+	m *Manager
+}
+
+func (w *provisionWorker) NextRetry(job *river.Job[ProvisionArgs]) time.Time {
+	return time.Now().Add(retryBackoff(job.Attempt))
+}
+
+func (w *provisionWorker) Timeout(*river.Job[ProvisionArgs]) time.Duration {
+	return w.m.cfg.ProvisionTimeout
+}
+
+func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs]) error {
+	m := w.m
+	sb, err := m.store.Sandbox(ctx, job.Args.SandboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("sandbox %s vanished", job.Args.SandboxID))
+	}
+	if err != nil {
+		return err
+	}
+	if sb.State != store.StatePending {
+		return nil // deleted or already provisioned by an earlier attempt
+	}
+	if m.now().Sub(sb.CreatedAt) > m.cfg.ProvisionTimeout {
+		return m.fail(ctx, sb.ID, "provisioning timed out")
+	}
+	start := time.Now()
+	spec, hostPub, err := m.spec(ctx, sb)
+	if err != nil {
+		return err
+	}
+	ep, err := m.prov.Provision(ctx, spec)
+	if err != nil {
+		m.log.WarnContext(ctx, "provision attempt failed", "sandbox_id", sb.ID, "attempt", job.Attempt, "err", err)
+		if job.Attempt >= job.MaxAttempts {
+			return m.fail(ctx, sb.ID, err.Error())
+		}
+		return fmt.Errorf("provision %s: %w", sb.ID, err)
+	}
+	becameReady := false
+	err = m.store.InTx(ctx, func(tx store.Tx) error {
+		cur, err := tx.SandboxForUpdate(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != store.StatePending {
+			return nil // deleted while we provisioned: the terminate job cleans up
+		}
+		now := m.now().UTC()
+		cur.State = store.StateReady
+		cur.ReadyAt = &now
+		cur.Endpoint, cur.SSHUser, cur.Workspace, cur.HostKey = ep.Addr, ep.User, ep.Workspace, hostPub
+		if err := tx.UpdateSandbox(ctx, cur); err != nil {
+			return err
+		}
+		if _, err := tx.OpenSession(ctx, store.Session{
+			SandboxID: cur.ID, AccountID: cur.AccountID, Platform: cur.Platform,
+			Kind: store.SessionCompute, StartedAt: now,
+		}); err != nil {
+			return err
+		}
+		becameReady = true
+		return tx.InsertEvent(ctx, stateEvent(cur, "cold_boot", "provisioner", now))
+	})
+	if err != nil {
+		return fmt.Errorf("mark %s ready: %w", sb.ID, err)
+	}
+	if becameReady {
+		m.metrics.provisionSeconds.WithLabelValues(sb.Platform, "cold_boot").Observe(time.Since(start).Seconds())
+		m.log.InfoContext(ctx, "sandbox ready", "sandbox_id", sb.ID, "took", time.Since(start))
+	}
+	return nil
+}
+
+// spec builds the provider spec, including the derived host key.
+func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, string, error) {
+	prof, err := m.store.Profile(ctx, sb.Profile)
+	if err != nil {
+		return provider.Spec{}, "", fmt.Errorf("profile %s of %s: %w", sb.Profile, sb.ID, err)
+	}
+	priv, pub, err := m.hostKeys.Key(sb.ID)
+	if err != nil {
+		return provider.Spec{}, "", err
+	}
+	return provider.Spec{
+		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
+		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,
+		HostKeyPEM: priv, UserCAKey: m.caKey,
+	}, pub, nil
+}
+
+// fail moves a pending sandbox to failed (no session ever opened) and
+// enqueues cleanup of whatever the provider started.
+func (m *Manager) fail(ctx context.Context, id, why string) error {
+	err := m.store.InTx(ctx, func(tx store.Tx) error {
+		sb, err := tx.SandboxForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		if sb.State != store.StatePending {
+			return nil
+		}
+		now := m.now().UTC()
+		sb.State = store.StateFailed
+		sb.EndReason = ReasonProvisionFailed
+		sb.TerminatedAt = &now
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		ev := stateEvent(sb, ReasonProvisionFailed, "provisioner", now)
+		ev.Message = why
+		if err := tx.InsertEvent(ctx, ev); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, TerminateArgs{SandboxID: id}, nil)
+	})
+	if err != nil {
+		return fmt.Errorf("mark %s failed: %w", id, err)
+	}
+	m.metrics.failed.Inc()
+	m.log.WarnContext(ctx, "sandbox failed", "sandbox_id", id, "why", why)
+	return nil
+}
+
+type terminateWorker struct {
+	river.WorkerDefaults[TerminateArgs]
+	m *Manager
+}
+
+func (w *terminateWorker) NextRetry(job *river.Job[TerminateArgs]) time.Time {
+	return time.Now().Add(retryBackoff(job.Attempt))
+}
+
+func (w *terminateWorker) Work(ctx context.Context, job *river.Job[TerminateArgs]) error {
+	m := w.m
+	id := job.Args.SandboxID
+	if m.conns != nil {
+		m.conns.Forget(id)
+	}
+	if err := m.prov.Destroy(ctx, id); err != nil {
+		return fmt.Errorf("destroy %s: %w", id, err)
+	}
+	return m.store.InTx(ctx, func(tx store.Tx) error {
+		sb, err := tx.SandboxForUpdate(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if sb.State != store.StateTerminating {
+			return nil
+		}
+		now := m.now().UTC()
+		sb.State = store.StateTerminated
+		sb.TerminatedAt = &now
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		return tx.InsertEvent(ctx, stateEvent(sb, sb.EndReason, "terminator", now))
+	})
+}
+
+type reapWorker struct {
+	river.WorkerDefaults[ReapArgs]
+	m *Manager
+}
+
+func (w *reapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
+	return w.m.Reap(ctx)
+}
+
+// Reap ends every sandbox past its deadline and fails every sandbox stuck
+// in pending past the provisioning timeout. It runs from the periodic job
+// (once across replicas) and may be called directly.
+func (m *Manager) Reap(ctx context.Context) error {
+	now := m.now()
+	expired, err := m.store.ExpiredSandboxes(ctx, now, 500)
+	if err != nil {
+		return fmt.Errorf("list expired sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range expired {
+		if _, err := m.end(ctx, sb.ID, ReasonDeadline, "reaper"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.metrics.reaped.Inc()
+	}
+	pending, err := m.store.SandboxesInStates(ctx, store.StatePending)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list pending sandboxes: %w", err))...)
+	}
+	for _, sb := range pending {
+		if now.Sub(sb.CreatedAt) > m.cfg.ProvisionTimeout {
+			if err := m.fail(ctx, sb.ID, "provisioning timed out"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,386 @@
+// Package lifecycle is the sandbox state machine. Every transition runs in
+// one store transaction together with the ledger row it implies and the
+// durable job that carries it forward, so a crash at any point neither
+// loses nor doubles a billing interval.
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sbxedge/sbx/auth/hostkey"
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// Config tunes the lifecycle. Zero values take the defaults in New.
+type Config struct {
+	// DefaultDeadline applies when a create names none (spec: 60 min).
+	DefaultDeadline time.Duration
+	// MaxLifetime is the absolute cap from creation (spec: 7 days).
+	MaxLifetime time.Duration
+	// ProvisionTimeout fails a sandbox still pending after this long.
+	ProvisionTimeout time.Duration
+	// ReapInterval is how often the reaper looks for expired sandboxes.
+	ReapInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.DefaultDeadline == 0 {
+		c.DefaultDeadline = 60 * time.Minute
+	}
+	if c.MaxLifetime == 0 {
+		c.MaxLifetime = 7 * 24 * time.Hour
+	}
+	if c.ProvisionTimeout == 0 {
+		c.ProvisionTimeout = 5 * time.Minute
+	}
+	if c.ReapInterval == 0 {
+		c.ReapInterval = 30 * time.Second
+	}
+}
+
+// Conns is the subset of the pod connection pool lifecycle uses: it drops
+// pooled connections to sandboxes that end.
+type Conns interface {
+	Forget(sandboxID string)
+}
+
+// Manager drives sandboxes through their states.
+type Manager struct {
+	cfg      Config
+	store    store.Store
+	prov     provider.Provider
+	hostKeys *hostkey.Deriver
+	caKey    string // CA public key, authorized_keys form
+	conns    Conns
+	log      *slog.Logger
+	now      func() time.Time
+	metrics  *Metrics
+}
+
+// Deps are the Manager's collaborators.
+type Deps struct {
+	Store    store.Store
+	Provider provider.Provider
+	HostKeys *hostkey.Deriver
+	// UserCAKey is the internal CA public key the sandbox sshd trusts.
+	UserCAKey string
+	Conns     Conns
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// Now is the clock; tests inject one.
+	Now func() time.Time
+}
+
+// New builds a Manager.
+func New(cfg Config, d Deps) *Manager {
+	cfg.setDefaults()
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(nil)
+	}
+	return &Manager{
+		cfg: cfg, store: d.Store, prov: d.Provider, hostKeys: d.HostKeys,
+		caKey: d.UserCAKey, conns: d.Conns, log: d.Logger, now: d.Now, metrics: d.Metrics,
+	}
+}
+
+// Config returns the effective configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+// CreateRequest is POST /sandboxes after JSON decoding.
+type CreateRequest struct {
+	Profile         string        `json:"profile"`
+	DeadlineMinutes *int          `json:"deadline_minutes,omitempty"`
+	ProjectID       string        `json:"project_id,omitempty"`
+	Grants          []store.Grant `json:"grants,omitempty"`
+	IdempotencyKey  string        `json:"-"`
+	// Actor names who asked, for events ("account:<id>" by default).
+	Actor string `json:"-"`
+}
+
+// hash identifies the request body for idempotent replays.
+func (r CreateRequest) hash() string {
+	b, _ := json.Marshal(r)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+var idempotencyKeyRE = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+
+// Create admits a new sandbox in pending and enqueues its provisioning.
+// With an idempotency key seen before and the same request, it returns the
+// existing sandbox and replayed=true.
+func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequest) (sb store.Sandbox, replayed bool, err error) {
+	if !acct.SandboxesEnabled {
+		return sb, false, ErrDisabled
+	}
+	if req.IdempotencyKey != "" && !idempotencyKeyRE.MatchString(req.IdempotencyKey) {
+		return sb, false, invalid("Idempotency-Key", "must be 1 to 255 printable ASCII characters")
+	}
+	if req.Profile == "" {
+		return sb, false, invalid("profile", "is required")
+	}
+	deadline := m.cfg.DefaultDeadline
+	if req.DeadlineMinutes != nil {
+		d := time.Duration(*req.DeadlineMinutes) * time.Minute
+		if *req.DeadlineMinutes < 1 || d > m.cfg.MaxLifetime {
+			return sb, false, invalid("deadline_minutes", "must be between 1 and %d", int(m.cfg.MaxLifetime/time.Minute))
+		}
+		deadline = d
+	}
+	if req.ProjectID != "" && !validProjectID(req.ProjectID) {
+		return sb, false, invalid("project_id", "must be a UUID")
+	}
+	profile, err := m.store.Profile(ctx, req.Profile)
+	if errors.Is(err, store.ErrNotFound) {
+		return sb, false, fmt.Errorf("%w: %q", ErrUnknownProfile, req.Profile)
+	}
+	if err != nil {
+		return sb, false, fmt.Errorf("look up profile %q: %w", req.Profile, err)
+	}
+	if len(acct.AllowedPlatforms) > 0 && !contains(acct.AllowedPlatforms, profile.Platform) {
+		return sb, false, fmt.Errorf("%w: %s", ErrPlatformNotAllowed, profile.Platform)
+	}
+
+	reqHash := req.hash()
+	if req.IdempotencyKey != "" {
+		if prev, ok, err := m.replay(ctx, acct.ID, req.IdempotencyKey, reqHash); ok || err != nil {
+			return prev, ok, err
+		}
+	}
+
+	now := m.now().UTC()
+	sb = store.Sandbox{
+		ID:             NewID(),
+		AccountID:      acct.ID,
+		ProjectID:      req.ProjectID,
+		Profile:        profile.Name,
+		Platform:       profile.Platform,
+		State:          store.StatePending,
+		CreatedAt:      now,
+		DeadlineAt:     now.Add(deadline),
+		Grants:         req.Grants,
+		IdempotencyKey: req.IdempotencyKey,
+		RequestHash:    reqHash,
+	}
+	actor := req.Actor
+	if actor == "" {
+		actor = "account:" + acct.ID
+	}
+	err = m.store.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.LockAccount(ctx, acct.ID); err != nil {
+			return err
+		}
+		n, err := tx.CountLive(ctx, acct.ID)
+		if err != nil {
+			return err
+		}
+		if n >= acct.ConcurrentLimit {
+			return fmt.Errorf("%w: %d of %d sandboxes in use", ErrLimit, n, acct.ConcurrentLimit)
+		}
+		if err := tx.InsertSandbox(ctx, sb); err != nil {
+			return err
+		}
+		if err := tx.InsertEvent(ctx, stateEvent(sb, "", actor, now)); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, ProvisionArgs{SandboxID: sb.ID}, nil)
+	})
+	if errors.Is(err, store.ErrConflict) && req.IdempotencyKey != "" {
+		// A concurrent request with the same key won the insert.
+		prev, ok, rerr := m.replay(ctx, acct.ID, req.IdempotencyKey, reqHash)
+		if ok || rerr != nil {
+			return prev, ok, rerr
+		}
+	}
+	if err != nil {
+		if errors.Is(err, ErrLimit) {
+			m.metrics.quotaRefusals.WithLabelValues("concurrency").Inc()
+		}
+		return store.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
+	}
+	m.metrics.created.WithLabelValues(sb.Platform).Inc()
+	m.log.InfoContext(ctx, "sandbox created", "sandbox_id", sb.ID, "account_id", acct.ID, "profile", sb.Profile)
+	return sb, false, nil
+}
+
+func (m *Manager) replay(ctx context.Context, accountID, key, reqHash string) (store.Sandbox, bool, error) {
+	prev, err := m.store.SandboxByIdempotencyKey(ctx, accountID, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Sandbox{}, false, nil
+	}
+	if err != nil {
+		return store.Sandbox{}, false, fmt.Errorf("look up idempotency key: %w", err)
+	}
+	if prev.RequestHash != reqHash {
+		return store.Sandbox{}, false, ErrIdempotencyReuse
+	}
+	return prev, true, nil
+}
+
+// Get returns the account's sandbox; another account's is ErrNotFound.
+func (m *Manager) Get(ctx context.Context, acct store.Account, id string) (store.Sandbox, error) {
+	sb, err := m.store.Sandbox(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && sb.AccountID != acct.ID) {
+		return store.Sandbox{}, ErrNotFound
+	}
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("get sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// Delete ends a sandbox. Deleting one that already ended returns it as is.
+func (m *Manager) Delete(ctx context.Context, acct store.Account, id string) (store.Sandbox, error) {
+	if _, err := m.Get(ctx, acct, id); err != nil {
+		return store.Sandbox{}, err
+	}
+	return m.end(ctx, id, ReasonExplicitDelete, "account:"+acct.ID)
+}
+
+// Extend sets the deadline to now + minutes, within the lifetime cap.
+func (m *Manager) Extend(ctx context.Context, acct store.Account, id string, minutes int) (store.Sandbox, error) {
+	if _, err := m.Get(ctx, acct, id); err != nil {
+		return store.Sandbox{}, err
+	}
+	if minutes < 1 {
+		return store.Sandbox{}, invalid("deadline_minutes", "must be at least 1")
+	}
+	var out store.Sandbox
+	err := m.store.InTx(ctx, func(tx store.Tx) error {
+		sb, err := tx.SandboxForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		switch sb.State {
+		case store.StatePending, store.StateReady, store.StateSuspended, store.StateSuspending, store.StateRestoring:
+		default:
+			return &StateError{State: string(sb.State), Action: "extend"}
+		}
+		now := m.now().UTC()
+		newDeadline := now.Add(time.Duration(minutes) * time.Minute)
+		if limit := sb.CreatedAt.Add(m.cfg.MaxLifetime); newDeadline.After(limit) {
+			return invalid("deadline_minutes", "would pass the %s lifetime cap (%s)", m.cfg.MaxLifetime, limit.Format(time.RFC3339))
+		}
+		sb.DeadlineAt = newDeadline
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		out = sb
+		return tx.InsertEvent(ctx, store.Event{
+			SandboxID: sb.ID, AccountID: sb.AccountID, Type: "deadline", State: sb.State,
+			Actor: "account:" + acct.ID, Message: "deadline set to " + newDeadline.Format(time.RFC3339), At: now,
+		})
+	})
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("extend sandbox %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// End reasons recorded on sessions and sandboxes.
+const (
+	ReasonExplicitDelete  = "explicit_delete"
+	ReasonDeadline        = "deadline"
+	ReasonProvisionFailed = "provision_failed"
+	ReasonPodVanished     = "node_loss"
+)
+
+// end moves a live sandbox to terminating, closing whatever billing line is
+// open with reason, and enqueues the teardown. It is idempotent.
+func (m *Manager) end(ctx context.Context, id, reason, actor string) (store.Sandbox, error) {
+	var out store.Sandbox
+	err := m.store.InTx(ctx, func(tx store.Tx) error {
+		sb, err := tx.SandboxForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		out = sb
+		if sb.State.Final() || sb.State == store.StateTerminating {
+			return nil
+		}
+		now := m.now().UTC()
+		// Close both lines: at most one is open, and closing a line that
+		// is not open is a no-op.
+		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionCompute, now, reason); err != nil {
+			return err
+		}
+		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionStorage, now, reason); err != nil {
+			return err
+		}
+		sb.State = store.StateTerminating
+		sb.EndReason = reason
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		out = sb
+		if err := tx.InsertEvent(ctx, stateEvent(sb, reason, actor, now)); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, TerminateArgs{SandboxID: sb.ID}, nil)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Sandbox{}, ErrNotFound
+	}
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("end sandbox %s (%s): %w", id, reason, err)
+	}
+	return out, nil
+}
+
+func stateEvent(sb store.Sandbox, reason, actor string, at time.Time) store.Event {
+	return store.Event{
+		SandboxID: sb.ID, AccountID: sb.AccountID, Type: "state", State: sb.State,
+		Reason: reason, Actor: actor, At: at,
+	}
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewID returns a sandbox ID: "sbx-" and 26 lowercase base32 characters.
+// It is safe as an SSH username and a DNS label.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "sbx-" + idEncoding.EncodeToString(b[:])
+}
+
+// ValidID reports whether s has the shape of a sandbox ID.
+func ValidID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "sbx-")
+	if !ok || len(rest) != 26 {
+		return false
+	}
+	_, err := idEncoding.DecodeString(rest)
+	return err == nil
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+func validProjectID(s string) bool { return uuidRE.MatchString(s) }
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

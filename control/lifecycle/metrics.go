@@ -1,0 +1,39 @@
+package lifecycle
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the lifecycle's Prometheus series.
+type Metrics struct {
+	created          *prometheus.CounterVec
+	provisionSeconds *prometheus.HistogramVec
+	failed           prometheus.Counter
+	reaped           prometheus.Counter
+	quotaRefusals    *prometheus.CounterVec
+}
+
+// NewMetrics registers the series on reg (nil: unregistered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		created: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sbx_sandboxes_created_total", Help: "Sandboxes admitted, by platform.",
+		}, []string{"platform"}),
+		provisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sbx_provision_seconds",
+			Help:    "Time from provisioning start to ready, by platform and kind (warm_hit, cold_boot).",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
+		}, []string{"platform", "kind"}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_sandboxes_failed_total", Help: "Sandboxes that failed to provision.",
+		}),
+		reaped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_sandboxes_reaped_total", Help: "Sandboxes ended by their deadline.",
+		}),
+		quotaRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sbx_quota_refusals_total", Help: "Creates refused by an account rule, by rule.",
+		}, []string{"rule"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.created, m.provisionSeconds, m.failed, m.reaped, m.quotaRefusals)
+	}
+	return m
+}
