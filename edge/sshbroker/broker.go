@@ -1,0 +1,247 @@
+package sshbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("sshbroker: server closed")
+
+// Messages written to a client's open sessions when the broker ends them.
+const (
+	msgShutdown = "sbx: the SSH edge is restarting; reconnect to continue."
+)
+
+// Broker accepts client SSH connections and relays them to sandboxes.
+//
+// Close and Shutdown return only after every goroutine the broker started
+// has returned.
+type Broker struct {
+	cfg     Config
+	log     *slog.Logger
+	m       *metrics
+	act     Activity
+	limiter *failLimiter
+	base    ssh.ServerConfig // host keys and fixed options; copied per connection
+
+	nextID atomic.Uint64
+	wg     sync.WaitGroup // one per connection handler
+
+	// mu guards everything below.
+	mu         sync.Mutex
+	closing    bool
+	listeners  map[net.Listener]struct{}
+	conns      map[*clientConn]struct{}
+	perSandbox map[string]int
+}
+
+// New validates cfg and returns a Broker ready to Serve.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		m:          m,
+		act:        cfg.Activity,
+		limiter:    newFailLimiter(cfg.FailedAuthRate, cfg.FailedAuthBurst),
+		listeners:  make(map[net.Listener]struct{}),
+		conns:      make(map[*clientConn]struct{}),
+		perSandbox: make(map[string]int),
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if b.act == nil {
+		b.act = nopActivity{}
+	}
+	b.base = ssh.ServerConfig{
+		MaxAuthTries:  cfg.MaxAuthTries,
+		ServerVersion: cfg.ServerVersion,
+	}
+	for _, k := range cfg.HostKeys {
+		b.base.AddHostKey(k)
+	}
+	return b, nil
+}
+
+// Serve accepts connections on ln until Shutdown or Close, and then returns
+// ErrServerClosed. It may be called for several listeners.
+func (b *Broker) Serve(ln net.Listener) error {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	b.listeners[ln] = struct{}{}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.listeners, ln)
+		b.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if b.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: back off like
+				// net/http instead of spinning or giving up.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		backoff = 0
+		b.mu.Lock()
+		if b.closing {
+			b.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		go func() {
+			defer b.wg.Done()
+			b.handle(nc)
+		}()
+	}
+}
+
+func (b *Broker) isClosing() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closing
+}
+
+// stopAccepting closes every listener so Serve returns.
+func (b *Broker) stopAccepting() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closing = true
+	for ln := range b.listeners {
+		ln.Close()
+	}
+}
+
+// kickAll ends every connection, telling its sessions msg.
+func (b *Broker) kickAll(msg string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for cc := range b.conns {
+		cc.cancel(kick{msg})
+	}
+}
+
+// Disconnect ends every connection to sandboxID, writing message to the
+// stderr of its open sessions first (for example "sandbox deleted"). It
+// returns how many connections it ended.
+func (b *Broker) Disconnect(sandboxID, message string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for cc := range b.conns {
+		if cc.sandboxID() == sandboxID {
+			cc.cancel(kick{message})
+			n++
+		}
+	}
+	return n
+}
+
+// Shutdown stops accepting, lets open connections finish for up to
+// DrainPeriod or until ctx is done, whichever is first, then closes the rest
+// after telling their sessions why. It returns when every connection
+// goroutine has returned; the error is ctx's if ctx ended the drain.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	b.stopAccepting()
+	idle := make(chan struct{})
+	go func() {
+		b.wg.Wait()
+		close(idle)
+	}()
+	drain := time.NewTimer(b.cfg.DrainPeriod)
+	defer drain.Stop()
+	var err error
+	select {
+	case <-idle:
+		return nil
+	case <-drain.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	b.kickAll(msgShutdown)
+	<-idle
+	return err
+}
+
+// Close stops accepting and ends every connection at once.
+func (b *Broker) Close() error {
+	b.stopAccepting()
+	b.kickAll(msgShutdown)
+	b.wg.Wait()
+	return nil
+}
+
+// reserve claims one of sandboxID's connection slots.
+func (b *Broker) reserve(sandboxID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.perSandbox[sandboxID] >= b.cfg.MaxConnsPerSandbox {
+		return false
+	}
+	b.perSandbox[sandboxID]++
+	return true
+}
+
+func (b *Broker) release(sandboxID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.perSandbox[sandboxID]--; b.perSandbox[sandboxID] <= 0 {
+		delete(b.perSandbox, sandboxID)
+	}
+}
+
+// track registers cc so Close and Shutdown can reach it; false means the
+// broker is closing and cc must not start.
+func (b *Broker) track(cc *clientConn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return false
+	}
+	b.conns[cc] = struct{}{}
+	return true
+}
+
+func (b *Broker) untrack(cc *clientConn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.conns, cc)
+}
+
+func (b *Broker) newConnID() string {
+	return "c" + strconv.FormatUint(b.nextID.Add(1), 10)
+}

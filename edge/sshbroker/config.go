@@ -1,0 +1,135 @@
+package sshbroker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/ssh"
+)
+
+// CertSigner mints the short-lived user certificate the broker presents to a
+// sandbox's sshd. *sshca.CA satisfies it.
+type CertSigner interface {
+	UserSigner(principal, keyID string, ttl time.Duration) (ssh.Signer, error)
+}
+
+// Config holds the broker's dependencies and limits. Build it with
+// DefaultConfig and override fields; New calls Validate.
+type Config struct {
+	// HostKeys are the broker's own host keys, shared by every edge replica
+	// so clients never see a key change (see LoadOrCreateHostKeys).
+	HostKeys []ssh.Signer
+	// Authorizer maps (username, key fingerprint) to a Route.
+	Authorizer Authorizer
+	// CA signs the certificate for the upstream leg.
+	CA CertSigner
+	// Activity is told about bytes and open connections. Nil means no-op.
+	Activity Activity
+	// Registry receives the broker's metrics. Nil means unregistered.
+	Registry prometheus.Registerer
+	// Logger is the parent of every per-connection logger. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// HandshakeTimeout bounds everything before the client is
+	// authenticated and the upstream is connected: key exchange, auth and
+	// the upstream dial. Default 30s: generous for a human picking a key,
+	// short enough that idle half-open sockets do not pile up.
+	HandshakeTimeout time.Duration
+	// UpstreamDialTimeout bounds the TCP dial plus SSH handshake to the
+	// sandbox. Default 10s.
+	UpstreamDialTimeout time.Duration
+	// UpstreamCertTTL is the lifetime of the certificate presented to the
+	// sandbox. sshd only checks it at login, so it can be short. Default 5m.
+	UpstreamCertTTL time.Duration
+	// MaxAuthTries is the number of failed auth attempts per connection.
+	// Default 6, like OpenSSH.
+	MaxAuthTries int
+	// FailedAuthRate and FailedAuthBurst form the per-source-address token
+	// bucket of failed authentications; a source that has spent its bucket
+	// is disconnected before key exchange until it refills. Defaults: one
+	// failure per second, burst 30.
+	FailedAuthRate  float64
+	FailedAuthBurst int
+	// MaxChannelsPerConn caps open channels (both directions) on one client
+	// connection. Default 256: VS Code opens a few dozen forwards at most.
+	MaxChannelsPerConn int
+	// MaxConnsPerSandbox caps concurrent client connections to one sandbox.
+	// Default 128.
+	MaxConnsPerSandbox int
+	// DrainPeriod is how long Shutdown lets open connections finish before
+	// closing them with a message. Default 30s.
+	DrainPeriod time.Duration
+	// ServerVersion is the SSH identification string. Default
+	// "SSH-2.0-sbx-broker".
+	ServerVersion string
+}
+
+// DefaultConfig returns a Config with every limit at its documented default.
+func DefaultConfig() Config {
+	return Config{
+		HandshakeTimeout:    30 * time.Second,
+		UpstreamDialTimeout: 10 * time.Second,
+		UpstreamCertTTL:     5 * time.Minute,
+		MaxAuthTries:        6,
+		FailedAuthRate:      1,
+		FailedAuthBurst:     30,
+		MaxChannelsPerConn:  256,
+		MaxConnsPerSandbox:  128,
+		DrainPeriod:         30 * time.Second,
+		ServerVersion:       "SSH-2.0-sbx-broker",
+	}
+}
+
+// Validate names every invalid field. It has no side effects.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, why string) { errs = append(errs, fmt.Errorf("sshbroker config: %s %s", field, why)) }
+	if len(c.HostKeys) == 0 {
+		bad("HostKeys", "is empty")
+	}
+	if c.Authorizer == nil {
+		bad("Authorizer", "is nil")
+	}
+	if c.CA == nil {
+		bad("CA", "is nil")
+	}
+	positive := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"HandshakeTimeout", c.HandshakeTimeout},
+		{"UpstreamDialTimeout", c.UpstreamDialTimeout},
+		{"UpstreamCertTTL", c.UpstreamCertTTL},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			bad(p.name, "must be positive")
+		}
+	}
+	if c.DrainPeriod < 0 {
+		bad("DrainPeriod", "must not be negative")
+	}
+	if c.MaxAuthTries <= 0 {
+		bad("MaxAuthTries", "must be positive")
+	}
+	if c.FailedAuthRate <= 0 {
+		bad("FailedAuthRate", "must be positive")
+	}
+	if c.FailedAuthBurst <= 0 {
+		bad("FailedAuthBurst", "must be positive")
+	}
+	if c.MaxChannelsPerConn <= 0 {
+		bad("MaxChannelsPerConn", "must be positive")
+	}
+	if c.MaxConnsPerSandbox <= 0 {
+		bad("MaxConnsPerSandbox", "must be positive")
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return nil
+}

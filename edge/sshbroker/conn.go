@@ -1,0 +1,339 @@
+package sshbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// extFingerprint carries the verified key's fingerprint in Permissions.
+const extFingerprint = "sbx-key-fp"
+
+// maxKeysPerConn bounds the Authorizer lookups one connection can cause;
+// OpenSSH offers at most a handful of keys.
+const maxKeysPerConn = 16
+
+var (
+	errBadUsername  = errors.New("username cannot name a sandbox")
+	errTooManyConns = errors.New("sandbox connection limit reached")
+	errUpstream     = errors.New("sandbox unreachable")
+	errMethod       = errors.New("auth method refused")
+)
+
+// kick is a cancellation cause that is shown to the user before closing.
+type kick struct{ msg string }
+
+func (k kick) Error() string { return k.msg }
+
+type authResult struct {
+	route Route
+	err   error
+}
+
+// clientConn is one client connection and, after auth, its upstream.
+// Fields set during the handshake are only touched by the handshake
+// goroutine until handshakeDone; mu guards the rest.
+type clientConn struct {
+	b      *Broker
+	id     string
+	nc     net.Conn
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// Handshake state.
+	deadline    time.Time
+	results     map[string]authResult // by fingerprint
+	verified    string                // fingerprint of the key that completed auth
+	route       Route
+	reserved    bool
+	upChans     <-chan ssh.NewChannel
+	upReqs      <-chan *ssh.Request
+	serverChans <-chan ssh.NewChannel
+	serverReqs  <-chan *ssh.Request
+
+	sid      atomic.Value // sandbox ID once authenticated
+	lastMark atomic.Int64 // unix nanos of the last Activity.Mark
+
+	forwarding atomic.Bool // client asked for remote forwarding
+	agent      atomic.Bool // client asked for agent forwarding
+
+	mu       sync.Mutex
+	sconn    *ssh.ServerConn
+	up       ssh.Conn
+	channels int
+	sessions map[ssh.Channel]struct{}
+
+	wg sync.WaitGroup // relay goroutines
+}
+
+func (cc *clientConn) sandboxID() string {
+	s, _ := cc.sid.Load().(string)
+	return s
+}
+
+func (b *Broker) handle(nc net.Conn) {
+	defer nc.Close()
+	if !b.limiter.allowed(nc.RemoteAddr()) {
+		// Cheapest refusal: no key exchange for a source that keeps failing.
+		b.m.authFailures.WithLabelValues("rate_limited").Inc()
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cc := &clientConn{
+		b: b, id: b.newConnID(), nc: nc, ctx: ctx, cancel: cancel,
+		results:  make(map[string]authResult),
+		sessions: make(map[ssh.Channel]struct{}),
+	}
+	cc.log = b.log.With("conn_id", cc.id, "remote_addr", nc.RemoteAddr().String())
+	if !b.track(cc) {
+		cancel(nil)
+		return
+	}
+	defer b.untrack(cc)
+
+	// The watcher turns a cancellation (Close, Shutdown, Disconnect) into
+	// closing the sockets, which unblocks every other goroutine.
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		<-ctx.Done()
+		cc.teardown(context.Cause(ctx))
+	}()
+	defer func() {
+		cancel(context.Canceled)
+		<-watchDone
+	}()
+
+	sconn, err := cc.handshake()
+	if cc.reserved {
+		defer b.release(cc.route.SandboxID)
+	}
+	if err != nil {
+		b.m.handshakes.WithLabelValues("failed").Inc()
+		cc.mu.Lock()
+		if cc.up != nil {
+			cc.up.Close()
+		}
+		cc.mu.Unlock()
+		if b.log.Enabled(ctx, slog.LevelDebug) {
+			cc.log.Debug("handshake failed", "err", err)
+		}
+		return
+	}
+	b.m.handshakes.WithLabelValues("ok").Inc()
+	b.m.conns.Inc()
+	defer b.m.conns.Dec()
+	closeActivity := b.act.Open(cc.route.SandboxID)
+	defer closeActivity()
+
+	cc.log.Info("connected", "user", sconn.User(), "client_version", string(sconn.ClientVersion()))
+	start := time.Now()
+	cc.relay(sconn)
+	cc.log.Info("disconnected", "duration", time.Since(start).Round(time.Millisecond), "cause", context.Cause(ctx))
+}
+
+// handshake runs key exchange and auth (which dials upstream) under the
+// handshake deadline, and lifts the deadline once the client is in.
+func (cc *clientConn) handshake() (*ssh.ServerConn, error) {
+	b := cc.b
+	cc.deadline = time.Now().Add(b.cfg.HandshakeTimeout)
+	if err := cc.nc.SetDeadline(cc.deadline); err != nil {
+		return nil, fmt.Errorf("set handshake deadline: %w", err)
+	}
+	sc := b.base
+	sc.PublicKeyCallback = cc.publicKey
+	sc.VerifiedPublicKeyCallback = cc.verifiedKey
+	sc.AuthLogCallback = cc.authLog
+	sconn, chans, reqs, err := ssh.NewServerConn(cc.nc, &sc)
+	if err != nil {
+		return nil, fmt.Errorf("ssh handshake: %w", err)
+	}
+	// Defence in depth against CVE-2024-45337-style confusion: the
+	// permissions must name the very key verifiedKey approved.
+	if sconn.Permissions == nil || sconn.Permissions.Extensions[extFingerprint] != cc.verified || cc.verified == "" || cc.upChans == nil {
+		sconn.Close()
+		return nil, errors.New("auth finished without a verified key")
+	}
+	if err := cc.nc.SetDeadline(time.Time{}); err != nil {
+		sconn.Close()
+		return nil, fmt.Errorf("lift handshake deadline: %w", err)
+	}
+	cc.mu.Lock()
+	cc.sconn = sconn
+	cc.mu.Unlock()
+	cc.serverChans, cc.serverReqs = chans, reqs
+	return sconn, nil
+}
+
+// publicKey answers key queries and attempts. It accepts keys that are
+// live credentials, and also keys whose credential expired or whose sandbox
+// ended, so that only a client that then proves it holds the private key
+// is told why (in verifiedKey). Everything else is a silent refusal.
+func (cc *clientConn) publicKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+	if _, isCert := key.(*ssh.Certificate); isCert {
+		return nil, errMethod
+	}
+	fp := ssh.FingerprintSHA256(key)
+	res, ok := cc.results[fp]
+	if !ok {
+		if len(cc.results) >= maxKeysPerConn {
+			return nil, errMethod
+		}
+		res = cc.authorize(meta.User(), fp)
+		cc.results[fp] = res
+	}
+	if res.err == nil || errors.Is(res.err, ErrExpired) || errors.Is(res.err, ErrSandboxEnded) {
+		return &ssh.Permissions{Extensions: map[string]string{extFingerprint: fp}}, nil
+	}
+	return nil, res.err
+}
+
+func (cc *clientConn) authorize(user, fp string) authResult {
+	if !validUsername(user) {
+		return authResult{err: errBadUsername}
+	}
+	ctx, cancel := context.WithDeadline(cc.ctx, cc.deadline)
+	defer cancel()
+	route, err := cc.b.cfg.Authorizer.Authorize(ctx, user, fp)
+	if err != nil {
+		return authResult{err: fmt.Errorf("authorize: %w", err)}
+	}
+	return authResult{route: route}
+}
+
+// verifiedKey runs only for the key whose signature was verified, so the
+// route, the connection slot and the upstream all derive from that key and
+// not from any key merely offered.
+func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perms *ssh.Permissions, _ string) (*ssh.Permissions, error) {
+	fp := ssh.FingerprintSHA256(key)
+	if perms == nil || perms.Extensions[extFingerprint] != fp {
+		return nil, errors.New("permissions do not match the verified key")
+	}
+	res, ok := cc.results[fp]
+	if !ok {
+		return nil, errors.New("verified key was never authorized")
+	}
+	if res.err != nil {
+		return nil, &ssh.BannerError{Err: res.err, Message: refusalMessage(meta.User(), res.err)}
+	}
+	route := res.route
+	log := cc.log.With("sandbox_id", route.SandboxID)
+	if !cc.b.reserve(route.SandboxID) {
+		return nil, &ssh.BannerError{Err: errTooManyConns, Message: fmt.Sprintf(
+			"sbx: sandbox %s already has %d open SSH connections; close some and retry.\r\n",
+			route.SandboxID, cc.b.cfg.MaxConnsPerSandbox)}
+	}
+	up, chans, reqs, err := cc.b.dialUpstream(cc.ctx, route, cc.id)
+	if err != nil {
+		cc.b.release(route.SandboxID)
+		log.Warn("upstream dial failed", "err", err)
+		return nil, &ssh.BannerError{Err: fmt.Errorf("%w: %w", errUpstream, err), Message: fmt.Sprintf(
+			"sbx: sandbox %s is not reachable right now; try again shortly.\r\n", route.SandboxID)}
+	}
+	cc.reserved = true
+	cc.route = route
+	cc.verified = fp
+	cc.upChans, cc.upReqs = chans, reqs
+	cc.mu.Lock()
+	cc.up = up
+	cc.mu.Unlock()
+	cc.sid.Store(route.SandboxID)
+	cc.log = log
+	return &ssh.Permissions{Extensions: map[string]string{extFingerprint: fp}}, nil
+}
+
+// refusalMessage is what a key holder is told. Only reasons about the
+// holder's own credential are explained.
+func refusalMessage(user string, err error) string {
+	switch {
+	case errors.Is(err, ErrExpired):
+		return fmt.Sprintf("sbx: this SSH credential for %s has expired.\r\n"+
+			"Get a new one with `sbx ssh %s` (or POST /api/v1/sandboxes/{id}/ssh_tokens).\r\n", user, user)
+	case errors.Is(err, ErrSandboxEnded):
+		return fmt.Sprintf("sbx: sandbox %s has ended; its SSH credentials no longer work.\r\n"+
+			"Create a new sandbox to continue.\r\n", user)
+	}
+	return ""
+}
+
+// authLog counts failures against the source's bucket and cuts the
+// connection once the bucket is empty.
+func (cc *clientConn) authLog(meta ssh.ConnMetadata, method string, err error) {
+	if err == nil || method == "none" {
+		return // OpenSSH always opens with "none" to learn the methods.
+	}
+	if errors.Is(err, errUpstream) || errors.Is(err, errTooManyConns) {
+		// Not the client's fault; do not spend its failure budget.
+		cc.b.m.authFailures.WithLabelValues(reasonLabel(err)).Inc()
+		return
+	}
+	reason := reasonLabel(err)
+	if method != "publickey" {
+		reason = "method"
+	}
+	cc.b.m.authFailures.WithLabelValues(reason).Inc()
+	cc.log.Info("auth refused", "user", meta.User(), "method", method, "reason", reason)
+	if !cc.b.limiter.fail(cc.nc.RemoteAddr()) {
+		cc.log.Warn("failed-auth rate limit reached; closing")
+		cc.nc.Close()
+	}
+}
+
+// dialUpstream connects to the sandbox's sshd with a fresh certificate and
+// refuses any host key but the pinned one.
+func (b *Broker) dialUpstream(ctx context.Context, route Route, connID string) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, error) {
+	start := time.Now()
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(route.HostKey))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("parse pinned host key: %w", err)
+	}
+	signer, err := b.cfg.CA.UserSigner(route.User, "edge:"+connID, b.cfg.UpstreamCertTTL)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("sign upstream certificate: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.UpstreamDialTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", route.Addr)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dial %s: %w", route.Addr, err)
+	}
+	deadline, _ := ctx.Deadline()
+	// Closing nc on cancellation bounds the handshake even if the deadline
+	// below is missed by a shutdown racing with us.
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	nc.SetDeadline(deadline)
+	conn, chans, reqs, err := ssh.NewClientConn(nc, route.Addr, &ssh.ClientConfig{
+		User:              route.User,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback:   ssh.FixedHostKey(hostKey),
+		HostKeyAlgorithms: hostKeyAlgorithms(hostKey),
+	})
+	if !stop() || err != nil {
+		nc.Close()
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, nil, nil, fmt.Errorf("ssh handshake with %s: %w", route.Addr, err)
+	}
+	nc.SetDeadline(time.Time{})
+	b.m.dial.Observe(time.Since(start).Seconds())
+	return conn, chans, reqs, nil
+}
+
+// hostKeyAlgorithms asks only for the pinned key's algorithms, so a sandbox
+// with several host keys presents the one we can check.
+func hostKeyAlgorithms(k ssh.PublicKey) []string {
+	if k.Type() == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return []string{k.Type()}
+}

@@ -1,0 +1,130 @@
+package sshbroker
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/ssh"
+)
+
+// copyBufs holds one SSH packet's worth of payload: x/crypto/ssh never
+// sends or delivers more than 32 KiB per read, so larger buffers only cost
+// memory per idle channel.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// pipe relays one channel pair until both directions are done. cli is the
+// client-side channel, up the sandbox-side one, whoever opened them.
+//
+// Flow control is end to end: a copy goroutine blocks in Write while the
+// receiving peer's window is shut, stops reading, and so stops returning
+// window to the sender. Nothing is buffered beyond the SSH windows.
+func (cc *clientConn) pipe(cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request) {
+	var wg sync.WaitGroup
+	upDone := cc.half(&wg, up, cli, cc.b.m.bytesFromSandbox)
+	cliDone := cc.half(&wg, cli, up, cc.b.m.bytesToSandbox)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		cc.forwardRequests(cliReqs, up, cliDone, true)
+		// The client closed its channel: close ours upstream.
+		up.Close()
+	}()
+	go func() {
+		defer wg.Done()
+		cc.forwardRequests(upReqs, cli, upDone, false)
+		// The sandbox closed: deliver what it sent, then close.
+		<-upDone
+		cli.Close()
+	}()
+	wg.Wait()
+}
+
+// half copies src's data and stderr to dst, then half-closes dst. The
+// returned channel closes when both copies reached EOF, so exit-status is
+// never passed on before the output it follows.
+func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prometheus.Counter) <-chan struct{} {
+	done := make(chan struct{})
+	var inner sync.WaitGroup
+	inner.Add(2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer inner.Done()
+		cc.copy(dst, src, bytes)
+	}()
+	go func() {
+		defer wg.Done()
+		defer inner.Done()
+		cc.copy(dst.Stderr(), src.Stderr(), bytes)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		inner.Wait()
+		// EOF covers extended data too, so it waits for both copies.
+		dst.CloseWrite()
+		close(done)
+	}()
+	return done
+}
+
+func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counter) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				// The receiver is gone; drain src so the sender's window
+				// keeps moving until it notices the close.
+				io.CopyBuffer(io.Discard, src, buf)
+				return
+			}
+			bytes.Add(float64(n))
+			cc.touch()
+		}
+		if rerr != nil {
+			return
+		}
+	}
+}
+
+// touch marks the sandbox active, at most once per markEvery.
+func (cc *clientConn) touch() {
+	now := time.Now().UnixNano()
+	last := cc.lastMark.Load()
+	if now-last < int64(markEvery) || !cc.lastMark.CompareAndSwap(last, now) {
+		return
+	}
+	cc.b.act.Mark(cc.sandboxID())
+}
+
+// forwardRequests passes channel requests from one side to the other until
+// the source channel closes. fromClient marks requests the client sends,
+// which are filtered; the sandbox's are passed as is.
+func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel, srcDone <-chan struct{}, fromClient bool) {
+	for r := range reqs {
+		switch {
+		case fromClient && r.Type == "x11-req":
+			// X11 would open channels back to the client carrying a
+			// display cookie; not worth the surface.
+			r.Reply(false, nil)
+			continue
+		case !fromClient && (r.Type == "exit-status" || r.Type == "exit-signal"):
+			<-srcDone
+		}
+		ok, err := dst.SendRequest(r.Type, r.WantReply, r.Payload)
+		if err != nil {
+			ok = false
+		}
+		if fromClient && ok && r.Type == "auth-agent-req@openssh.com" {
+			cc.agent.Store(true)
+		}
+		if r.WantReply {
+			r.Reply(ok, nil)
+		}
+	}
+}

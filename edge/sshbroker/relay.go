@@ -1,0 +1,237 @@
+package sshbroker
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Channel types a client may open; they are relayed to the sandbox as is.
+// Everything else (x11, tun@openssh.com, ...) is refused.
+var clientChannelTypes = map[string]bool{
+	"session":                        true,
+	"direct-tcpip":                   true,
+	"direct-streamlocal@openssh.com": true,
+}
+
+// Global requests relayed from client to sandbox. Others get a failure
+// reply from the broker, as an SSH server does for requests it does not know.
+var clientGlobalRequests = map[string]bool{
+	"tcpip-forward":                          true,
+	"cancel-tcpip-forward":                   true,
+	"streamlocal-forward@openssh.com":        true,
+	"cancel-streamlocal-forward@openssh.com": true,
+	"keepalive@openssh.com":                  true,
+	"no-more-sessions@openssh.com":           true,
+}
+
+// markEvery throttles Activity.Mark per connection: the activity store
+// coalesces anyway, and a mark per 32 KiB packet would be hot.
+const markEvery = time.Second
+
+// relay runs until either side of the connection ends, then closes both.
+// It returns when every goroutine it started has returned.
+func (cc *clientConn) relay(sconn *ssh.ServerConn) {
+	up := cc.upConn()
+	cc.wg.Add(5)
+	go func() {
+		defer cc.wg.Done()
+		err := sconn.Wait()
+		cc.cancel(peerClosed("client", err))
+	}()
+	go func() {
+		defer cc.wg.Done()
+		err := up.Wait()
+		cc.cancel(peerClosed("sandbox", err))
+	}()
+	go func() {
+		defer cc.wg.Done()
+		cc.clientGlobal(up)
+	}()
+	go func() {
+		defer cc.wg.Done()
+		// The broker is the sandbox's SSH client: it answers the sandbox's
+		// keepalives itself and never passes on hostkeys-00@openssh.com,
+		// which would teach the client the sandbox's keys for our name.
+		ssh.DiscardRequests(cc.upReqs)
+	}()
+	go func() {
+		defer cc.wg.Done()
+		for nch := range cc.upChans {
+			cc.upstreamChannel(nch, sconn)
+		}
+	}()
+	for nch := range cc.serverChans {
+		cc.clientChannel(nch, up)
+	}
+	cc.wg.Wait()
+}
+
+type closedError struct {
+	side string
+	err  error
+}
+
+func (e closedError) Error() string {
+	if e.err == nil || errors.Is(e.err, io.EOF) {
+		return e.side + " closed the connection"
+	}
+	return e.side + " connection lost: " + e.err.Error()
+}
+
+func peerClosed(side string, err error) error { return closedError{side, err} }
+
+func (cc *clientConn) upConn() ssh.Conn {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.up
+}
+
+// teardown closes both legs. For a kick it first writes the reason to
+// every open session's stderr, waiting briefly: a client that is not
+// reading must not hold the shutdown.
+func (cc *clientConn) teardown(cause error) {
+	cc.mu.Lock()
+	sconn, up := cc.sconn, cc.up
+	var sessions []ssh.Channel
+	for ch := range cc.sessions {
+		sessions = append(sessions, ch)
+	}
+	cc.mu.Unlock()
+	var k kick
+	if errors.As(cause, &k) && k.msg != "" && len(sessions) > 0 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for _, ch := range sessions {
+				io.WriteString(ch.Stderr(), "\r\n"+k.msg+"\r\n")
+			}
+		}()
+		t := time.NewTimer(time.Second)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+		defer func() { <-done }() // closing below unblocks a stuck write
+	}
+	if sconn != nil {
+		sconn.Close()
+	}
+	if up != nil {
+		up.Close()
+	}
+	cc.nc.Close()
+}
+
+func (cc *clientConn) clientGlobal(up ssh.Conn) {
+	for r := range cc.serverReqs {
+		if !clientGlobalRequests[r.Type] {
+			r.Reply(false, nil)
+			continue
+		}
+		ok, payload, err := up.SendRequest(r.Type, r.WantReply, r.Payload)
+		if err != nil {
+			ok, payload = false, nil
+		}
+		if ok && (r.Type == "tcpip-forward" || r.Type == "streamlocal-forward@openssh.com") {
+			cc.forwarding.Store(true)
+		}
+		r.Reply(ok, payload)
+	}
+}
+
+// acquireChannel claims a slot of the per-connection channel cap.
+func (cc *clientConn) acquireChannel() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.channels >= cc.b.cfg.MaxChannelsPerConn {
+		return false
+	}
+	cc.channels++
+	return true
+}
+
+func (cc *clientConn) releaseChannel() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.channels--
+}
+
+func (cc *clientConn) clientChannel(nch ssh.NewChannel, up ssh.Conn) {
+	if !clientChannelTypes[nch.ChannelType()] {
+		cc.b.m.channelsRefused.WithLabelValues("type").Inc()
+		nch.Reject(ssh.Prohibited, "channel type not supported by the sbx broker")
+		return
+	}
+	cc.openPair(nch, up, true)
+}
+
+func (cc *clientConn) upstreamChannel(nch ssh.NewChannel, sconn *ssh.ServerConn) {
+	var allowed bool
+	switch nch.ChannelType() {
+	case "forwarded-tcpip", "forwarded-streamlocal@openssh.com":
+		allowed = cc.forwarding.Load()
+	case "auth-agent@openssh.com":
+		allowed = cc.agent.Load()
+	}
+	if !allowed {
+		cc.b.m.channelsRefused.WithLabelValues("not_requested").Inc()
+		nch.Reject(ssh.Prohibited, "not requested by the client")
+		return
+	}
+	cc.openPair(nch, sconn, false)
+}
+
+// openPair opens the matching channel on dst and relays the two. The open
+// round trip runs in its own goroutine so a slow upstream connect (ssh -L
+// to a black hole) does not stall other channel opens; the channel cap
+// bounds how many are in flight.
+func (cc *clientConn) openPair(nch ssh.NewChannel, dst ssh.Conn, fromClient bool) {
+	if !cc.acquireChannel() {
+		cc.b.m.channelsRefused.WithLabelValues("limit").Inc()
+		nch.Reject(ssh.ResourceShortage, "too many channels on this connection")
+		return
+	}
+	cc.wg.Add(1)
+	go func() {
+		defer cc.wg.Done()
+		defer cc.releaseChannel()
+		typ := nch.ChannelType()
+		dch, dreqs, err := dst.OpenChannel(typ, nch.ExtraData())
+		if err != nil {
+			var oe *ssh.OpenChannelError
+			if errors.As(err, &oe) {
+				nch.Reject(oe.Reason, oe.Message)
+			} else {
+				nch.Reject(ssh.ConnectionFailed, "open failed")
+			}
+			return
+		}
+		sch, sreqs, err := nch.Accept()
+		if err != nil {
+			dch.Close()
+			return
+		}
+		g := cc.b.m.channels.WithLabelValues(typ)
+		g.Inc()
+		defer g.Dec()
+		if fromClient {
+			if typ == "session" {
+				cc.mu.Lock()
+				cc.sessions[sch] = struct{}{}
+				cc.mu.Unlock()
+				defer func() {
+					cc.mu.Lock()
+					delete(cc.sessions, sch)
+					cc.mu.Unlock()
+				}()
+			}
+			cc.pipe(sch, sreqs, dch, dreqs)
+		} else {
+			cc.pipe(dch, dreqs, sch, sreqs)
+		}
+	}()
+}
