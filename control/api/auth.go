@@ -1,0 +1,91 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+type ctxKey int
+
+const (
+	accountKey ctxKey = iota
+	loggerKey
+)
+
+var (
+	errNoToken = problem.New(http.StatusUnauthorized, "unauthenticated",
+		"send an account agent token as 'Authorization: Bearer <token>'")
+	errBadToken = problem.New(http.StatusUnauthorized, "invalid_token",
+		"the token is not valid (unknown, revoked or expired)")
+	errProjectToken = problem.New(http.StatusForbidden, "project_token_refused",
+		"project tokens are not accepted by the sandbox API; use an account agent token")
+)
+
+// authenticate resolves the bearer token to an account. The token is
+// looked up by its SHA-256, so the comparison is on fixed-size digests
+// inside the database index and leaks nothing about the secret.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, ok := bearer(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx"`)
+			writeProblem(w, r, errNoToken)
+			return
+		}
+		prefix, err := token.Parse(secret)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx", error="invalid_token"`)
+			writeProblem(w, r, errBadToken)
+			return
+		}
+		acct, tok, err := s.store.AccountByTokenHash(r.Context(), token.Hash(secret), s.now())
+		if errors.Is(err, store.ErrNotFound) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx", error="invalid_token"`)
+			writeProblem(w, r, errBadToken)
+			return
+		}
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if prefix == token.PrefixProject || tok.Kind != store.TokenAgent {
+			writeProblem(w, r, errProjectToken)
+			return
+		}
+		log := s.log.With("account_id", acct.ID, "request_id", middleware.GetReqID(r.Context()))
+		ctx := context.WithValue(r.Context(), accountKey, acct)
+		ctx = context.WithValue(ctx, loggerKey, log)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	secret = strings.TrimSpace(secret)
+	return secret, secret != ""
+}
+
+func account(r *http.Request) store.Account {
+	a, _ := r.Context().Value(accountKey).(store.Account)
+	return a
+}
+
+func logger(r *http.Request) *slog.Logger {
+	if l, ok := r.Context().Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}

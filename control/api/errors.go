@@ -1,0 +1,75 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+// Errors produced by the API layer itself.
+var (
+	errRouteNotFound    = problem.New(http.StatusNotFound, "route_not_found", "no such endpoint")
+	errMethodNotAllowed = problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
+	errInternal         = problem.New(http.StatusInternalServerError, "internal", "internal error; it has been logged")
+)
+
+func stack() []byte { return debug.Stack() }
+
+// writeError is the one place an error becomes a response. Unknown errors
+// are logged and answered with a bare 500, so internals never leak.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	writeProblem(w, r, toProblem(r, err))
+}
+
+func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
+	cp := *p // the package-level problems are shared; Instance is per request
+	problem.Write(w, r, &cp)
+}
+
+func toProblem(r *http.Request, err error) *problem.Problem {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	var fe *lifecycle.FieldError
+	var se *lifecycle.StateError
+	var pe *podssh.PathError
+	switch {
+	case errors.As(err, &fe):
+		code := "invalid_request"
+		p := problem.New(http.StatusUnprocessableEntity, code, fe.Error())
+		p.Errors = []problem.FieldError{{Field: fe.Field, Detail: fe.Detail}}
+		if fe.Field == "Idempotency-Key" {
+			p.Status, p.Title = http.StatusBadRequest, http.StatusText(http.StatusBadRequest)
+		}
+		return p
+	case errors.As(err, &se):
+		return problem.New(http.StatusConflict, "sandbox_state", se.Error())
+	case errors.As(err, &pe):
+		return problem.New(http.StatusBadRequest, "invalid_path", pe.Error())
+	case errors.Is(err, lifecycle.ErrNotFound):
+		return problem.New(http.StatusNotFound, "sandbox_not_found", "no sandbox with that id in this account")
+	case errors.Is(err, lifecycle.ErrLimit):
+		return problem.New(http.StatusTooManyRequests, "concurrency_limit", err.Error())
+	case errors.Is(err, lifecycle.ErrUnknownProfile):
+		p := problem.New(http.StatusUnprocessableEntity, "unknown_profile", err.Error())
+		p.Errors = []problem.FieldError{{Field: "profile", Detail: "unknown profile"}}
+		return p
+	case errors.Is(err, lifecycle.ErrDisabled):
+		return problem.New(http.StatusForbidden, "feature_disabled", err.Error())
+	case errors.Is(err, lifecycle.ErrPlatformNotAllowed):
+		return problem.New(http.StatusForbidden, "platform_not_allowed", err.Error())
+	case errors.Is(err, lifecycle.ErrIdempotencyReuse):
+		return problem.New(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was used with a different request body")
+	case errors.Is(err, context.DeadlineExceeded):
+		return problem.New(http.StatusGatewayTimeout, "timeout", "the sandbox did not answer in time")
+	}
+	logger(r).ErrorContext(r.Context(), "request failed", "err", err, "path", r.URL.Path)
+	return errInternal
+}

@@ -1,0 +1,137 @@
+package api
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+type execRequest struct {
+	Command        string            `json:"command"`
+	Args           []string          `json:"args"`
+	Env            map[string]string `json:"env"`
+	Stdin          string            `json:"stdin"`
+	StdinEncoding  string            `json:"stdin_encoding"`
+	TimeoutSeconds *float64          `json:"timeout_seconds"`
+}
+
+type execResponse struct {
+	ExitCode        int     `json:"exit_code"`
+	Signal          *string `json:"signal"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	StdoutEncoding  string  `json:"stdout_encoding"`
+	StderrEncoding  string  `json:"stderr_encoding"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	Truncated       bool    `json:"truncated"`
+	TimedOut        bool    `json:"timed_out"`
+	DurationMS      int64   `json:"duration_ms"`
+}
+
+const defaultExecTimeout = 60 * time.Second
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req execRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		writeProblem(w, r, unprocessable("command", "is required"))
+		return
+	}
+	timeout := defaultExecTimeout
+	if req.TimeoutSeconds != nil {
+		t := time.Duration(*req.TimeoutSeconds * float64(time.Second))
+		if t <= 0 || t > s.cfg.MaxExecTimeout {
+			writeProblem(w, r, unprocessable("timeout_seconds", "must be positive and at most "+s.cfg.MaxExecTimeout.String()))
+			return
+		}
+		timeout = t
+	}
+	for k, v := range req.Env {
+		if !envNameRE.MatchString(k) || strings.ContainsRune(v, 0) {
+			writeProblem(w, r, unprocessable("env", fmt.Sprintf("%q: names must match %s and values must not contain NUL", k, envNameRE)))
+			return
+		}
+	}
+	if strings.ContainsRune(req.Command, 0) || slices.ContainsFunc(req.Args, func(a string) bool { return strings.ContainsRune(a, 0) }) {
+		writeProblem(w, r, unprocessable("command", "command and args must not contain NUL bytes"))
+		return
+	}
+	var stdin []byte
+	switch req.StdinEncoding {
+	case "", "utf-8":
+		stdin = []byte(req.Stdin)
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(req.Stdin)
+		if err != nil {
+			writeProblem(w, r, unprocessable("stdin", "is not valid base64"))
+			return
+		}
+		stdin = b
+	default:
+		writeProblem(w, r, unprocessable("stdin_encoding", `must be "utf-8" or "base64"`))
+		return
+	}
+
+	t, err := s.target(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	res, err := s.pods.Exec(r.Context(), t, podssh.ExecRequest{
+		Command: req.Command, Args: req.Args, Env: req.Env, Stdin: strings.NewReader(string(stdin)),
+		Dir: t.Workspace, Timeout: timeout, OutputLimit: s.cfg.ExecOutputLimit,
+	})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	s.metrics.exec.Observe(res.Duration.Seconds())
+	out := execResponse{
+		ExitCode: res.ExitCode, StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
+		Truncated: res.StdoutTruncated || res.StderrTruncated, TimedOut: res.TimedOut,
+		DurationMS: res.Duration.Milliseconds(), Signal: optional(res.Signal),
+	}
+	out.Stdout, out.StdoutEncoding = encodeOutput(res.Stdout)
+	out.Stderr, out.StderrEncoding = encodeOutput(res.Stderr)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// encodeOutput keeps text readable and binary intact: JSON strings cannot
+// carry invalid UTF-8, so such output is sent as base64.
+func encodeOutput(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// target resolves the URL's sandbox to its pod, refusing states in which
+// there is no pod to talk to.
+func (s *Server) target(r *http.Request) (podssh.Target, error) {
+	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		return podssh.Target{}, err
+	}
+	if sb.State != store.StateReady {
+		return podssh.Target{}, &lifecycle.StateError{State: string(sb.State), Action: "reach"}
+	}
+	return podssh.Target{
+		SandboxID: sb.ID, Addr: sb.Endpoint, User: sb.SSHUser, HostKey: sb.HostKey, Workspace: sb.Workspace,
+	}, nil
+}

@@ -1,0 +1,215 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+// sandboxView is the JSON form of a sandbox.
+type sandboxView struct {
+	ID           string        `json:"id"`
+	Status       store.State   `json:"status"`
+	Platform     string        `json:"platform"`
+	Profile      string        `json:"profile"`
+	ProjectID    *string       `json:"project_id"`
+	SSHEndpoint  *string       `json:"ssh_endpoint"`
+	DeadlineAt   time.Time     `json:"deadline_at"`
+	Grants       []store.Grant `json:"grants"`
+	CreatedAt    time.Time     `json:"created_at"`
+	ReadyAt      *time.Time    `json:"ready_at"`
+	SuspendedAt  *time.Time    `json:"suspended_at"`
+	TerminatedAt *time.Time    `json:"terminated_at"`
+	EndReason    *string       `json:"end_reason"`
+	Workspace    *string       `json:"workspace"`
+}
+
+func (s *Server) view(sb store.Sandbox) sandboxView {
+	v := sandboxView{
+		ID: sb.ID, Status: sb.State, Platform: sb.Platform, Profile: sb.Profile,
+		DeadlineAt: sb.DeadlineAt.UTC(), Grants: sb.Grants, CreatedAt: sb.CreatedAt.UTC(),
+		ReadyAt: utc(sb.ReadyAt), SuspendedAt: utc(sb.SuspendedAt), TerminatedAt: utc(sb.TerminatedAt),
+		ProjectID: optional(sb.ProjectID), EndReason: optional(sb.EndReason), Workspace: optional(sb.Workspace),
+	}
+	if v.Grants == nil {
+		v.Grants = []store.Grant{}
+	}
+	if sb.State == store.StateReady && s.cfg.SSHHost != "" {
+		ep := net.JoinHostPort(s.cfg.SSHHost, strconv.Itoa(s.cfg.SSHPort))
+		v.SSHEndpoint = &ep
+	}
+	return v
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req lifecycle.CreateRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	req.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	sb, replayed, err := s.life.Create(r.Context(), account(r), req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Location", "/api/v1/sandboxes/"+sb.ID)
+	writeJSON(w, http.StatusCreated, s.view(sb))
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(sb))
+}
+
+type listView struct {
+	Sandboxes  []sandboxView `json:"sandboxes"`
+	NextCursor *string       `json:"next_cursor"`
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			writeProblem(w, r, badQuery("limit", "must be an integer from 1 to 200"))
+			return
+		}
+		limit = n
+	}
+	opts := store.ListOptions{AccountID: account(r).ID, Before: q.Get("cursor"), Limit: limit + 1}
+	if st := q.Get("status"); st != "" {
+		opts.States = []store.State{store.State(st)}
+	}
+	list, err := s.store.Sandboxes(r.Context(), opts)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := listView{Sandboxes: make([]sandboxView, 0, len(list))}
+	if len(list) > limit {
+		list = list[:limit]
+		next := list[limit-1].ID
+		out.NextCursor = &next
+	}
+	for _, sb := range list {
+		out.Sandboxes = append(out.Sandboxes, s.view(sb))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type patchRequest struct {
+	DeadlineMinutes *int `json:"deadline_minutes"`
+}
+
+func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
+	var req patchRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if req.DeadlineMinutes == nil {
+		writeProblem(w, r, unprocessable("deadline_minutes", "is required"))
+		return
+	}
+	sb, err := s.life.Extend(r.Context(), account(r), chi.URLParam(r, "id"), *req.DeadlineMinutes)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(sb))
+}
+
+// deleteSandbox is idempotent: deleting an ended sandbox answers 200 with
+// its final state, so retried DELETEs never error.
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.life.Delete(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(sb))
+}
+
+// decode reads a bounded JSON body strictly. It answers the request
+// itself and returns false on any problem.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("body holds more than one JSON value")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooBig):
+		writeProblem(w, r, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit)))
+	case errors.As(err, &typeErr):
+		writeProblem(w, r, unprocessable(typeErr.Field, "has the wrong type; want "+typeErr.Type.String()))
+	case errors.As(err, &syntax), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		writeProblem(w, r, problem.New(http.StatusBadRequest, "malformed_json", "request body is not valid JSON: "+err.Error()))
+	default:
+		writeProblem(w, r, problem.New(http.StatusBadRequest, "malformed_json", err.Error()))
+	}
+	return false
+}
+
+func unprocessable(field, detail string) *problem.Problem {
+	p := problem.New(http.StatusUnprocessableEntity, "invalid_request", field+" "+detail)
+	p.Errors = []problem.FieldError{{Field: field, Detail: detail}}
+	return p
+}
+
+func badQuery(param, detail string) *problem.Problem {
+	p := problem.New(http.StatusBadRequest, "invalid_query", param+" "+detail)
+	p.Errors = []problem.FieldError{{Field: param, Detail: detail}}
+	return p
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

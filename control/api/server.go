@@ -1,0 +1,176 @@
+// Package api is control's public REST surface, /api/v1. Handlers decode,
+// call lifecycle or the pod connection pool, and encode; every error goes
+// through writeError, the one place errors become problem documents.
+package api
+
+import (
+	"context"
+	_ "embed"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/pkg/sftp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// OpenAPI returns the API contract served at /api/v1/openapi.json.
+func OpenAPI() []byte { return openAPIDoc }
+
+// Pods is the subset of the pod connection pool the API uses.
+type Pods interface {
+	Exec(ctx context.Context, t podssh.Target, req podssh.ExecRequest) (podssh.ExecResult, error)
+	SFTP(ctx context.Context, t podssh.Target) (*sftp.Client, error)
+}
+
+// Config tunes the API.
+type Config struct {
+	// SSHHost and SSHPort are the public address of the SSH broker, shown
+	// as ssh_endpoint once a sandbox is ready.
+	SSHHost string
+	SSHPort int
+	// MaxJSONBody bounds request bodies other than file uploads (1 MiB).
+	MaxJSONBody int64
+	// MaxFileSize bounds one uploaded file (default 5 GiB).
+	MaxFileSize int64
+	// ExecOutputLimit caps each of stdout and stderr (default 1 MiB).
+	ExecOutputLimit int
+	// MaxExecTimeout bounds timeout_seconds (default 1 h).
+	MaxExecTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxJSONBody == 0 {
+		c.MaxJSONBody = 1 << 20
+	}
+	if c.MaxFileSize == 0 {
+		c.MaxFileSize = 5 << 30
+	}
+	if c.ExecOutputLimit == 0 {
+		c.ExecOutputLimit = 1 << 20
+	}
+	if c.MaxExecTimeout == 0 {
+		c.MaxExecTimeout = time.Hour
+	}
+}
+
+// Server serves the REST API.
+type Server struct {
+	cfg     Config
+	store   store.Reader
+	life    *lifecycle.Manager
+	pods    Pods
+	log     *slog.Logger
+	now     func() time.Time
+	reg     *prometheus.Registry
+	ready   func() bool
+	metrics *httpMetrics
+}
+
+// Deps are the Server's collaborators.
+type Deps struct {
+	Store     store.Reader
+	Lifecycle *lifecycle.Manager
+	Pods      Pods
+	Logger    *slog.Logger
+	Registry  *prometheus.Registry
+	// Ready reports whether every part of the process is up (readyz).
+	Ready func() bool
+	Now   func() time.Time
+}
+
+// New builds the API server.
+func New(cfg Config, d Deps) *Server {
+	cfg.setDefaults()
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Ready == nil {
+		d.Ready = func() bool { return true }
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	return &Server{
+		cfg: cfg, store: d.Store, life: d.Lifecycle, pods: d.Pods, log: d.Logger,
+		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
+	}
+}
+
+// Handler returns the routed handler.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, s.recoverer, s.metrics.middleware)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, errRouteNotFound)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, errMethodNotAllowed)
+	})
+
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	r.Get("/readyz", s.readyz)
+	r.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	r.Get("/api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openAPIDoc)
+	})
+
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Post("/api/v1/sandboxes", s.createSandbox)
+		r.Get("/api/v1/sandboxes", s.listSandboxes)
+		r.Route("/api/v1/sandboxes/{id}", func(r chi.Router) {
+			r.Get("/", s.getSandbox)
+			r.Patch("/", s.patchSandbox)
+			r.Delete("/", s.deleteSandbox)
+			r.Post("/exec", s.exec)
+			r.Get("/files/*", s.getFile)
+			r.Put("/files/*", s.putFile)
+			r.Delete("/files/*", s.deleteFile)
+		})
+		r.Get("/api/v1/usage", s.usage)
+	})
+	return r
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "starting\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// recoverer turns a handler panic into a 500 problem and a log line with
+// the stack, instead of killing the connection with no answer.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "handler panic", "panic", v, "path", r.URL.Path,
+					"stack", string(stack()))
+				writeError(w, r, errInternal)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
