@@ -1,0 +1,223 @@
+// Package control wires the control plane: store, provider, pod
+// connection pool, lifecycle and REST API. It is the one place concrete
+// backends are chosen from configuration.
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sbxedge/sbx/auth/hostkey"
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/control/api"
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/postgres"
+	"github.com/sbxedge/sbx/control/store/sqlite"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+// Config is the control plane's configuration.
+type Config struct {
+	// DataDir holds keys, the SQLite database and local sandboxes.
+	DataDir string
+	// DatabaseURL selects Postgres (postgres://...). Empty means SQLite in
+	// DataDir.
+	DatabaseURL string
+	// APIAddr is where the REST API listens (host:port; port 0 picks one).
+	APIAddr string
+	// SSHHost and SSHPort are the SSH broker's public address, reported
+	// as ssh_endpoint.
+	SSHHost string
+	SSHPort int
+	// ProviderMode is the local provider's server: "embedded" or "sshd".
+	ProviderMode string
+	// Lifecycle tunes deadlines, provisioning timeout and reaper tick.
+	Lifecycle lifecycle.Config
+	Logger    *slog.Logger
+	// Registry receives every metric; nil makes a fresh one.
+	Registry *prometheus.Registry
+}
+
+// Validate checks the configuration without side effects.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("control: DataDir is required")
+	}
+	if c.APIAddr == "" {
+		return errors.New("control: APIAddr is required")
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return fmt.Errorf("control: DatabaseURL %q: only postgres:// URLs are supported (leave empty for SQLite)", c.DatabaseURL)
+	}
+	switch c.ProviderMode {
+	case "", "embedded", "sshd":
+	default:
+		return fmt.Errorf("control: ProviderMode %q: want embedded or sshd", c.ProviderMode)
+	}
+	return nil
+}
+
+type closingProvider interface {
+	provider.Provider
+	io.Closer
+}
+
+// Service is a running control plane.
+type Service struct {
+	cfg      Config
+	log      *slog.Logger
+	Store    store.Store
+	CA       *sshca.CA
+	Provider provider.Provider
+	prov     closingProvider
+	Pool     *podssh.Pool
+	Life     *lifecycle.Manager
+	Registry *prometheus.Registry
+
+	api   *api.Server
+	srv   *http.Server
+	ln    net.Listener
+	ready atomic.Bool
+	done  chan error
+}
+
+// Open builds every part but starts nothing.
+func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, Registry: cfg.Registry, done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			s.closeParts()
+		}
+	}()
+
+	keys := filepath.Join(cfg.DataDir, "keys")
+	if s.CA, err = sshca.LoadOrCreate(filepath.Join(keys, "user_ca")); err != nil {
+		return nil, err
+	}
+	hostKeys, err := hostkey.LoadOrCreate(filepath.Join(keys, "host_key_secret"))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DatabaseURL != "" {
+		s.Store, err = postgres.Open(ctx, cfg.DatabaseURL, cfg.Logger)
+	} else {
+		s.Store, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "sbx.db"), cfg.Logger)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	lp, err := local.New(local.Config{DataDir: cfg.DataDir, Mode: cfg.ProviderMode, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start local provider: %w", err)
+	}
+	s.prov, s.Provider = lp, lp
+	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
+	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
+		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
+		Conns: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
+	})
+	s.api = api.New(api.Config{SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort}, api.Deps{
+		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
+		Registry: cfg.Registry, Ready: s.ready.Load,
+	})
+	return s, nil
+}
+
+// Start listens, reconciles records with the provider, and starts the job
+// queue. readyz turns 200 once all of that succeeded.
+func (s *Service) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen for API on %s: %w", s.cfg.APIAddr, err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler: s.api.Handler(),
+		// Slow-header clients are cut off early; bodies (file uploads,
+		// long exec calls) are bounded by their handlers instead of a
+		// global WriteTimeout that would cut legitimate long streams.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	go func() { s.done <- s.srv.Serve(ln) }()
+
+	if err := s.Life.Reconcile(ctx); err != nil {
+		// Reconcile errors are per sandbox; serving the rest is better
+		// than refusing to start.
+		s.log.ErrorContext(ctx, "reconcile finished with errors", "err", err)
+	}
+	if err := s.Store.StartJobs(ctx, s.Life.Jobs()); err != nil {
+		return fmt.Errorf("start job queue: %w", err)
+	}
+	s.ready.Store(true)
+	s.log.InfoContext(ctx, "control ready", "api", s.URL())
+	return nil
+}
+
+// URL is the API's base URL.
+func (s *Service) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Shutdown stops serving, stops the job queue (running jobs finish or are
+// retried on the next start), closes pod connections and the provider's
+// servers (workspaces stay), then the store.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	var errs []error
+	if s.srv != nil {
+		if err := s.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown API: %w", err))
+			_ = s.srv.Close()
+		}
+		if err := <-s.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if s.Store != nil {
+		if err := s.Store.StopJobs(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop jobs: %w", err))
+		}
+	}
+	errs = append(errs, s.closeParts())
+	return errors.Join(errs...)
+}
+
+func (s *Service) closeParts() error {
+	var errs []error
+	if s.Pool != nil {
+		errs = append(errs, s.Pool.Close())
+	}
+	if s.prov != nil {
+		errs = append(errs, s.prov.Close())
+	}
+	if s.Store != nil {
+		errs = append(errs, s.Store.Close())
+	}
+	return errors.Join(errs...)
+}

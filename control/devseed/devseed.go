@@ -1,0 +1,73 @@
+// Package devseed gives `sbx dev` something to use on first start: the dev
+// account, the Linux profiles and a bootstrap agent token.
+package devseed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// AccountID is the dev account's ID.
+const AccountID = "acct-dev"
+
+// Profiles seeded for development. The names follow the product spec;
+// the platform comes from the name.
+var Profiles = []store.Profile{
+	{Name: "tuist-linux-small", Platform: "linux", CPU: 1, MemoryMB: 2048, DiskGB: 10, Image: "local"},
+	{Name: "tuist-linux-medium", Platform: "linux", CPU: 2, MemoryMB: 4096, DiskGB: 20, Image: "local"},
+	{Name: "tuist-linux-large", Platform: "linux", CPU: 4, MemoryMB: 8192, DiskGB: 40, Image: "local"},
+}
+
+// Seed creates the dev account (feature on, concurrency limit 10) and
+// profiles, and makes sure secret is a valid agent token of the account.
+// When secret is empty it reuses the one in tokenFile or mints a new one
+// and writes it there (mode 0600); fresh reports whether it minted one, so
+// the caller prints it once.
+func Seed(ctx context.Context, st store.Store, secret, tokenFile string) (tok string, fresh bool, err error) {
+	if secret == "" {
+		if b, err := os.ReadFile(tokenFile); err == nil {
+			secret = strings.TrimSpace(string(b))
+		}
+	}
+	if secret == "" {
+		secret, _ = token.New(token.PrefixAgent)
+		fresh = true
+	}
+	if p, err := token.Parse(secret); err != nil || p != token.PrefixAgent {
+		return "", false, fmt.Errorf("dev token must look like %s<43 base64url characters> (mint one with a fresh data dir)", token.PrefixAgent)
+	}
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.UpsertAccount(ctx, store.Account{
+			ID: AccountID, Name: "dev", SandboxesEnabled: true, ConcurrentLimit: 10, CreatedAt: time.Now().UTC(),
+		}); err != nil {
+			return err
+		}
+		for _, p := range Profiles {
+			if err := tx.UpsertProfile(ctx, p); err != nil {
+				return err
+			}
+		}
+		err := tx.InsertToken(ctx, store.Token{
+			ID: "tok-dev-" + fmt.Sprintf("%x", token.Hash(secret)[:6]), AccountID: AccountID, Kind: store.TokenAgent,
+			Name: "sbx dev bootstrap", Hash: token.Hash(secret), CreatedAt: time.Now().UTC(),
+		})
+		if errors.Is(err, store.ErrConflict) {
+			return nil // already seeded on an earlier start
+		}
+		return err
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("seed dev account: %w", err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("write %s: %w", tokenFile, err)
+	}
+	return secret, fresh, nil
+}

@@ -1,0 +1,518 @@
+// Package local is the development provider: a sandbox is a workspace
+// directory plus an SSH server on a loopback port, either an embedded Go
+// server (default) or the machine's OpenSSH sshd.
+//
+// Layout under DataDir:
+//
+//	sandboxes/<id>/workspace/        the workspace (absent while suspended)
+//	sandboxes/<id>/home/             HOME for embedded sessions; Spec.Files land here
+//	sandboxes/<id>/host_key          the sandbox host key (0600)
+//	sandboxes/<id>/ca.pub            the user CA sessions must be signed by
+//	sandboxes/<id>/meta.json         port and mode, so restarts keep endpoints
+//	sandboxes/<id>/snapshot.tar.gz   the workspace while suspended
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/control/provider"
+)
+
+var (
+	_ provider.Provider  = (*Local)(nil)
+	_ provider.Suspender = (*Local)(nil)
+)
+
+// Modes of Config.Mode.
+const (
+	ModeEmbedded = "embedded"
+	ModeSSHD     = "sshd"
+)
+
+// EmbeddedUser is the login name of embedded servers. They run sessions as
+// the provider's own OS user whatever the name; this one is just stable.
+const EmbeddedUser = "sandbox"
+
+// Config configures the local provider.
+type Config struct {
+	// DataDir holds every sandbox (see the package doc). Required.
+	DataDir string
+	// Mode is ModeEmbedded (default) or ModeSSHD.
+	Mode string
+	// SSHDPath is the absolute path of OpenSSH's sshd for ModeSSHD;
+	// default /usr/sbin/sshd. sshd refuses to re-exec from a relative path.
+	SSHDPath string
+	// Logger receives provider events and, at debug, sshd's own log.
+	Logger *slog.Logger
+}
+
+// Validate reports the first bad field, without side effects.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("local provider: DataDir is required")
+	}
+	switch c.Mode {
+	case "", ModeEmbedded, ModeSSHD:
+	default:
+		return fmt.Errorf("local provider: Mode %q is neither %q nor %q", c.Mode, ModeEmbedded, ModeSSHD)
+	}
+	if c.Mode == ModeSSHD && c.SSHDPath != "" && !filepath.IsAbs(c.SSHDPath) {
+		return fmt.Errorf("local provider: SSHDPath %q must be absolute", c.SSHDPath)
+	}
+	return nil
+}
+
+// server is one running SSH server for a sandbox.
+type server interface {
+	// stop kills the server and its sessions and waits for them.
+	stop()
+	// exited is closed if the server died on its own.
+	exited() <-chan struct{}
+}
+
+// Local implements provider.Provider on the local machine. Servers it
+// starts are owned by it: Close stops them all (workspaces stay on disk).
+type Local struct {
+	cfg    Config
+	logger *slog.Logger
+	root   string // DataDir/sandboxes
+	user   string // Endpoint.User
+
+	mu      sync.Mutex // guards running, locks, closed
+	running map[string]*instance
+	locks   map[string]*sync.Mutex
+	closed  bool
+}
+
+type instance struct {
+	srv      server
+	endpoint provider.Endpoint
+}
+
+// meta is persisted per sandbox so a restarted provider reuses the port
+// control recorded in the sandbox's endpoint.
+type meta struct {
+	SandboxID string    `json:"sandbox_id"`
+	Port      int       `json:"port"`
+	Mode      string    `json:"mode"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// New returns a provider over cfg.DataDir. It starts nothing: call Start to
+// bring back the servers of sandboxes found on disk.
+func New(cfg Config) (*Local, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeEmbedded
+	}
+	if cfg.SSHDPath == "" {
+		cfg.SSHDPath = "/usr/sbin/sshd"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: resolve DataDir: %w", err)
+	}
+	l := &Local{
+		cfg:     cfg,
+		logger:  cfg.Logger.With("provider", "local", "mode", cfg.Mode),
+		root:    filepath.Join(abs, "sandboxes"),
+		user:    EmbeddedUser,
+		running: map[string]*instance{},
+		locks:   map[string]*sync.Mutex{},
+	}
+	if cfg.Mode == ModeSSHD {
+		// sshd only logs in real accounts, and principal must equal it.
+		u, err := user.Current()
+		if err != nil {
+			return nil, fmt.Errorf("local provider: current user: %w", err)
+		}
+		l.user = u.Username
+	}
+	if err := os.MkdirAll(l.root, 0o700); err != nil {
+		return nil, fmt.Errorf("local provider: create %s: %w", l.root, err)
+	}
+	return l, nil
+}
+
+var sandboxIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+func validID(id string) error {
+	if !sandboxIDPattern.MatchString(id) {
+		return fmt.Errorf("local provider: invalid sandbox id %q", id)
+	}
+	return nil
+}
+
+func (l *Local) dir(id string) string { return filepath.Join(l.root, id) }
+
+// lock serializes lifecycle operations on one sandbox.
+func (l *Local) lock(id string) (unlock func(), err error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, errors.New("local provider: closed")
+	}
+	m := l.locks[id]
+	if m == nil {
+		m = &sync.Mutex{}
+		l.locks[id] = m
+	}
+	l.mu.Unlock()
+	m.Lock()
+	return m.Unlock, nil
+}
+
+// Provision writes the sandbox's files and starts its server, or returns
+// the endpoint of the one already running. A suspended sandbox is restored.
+func (l *Local) Provision(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
+	if err := validID(spec.SandboxID); err != nil {
+		return provider.Endpoint{}, err
+	}
+	unlock, err := l.lock(spec.SandboxID)
+	if err != nil {
+		return provider.Endpoint{}, err
+	}
+	defer unlock()
+	if ep, ok := l.runningEndpoint(spec.SandboxID); ok {
+		return ep, nil
+	}
+	if err := l.writeSpec(spec); err != nil {
+		return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)
+	}
+	if err := l.restoreWorkspace(spec.SandboxID); err != nil {
+		return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)
+	}
+	ep, err := l.startLocked(ctx, spec.SandboxID)
+	if err != nil {
+		return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)
+	}
+	return ep, nil
+}
+
+// Restore brings a suspended sandbox back; it is Provision.
+func (l *Local) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
+	return l.Provision(ctx, spec)
+}
+
+// Start restarts the server of every sandbox on disk that has a workspace
+// and is not running, e.g. after the process restarted. Suspended sandboxes
+// stay suspended. Errors for single sandboxes are joined.
+func (l *Local) Start(ctx context.Context) error {
+	ids, err := l.ids()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if !exists(filepath.Join(l.dir(id), "workspace")) {
+			continue
+		}
+		unlock, err := l.lock(id)
+		if err != nil {
+			return err
+		}
+		if _, ok := l.runningEndpoint(id); !ok {
+			err := l.restoreWorkspace(id)
+			if err == nil {
+				_, err = l.startLocked(ctx, id)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("start %s: %w", id, err))
+			}
+		}
+		unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Local) runningEndpoint(id string) (provider.Endpoint, bool) {
+	l.mu.Lock()
+	inst := l.running[id]
+	if inst == nil {
+		l.mu.Unlock()
+		return provider.Endpoint{}, false
+	}
+	select {
+	case <-inst.srv.exited():
+		// Died on its own: forget it so the caller starts a new one.
+		delete(l.running, id)
+		l.mu.Unlock()
+		l.logger.Warn("sandbox server exited on its own", "sandbox_id", id)
+		inst.srv.stop() // reaps; returns at once for a dead server
+		return provider.Endpoint{}, false
+	default:
+		l.mu.Unlock()
+		return inst.endpoint, true
+	}
+}
+
+func (l *Local) writeSpec(spec provider.Spec) error {
+	dir := l.dir(spec.SandboxID)
+	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o700); err != nil {
+		return fmt.Errorf("create sandbox dir: %w", err)
+	}
+	if _, err := gossh.ParsePrivateKey(spec.HostKeyPEM); err != nil {
+		return fmt.Errorf("parse host key: %w", err)
+	}
+	if _, _, _, _, err := gossh.ParseAuthorizedKey([]byte(spec.UserCAKey)); err != nil {
+		return fmt.Errorf("parse user CA key: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "host_key"), spec.HostKeyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "ca.pub"), []byte(spec.UserCAKey), 0o644); err != nil {
+		return err
+	}
+	for _, f := range spec.Files {
+		if !filepath.IsLocal(f.Path) {
+			return fmt.Errorf("spec file %q: path must stay inside the home dir", f.Path)
+		}
+		p := filepath.Join(dir, "home", f.Path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("spec file %q: %w", f.Path, err)
+		}
+		mode := fs.FileMode(f.Mode).Perm()
+		if mode == 0 {
+			mode = 0o600
+		}
+		if err := writeFileAtomic(p, f.Data, mode); err != nil {
+			return fmt.Errorf("spec file %q: %w", f.Path, err)
+		}
+	}
+	if _, err := l.readMeta(spec.SandboxID); errors.Is(err, fs.ErrNotExist) {
+		return l.writeMeta(meta{SandboxID: spec.SandboxID, Mode: l.cfg.Mode, CreatedAt: time.Now().UTC()})
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// startLocked starts the server for id and waits until it answers with the
+// sandbox's host key. The caller holds id's lock.
+func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, error) {
+	dir := l.dir(id)
+	m, err := l.readMeta(id)
+	if err != nil {
+		return provider.Endpoint{}, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "host_key"))
+	if err != nil {
+		return provider.Endpoint{}, fmt.Errorf("read host key: %w", err)
+	}
+	hostKey, err := gossh.ParsePrivateKey(keyPEM)
+	if err != nil {
+		return provider.Endpoint{}, fmt.Errorf("parse host key: %w", err)
+	}
+	caLine, err := os.ReadFile(filepath.Join(dir, "ca.pub"))
+	if err != nil {
+		return provider.Endpoint{}, fmt.Errorf("read CA key: %w", err)
+	}
+	caKey, _, _, _, err := gossh.ParseAuthorizedKey(caLine)
+	if err != nil {
+		return provider.Endpoint{}, fmt.Errorf("parse CA key: %w", err)
+	}
+	logger := l.logger.With("sandbox_id", id)
+	ws := filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return provider.Endpoint{}, fmt.Errorf("create workspace: %w", err)
+	}
+
+	var srv server
+	var port int
+	switch l.cfg.Mode {
+	case ModeSSHD:
+		srv, port, err = startSSHD(ctx, sshdOptions{
+			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger,
+		})
+	default:
+		srv, port, err = startEmbedded(ctx, embeddedOptions{
+			dir: dir, port: m.Port, user: l.user, hostKey: hostKey, caKey: caKey, logger: logger,
+		})
+	}
+	if err != nil {
+		return provider.Endpoint{}, err
+	}
+	if m.Port != port {
+		m.Port = port
+		if err := l.writeMeta(m); err != nil {
+			srv.stop()
+			return provider.Endpoint{}, err
+		}
+	}
+	ep := provider.Endpoint{Addr: fmt.Sprintf("127.0.0.1:%d", port), User: l.user, Workspace: ws}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		srv.stop()
+		return provider.Endpoint{}, errors.New("local provider: closed")
+	}
+	l.running[id] = &instance{srv: srv, endpoint: ep}
+	l.mu.Unlock()
+	logger.Info("sandbox server started", "addr", ep.Addr)
+	return ep, nil
+}
+
+// stopLocked stops id's server if running. The caller holds id's lock.
+func (l *Local) stopLocked(id string) {
+	l.mu.Lock()
+	inst := l.running[id]
+	delete(l.running, id)
+	l.mu.Unlock()
+	if inst != nil {
+		inst.srv.stop()
+	}
+}
+
+// Destroy stops the sandbox and deletes everything it had.
+func (l *Local) Destroy(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	unlock, err := l.lock(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	l.stopLocked(id)
+	if err := os.RemoveAll(l.dir(id)); err != nil {
+		return fmt.Errorf("destroy %s: %w", id, err)
+	}
+	l.logger.Info("sandbox destroyed", "sandbox_id", id)
+	return nil
+}
+
+// Status reports one sandbox. A sandbox with a workspace but no server
+// (the provider restarted and Start was not called) is PhaseStopped with
+// reason "server_not_running": Restore or Start brings it back.
+func (l *Local) Status(ctx context.Context, id string) (provider.Instance, error) {
+	if err := validID(id); err != nil {
+		return provider.Instance{}, err
+	}
+	inst := provider.Instance{SandboxID: id}
+	if ep, ok := l.runningEndpoint(id); ok {
+		inst.Phase, inst.Endpoint = provider.PhaseRunning, ep
+		return inst, nil
+	}
+	dir := l.dir(id)
+	switch {
+	case exists(filepath.Join(dir, "workspace")):
+		inst.Phase, inst.Reason = provider.PhaseStopped, "server_not_running"
+	case exists(filepath.Join(dir, snapshotName)):
+		inst.Phase = provider.PhaseStopped
+	case exists(dir):
+		inst.Phase, inst.Reason = provider.PhaseFailed, "workspace_missing"
+	default:
+		inst.Phase = provider.PhaseNotFound
+		return inst, provider.ErrNotFound
+	}
+	return inst, nil
+}
+
+// List reports every sandbox directory.
+func (l *Local) List(ctx context.Context) ([]provider.Instance, error) {
+	ids, err := l.ids()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]provider.Instance, 0, len(ids))
+	for _, id := range ids {
+		inst, err := l.Status(ctx, id)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue // destroyed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, inst)
+	}
+	return out, nil
+}
+
+func (l *Local) ids() ([]string, error) {
+	entries, err := os.ReadDir(l.root)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && validID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// Close stops every server and waits for them. Workspaces stay on disk.
+func (l *Local) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	running := l.running
+	l.running = map[string]*instance{}
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, inst := range running {
+		wg.Add(1)
+		go func() { defer wg.Done(); inst.srv.stop() }()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (l *Local) readMeta(id string) (meta, error) {
+	var m meta
+	b, err := os.ReadFile(filepath.Join(l.dir(id), "meta.json"))
+	if err != nil {
+		return m, fmt.Errorf("read meta: %w", err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("parse meta of %s: %w", id, err)
+	}
+	return m, nil
+}
+
+func (l *Local) writeMeta(m meta) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(l.dir(m.SandboxID), "meta.json"), b, 0o600)
+}
+
+// writeFileAtomic writes via a temp file and rename, so a crash never
+// leaves a truncated key or meta file.
+func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, mode); err != nil { // WriteFile keeps an old file's mode
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	return nil
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}

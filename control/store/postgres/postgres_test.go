@@ -1,0 +1,71 @@
+package postgres_test
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/postgres"
+	"github.com/sbxedge/sbx/control/store/storetest"
+	"github.com/sbxedge/sbx/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func testLogger() *slog.Logger {
+	if testing.Verbose() && os.Getenv("SBX_TEST_STORE_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func open(t *testing.T) store.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), testdb.Postgres(t), testLogger())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, open)
+}
+
+// TestOpenTwice checks that migrations are idempotent and that two
+// replicas starting at once do not race on them.
+func TestOpenConcurrently(t *testing.T) {
+	url := testdb.Postgres(t)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			s, err := postgres.Open(t.Context(), url, testLogger())
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Open: %v", err)
+		}
+	}
+	s, err := postgres.Open(t.Context(), url, testLogger())
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

@@ -1,0 +1,295 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queries implements store.Reader on the pool or on a transaction.
+type queries struct{ q querier }
+
+const defaultLimit = 100
+
+// notFound turns pgx.ErrNoRows into store.ErrNotFound, wrapped with what
+// was looked up.
+func notFound(err error, what string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// conflict maps unique violations to store.ErrConflict.
+func conflict(err error, what string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%s: %w (%s)", what, store.ErrConflict, pgErr.ConstraintName)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+const accountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+
+func scanAccount(row pgx.Row, extra ...any) (store.Account, error) {
+	var a store.Account
+	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, &a.AllowedPlatforms, &a.MonthlyMinutes, &a.CreatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return store.Account{}, err
+	}
+	if len(a.AllowedPlatforms) == 0 {
+		a.AllowedPlatforms = nil
+	}
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, nil
+}
+
+func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error) {
+	var t store.Token
+	var kind string
+	a, err := scanAccount(q.q.QueryRow(ctx, `SELECT `+accountCols+`,
+			t.id, t.account_id, t.kind, t.name, t.hash, t.created_at, t.expires_at, t.revoked_at
+		FROM tokens t JOIN accounts a ON a.id = t.account_id
+		WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)`, hash, now),
+		&t.ID, &t.AccountID, &kind, &t.Name, &t.Hash, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt)
+	if err != nil {
+		return store.Account{}, store.Token{}, notFound(err, "token by hash")
+	}
+	t.Kind = store.TokenKind(kind)
+	t.CreatedAt = t.CreatedAt.UTC()
+	t.ExpiresAt, t.RevokedAt = utcPtr(t.ExpiresAt), utcPtr(t.RevokedAt)
+	return a, t, nil
+}
+
+func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
+	a, err := scanAccount(q.q.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = $1`, id))
+	if err != nil {
+		return store.Account{}, notFound(err, "account "+id)
+	}
+	return a, nil
+}
+
+func (q queries) Project(ctx context.Context, id string) (store.Project, error) {
+	var p store.Project
+	err := q.q.QueryRow(ctx, `SELECT id, account_id, name, created_at FROM projects WHERE id = $1`, id).
+		Scan(&p.ID, &p.AccountID, &p.Name, &p.CreatedAt)
+	if err != nil {
+		return store.Project{}, notFound(err, "project "+id)
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, nil
+}
+
+const profileCols = `name, platform, cpu, memory_mb, disk_gb, image`
+
+func scanProfile(row pgx.Row) (store.Profile, error) {
+	var p store.Profile
+	err := row.Scan(&p.Name, &p.Platform, &p.CPU, &p.MemoryMB, &p.DiskGB, &p.Image)
+	return p, err
+}
+
+func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
+	p, err := scanProfile(q.q.QueryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = $1`, name))
+	if err != nil {
+		return store.Profile{}, notFound(err, "profile "+name)
+	}
+	return p, nil
+}
+
+func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list profiles: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Profile, error) { return scanProfile(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list profiles: %w", err)
+	}
+	return ps, nil
+}
+
+const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
+	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
+	grants, idempotency_key, request_hash`
+
+func scanSandbox(row pgx.Row) (store.Sandbox, error) {
+	var sb store.Sandbox
+	var state string
+	var grants []byte
+	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
+		&sb.CreatedAt, &sb.DeadlineAt, &sb.ReadyAt, &sb.SuspendedAt, &sb.TerminatedAt,
+		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
+		&grants, &sb.IdempotencyKey, &sb.RequestHash)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	sb.State = store.State(state)
+	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
+	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = utcPtr(sb.ReadyAt), utcPtr(sb.SuspendedAt), utcPtr(sb.TerminatedAt)
+	if err := json.Unmarshal(grants, &sb.Grants); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
+	}
+	if len(sb.Grants) == 0 {
+		sb.Grants = nil
+	}
+	return sb, nil
+}
+
+func (q queries) sandboxes(ctx context.Context, what, sql string, args ...any) ([]store.Sandbox, error) {
+	rows, err := q.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	sbs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Sandbox, error) { return scanSandbox(r) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return sbs, nil
+}
+
+func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
+	sb, err := scanSandbox(q.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1`, id))
+	if err != nil {
+		return store.Sandbox{}, notFound(err, "sandbox "+id)
+	}
+	return sb, nil
+}
+
+func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	states := make([]string, len(opts.States))
+	for i, s := range opts.States {
+		states[i] = string(s)
+	}
+	// The cursor row is looked up within the same account, so a foreign ID
+	// yields an empty page rather than a peek at another account.
+	return q.sandboxes(ctx, "list sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE account_id = $1
+		  AND (cardinality($2::text[]) = 0 OR state = ANY($2))
+		  AND ($3 = '' OR (created_at, id) < (SELECT c.created_at, c.id FROM sandboxes c WHERE c.id = $3 AND c.account_id = $1))
+		ORDER BY created_at DESC, id DESC
+		LIMIT $4`, opts.AccountID, states, opts.Before, limit)
+}
+
+func (q queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (store.Sandbox, error) {
+	if key == "" {
+		return store.Sandbox{}, fmt.Errorf("sandbox by empty idempotency key: %w", store.ErrNotFound)
+	}
+	sb, err := scanSandbox(q.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE account_id = $1 AND idempotency_key = $2`, accountID, key))
+	if err != nil {
+		return store.Sandbox{}, notFound(err, "sandbox by idempotency key")
+	}
+	return sb, nil
+}
+
+func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) ([]store.Sandbox, error) {
+	ss := make([]string, len(states))
+	for i, s := range states {
+		ss[i] = string(s)
+	}
+	return q.sandboxes(ctx, "sandboxes in states", `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE state = ANY($1) ORDER BY created_at, id`, ss)
+}
+
+func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, limit int) ([]store.Sandbox, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE state IN ('pending', 'ready', 'suspended') AND deadline_at < $1
+		ORDER BY deadline_at, id LIMIT $2`, now, limit)
+}
+
+func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
+	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
+		FROM sandbox_sessions WHERE sandbox_id = $1 ORDER BY started_at, id`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
+	}
+	ss, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Session, error) {
+		var s store.Session
+		var kind string
+		err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
+		s.Kind = store.SessionKind(kind)
+		s.StartedAt, s.EndedAt = s.StartedAt.UTC(), utcPtr(s.EndedAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
+	}
+	return ss, nil
+}
+
+func (q queries) Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]store.UsageRow, error) {
+	// Each session is clipped to [from, to) and an open one runs until
+	// now; the WHERE clause keeps only intervals that stay positive.
+	rows, err := q.q.Query(ctx, `SELECT platform, kind,
+			sum(extract(epoch FROM least(coalesce(ended_at, $4), $3) - greatest(started_at, $2)))::float8
+		FROM sandbox_sessions
+		WHERE account_id = $1
+		  AND started_at < $3
+		  AND coalesce(ended_at, $4) > $2
+		  AND coalesce(ended_at, $4) > started_at
+		GROUP BY platform, kind
+		ORDER BY platform, kind`, accountID, from, to, now)
+	if err != nil {
+		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	}
+	us, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.UsageRow, error) {
+		var u store.UsageRow
+		var kind string
+		err := r.Scan(&u.Platform, &kind, &u.Seconds)
+		u.Kind = store.SessionKind(kind)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	}
+	return us, nil
+}
+
+func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
+	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at
+		FROM events WHERE sandbox_id = $1 AND id > $2 ORDER BY id`, sandboxID, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
+	}
+	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
+		var e store.Event
+		var state string
+		err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At)
+		e.State = store.State(state)
+		e.At = e.At.UTC()
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
+	}
+	return es, nil
+}

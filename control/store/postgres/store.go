@@ -1,0 +1,174 @@
+// Package postgres is the production store.Store on PostgreSQL (pgx) with
+// River as the durable job queue in the same database, so a state change,
+// its ledger row and its follow-up job commit together.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is safe for concurrent use. Close must be called once the store is
+// no longer used; it stops a job client still running.
+type Store struct {
+	queries
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+	// inserter is an insert-only River client: it never fetches jobs, so
+	// Enqueue works whether or not this process works the queue.
+	inserter *river.Client[pgx.Tx]
+
+	mu      sync.Mutex // guards workers
+	workers *river.Client[pgx.Tx]
+}
+
+// Open connects to url, applies pending schema and River migrations, and
+// returns a ready store.
+func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("component", "store.postgres")
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse postgres url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping postgres: %w", err)
+	}
+	if err := migrate(ctx, pool, logger); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("river insert client: %w", err)
+	}
+	return &Store{queries: queries{q: pool}, pool: pool, logger: logger, inserter: inserter}, nil
+}
+
+// InTx runs fn in a READ COMMITTED transaction; LockAccount and
+// SandboxForUpdate provide the serialisation callers need.
+func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
+		return fn(&tx{queries: queries{q: ptx}, ptx: ptx, inserter: s.inserter})
+	})
+}
+
+// StartJobs starts a River client working the default queue. The client
+// runs until StopJobs or Close; ctx bounds only the start itself.
+func (s *Store) StartJobs(ctx context.Context, cfg store.JobsConfig) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workers != nil {
+		return errors.New("start jobs: already started")
+	}
+	client, err := river.NewClient(riverpgxv5.New(s.pool), riverConfig(cfg, s.logger))
+	if err != nil {
+		return fmt.Errorf("start jobs: new river client: %w", err)
+	}
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start jobs: %w", err)
+	}
+	s.workers = client
+	return nil
+}
+
+func riverConfig(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
+	maxWorkers := cfg.MaxWorkers
+	if maxWorkers <= 0 {
+		maxWorkers = 10
+	}
+	workers := cfg.Workers
+	if workers == nil {
+		workers = river.NewWorkers()
+	}
+	return &river.Config{
+		Logger:       logger,
+		Workers:      workers,
+		PeriodicJobs: cfg.Periodic,
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		RetryPolicy:  cfg.RetryPolicy,
+	}
+}
+
+// StopJobs stops fetching and waits for running jobs or for ctx.
+func (s *Store) StopJobs(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.workers == nil {
+		return nil
+	}
+	if err := s.workers.Stop(ctx); err != nil {
+		return fmt.Errorf("stop jobs: %w", err)
+	}
+	s.workers = nil
+	return nil
+}
+
+// closeJobsTimeout bounds how long Close waits for jobs a caller forgot to
+// stop; their contexts are cancelled first.
+const closeJobsTimeout = 10 * time.Second
+
+// Close stops a job client that is still running (cancelling its jobs) and
+// closes the pool. It returns once no goroutine of the store remains.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	workers := s.workers
+	s.workers = nil
+	s.mu.Unlock()
+	var err error
+	if workers != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeJobsTimeout)
+		err = workers.StopAndCancel(ctx)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("close: stop jobs: %w", err)
+		}
+	}
+	s.pool.Close()
+	return err
+}
+
+type tx struct {
+	queries
+	ptx      pgx.Tx
+	inserter *river.Client[pgx.Tx]
+}
+
+var _ store.Tx = (*tx)(nil)
+
+func (t *tx) Enqueue(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
+	if _, err := t.inserter.InsertTx(ctx, t.ptx, args, opts); err != nil {
+		return fmt.Errorf("enqueue %s: %w", args.Kind(), err)
+	}
+	return nil
+}
+
+func (t *tx) LockAccount(ctx context.Context, accountID string) error {
+	// hashtextextended gives a 64-bit key, so two accounts rarely share a
+	// lock; a collision only serialises them, it never breaks correctness.
+	if _, err := t.ptx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('sbx.account:' || $1, 0))", accountID); err != nil {
+		return fmt.Errorf("lock account %s: %w", accountID, err)
+	}
+	return nil
+}

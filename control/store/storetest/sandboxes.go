@@ -1,0 +1,238 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+func testSandboxRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seedAccounts(t, s, "a")
+	want := store.Sandbox{
+		ID: "sb-full", AccountID: "a", ProjectID: "prj-1", Profile: "small", Platform: "linux",
+		State: store.StatePending, CreatedAt: t0, DeadlineAt: t0.Add(2 * time.Hour),
+		Grants:         []store.Grant{{ProjectID: "prj-1", Scopes: []string{"read", "write"}}},
+		IdempotencyKey: "key-1", RequestHash: "hash-1",
+	}
+	bare := sandbox("a", "sb-bare", t0)
+	insertSandboxes(t, s, want, bare)
+
+	for _, w := range []store.Sandbox{want, bare} {
+		got, err := s.Sandbox(ctx, w.ID)
+		if err != nil {
+			t.Fatalf("Sandbox(%q): %v", w.ID, err)
+		}
+		wantEqual(t, "inserted sandbox", got, w)
+	}
+
+	// Every mutable field changes; identity and request fields stay.
+	upd := want
+	upd.ProjectID, upd.State, upd.DeadlineAt = "prj-2", store.StateTerminated, t0.Add(3*time.Hour)
+	upd.ReadyAt, upd.SuspendedAt, upd.TerminatedAt = ptr(t0.Add(time.Minute)), ptr(t0.Add(2*time.Minute)), ptr(t0.Add(3*time.Minute))
+	upd.EndReason, upd.Endpoint, upd.SSHUser = "explicit_delete", "127.0.0.1:2222", "sbx"
+	upd.Workspace, upd.HostKey, upd.Grants = "/home/sbx", "ssh-ed25519 AAAA", nil
+	var locked store.Sandbox
+	inTx(t, s, func(tx store.Tx) error {
+		var err error
+		if locked, err = tx.SandboxForUpdate(ctx, want.ID); err != nil {
+			return err
+		}
+		return tx.UpdateSandbox(ctx, upd)
+	})
+	wantEqual(t, "SandboxForUpdate", locked, want)
+	got, err := s.Sandbox(ctx, want.ID)
+	if err != nil {
+		t.Fatalf("Sandbox(%q): %v", want.ID, err)
+	}
+	wantEqual(t, "updated sandbox", got, upd)
+
+	_, err = s.Sandbox(ctx, "missing")
+	wantErr(t, "Sandbox(missing)", err, store.ErrNotFound)
+	err = s.InTx(ctx, func(tx store.Tx) error {
+		_, err := tx.SandboxForUpdate(ctx, "missing")
+		return err
+	})
+	wantErr(t, "SandboxForUpdate(missing)", err, store.ErrNotFound)
+	err = s.InTx(ctx, func(tx store.Tx) error { return tx.UpdateSandbox(ctx, sandbox("a", "missing", t0)) })
+	wantErr(t, "UpdateSandbox(missing)", err, store.ErrNotFound)
+	err = s.InTx(ctx, func(tx store.Tx) error { return tx.InsertSandbox(ctx, bare) })
+	wantErr(t, "InsertSandbox with a taken id", err, store.ErrConflict)
+}
+
+func testIdempotencyKey(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seedAccounts(t, s, "a", "b")
+	first := sandbox("a", "sb-1", t0)
+	first.IdempotencyKey, first.RequestHash = "k", "h1"
+	insertSandboxes(t, s, first)
+
+	// The conflict leaves the transaction usable, so a retry can read the
+	// original in the same transaction.
+	var existing store.Sandbox
+	inTx(t, s, func(tx store.Tx) error {
+		dup := sandbox("a", "sb-2", t0)
+		dup.IdempotencyKey = "k"
+		wantErr(t, "same key, same account", tx.InsertSandbox(ctx, dup), store.ErrConflict)
+		var err error
+		existing, err = tx.SandboxByIdempotencyKey(ctx, "a", "k")
+		return err
+	})
+	wantEqual(t, "sandbox by key after conflict", existing, first)
+
+	other := sandbox("b", "sb-3", t0)
+	other.IdempotencyKey = "k"
+	noKey1, noKey2 := sandbox("a", "sb-4", t0), sandbox("a", "sb-5", t0)
+	insertSandboxes(t, s, other, noKey1, noKey2)
+
+	got, err := s.SandboxByIdempotencyKey(ctx, "b", "k")
+	if err != nil {
+		t.Fatalf("SandboxByIdempotencyKey(b, k): %v", err)
+	}
+	wantEqual(t, "other account's sandbox by key", got.ID, "sb-3")
+	_, err = s.SandboxByIdempotencyKey(ctx, "a", "nope")
+	wantErr(t, "unknown key", err, store.ErrNotFound)
+	_, err = s.SandboxByIdempotencyKey(ctx, "a", "")
+	wantErr(t, "empty key", err, store.ErrNotFound)
+}
+
+func testPagination(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seedAccounts(t, s, "a", "b")
+	var sbs []store.Sandbox
+	for i := range 7 {
+		// Pairs share a creation time so the id breaks the tie.
+		sb := sandbox("a", sbID(i), t0.Add(time.Duration(i/2)*time.Second))
+		if i%3 == 0 {
+			sb.State = store.StateTerminated
+		}
+		sbs = append(sbs, sb)
+	}
+	insertSandboxes(t, s, append(sbs, sandbox("b", "sb-other", t0.Add(time.Hour)))...)
+	newestFirst := []string{"sb-06", "sb-05", "sb-04", "sb-03", "sb-02", "sb-01", "sb-00"}
+
+	tests := []struct {
+		name   string
+		states []store.State
+		limit  int
+		want   []string
+	}{
+		{"all by 3", nil, 3, newestFirst},
+		{"all by 1", nil, 1, newestFirst},
+		{"all in one page", nil, 0, newestFirst},
+		{"terminated by 2", []store.State{store.StateTerminated}, 2, []string{"sb-06", "sb-03", "sb-00"}},
+		{"two states by 2", []store.State{store.StatePending, store.StateReady}, 2, []string{"sb-05", "sb-04", "sb-02", "sb-01"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			before := ""
+			for page := 0; ; page++ {
+				if page > 10 {
+					t.Fatalf("pagination does not end; got %v", got)
+				}
+				list, err := s.Sandboxes(ctx, store.ListOptions{AccountID: "a", Before: before, Limit: tc.limit, States: tc.states})
+				if err != nil {
+					t.Fatalf("Sandboxes: %v", err)
+				}
+				if tc.limit > 0 && len(list) > tc.limit {
+					t.Fatalf("page of %d, want at most %d", len(list), tc.limit)
+				}
+				if len(list) == 0 {
+					break
+				}
+				got = append(got, ids(list)...)
+				before = list[len(list)-1].ID
+			}
+			wantEqual(t, "ids across pages", got, tc.want)
+		})
+	}
+
+	list, err := s.Sandboxes(ctx, store.ListOptions{AccountID: "a", Before: "sb-other"})
+	if err != nil {
+		t.Fatalf("Sandboxes with a foreign cursor: %v", err)
+	}
+	wantEqual(t, "page after another account's cursor", len(list), 0)
+}
+
+func testStatesAndCountLive(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seedAccounts(t, s, "a", "b")
+	states := []store.State{
+		store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended,
+		store.StateRestoring, store.StateTerminating, store.StateTerminated, store.StateFailed,
+	}
+	var sbs []store.Sandbox
+	for i, st := range states {
+		sb := sandbox("a", sbID(i), t0.Add(time.Duration(i)*time.Second))
+		sb.State = st
+		sbs = append(sbs, sb)
+	}
+	other := sandbox("b", "sb-b", t0)
+	other.State = store.StateReady
+	insertSandboxes(t, s, append(sbs, other)...)
+
+	inTx(t, s, func(tx store.Tx) error {
+		for acct, want := range map[string]int{"a": len(store.LiveStates), "b": 1, "none": 0} {
+			n, err := tx.CountLive(ctx, acct)
+			if err != nil {
+				return err
+			}
+			if n != want {
+				t.Errorf("CountLive(%s): got %d, want %d", acct, n, want)
+			}
+		}
+		return nil
+	})
+
+	got, err := s.SandboxesInStates(ctx, store.StateReady, store.StateSuspended)
+	if err != nil {
+		t.Fatalf("SandboxesInStates: %v", err)
+	}
+	gotIDs := ids(got)
+	slices.Sort(gotIDs)
+	wantEqual(t, "SandboxesInStates(ready, suspended)", gotIDs, []string{"sb-01", "sb-03", "sb-b"})
+	got, err = s.SandboxesInStates(ctx)
+	if err != nil {
+		t.Fatalf("SandboxesInStates(): %v", err)
+	}
+	wantEqual(t, "SandboxesInStates()", len(got), 0)
+}
+
+func testExpiredSandboxes(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seedAccounts(t, s, "a")
+	now := t0.Add(time.Hour)
+	cases := []struct {
+		id       string
+		state    store.State
+		deadline time.Time
+	}{
+		{"late-ready", store.StateReady, now.Add(-time.Minute)},
+		{"later-pending", store.StatePending, now.Add(-2 * time.Minute)},
+		{"late-suspended", store.StateSuspended, now.Add(-time.Second)},
+		{"at-deadline", store.StateReady, now},
+		{"in-time", store.StateReady, now.Add(time.Minute)},
+		{"late-terminating", store.StateTerminating, now.Add(-time.Hour)},
+		{"late-restoring", store.StateRestoring, now.Add(-time.Hour)},
+		{"late-terminated", store.StateTerminated, now.Add(-time.Hour)},
+	}
+	for _, c := range cases {
+		sb := sandbox("a", c.id, t0)
+		sb.State, sb.DeadlineAt = c.state, c.deadline
+		insertSandboxes(t, s, sb)
+	}
+	got, err := s.ExpiredSandboxes(ctx, now, 0)
+	if err != nil {
+		t.Fatalf("ExpiredSandboxes: %v", err)
+	}
+	// Most overdue first, so a limited sweep takes the oldest debts.
+	wantEqual(t, "expired", ids(got), []string{"later-pending", "late-ready", "late-suspended"})
+	got, err = s.ExpiredSandboxes(ctx, now, 2)
+	if err != nil {
+		t.Fatalf("ExpiredSandboxes: %v", err)
+	}
+	wantEqual(t, "expired, limit 2", ids(got), []string{"later-pending", "late-ready"})
+}
