@@ -1,0 +1,198 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+type sshdOptions struct {
+	path    string // absolute path of sshd
+	dir     string // sandbox dir
+	port    int    // preferred
+	hostKey gossh.PublicKey
+	logger  *slog.Logger
+}
+
+// sshdServer is an OpenSSH sshd run in the foreground for one sandbox,
+// owned by the provider. It is started in its own process group so stop
+// reaches the per-connection children too. User sessions call setsid and
+// leave that group; they end when their connection process dies.
+type sshdServer struct {
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the process has been reaped
+	stderr *logWriter
+}
+
+// sshdAttempts bounds retries when the chosen port is taken between our
+// probe and sshd's bind.
+const sshdAttempts = 3
+
+func startSSHD(ctx context.Context, o sshdOptions) (*sshdServer, int, error) {
+	// Privilege separation directory; Debian creates it at boot via tmpfiles,
+	// containers usually lack it.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, 0, fmt.Errorf("create /run/sshd: %w", err)
+	}
+	var lastErr error
+	port := o.port
+	for attempt := 0; attempt < sshdAttempts; attempt++ {
+		p, err := freePort(port)
+		if err != nil {
+			return nil, 0, err
+		}
+		s, err := runSSHD(ctx, o, p)
+		if err == nil {
+			return s, p, nil
+		}
+		lastErr = err
+		port = 0 // the preferred port did not work: any port
+	}
+	return nil, 0, lastErr
+}
+
+func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) {
+	cfgPath := filepath.Join(o.dir, "sshd_config")
+	if err := writeFileAtomic(cfgPath, []byte(sshdConfig(o.dir, port)), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(o.path, "-D", "-e", "-f", cfgPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	lw := &logWriter{logger: o.logger}
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start sshd: %w", err)
+	}
+	s := &sshdServer{cmd: cmd, done: make(chan struct{}), stderr: lw}
+	go func() {
+		defer close(s.done)
+		err := cmd.Wait()
+		lw.flush()
+		o.logger.Debug("sshd exited", "err", err)
+	}()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := waitReady(ctx, addr, o.hostKey, s.done); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("%w; sshd said: %s", err, lw.tail())
+	}
+	return s, nil
+}
+
+// sshdConfig authenticates only by certificates from the CA in ca.pub,
+// with the certificate principal equal to the login name (no
+// AuthorizedPrincipalsFile), and listens only on loopback.
+func sshdConfig(dir string, port int) string {
+	lines := []string{
+		"ListenAddress 127.0.0.1",
+		fmt.Sprintf("Port %d", port),
+		"HostKey " + filepath.Join(dir, "host_key"),
+		"TrustedUserCAKeys " + filepath.Join(dir, "ca.pub"),
+		"AuthorizedKeysFile none",
+		"PubkeyAuthentication yes",
+		"PasswordAuthentication no",
+		"KbdInteractiveAuthentication no",
+		"UsePAM no",
+		// The sandbox dir is ours, not a user's home with strict modes.
+		"StrictModes no",
+		"PermitRootLogin prohibit-password",
+		"AllowTcpForwarding yes",
+		"GatewayPorts no",
+		"X11Forwarding no",
+		"PermitUserEnvironment no",
+		"PrintMotd no",
+		"Subsystem sftp internal-sftp",
+		"PidFile " + filepath.Join(dir, "sshd.pid"),
+		"LogLevel INFO",
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func (s *sshdServer) exited() <-chan struct{} { return s.done }
+
+// stop terminates sshd and its connection processes, escalating to KILL.
+func (s *sshdServer) stop() {
+	pgid := s.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-s.done
+	}
+	// Connection processes outlive the listener on TERM; end them too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// freePort returns port if it can be bound on loopback now, else a fresh
+// one. sshd binds it a moment later; startSSHD retries if we lose a race.
+func freePort(port int) (int, error) {
+	ln, err := listenLoopback(port)
+	if err != nil {
+		return 0, err
+	}
+	p := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		return 0, fmt.Errorf("release probe port: %w", err)
+	}
+	return p, nil
+}
+
+// logWriter sends sshd's log lines to slog at debug and keeps the last few
+// for error messages.
+type logWriter struct {
+	logger *slog.Logger
+
+	mu      sync.Mutex // guards partial, recent
+	partial []byte
+	recent  []string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) line(l string) {
+	l = strings.TrimRight(l, "\r")
+	w.logger.Debug("sshd", "line", l)
+	w.recent = append(w.recent, l)
+	if len(w.recent) > 8 {
+		w.recent = w.recent[1:]
+	}
+}
+
+func (w *logWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.partial) > 0 {
+		w.line(string(w.partial))
+		w.partial = nil
+	}
+}
+
+func (w *logWriter) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.recent, " | ")
+}

@@ -1,0 +1,245 @@
+package podssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// DefaultOutputLimit caps each output stream when ExecRequest.OutputLimit
+// is zero.
+const DefaultOutputLimit = 1 << 20
+
+// killGrace is how long GNU timeout waits after TERM before sending KILL.
+const killGrace = 2 * time.Second
+
+// ExecRequest is one command to run in a sandbox.
+type ExecRequest struct {
+	// Command is a shell line run by `sh -c` when Args is nil, or the
+	// program to run when Args is non-nil (an empty non-nil Args runs the
+	// program with no arguments). Program and arguments reach the process
+	// verbatim.
+	Command string
+	Args    []string
+	// Env is added to the command's environment. Names must match
+	// [A-Za-z_][A-Za-z0-9_]*.
+	Env map[string]string
+	// Stdin feeds the command. It must reach EOF (or fail) eventually:
+	// Exec returns only after it stopped reading it.
+	Stdin io.Reader
+	// Dir is the working directory; empty means the login directory
+	// (Pool.Exec substitutes the workspace).
+	Dir string
+	// Timeout kills the whole process group (TERM, then KILL after two
+	// seconds) when it elapses. Zero means no limit beyond ctx.
+	Timeout time.Duration
+	// OutputLimit caps each of stdout and stderr in bytes; the rest is
+	// read and discarded so the command never blocks on a full pipe.
+	// Zero means DefaultOutputLimit.
+	OutputLimit int
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	// ExitCode is the exit status, or 128+signal number when the command
+	// was killed by a signal (as shells report it).
+	ExitCode int
+	// Signal names the signal that killed the command ("KILL", "TERM"),
+	// empty when it exited.
+	Signal                           string
+	Stdout, Stderr                   []byte
+	StdoutTruncated, StderrTruncated bool
+	// TimedOut is set when Timeout elapsed and the command was killed.
+	TimedOut bool
+	Duration time.Duration
+}
+
+// sessionOpenError marks failures before the command started, which are
+// safe to retry on a fresh connection.
+type sessionOpenError struct{ err error }
+
+func (e *sessionOpenError) Error() string { return "open ssh session: " + e.err.Error() }
+func (e *sessionOpenError) Unwrap() error { return e.err }
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ShellQuote quotes s as one word for a POSIX shell: inside single quotes
+// nothing is special except the quote itself, which is closed, escaped and
+// reopened.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// CommandLine renders req as the line sent in the SSH exec request.
+//
+// The command runs under GNU `timeout`, which puts itself and the command
+// in a new process group and relays TERM/INT/HUP (and its own expiry) to
+// the whole group, so a timeout or a cancelled call also reaches
+// background grandchildren. The environment is set with `export` rather
+// than `env K=V prog` because OpenSSH refuses env requests without
+// AcceptEnv, and env would misread a program name containing '='.
+func (req ExecRequest) CommandLine() (string, error) {
+	if req.Command == "" {
+		return "", errors.New("exec: empty command")
+	}
+	if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.Dir, 0) {
+		return "", errors.New("exec: command or dir contains NUL")
+	}
+	var b strings.Builder
+	if req.Dir != "" {
+		b.WriteString("cd -- " + ShellQuote(req.Dir) + " && ")
+	}
+	keys := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		if !envName.MatchString(k) {
+			return "", fmt.Errorf("exec: invalid environment variable name %q", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return "", fmt.Errorf("exec: environment variable %s contains NUL", k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b.WriteString("export " + k + "=" + ShellQuote(req.Env[k]) + " && ")
+	}
+	secs := "0" // timeout 0 never expires but still relays signals to the group
+	if req.Timeout > 0 {
+		secs = strconv.FormatFloat(req.Timeout.Seconds(), 'f', -1, 64) + "s"
+	}
+	fmt.Fprintf(&b, "exec timeout -k %d %s ", int(killGrace/time.Second), secs)
+	if req.Args == nil {
+		b.WriteString("sh -c " + ShellQuote(req.Command))
+		return b.String(), nil
+	}
+	b.WriteString(ShellQuote(req.Command))
+	for _, a := range req.Args {
+		if strings.ContainsRune(a, 0) {
+			return "", errors.New("exec: argument contains NUL")
+		}
+		b.WriteString(" " + ShellQuote(a))
+	}
+	return b.String(), nil
+}
+
+// Exec runs req on a new session of client and waits for it. Cancelling
+// ctx sends TERM to the command's process group and closes the channel.
+func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult, error) {
+	line, err := req.CommandLine()
+	if err != nil {
+		return ExecResult{}, err
+	}
+	sess, err := client.NewSession()
+	if err != nil {
+		return ExecResult{}, &sessionOpenError{err}
+	}
+	defer sess.Close()
+
+	limit := req.OutputLimit
+	if limit <= 0 {
+		limit = DefaultOutputLimit
+	}
+	stdout, stderr := &capBuffer{limit: limit}, &capBuffer{limit: limit}
+	sess.Stdout, sess.Stderr = stdout, stderr
+	if req.Stdin != nil {
+		sess.Stdin = req.Stdin
+	}
+	start := time.Now()
+	if err := sess.Start(line); err != nil {
+		return ExecResult{}, fmt.Errorf("start command: %w", err)
+	}
+	waitc := make(chan error, 1) // buffered: the waiter never blocks on send
+	go func() { waitc <- sess.Wait() }()
+
+	// Backstop for a sandbox that does not honour the remote timeout
+	// (hung, or no GNU timeout): give up on the channel ourselves.
+	var backstop <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout + killGrace + 3*time.Second)
+		defer t.Stop()
+		backstop = t.C
+	}
+	var werr error
+	forced := false
+	select {
+	case werr = <-waitc:
+	case <-ctx.Done():
+		_ = sess.Signal(ssh.SIGTERM) // timeout relays it to the group
+		sess.Close()
+		<-waitc
+		return result(stdout, stderr, start), fmt.Errorf("exec: %w", context.Cause(ctx))
+	case <-backstop:
+		forced = true
+		_ = sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		werr = <-waitc
+	}
+
+	res := result(stdout, stderr, start)
+	var ee *ssh.ExitError
+	var missing *ssh.ExitMissingError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee):
+		res.ExitCode = ee.ExitStatus()
+		if sig := ee.Signal(); sig != "" {
+			res.Signal = sig
+			res.ExitCode = -1
+			if n, ok := signalNumbers[sig]; ok {
+				res.ExitCode = 128 + n
+			}
+		}
+	case forced && (errors.As(werr, &missing) || errors.Is(werr, io.EOF)):
+		res.ExitCode = -1
+	default:
+		return res, fmt.Errorf("wait for command: %w", werr)
+	}
+	// GNU timeout exits 124 after TERM worked, or dies by / reports KILL
+	// when the group outlived the grace period.
+	timeoutCode := res.ExitCode == 124 || res.ExitCode == 128+9
+	res.TimedOut = forced || (req.Timeout > 0 && timeoutCode && res.Duration >= req.Timeout)
+	return res, nil
+}
+
+func result(stdout, stderr *capBuffer, start time.Time) ExecResult {
+	return ExecResult{
+		Stdout: stdout.buf.Bytes(), StdoutTruncated: stdout.truncated,
+		Stderr: stderr.buf.Bytes(), StderrTruncated: stderr.truncated,
+		Duration: time.Since(start),
+	}
+}
+
+// signalNumbers are the Linux numbers of the signals SSH names (RFC 4254
+// section 6.10), used for the shell-style 128+n exit code.
+var signalNumbers = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9,
+	"USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
+}
+
+// capBuffer keeps the first limit bytes and swallows the rest, so the
+// remote side never blocks on a stream nobody reads.
+type capBuffer struct {
+	limit     int
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	if room := c.limit - c.buf.Len(); room < len(p) {
+		c.truncated = true
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
