@@ -1,0 +1,167 @@
+// Package sshdtest starts the machine's real OpenSSH sshd for tests, as a
+// sandbox's server: it trusts a user CA and listens on a loopback port.
+package sshdtest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"golang.org/x/crypto/ssh"
+)
+
+// Binary is the sshd the tests run.
+const Binary = "/usr/sbin/sshd"
+
+// Server is a running sshd.
+type Server struct {
+	// Addr is 127.0.0.1:port.
+	Addr string
+	// HostKey is its public host key in authorized_keys form, for pinning.
+	HostKey string
+	// User is the login that certificates must name; the tests run as
+	// root, so it is "root".
+	User string
+}
+
+// Available reports whether sshd can be started here.
+func Available() bool {
+	_, err := os.Stat(Binary)
+	return err == nil
+}
+
+// Start runs sshd trusting caPublicKey (authorized_keys form) and stops it
+// in t.Cleanup. extraConfig lines are appended to the generated config.
+func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
+	tb.Helper()
+	if !Available() {
+		tb.Skip("no " + Binary)
+	}
+	dir := tb.TempDir()
+	hostPEM, hostSigner, err := sshca.GenerateKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hostKeyPath := filepath.Join(dir, "host_key")
+	caPath := filepath.Join(dir, "ca.pub")
+	cfgPath := filepath.Join(dir, "sshd_config")
+	write(tb, hostKeyPath, hostPEM, 0o600)
+	write(tb, caPath, []byte(caPublicKey), 0o644)
+	// sshd refuses to start without its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		tb.Fatal(err)
+	}
+
+	port, err := freePort()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg := []string{
+		"ListenAddress " + addr,
+		"HostKey " + hostKeyPath,
+		"TrustedUserCAKeys " + caPath,
+		"AuthorizedKeysFile none",
+		"PasswordAuthentication no",
+		"KbdInteractiveAuthentication no",
+		"UsePAM no",
+		"StrictModes no",
+		"PermitRootLogin prohibit-password",
+		"AllowTcpForwarding yes",
+		"AllowAgentForwarding yes",
+		"AllowStreamLocalForwarding yes",
+		"GatewayPorts no",
+		"Subsystem sftp internal-sftp",
+		"PidFile " + filepath.Join(dir, "sshd.pid"),
+		// The parallel-session tests open many connections at once; the
+		// default 10:30:100 would drop some of them before auth.
+		"MaxStartups 500",
+		"MaxSessions 64",
+		"LogLevel VERBOSE",
+	}
+	cfg = append(cfg, extraConfig...)
+	write(tb, cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644)
+
+	cmd := exec.Command(Binary, "-D", "-e", "-f", cfgPath)
+	var logs syncBuffer
+	cmd.Stdout = &logs
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start sshd: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	tb.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if tb.Failed() {
+			tb.Logf("sshd %s log:\n%s", addr, logs.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-exited:
+			tb.Fatalf("sshd exited: %s", logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("sshd did not listen on %s: %s", addr, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return &Server{
+		Addr:    addr,
+		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))),
+		User:    "root",
+	}
+}
+
+func write(tb testing.TB, path string, b []byte, mode os.FileMode) {
+	tb.Helper()
+	if err := os.WriteFile(path, b, mode); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
