@@ -42,7 +42,7 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, open)
 }
 
-// TestOpenTwice checks that migrations are idempotent and that two
+// TestOpenConcurrently checks that migrations are idempotent and that two
 // replicas starting at once do not race on them.
 func TestOpenConcurrently(t *testing.T) {
 	url := testdb.Postgres(t)
