@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 
@@ -23,7 +24,7 @@ func (s *Server) filePath(w http.ResponseWriter, r *http.Request) (*sftp.Client,
 		writeError(w, r, err)
 		return nil, "", false
 	}
-	p, err := podssh.ResolvePath(t.Workspace, chi.URLParam(r, "*"))
+	p, err := podssh.ResolvePath(t.Workspace, filesParam(r))
 	if err != nil {
 		writeError(w, r, err)
 		return nil, "", false
@@ -34,6 +35,18 @@ func (s *Server) filePath(w http.ResponseWriter, r *http.Request) (*sftp.Client,
 		return nil, "", false
 	}
 	return c, p, true
+}
+
+// filesParam is the decoded path after /files/. chi matches on the raw
+// path when the URL has escapes, so "%2e%2e" must be decoded before the
+// escape check, or it would slip past as a literal name.
+func filesParam(r *http.Request) string {
+	raw := chi.URLParam(r, "*")
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return "\x00invalid escape" // ResolvePath refuses NUL
+	}
+	return p
 }
 
 type listing struct {
@@ -58,7 +71,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 			writeFileError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, listing{Path: chi.URLParam(r, "*"), Entries: entries})
+		writeJSON(w, http.StatusOK, listing{Path: filesParam(r), Entries: entries})
 		return
 	}
 	f, fi, err := podssh.Open(c, p)
@@ -85,7 +98,7 @@ type putResult struct {
 
 // putFile streams the body into the file, creating parent folders.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
-	if chi.URLParam(r, "*") == "" {
+	if filesParam(r) == "" {
 		writeProblem(w, r, problem.New(http.StatusBadRequest, "invalid_path", "PUT needs a file path"))
 		return
 	}
@@ -108,13 +121,13 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeFileError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, putResult{Path: chi.URLParam(r, "*"), Size: n})
+	writeJSON(w, http.StatusCreated, putResult{Path: filesParam(r), Size: n})
 }
 
 // deleteFile removes a file, or a folder (empty, or any with
 // ?recursive=true).
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
-	if chi.URLParam(r, "*") == "" {
+	if filesParam(r) == "" {
 		writeProblem(w, r, problem.New(http.StatusBadRequest, "invalid_path", "refusing to delete the workspace root"))
 		return
 	}
