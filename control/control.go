@@ -46,6 +46,10 @@ type Config struct {
 	SSHPort int
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
+	// NoJobs serves the API without working the job queue: state changes
+	// and their jobs are committed but nothing carries them forward. For
+	// maintenance windows and crash tests.
+	NoJobs bool
 	// Lifecycle tunes deadlines, provisioning timeout and reaper tick.
 	Lifecycle lifecycle.Config
 	Logger    *slog.Logger
@@ -173,8 +177,10 @@ func (s *Service) Start(ctx context.Context) error {
 		// than refusing to start.
 		s.log.ErrorContext(ctx, "reconcile finished with errors", "err", err)
 	}
-	if err := s.Store.StartJobs(ctx, s.Life.Jobs()); err != nil {
-		return fmt.Errorf("start job queue: %w", err)
+	if !s.cfg.NoJobs {
+		if err := s.Store.StartJobs(ctx, s.Life.Jobs()); err != nil {
+			return fmt.Errorf("start job queue: %w", err)
+		}
 	}
 	s.ready.Store(true)
 	s.log.InfoContext(ctx, "control ready", "api", s.URL())
@@ -199,7 +205,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if s.Store != nil {
+	if s.Store != nil && !s.cfg.NoJobs {
 		if err := s.Store.StopJobs(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop jobs: %w", err))
 		}

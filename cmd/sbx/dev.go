@@ -35,6 +35,7 @@ func runDev(ctx context.Context, args []string) error {
 	dbURL := fs.String("database-url", os.Getenv("SBX_DATABASE_URL"), "Postgres URL (default: embedded SQLite in --data-dir)")
 	provMode := fs.String("sandbox-server", "embedded", `sandbox SSH server: "embedded" (Go) or "sshd" (the machine's OpenSSH)`)
 	reap := fs.Duration("reap-interval", 30*time.Second, "how often expired sandboxes are reaped")
+	runJobs := fs.Bool("run-jobs", true, "work the background job queue (false: serve the API only, for maintenance and crash tests)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -58,7 +59,7 @@ func runDev(ctx context.Context, args []string) error {
 
 	svc, err := control.Open(ctx, control.Config{
 		DataDir: *dataDir, DatabaseURL: *dbURL, APIAddr: *apiAddr,
-		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: *provMode,
+		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: *provMode, NoJobs: !*runJobs,
 		Lifecycle: lifecycle.Config{ReapInterval: *reap},
 		Logger:    log,
 	})
