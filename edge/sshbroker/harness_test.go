@@ -236,7 +236,6 @@ func (e *env) sshArgs(k key, extra ...string) []string {
 		"-o", "GlobalKnownHostsFile=/dev/null",
 		"-o", "StrictHostKeyChecking=yes",
 		"-o", "IdentitiesOnly=yes",
-		"-o", "IdentityAgent=none",
 		"-o", "BatchMode=yes",
 		"-o", "ConnectTimeout=20",
 		"-i", k.path,

@@ -116,12 +116,15 @@ func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel,
 		case !fromClient && (r.Type == "exit-status" || r.Type == "exit-signal"):
 			<-srcDone
 		}
+		if fromClient && r.Type == "auth-agent-req@openssh.com" {
+			// OpenSSH sends it without want-reply, so the client's asking
+			// is the only consent we can see; it arms agent channels for
+			// this connection only.
+			cc.agent.Store(true)
+		}
 		ok, err := dst.SendRequest(r.Type, r.WantReply, r.Payload)
 		if err != nil {
 			ok = false
-		}
-		if fromClient && ok && r.Type == "auth-agent-req@openssh.com" {
-			cc.agent.Store(true)
 		}
 		if r.WantReply {
 			r.Reply(ok, nil)
