@@ -1,0 +1,225 @@
+package sshbroker
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+func TestRefusals(t *testing.T) {
+	e := newEnv(t, nil)
+	live := e.grant("alpha", nil)
+	expired := e.grant("alpha", ErrExpired)
+	ended := e.grant("gone", ErrSandboxEnded)
+	betaKey := e.grant("beta", nil)
+	stranger := e.newKey("stranger")
+	cases := []struct {
+		name    string
+		k       key
+		user    string
+		opts    []string
+		wantMsg string // must appear in stderr; "" means no sbx: message at all
+	}{
+		{"expired credential", expired, "alpha", nil, "has expired"},
+		{"sandbox ended", ended, "gone", nil, "has ended"},
+		{"key of beta used for alpha", betaKey, "alpha", nil, ""},
+		{"unknown key", stranger, "alpha", nil, ""},
+		{"unknown user", live, "nosuchsandbox", nil, ""},
+		{"malformed user", live, "al/pha", nil, ""},
+		{"password auth", live, "alpha", []string{"-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password,keyboard-interactive"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, e.ssh(testCtx(t, 30*time.Second), c.k, c.user, c.opts, "echo in"), nil)
+			if r.code != 255 || strings.Contains(r.stdout, "in") || !strings.Contains(r.stderr, "Permission denied") {
+				t.Fatalf("got code %d stdout %q stderr %q, want 255 and Permission denied", r.code, r.stdout, r.stderr)
+			}
+			if c.wantMsg == "" && strings.Contains(r.stderr, "sbx:") {
+				t.Fatalf("stderr %q tells an unauthorized client something", r.stderr)
+			}
+			if c.wantMsg != "" && !strings.Contains(r.stderr, c.wantMsg) {
+				t.Fatalf("stderr %q, want the message %q", r.stderr, c.wantMsg)
+			}
+		})
+	}
+	// The live key still works: refusals did not poison anything.
+	if r := run(t, e.ssh(testCtx(t, 30*time.Second), live, "alpha", nil, "echo in"), nil); r.code != 0 {
+		t.Fatalf("live key after refusals: code %d stderr %s", r.code, r.stderr)
+	}
+}
+
+// TestQueryOneKeySignAnother is the CVE-2024-45337 shape, driven by real
+// OpenSSH: the client offers key A (the server says it would accept it),
+// cannot sign with it (the agent refuses: confirm constraint, no askpass),
+// then signs with key B. The connection must carry B's rights only.
+func TestQueryOneKeySignAnother(t *testing.T) {
+	e := newEnv(t, nil)
+	sock := filepath.Join(e.dir, "agent.sock")
+	agent := exec.Command("ssh-agent", "-D", "-a", sock)
+	agent.Env = append(os.Environ(), "SSH_ASKPASS=/bin/false", "SSH_ASKPASS_REQUIRE=force", "DISPLAY=:0")
+	startBackground(t, agent)
+	waitUnixSocket(t, sock)
+
+	cases := []struct {
+		name     string
+		aRefusal error  // A's standing
+		bRefusal error  // B's standing
+		wantCode int    // of `echo in`
+		wantMsg  string // in stderr
+	}{
+		{"A live, B expired: refused as B", nil, ErrExpired, 255, "has expired"},
+		{"A expired, B live: admitted as B", ErrExpired, nil, 0, ""},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := e.grant("alpha", c.aRefusal)
+			b := e.grant("alpha", c.bRefusal)
+			// Route each key to a distinct sandbox ID so the activity hook
+			// shows whose rights the connection got.
+			e.auth.mu.Lock()
+			ca, cb := e.auth.creds[a.fp], e.auth.creds[b.fp]
+			ca.route.SandboxID, cb.route.SandboxID = "route-of-A", "route-of-B"
+			e.auth.creds[a.fp], e.auth.creds[b.fp] = ca, cb
+			e.auth.mu.Unlock()
+
+			add := exec.Command("ssh-add", "-c", a.path)
+			add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+			if out, err := add.CombinedOutput(); err != nil {
+				t.Fatalf("ssh-add -c: %v: %s", err, out)
+			}
+			args := e.sshArgs(b, "-v", "-o", "IdentityFile="+a.path+".pub", "-p", e.port, "alpha@127.0.0.1", "echo in")
+			// -i B comes first in sshArgs; put A first so it is offered first.
+			args = reorderIdentities(args, a.path+".pub", b.path)
+			cmd := exec.CommandContext(testCtx(t, 30*time.Second), "ssh", args...)
+			cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+			r := run(t, cmd, nil)
+			if !strings.Contains(r.stderr, "Server accepts key: "+a.path) || !strings.Contains(r.stderr, "agent refused") {
+				t.Fatalf("the client did not query A and fail to sign with it; stderr:\n%s", r.stderr)
+			}
+			if r.code != c.wantCode || (c.wantMsg != "" && !strings.Contains(r.stderr, c.wantMsg)) {
+				t.Fatalf("got code %d, stderr:\n%s\nwant code %d and %q", r.code, r.stderr, c.wantCode, c.wantMsg)
+			}
+			e.act.mu.Lock()
+			opened := append([]string(nil), e.act.opened...)
+			e.act.mu.Unlock()
+			for _, id := range opened {
+				if id == "route-of-A" {
+					t.Fatalf("a connection got A's route; opened %v", opened)
+				}
+			}
+			if c.wantCode == 0 && (len(opened) != i || opened[len(opened)-1] != "route-of-B") {
+				t.Fatalf("opened routes %v, want the last to be route-of-B", opened)
+			}
+			rm := exec.Command("ssh-add", "-D")
+			rm.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+			rm.Run()
+		})
+	}
+}
+
+// reorderIdentities moves "-i second" after an "-o IdentityFile=first".
+func reorderIdentities(args []string, first, second string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-i" && i+1 < len(args) && args[i+1] == second {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return append([]string{"-o", "IdentityFile=" + first, "-o", "IdentityFile=" + second}, out...)
+}
+
+// TestFailedAuthRateLimit makes 1,000 failed attempts from 127.0.0.1 with
+// the Go SSH client, then shows the broker still serves 127.0.0.2 (another
+// source on loopback) with OpenSSH, while 127.0.0.1 is held off.
+func TestFailedAuthRateLimit(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.FailedAuthBurst = 20
+		c.FailedAuthRate = 0.5
+	})
+	live := e.grant("alpha", nil)
+	stranger := e.newKey("stranger")
+	var refusedAtAuth, cutEarly atomic.Int64
+	start := time.Now()
+	for range 1000 {
+		_, err := dialGo(e.addr, "127.0.0.1", "alpha", stranger.signer)
+		switch {
+		case err == nil:
+			t.Fatal("unknown key was admitted")
+		case strings.Contains(err.Error(), "unable to authenticate"):
+			refusedAtAuth.Add(1)
+		default:
+			cutEarly.Add(1)
+		}
+	}
+	elapsed := time.Since(start)
+	// Each refused connection spends at least one token; allow the refill.
+	maxAuth := int64(20 + 0.5*elapsed.Seconds() + 2)
+	if refusedAtAuth.Load() > maxAuth || cutEarly.Load() < 900 {
+		t.Fatalf("1000 attempts in %v: %d reached auth, %d cut before; want at most %d to reach auth", elapsed, refusedAtAuth.Load(), cutEarly.Load(), maxAuth)
+	}
+	t.Logf("1000 attempts in %v: %d reached auth, %d cut before key exchange", elapsed.Round(time.Millisecond), refusedAtAuth.Load(), cutEarly.Load())
+
+	// Another source is unaffected, with the real client.
+	r := run(t, e.ssh(testCtx(t, 30*time.Second), live, "alpha", []string{"-b", "127.0.0.2"}, "echo fine"), nil)
+	if r.code != 0 || r.stdout != "fine\n" {
+		t.Fatalf("from 127.0.0.2: code %d stdout %q stderr %q, want fine", r.code, r.stdout, r.stderr)
+	}
+	// The limited source is held off even with a good key, until it refills.
+	if c, err := dialGo(e.addr, "127.0.0.1", "alpha", live.signer); err == nil {
+		c.Close()
+		t.Fatal("a rate-limited source was admitted")
+	}
+}
+
+// dialGo connects with the x/crypto client from a chosen source address.
+func dialGo(addr, from, user string, signer ssh.Signer) (*ssh.Client, error) {
+	d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	c, chans, reqs, err := ssh.NewClientConn(nc, addr, &ssh.ClientConfig{
+		User:            user,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.InsecureIgnoreHostKey(), // the broker's key is not under test here
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+func TestHandshakeTimeout(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	nc, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// Send nothing: the broker must hang up on its own.
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 256)
+	start := time.Now()
+	for {
+		if _, err = nc.Read(buf); err != nil {
+			break
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("broker kept a silent client for %v", time.Since(start))
+	}
+}
