@@ -1,0 +1,294 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/apicheck"
+	"github.com/sbxedge/sbx/internal/testdb"
+)
+
+// env is one in-process control plane with two accounts.
+type env struct {
+	t      *testing.T
+	svc    *control.Service
+	client *http.Client
+	// tokens by name: "dev" (limit 10), "other" (limit 1), "project",
+	// "disabled" (feature flag off).
+	tokens map[string]string
+}
+
+func newEnv(t *testing.T, backend string, noJobs bool) *env {
+	t.Helper()
+	ctx := context.Background()
+	cfg := control.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs}
+	if backend == "postgres" {
+		cfg.DatabaseURL = testdb.Postgres(t)
+	}
+	svc, err := control.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, svc: svc, tokens: map[string]string{}}
+	devTok, _, err := devseed.Seed(ctx, svc.Store, "", cfg.DataDir+"/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tokens["dev"] = devTok
+	err = svc.Store.InTx(ctx, func(tx store.Tx) error {
+		for _, a := range []store.Account{
+			{ID: "acct-other", Name: "other", SandboxesEnabled: true, ConcurrentLimit: 1},
+			{ID: "acct-off", Name: "off", SandboxesEnabled: false, ConcurrentLimit: 1},
+		} {
+			a.CreatedAt = time.Now().UTC()
+			if err := tx.UpsertAccount(ctx, a); err != nil {
+				return err
+			}
+		}
+		for name, spec := range map[string]struct {
+			acct, prefix string
+			kind         store.TokenKind
+		}{
+			"other":    {"acct-other", token.PrefixAgent, store.TokenAgent},
+			"disabled": {"acct-off", token.PrefixAgent, store.TokenAgent},
+			"project":  {"acct-other", token.PrefixProject, store.TokenProject},
+		} {
+			secret, hash := token.New(spec.prefix)
+			e.tokens[name] = secret
+			if err := tx.InsertToken(ctx, store.Token{ID: "tok-" + name, AccountID: spec.acct, Kind: spec.kind, Name: name, Hash: hash, CreatedAt: time.Now().UTC()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := svc.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	e.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t)}}
+	return e
+}
+
+type problemDoc struct {
+	Type   string `json:"type"`
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// do sends a request as the named token ("" for none) and returns the
+// status, headers and body.
+func (e *env) do(tok, method, path string, body io.Reader, hdr ...string) (int, http.Header, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.svc.URL()+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+e.tokens[tok])
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func jsonBody(v any) io.Reader {
+	b, _ := json.Marshal(v)
+	return bytes.NewReader(b)
+}
+
+func TestErrorsAreProblems(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, backend, true)
+			// A sandbox of account "dev" for cross-account checks.
+			code, _, body := e.do("dev", "POST", "/api/v1/sandboxes", jsonBody(map[string]any{"profile": "tuist-linux-small"}))
+			if code != 201 {
+				t.Fatalf("create: %d %s", code, body)
+			}
+			var sb struct{ ID string }
+			_ = json.Unmarshal(body, &sb)
+
+			cases := []struct {
+				name, tok, method, path string
+				body                    string
+				wantStatus              int
+				wantCode                string
+			}{
+				{"no token", "", "GET", "/api/v1/sandboxes", "", 401, "unauthenticated"},
+				{"garbage token", "", "GET", "/api/v1/sandboxes?x", "", 401, "unauthenticated"},
+				{"project token", "project", "GET", "/api/v1/sandboxes", "", 403, "project_token_refused"},
+				{"feature off", "disabled", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small"}`, 403, "feature_disabled"},
+				{"other account's sandbox", "other", "GET", "/api/v1/sandboxes/" + sb.ID, "", 404, "sandbox_not_found"},
+				{"other account's delete", "other", "DELETE", "/api/v1/sandboxes/" + sb.ID, "", 404, "sandbox_not_found"},
+				{"unknown sandbox", "dev", "GET", "/api/v1/sandboxes/sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa", "", 404, "sandbox_not_found"},
+				{"unknown profile", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-windows-huge"}`, 422, "unknown_profile"},
+				{"missing profile", "dev", "POST", "/api/v1/sandboxes", `{}`, 422, "invalid_request"},
+				{"unknown field", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","colour":"red"}`, 400, "malformed_json"},
+				{"wrong type", "dev", "POST", "/api/v1/sandboxes", `{"profile":7}`, 422, "invalid_request"},
+				{"deadline too long", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":20000}`, 422, "invalid_request"},
+				{"bad json", "dev", "POST", "/api/v1/sandboxes", `{"profile":`, 400, "malformed_json"},
+				{"body too large", "dev", "POST", "/api/v1/sandboxes", `{"profile":"` + strings.Repeat("x", 2<<20) + `"}`, 413, "body_too_large"},
+				{"exec while pending", "dev", "POST", "/api/v1/sandboxes/" + sb.ID + "/exec", `{"command":"true"}`, 409, "sandbox_state"},
+				{"files while pending", "dev", "GET", "/api/v1/sandboxes/" + sb.ID + "/files/x", "", 409, "sandbox_state"},
+				{"bad env name", "dev", "POST", "/api/v1/sandboxes/" + sb.ID + "/exec", `{"command":"true","env":{"A-B":"x"}}`, 422, "invalid_request"},
+				{"bad usage window", "dev", "GET", "/api/v1/usage?from=yesterday", "", 400, "invalid_query"},
+				{"bad limit", "dev", "GET", "/api/v1/sandboxes?limit=0", "", 400, "invalid_query"},
+				{"extend past cap", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":10081}`, 422, "invalid_request"},
+				{"unknown route", "dev", "GET", "/api/v1/nope", "", 404, "route_not_found"},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					var body io.Reader
+					if c.body != "" {
+						body = strings.NewReader(c.body)
+					}
+					tok := c.tok
+					hdr := []string{}
+					if c.name == "garbage token" {
+						hdr = []string{"Authorization", "Basic Zm9vOmJhcg=="}
+					}
+					code, h, b := e.do(tok, c.method, c.path, body, hdr...)
+					if code != c.wantStatus {
+						t.Fatalf("%s %s: status %d, want %d; body %s", c.method, c.path, code, c.wantStatus, b)
+					}
+					if ct := h.Get("Content-Type"); ct != "application/problem+json" {
+						t.Fatalf("content type %q, want application/problem+json", ct)
+					}
+					var p problemDoc
+					if err := json.Unmarshal(b, &p); err != nil {
+						t.Fatalf("not a problem document: %s", b)
+					}
+					if p.Code != c.wantCode || p.Status != c.wantStatus || !strings.HasSuffix(p.Type, "/"+c.wantCode) {
+						t.Fatalf("problem = %+v, want code %q status %d", p, c.wantCode, c.wantStatus)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	e := newEnv(t, "sqlite", true)
+	body := `{"profile":"tuist-linux-small","deadline_minutes":30}`
+	code1, _, b1 := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(body), "Idempotency-Key", "k-1")
+	code2, h2, b2 := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(body), "Idempotency-Key", "k-1")
+	if code1 != 201 || code2 != 201 {
+		t.Fatalf("statuses %d, %d; want 201 twice", code1, code2)
+	}
+	var s1, s2 struct{ ID string }
+	_ = json.Unmarshal(b1, &s1)
+	_ = json.Unmarshal(b2, &s2)
+	if s1.ID == "" || s1.ID != s2.ID || h2.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay gave %q (replayed=%q), want the same sandbox %q", s2.ID, h2.Get("Idempotent-Replayed"), s1.ID)
+	}
+	code3, _, b3 := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-medium"}`), "Idempotency-Key", "k-1")
+	if code3 != 422 || !strings.Contains(string(b3), "idempotency_key_reused") {
+		t.Fatalf("same key, other body: %d %s; want 422 idempotency_key_reused", code3, b3)
+	}
+	// The other account may use the same key independently.
+	if code, _, b := e.do("other", "POST", "/api/v1/sandboxes", strings.NewReader(body), "Idempotency-Key", "k-1"); code != 201 {
+		t.Fatalf("other account, same key: %d %s", code, b)
+	}
+}
+
+// TestConcurrencyLimitHolds fires 20 creates at once at an account whose
+// limit is 1 (and at dev, limit 10): exactly the limit passes.
+func TestConcurrencyLimitHolds(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, backend, true)
+			for tok, limit := range map[string]int{"other": 1, "dev": 10} {
+				var wg sync.WaitGroup
+				codes := make(chan int, 20)
+				for range 20 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						code, _, _ := e.do(tok, "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+						codes <- code
+					}()
+				}
+				wg.Wait()
+				close(codes)
+				got := map[int]int{}
+				for c := range codes {
+					got[c]++
+				}
+				if got[201] != limit || got[429] != 20-limit {
+					t.Fatalf("%s: statuses %v, want %d×201 and %d×429", tok, got, limit, 20-limit)
+				}
+			}
+		})
+	}
+}
+
+func TestListPaginates(t *testing.T) {
+	e := newEnv(t, "sqlite", true)
+	for range 5 {
+		if code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`)); code != 201 {
+			t.Fatalf("create: %d %s", code, b)
+		}
+	}
+	seen := map[string]bool{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		code, _, b := e.do("dev", "GET", "/api/v1/sandboxes?limit=2&cursor="+cursor, nil)
+		if code != 200 {
+			t.Fatalf("list: %d %s", code, b)
+		}
+		var page struct {
+			Sandboxes  []struct{ ID string }
+			NextCursor *string `json:"next_cursor"`
+		}
+		_ = json.Unmarshal(b, &page)
+		for _, s := range page.Sandboxes {
+			if seen[s.ID] {
+				t.Fatalf("sandbox %s on two pages", s.ID)
+			}
+			seen[s.ID] = true
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	if len(seen) != 5 {
+		t.Fatalf("pages held %d sandboxes, want 5", len(seen))
+	}
+	if code, _, b := e.do("other", "GET", "/api/v1/sandboxes", nil); code != 200 || strings.Contains(string(b), `"id"`) {
+		t.Fatalf("other account sees dev's sandboxes: %d %s", code, b)
+	}
+}
