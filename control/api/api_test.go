@@ -21,7 +21,7 @@ import (
 
 // env is one in-process control plane with two accounts.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	svc    *control.Service
 	client *http.Client
 	// tokens by name: "dev" (limit 10), "other" (limit 1), "project",
@@ -29,7 +29,7 @@ type env struct {
 	tokens map[string]string
 }
 
-func newEnv(t *testing.T, backend string, noJobs bool) *env {
+func newEnv(t testing.TB, backend string, noJobs bool) *env {
 	t.Helper()
 	ctx := context.Background()
 	cfg := control.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs}
