@@ -5,11 +5,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/jobqueue"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -31,8 +29,7 @@ type Store struct {
 	// Enqueue works whether or not this process works the queue.
 	inserter *river.Client[pgx.Tx]
 
-	mu      sync.Mutex // guards workers
-	workers *river.Client[pgx.Tx]
+	jobs jobqueue.Runner[pgx.Tx]
 }
 
 // Open connects to url, applies pending schema and River migrations, and
@@ -63,7 +60,13 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("river insert client: %w", err)
 	}
-	return &Store{queries: queries{q: pool}, pool: pool, logger: logger, inserter: inserter}, nil
+	return &Store{
+		queries:  queries{q: pool},
+		pool:     pool,
+		logger:   logger,
+		inserter: inserter,
+		jobs:     jobqueue.Runner[pgx.Tx]{Driver: riverpgxv5.New(pool), Logger: logger},
+	}, nil
 }
 
 // InTx runs fn in a READ COMMITTED transaction; LockAccount and
@@ -74,77 +77,20 @@ func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
 	})
 }
 
-// StartJobs starts a River client working the default queue. The client
-// runs until StopJobs or Close; ctx bounds only the start itself.
+// StartJobs starts a River client working the default queue; periodic
+// jobs run on River's elected leader among replicas. The client runs
+// until StopJobs or Close; ctx bounds only the start itself.
 func (s *Store) StartJobs(ctx context.Context, cfg store.JobsConfig) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.workers != nil {
-		return errors.New("start jobs: already started")
-	}
-	client, err := river.NewClient(riverpgxv5.New(s.pool), riverConfig(cfg, s.logger))
-	if err != nil {
-		return fmt.Errorf("start jobs: new river client: %w", err)
-	}
-	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("start jobs: %w", err)
-	}
-	s.workers = client
-	return nil
-}
-
-func riverConfig(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
-	maxWorkers := cfg.MaxWorkers
-	if maxWorkers <= 0 {
-		maxWorkers = 10
-	}
-	workers := cfg.Workers
-	if workers == nil {
-		workers = river.NewWorkers()
-	}
-	return &river.Config{
-		Logger:       logger,
-		Workers:      workers,
-		PeriodicJobs: cfg.Periodic,
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
-		RetryPolicy:  cfg.RetryPolicy,
-	}
+	return s.jobs.Start(ctx, cfg)
 }
 
 // StopJobs stops fetching and waits for running jobs or for ctx.
-func (s *Store) StopJobs(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.workers == nil {
-		return nil
-	}
-	if err := s.workers.Stop(ctx); err != nil {
-		return fmt.Errorf("stop jobs: %w", err)
-	}
-	s.workers = nil
-	return nil
-}
-
-// closeJobsTimeout bounds how long Close waits for jobs a caller forgot to
-// stop; their contexts are cancelled first.
-const closeJobsTimeout = 10 * time.Second
+func (s *Store) StopJobs(ctx context.Context) error { return s.jobs.Stop(ctx) }
 
 // Close stops a job client that is still running (cancelling its jobs) and
 // closes the pool. It returns once no goroutine of the store remains.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	workers := s.workers
-	s.workers = nil
-	s.mu.Unlock()
-	var err error
-	if workers != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), closeJobsTimeout)
-		err = workers.StopAndCancel(ctx)
-		cancel()
-		if err != nil {
-			err = fmt.Errorf("close: stop jobs: %w", err)
-		}
-	}
+	err := s.jobs.Close()
 	s.pool.Close()
 	return err
 }

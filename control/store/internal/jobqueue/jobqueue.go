@@ -1,0 +1,111 @@
+// Package jobqueue owns the River client that works a store's job queue,
+// shared by the Postgres and SQLite backends.
+package jobqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// DefaultMaxWorkers is used when JobsConfig.MaxWorkers is not set.
+const DefaultMaxWorkers = 10
+
+// closeTimeout bounds how long Close waits for jobs a caller forgot to
+// stop; their contexts are cancelled first.
+const closeTimeout = 10 * time.Second
+
+// Runner starts and stops at most one working client at a time.
+type Runner[TTx any] struct {
+	Driver riverdriver.Driver[TTx]
+	Logger *slog.Logger
+	// Tune, when set, adjusts the client config before the client is
+	// built (SQLite polls faster, having no LISTEN/NOTIFY).
+	Tune func(*river.Config)
+
+	mu     sync.Mutex // guards client
+	client *river.Client[TTx]
+}
+
+// Config maps cfg onto River's config: the default queue with cfg's
+// worker count, plus cfg's workers, periodic jobs and retry policy.
+func Config(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
+	maxWorkers := cfg.MaxWorkers
+	if maxWorkers <= 0 {
+		maxWorkers = DefaultMaxWorkers
+	}
+	workers := cfg.Workers
+	if workers == nil {
+		workers = river.NewWorkers()
+	}
+	return &river.Config{
+		Logger:       logger,
+		Workers:      workers,
+		PeriodicJobs: cfg.Periodic,
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		RetryPolicy:  cfg.RetryPolicy,
+	}
+}
+
+// Start builds and starts the client. It runs until Stop or Close; ctx
+// bounds only the start, so a request-scoped context cannot end the queue.
+func (r *Runner[TTx]) Start(ctx context.Context, cfg store.JobsConfig) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client != nil {
+		return errors.New("start jobs: already started")
+	}
+	rc := Config(cfg, r.Logger)
+	if r.Tune != nil {
+		r.Tune(rc)
+	}
+	client, err := river.NewClient(r.Driver, rc)
+	if err != nil {
+		return fmt.Errorf("start jobs: new river client: %w", err)
+	}
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start jobs: %w", err)
+	}
+	r.client = client
+	return nil
+}
+
+// Stop stops fetching and waits for running jobs or for ctx. After an
+// error the client is still running and Stop may be called again.
+func (r *Runner[TTx]) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client == nil {
+		return nil
+	}
+	if err := r.client.Stop(ctx); err != nil {
+		return fmt.Errorf("stop jobs: %w", err)
+	}
+	r.client = nil
+	return nil
+}
+
+// Close stops a client that is still running, cancelling its jobs, and
+// returns once its goroutines are gone (or closeTimeout passed).
+func (r *Runner[TTx]) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := r.client.StopAndCancel(ctx); err != nil {
+		return fmt.Errorf("stop jobs on close: %w", err)
+	}
+	r.client = nil
+	return nil
+}

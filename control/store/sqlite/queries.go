@@ -1,0 +1,346 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// querier is what both *sql.DB and *sql.Tx offer.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// queries implements store.Reader on the database or on a transaction.
+type queries struct{ q querier }
+
+const defaultLimit = 100
+
+// Times are stored as unix microseconds, the precision Postgres keeps, so
+// both backends round-trip the same values.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+}
+
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+func orNow(t time.Time) int64 {
+	if t.IsZero() {
+		return time.Now().UnixMicro()
+	}
+	return t.UnixMicro()
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// collect scans every row with scan and closes rows.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// inList returns "(?, ?, ...)" and the arguments for an IN clause.
+func inList[S ~string](vals []S) (string, []any) {
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = string(v)
+	}
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
+}
+
+const accountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+
+func scanAccount(row scanner, extra ...any) (store.Account, error) {
+	var a store.Account
+	var platforms string
+	var created int64
+	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, &platforms, &a.MonthlyMinutes, &created}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return store.Account{}, err
+	}
+	if err := json.Unmarshal([]byte(platforms), &a.AllowedPlatforms); err != nil {
+		return store.Account{}, fmt.Errorf("decode allowed platforms of account %s: %w", a.ID, err)
+	}
+	if len(a.AllowedPlatforms) == 0 {
+		a.AllowedPlatforms = nil
+	}
+	a.CreatedAt = fromMicros(created)
+	return a, nil
+}
+
+func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error) {
+	var t store.Token
+	var kind string
+	var created int64
+	var expires, revoked sql.NullInt64
+	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+`,
+			t.id, t.account_id, t.kind, t.name, t.hash, t.created_at, t.expires_at, t.revoked_at
+		FROM tokens t JOIN accounts a ON a.id = t.account_id
+		WHERE t.hash = ? AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?)`, hash, micros(now)),
+		&t.ID, &t.AccountID, &kind, &t.Name, &t.Hash, &created, &expires, &revoked)
+	if err != nil {
+		return store.Account{}, store.Token{}, notFound(err, "token by hash")
+	}
+	t.Kind = store.TokenKind(kind)
+	t.CreatedAt, t.ExpiresAt, t.RevokedAt = fromMicros(created), fromNullMicros(expires), fromNullMicros(revoked)
+	return a, t, nil
+}
+
+func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
+	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = ?`, id))
+	if err != nil {
+		return store.Account{}, notFound(err, "account "+id)
+	}
+	return a, nil
+}
+
+func (q queries) Project(ctx context.Context, id string) (store.Project, error) {
+	var p store.Project
+	var created int64
+	err := q.q.QueryRowContext(ctx, `SELECT id, account_id, name, created_at FROM projects WHERE id = ?`, id).
+		Scan(&p.ID, &p.AccountID, &p.Name, &created)
+	if err != nil {
+		return store.Project{}, notFound(err, "project "+id)
+	}
+	p.CreatedAt = fromMicros(created)
+	return p, nil
+}
+
+const profileCols = `name, platform, cpu, memory_mb, disk_gb, image`
+
+func scanProfile(row scanner) (store.Profile, error) {
+	var p store.Profile
+	err := row.Scan(&p.Name, &p.Platform, &p.CPU, &p.MemoryMB, &p.DiskGB, &p.Image)
+	return p, err
+}
+
+func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
+	p, err := scanProfile(q.q.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = ?`, name))
+	if err != nil {
+		return store.Profile{}, notFound(err, "profile "+name)
+	}
+	return p, nil
+}
+
+func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list profiles: %w", err)
+	}
+	ps, err := collect(rows, scanProfile)
+	if err != nil {
+		return nil, fmt.Errorf("list profiles: %w", err)
+	}
+	return ps, nil
+}
+
+const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
+	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
+	grants, idempotency_key, request_hash`
+
+func scanSandbox(row scanner) (store.Sandbox, error) {
+	var sb store.Sandbox
+	var state, grants string
+	var created, deadline int64
+	var ready, suspended, terminated sql.NullInt64
+	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
+		&created, &deadline, &ready, &suspended, &terminated,
+		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
+		&grants, &sb.IdempotencyKey, &sb.RequestHash)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	sb.State = store.State(state)
+	sb.CreatedAt, sb.DeadlineAt = fromMicros(created), fromMicros(deadline)
+	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = fromNullMicros(ready), fromNullMicros(suspended), fromNullMicros(terminated)
+	if err := json.Unmarshal([]byte(grants), &sb.Grants); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
+	}
+	if len(sb.Grants) == 0 {
+		sb.Grants = nil
+	}
+	return sb, nil
+}
+
+func (q queries) sandboxes(ctx context.Context, what, query string, args ...any) ([]store.Sandbox, error) {
+	rows, err := q.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	sbs, err := collect(rows, scanSandbox)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return sbs, nil
+}
+
+func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
+	sb, err := scanSandbox(q.q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id))
+	if err != nil {
+		return store.Sandbox{}, notFound(err, "sandbox "+id)
+	}
+	return sb, nil
+}
+
+func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	query := `SELECT ` + sandboxCols + ` FROM sandboxes WHERE account_id = ?`
+	args := []any{opts.AccountID}
+	if len(opts.States) > 0 {
+		in, stateArgs := inList(opts.States)
+		query += ` AND state IN ` + in
+		args = append(args, stateArgs...)
+	}
+	if opts.Before != "" {
+		// The cursor row is looked up within the same account, so a
+		// foreign ID yields an empty page rather than a peek at another
+		// account.
+		query += ` AND (created_at, id) < (SELECT c.created_at, c.id FROM sandboxes c WHERE c.id = ? AND c.account_id = ?)`
+		args = append(args, opts.Before, opts.AccountID)
+	}
+	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	return q.sandboxes(ctx, "list sandboxes", query, append(args, limit)...)
+}
+
+func (q queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (store.Sandbox, error) {
+	if key == "" {
+		return store.Sandbox{}, fmt.Errorf("sandbox by empty idempotency key: %w", store.ErrNotFound)
+	}
+	sb, err := scanSandbox(q.q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE account_id = ? AND idempotency_key = ?`, accountID, key))
+	if err != nil {
+		return store.Sandbox{}, notFound(err, "sandbox by idempotency key")
+	}
+	return sb, nil
+}
+
+func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) ([]store.Sandbox, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	in, args := inList(states)
+	return q.sandboxes(ctx, "sandboxes in states", `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE state IN `+in+` ORDER BY created_at, id`, args...)
+}
+
+func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, limit int) ([]store.Sandbox, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
+		WHERE state IN ('pending', 'ready', 'suspended') AND deadline_at < ?
+		ORDER BY deadline_at, id LIMIT ?`, micros(now), limit)
+}
+
+func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
+		FROM sandbox_sessions WHERE sandbox_id = ? ORDER BY started_at, id`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
+	}
+	ss, err := collect(rows, func(r scanner) (store.Session, error) {
+		var s store.Session
+		var kind string
+		var started int64
+		var ended sql.NullInt64
+		err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &started, &ended, &s.EndReason)
+		s.Kind, s.StartedAt, s.EndedAt = store.SessionKind(kind), fromMicros(started), fromNullMicros(ended)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
+	}
+	return ss, nil
+}
+
+func (q queries) Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]store.UsageRow, error) {
+	// Each session is clipped to [from, to) and an open one runs until
+	// now; the WHERE clause keeps only intervals that stay positive. The
+	// sum is exact integer microseconds, converted to seconds once.
+	rows, err := q.q.QueryContext(ctx, `SELECT platform, kind,
+			sum(min(coalesce(ended_at, :now), :to) - max(started_at, :from))
+		FROM sandbox_sessions
+		WHERE account_id = :account
+		  AND started_at < :to
+		  AND coalesce(ended_at, :now) > :from
+		  AND coalesce(ended_at, :now) > started_at
+		GROUP BY platform, kind
+		ORDER BY platform, kind`,
+		sql.Named("account", accountID), sql.Named("from", micros(from)),
+		sql.Named("to", micros(to)), sql.Named("now", micros(now)))
+	if err != nil {
+		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	}
+	us, err := collect(rows, func(r scanner) (store.UsageRow, error) {
+		var u store.UsageRow
+		var kind string
+		var us int64
+		err := r.Scan(&u.Platform, &kind, &us)
+		u.Kind, u.Seconds = store.SessionKind(kind), float64(us)/1e6
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	}
+	return us, nil
+}
+
+func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at
+		FROM events WHERE sandbox_id = ? AND id > ? ORDER BY id`, sandboxID, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
+	}
+	es, err := collect(rows, func(r scanner) (store.Event, error) {
+		var e store.Event
+		var state string
+		var at int64
+		err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at)
+		e.State, e.At = store.State(state), fromMicros(at)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
+	}
+	return es, nil
+}

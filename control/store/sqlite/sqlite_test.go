@@ -1,0 +1,78 @@
+package sqlite_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/sqlite"
+	"github.com/sbxedge/sbx/control/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func testLogger() *slog.Logger {
+	if testing.Verbose() && os.Getenv("SBX_TEST_STORE_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func open(t *testing.T) store.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sbx.db"), testLogger())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, open)
+}
+
+// TestReopen checks that migrations apply once and data survives.
+func TestReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sbx.db")
+	s, err := sqlite.Open(t.Context(), path, testLogger())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	err = s.InTx(t.Context(), func(tx store.Tx) error {
+		return tx.UpsertProfile(t.Context(), store.Profile{Name: "small", Platform: "linux", CPU: 1})
+	})
+	if err != nil {
+		t.Fatalf("UpsertProfile: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s, err = sqlite.Open(t.Context(), path, testLogger())
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Profile(t.Context(), "small"); err != nil {
+		t.Errorf("Profile after reopen: %v", err)
+	}
+}
+
+func TestOpenRejectsMemory(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "x.db?mode=memory"} {
+		if s, err := sqlite.Open(t.Context(), path, nil); err == nil {
+			s.Close()
+			t.Errorf("Open(%q): got nil error, want one", path)
+		}
+	}
+}
