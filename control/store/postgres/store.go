@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +31,9 @@ type Store struct {
 	inserter *river.Client[pgx.Tx]
 
 	jobs jobqueue.Runner[pgx.Tx]
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open connects to url, applies pending schema and River migrations, and
@@ -89,10 +93,13 @@ func (s *Store) StopJobs(ctx context.Context) error { return s.jobs.Stop(ctx) }
 
 // Close stops a job client that is still running (cancelling its jobs) and
 // closes the pool. It returns once no goroutine of the store remains.
+// Later calls return the first call's result.
 func (s *Store) Close() error {
-	err := s.jobs.Close()
-	s.pool.Close()
-	return err
+	s.closeOnce.Do(func() {
+		s.closeErr = s.jobs.Close()
+		s.pool.Close()
+	})
+	return s.closeErr
 }
 
 type tx struct {

@@ -5,7 +5,9 @@
 // taking SQLite's single write lock up front. Transactions are therefore
 // serialised, which is what makes "count live, then insert" race-free and
 // why LockAccount has nothing to do; WAL lets reads outside a transaction
-// proceed meanwhile.
+// proceed meanwhile. Inside InTx, read through the Tx: a read through the
+// Store itself needs a second connection, and under write contention all
+// of them may be waiting for the lock that transaction holds.
 package sqlite
 
 import (
@@ -15,6 +17,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -49,6 +52,9 @@ type Store struct {
 	// Enqueue works whether or not this process works the queue.
 	inserter *river.Client[*sql.Tx]
 	jobs     jobqueue.Runner[*sql.Tx]
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func dsn(path string) string {
@@ -141,13 +147,16 @@ func (s *Store) StartJobs(ctx context.Context, cfg store.JobsConfig) error {
 func (s *Store) StopJobs(ctx context.Context) error { return s.jobs.Stop(ctx) }
 
 // Close stops a job client that is still running (cancelling its jobs) and
-// closes the database.
+// closes the database. Later calls return the first call's result.
 func (s *Store) Close() error {
-	err := s.jobs.Close()
-	if cerr := s.db.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close sqlite: %w", cerr)
-	}
-	return err
+	s.closeOnce.Do(func() {
+		err := s.jobs.Close()
+		if cerr := s.db.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close sqlite: %w", cerr)
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
 }
 
 type tx struct {

@@ -14,8 +14,8 @@ import (
 )
 
 // Run runs the suite. open must return a fresh, empty store and arrange
-// for it to be closed when t ends; subtests call it once each and run in
-// parallel.
+// for it to be closed when t ends (Close may then already have been
+// called once); subtests call it once each and run in parallel.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Rollback", testRollback},
 		{"ConcurrentLimit", testConcurrentLimit},
 		{"Jobs", testJobs},
+		{"CloseStopsJobs", testCloseStopsJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,6 +86,9 @@ func testConcurrentLimit(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	const limit, workers = 3, 20
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertAccount(ctx, account("a", limit)) })
+	// The queue is worked meanwhile, so its polling and completions
+	// compete for the database too (SQLite's single write lock).
+	w := startWorker(t, s, workers)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -102,7 +105,10 @@ func testConcurrentLimit(t *testing.T, s store.Store) {
 				if n >= limit {
 					return nil
 				}
-				return tx.InsertSandbox(ctx, sandbox("a", sbID(i), t0.Add(time.Duration(i)*time.Second)))
+				if err := tx.InsertSandbox(ctx, sandbox("a", sbID(i), t0.Add(time.Duration(i)*time.Second))); err != nil {
+					return err
+				}
+				return tx.Enqueue(ctx, jobArgs{Tag: sbID(i)}, nil)
 			})
 		})
 	}
@@ -119,6 +125,53 @@ func testConcurrentLimit(t *testing.T, s store.Store) {
 	}
 	if len(list) != limit {
 		t.Errorf("sandboxes after %d concurrent creates: got %d, want %d", workers, len(list), limit)
+	}
+	want := map[string]bool{}
+	for _, sb := range list {
+		want[sb.ID] = true
+	}
+	w.await(t, want)
+}
+
+// startWorker works the queue with a jobWorker until the test ends.
+func startWorker(t *testing.T, s store.Store, buffer int, periodic ...*river.PeriodicJob) *jobWorker {
+	t.Helper()
+	w := &jobWorker{ran: make(chan string, buffer)}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	if err := s.StartJobs(t.Context(), store.JobsConfig{Workers: workers, Periodic: periodic, MaxWorkers: 2}); err != nil {
+		t.Fatalf("StartJobs: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.StopJobs(ctx); err != nil {
+			t.Errorf("StopJobs: %v", err)
+		}
+	})
+	return w
+}
+
+// await waits until every tag in want has run, failing on any other tag.
+func (w *jobWorker) await(t *testing.T, want map[string]bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for len(want) > 0 {
+		select {
+		case tag := <-w.ran:
+			if !want[tag] {
+				t.Fatalf("job %q ran, want only %v", tag, want)
+			}
+			delete(want, tag)
+		case <-deadline:
+			t.Fatalf("jobs never ran: %v", want)
+		}
+	}
+	// Give a wrongly committed job a moment to surface.
+	select {
+	case tag := <-w.ran:
+		t.Errorf("unexpected job %q", tag)
+	case <-time.After(500 * time.Millisecond):
 	}
 }
 
@@ -145,46 +198,68 @@ func testJobs(t *testing.T, s store.Store) {
 	enqueue("rolled-back", true)
 	enqueue("before-start", false)
 
-	w := &jobWorker{ran: make(chan string, 16)}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, w)
 	periodic := river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 		func() (river.JobArgs, *river.InsertOpts) { return jobArgs{Tag: "periodic"}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})
-	if err := s.StartJobs(ctx, store.JobsConfig{Workers: workers, Periodic: []*river.PeriodicJob{periodic}, MaxWorkers: 2}); err != nil {
-		t.Fatalf("StartJobs: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.StopJobs(ctx); err != nil {
-			t.Errorf("StopJobs: %v", err)
-		}
-	})
-	if err := s.StartJobs(ctx, store.JobsConfig{Workers: workers}); err == nil {
+	w := startWorker(t, s, 16, periodic)
+	if err := s.StartJobs(ctx, store.JobsConfig{Workers: river.NewWorkers()}); err == nil {
 		t.Errorf("second StartJobs: got nil error, want one")
 	}
 
 	enqueue("rolled-back-2", true)
 	enqueue("after-start", false)
 
-	want := map[string]bool{"before-start": true, "after-start": true, "periodic": true}
-	deadline := time.After(30 * time.Second)
-	for len(want) > 0 {
-		select {
-		case tag := <-w.ran:
-			if tag == "rolled-back" || tag == "rolled-back-2" {
-				t.Fatalf("job %q ran although its transaction rolled back", tag)
-			}
-			delete(want, tag)
-		case <-deadline:
-			t.Fatalf("jobs never ran: %v", want)
-		}
-	}
-	// Give a wrongly committed job a moment to surface.
+	// Rolled-back tags are absent from want, so await fails if they run.
+	w.await(t, map[string]bool{"before-start": true, "after-start": true, "periodic": true})
+}
+
+type blockArgs struct{}
+
+func (blockArgs) Kind() string { return "storetest_block" }
+
+// blockWorker holds its job until the job's context ends.
+type blockWorker struct {
+	river.WorkerDefaults[blockArgs]
+	started chan struct{}
+}
+
+func (w *blockWorker) Work(ctx context.Context, job *river.Job[blockArgs]) error {
 	select {
-	case tag := <-w.ran:
-		t.Errorf("unexpected job %q", tag)
-	case <-time.After(500 * time.Millisecond):
+	case w.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// testCloseStopsJobs closes a store whose caller forgot StopJobs while a
+// job runs: Close must cancel the job and return, leaving no goroutine
+// behind (the backends' TestMain runs goleak).
+func testCloseStopsJobs(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	w := &blockWorker{started: make(chan struct{}, 1)}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	if err := s.StartJobs(ctx, store.JobsConfig{Workers: workers}); err != nil {
+		t.Fatalf("StartJobs: %v", err)
+	}
+	inTx(t, s, func(tx store.Tx) error { return tx.Enqueue(ctx, blockArgs{}, nil) })
+	select {
+	case <-w.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("blocking job never started")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return while a job was running")
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }
