@@ -84,6 +84,10 @@ func (c *Checker) route(urlPath string) (string, bool) {
 func (c *Checker) Check(method, urlPath string, status int, contentType string, body []byte) error {
 	p, ok := c.route(urlPath)
 	if !ok {
+		if status == 404 || status == 405 {
+			// Unknown routes still answer with a problem document.
+			return c.validate("#/components/schemas/Problem", method, urlPath, status, body)
+		}
 		return fmt.Errorf("%s %s: path not in the OpenAPI document", method, urlPath)
 	}
 	op, ok := c.doc["paths"].(map[string]any)[p].(map[string]any)[strings.ToLower(method)].(map[string]any)
@@ -122,6 +126,10 @@ func (c *Checker) Check(method, urlPath string, status int, contentType string, 
 		}
 		ptr = "#/paths/" + escape(p) + "/" + strings.ToLower(method) + "/responses/" + code + "/content/application~1json/schema"
 	}
+	return c.validate(ptr, method, urlPath, status, body)
+}
+
+func (c *Checker) validate(ptr, method, urlPath string, status int, body []byte) error {
 	sch, err := c.schema(ptr)
 	if err != nil {
 		return err
