@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -92,6 +93,9 @@ func TestEndToEnd(t *testing.T) {
 
 func testExec(t *testing.T, p *devProc, id string) {
 	timeout := 1.0
+	// A sleep length unique to this run marks the timed-out command's
+	// processes, so the survivor check cannot see anyone else's sleeps.
+	marker := fmt.Sprintf("3%d.%06d", time.Now().UnixNano()%1000, time.Now().Nanosecond()/1000)
 	cases := []struct {
 		name string
 		req  map[string]any
@@ -133,7 +137,7 @@ func testExec(t *testing.T, p *devProc, id string) {
 			}
 			return ""
 		}},
-		{"timeout kills the group", map[string]any{"command": "sleep 30 & sleep 30; echo never", "timeout_seconds": timeout}, func(r execResult) string {
+		{"timeout kills the group", map[string]any{"command": "sleep " + marker + " & sleep " + marker + "; echo never", "timeout_seconds": timeout}, func(r execResult) string {
 			if !r.TimedOut || strings.Contains(r.Stdout, "never") {
 				return "want timed_out"
 			}
@@ -153,7 +157,7 @@ func testExec(t *testing.T, p *devProc, id string) {
 	}
 	// The timed-out command's background sleep must be gone too.
 	var r execResult
-	p.call("POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{"command": "pgrep -f 'sleep 30' || true"}, &r)
+	p.call("POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{"command": "pgrep -f '[s]leep " + marker + "' || true"}, &r)
 	if strings.TrimSpace(r.Stdout) != "" {
 		t.Fatalf("processes of the timed-out command survive: %q", r.Stdout)
 	}
