@@ -1,0 +1,238 @@
+package lifecycle_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/auth/hostkey"
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/postgres"
+	"github.com/sbxedge/sbx/control/store/sqlite"
+	"github.com/sbxedge/sbx/internal/testdb"
+)
+
+// clock is a settable clock shared by the manager under test.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// failingProvider injects provisioning failures into the real local
+// provider, and counts the destroys that clean up after them.
+type failingProvider struct {
+	provider.Provider
+	destroys atomic.Int32
+}
+
+func (f *failingProvider) Provision(context.Context, provider.Spec) (provider.Endpoint, error) {
+	return provider.Endpoint{}, errors.New("injected: image pull failed")
+}
+
+func (f *failingProvider) Destroy(ctx context.Context, id string) error {
+	f.destroys.Add(1)
+	return f.Provider.Destroy(ctx, id)
+}
+
+type harness struct {
+	m     *lifecycle.Manager
+	st    store.Store
+	prov  *local.Local
+	clock *clock
+	acct  store.Account
+}
+
+func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(provider.Provider) provider.Provider) *harness {
+	t.Helper()
+	ctx := context.Background()
+	var st store.Store
+	var err error
+	if backend == "postgres" {
+		st, err = postgres.Open(ctx, testdb.Postgres(t), nil)
+	} else {
+		st, err = sqlite.Open(ctx, t.TempDir()+"/sbx.db", nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := local.New(local.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _, err := sshca.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	hk, _ := hostkey.New(secret)
+	var p provider.Provider = prov
+	if wrap != nil {
+		p = wrap(prov)
+	}
+	h := &harness{st: st, prov: prov, clock: &clock{}}
+	h.m = lifecycle.New(cfg, lifecycle.Deps{Store: st, Provider: p, HostKeys: hk, UserCAKey: ca.AuthorizedKey(), Now: h.clock.Now})
+	h.acct = store.Account{ID: "acct-1", Name: "one", SandboxesEnabled: true, ConcurrentLimit: 5, CreatedAt: time.Now().UTC()}
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.UpsertAccount(ctx, h.acct); err != nil {
+			return err
+		}
+		return tx.UpsertProfile(ctx, store.Profile{Name: "tuist-linux-small", Platform: "linux", CPU: 1, MemoryMB: 1024, DiskGB: 1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StartJobs(ctx, h.m.Jobs()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = st.StopJobs(ctx)
+		_ = prov.Close()
+		_ = st.Close()
+	})
+	return h
+}
+
+func (h *harness) waitState(t *testing.T, id string, want store.State, limit time.Duration) store.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		sb, err := h.st.Sandbox(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State == want {
+			return sb
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s is %s after %s, want %s", id, sb.State, limit, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (h *harness) create(t *testing.T, minutes int) store.Sandbox {
+	t.Helper()
+	sb, _, err := h.m.Create(context.Background(), h.acct, lifecycle.CreateRequest{Profile: "tuist-linux-small", DeadlineMinutes: &minutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+var backends = []string{"sqlite", "postgres"}
+
+// TestReaperEndsExpiredWithinOneTick: once the deadline passes, the
+// periodic reaper ends the sandbox within a tick, closing the session at
+// the reaper's time with reason deadline.
+func TestReaperEndsExpiredWithinOneTick(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			tick := 300 * time.Millisecond
+			h := newHarness(t, backend, lifecycle.Config{ReapInterval: tick}, nil)
+			sb := h.create(t, 1)
+			h.waitState(t, sb.ID, store.StateReady, 10*time.Second)
+			h.clock.Advance(2 * time.Minute)
+			// One tick, plus the job queue's fetch latency (SQLite polls).
+			ended := h.waitState(t, sb.ID, store.StateTerminated, 2*tick+2*time.Second)
+			if ended.EndReason != lifecycle.ReasonDeadline {
+				t.Fatalf("end reason %q, want %q", ended.EndReason, lifecycle.ReasonDeadline)
+			}
+			sessions, _ := h.st.Sessions(context.Background(), sb.ID)
+			if len(sessions) != 1 || sessions[0].EndReason != "deadline" || sessions[0].EndedAt == nil {
+				t.Fatalf("sessions %+v, want one closed with reason deadline", sessions)
+			}
+			if in, err := h.prov.Status(context.Background(), sb.ID); err == nil && in.Phase != provider.PhaseNotFound {
+				t.Fatalf("provider still holds %s (%s) after the reaper", sb.ID, in.Phase)
+			}
+		})
+	}
+}
+
+// TestProvisionFailureFailsWithoutSession: a sandbox that cannot be
+// provisioned ends failed after the provisioning timeout, never opens a
+// billing session, and its remains are cleaned up.
+func TestProvisionFailureFailsWithoutSession(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			var fp *failingProvider
+			h := newHarness(t, backend, lifecycle.Config{ReapInterval: 200 * time.Millisecond, ProvisionTimeout: time.Second},
+				func(p provider.Provider) provider.Provider { fp = &failingProvider{Provider: p}; return fp })
+			sb := h.create(t, 30)
+			failed := h.waitState(t, sb.ID, store.StateFailed, 10*time.Second)
+			if failed.EndReason != lifecycle.ReasonProvisionFailed {
+				t.Fatalf("end reason %q, want %q", failed.EndReason, lifecycle.ReasonProvisionFailed)
+			}
+			if sessions, _ := h.st.Sessions(context.Background(), sb.ID); len(sessions) != 0 {
+				t.Fatalf("failed sandbox has sessions %+v, want none", sessions)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for fp.destroys.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("no cleanup destroy after the failure")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestReconcile: a ready sandbox whose pod vanished is ended and its
+// session closed; a pod with no sandbox behind it is destroyed.
+func TestReconcile(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, backend, lifecycle.Config{}, nil)
+			ctx := context.Background()
+			sb := h.create(t, 30)
+			h.waitState(t, sb.ID, store.StateReady, 10*time.Second)
+			if err := h.prov.Destroy(ctx, sb.ID); err != nil { // behind control's back
+				t.Fatal(err)
+			}
+			orphan := lifecycle.NewID()
+			pem, _, _ := func() ([]byte, string, error) {
+				secret := make([]byte, 32)
+				_, _ = rand.Read(secret)
+				d, _ := hostkey.New(secret)
+				return d.Key(orphan)
+			}()
+			ca, _, _ := sshca.Generate()
+			if _, err := h.prov.Provision(ctx, provider.Spec{SandboxID: orphan, HostKeyPEM: pem, UserCAKey: ca.AuthorizedKey()}); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := h.m.Reconcile(ctx); err != nil {
+				t.Fatalf("reconcile: %v", err)
+			}
+			ended := h.waitState(t, sb.ID, store.StateTerminated, 10*time.Second)
+			if ended.EndReason != lifecycle.ReasonPodVanished {
+				t.Fatalf("end reason %q, want %q", ended.EndReason, lifecycle.ReasonPodVanished)
+			}
+			sessions, _ := h.st.Sessions(ctx, sb.ID)
+			if len(sessions) != 1 || sessions[0].EndedAt == nil || sessions[0].EndReason != lifecycle.ReasonPodVanished {
+				t.Fatalf("sessions %+v, want one closed with reason %s", sessions, lifecycle.ReasonPodVanished)
+			}
+			list, err := h.prov.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range list {
+				if in.SandboxID == orphan {
+					t.Fatalf("orphan %s survived reconcile (%s)", orphan, in.Phase)
+				}
+			}
+		})
+	}
+}
