@@ -188,3 +188,16 @@ type UsageRow struct {
 	Kind     SessionKind
 	Seconds  float64
 }
+
+// SSHCredential binds one SSH public key, by fingerprint, to one sandbox
+// until ExpiresAt. The private key is handed to the caller once and never
+// stored: a leaked database row cannot be used to log in.
+type SSHCredential struct {
+	ID        string
+	SandboxID string
+	AccountID string
+	// Fingerprint is ssh.FingerprintSHA256 of the public key ("SHA256:...").
+	Fingerprint string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}

@@ -81,6 +81,10 @@ type Reader interface {
 	// Events lists a sandbox's events with ID greater than afterID, oldest
 	// first.
 	Events(ctx context.Context, sandboxID string, afterID int64) ([]Event, error)
+
+	// SSHCredential finds a credential by public key fingerprint, expired
+	// or not: the caller decides, so it can tell the user why it refused.
+	SSHCredential(ctx context.Context, fingerprint string) (SSHCredential, error)
 }
 
 // Tx is a transaction. It is valid only inside the InTx callback.
@@ -114,6 +118,9 @@ type Tx interface {
 	UpsertProject(ctx context.Context, p Project) error
 	InsertToken(ctx context.Context, t Token) error
 	UpsertProfile(ctx context.Context, p Profile) error
+	// InsertSSHCredential stores a credential; a duplicate ID or
+	// fingerprint is ErrConflict.
+	InsertSSHCredential(ctx context.Context, c SSHCredential) error
 
 	// Enqueue inserts a durable job that becomes visible when the
 	// transaction commits.

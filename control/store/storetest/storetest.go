@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Sessions", testSessions},
 		{"Usage", testUsage},
 		{"Events", testEvents},
+		{"SSHCredentials", testSSHCredentials},
 		{"Rollback", testRollback},
 		{"ConcurrentLimit", testConcurrentLimit},
 		{"Jobs", testJobs},
