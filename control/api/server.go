@@ -34,6 +34,13 @@ type Pods interface {
 	SFTP(ctx context.Context, t podssh.Target) (*sftp.Client, error)
 }
 
+// Store is the subset of store.Store the API uses: reads, and the one
+// transaction that mints SSH credentials.
+type Store interface {
+	store.Reader
+	InTx(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Config tunes the API.
 type Config struct {
 	// SSHHost and SSHPort are the public address of the SSH broker, shown
@@ -68,7 +75,7 @@ func (c *Config) setDefaults() {
 // Server serves the REST API.
 type Server struct {
 	cfg     Config
-	store   store.Reader
+	store   Store
 	life    *lifecycle.Manager
 	pods    Pods
 	log     *slog.Logger
@@ -80,7 +87,7 @@ type Server struct {
 
 // Deps are the Server's collaborators.
 type Deps struct {
-	Store     store.Reader
+	Store     Store
 	Lifecycle *lifecycle.Manager
 	Pods      Pods
 	Logger    *slog.Logger
@@ -142,6 +149,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/files/*", s.getFile)
 			r.Put("/files/*", s.putFile)
 			r.Delete("/files/*", s.deleteFile)
+			r.Post("/ssh_tokens", s.createSSHToken)
 		})
 		r.Get("/api/v1/usage", s.usage)
 	})
