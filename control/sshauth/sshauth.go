@@ -1,0 +1,111 @@
+// Package sshauth answers the SSH broker's question "may this key, offered
+// for this username, reach a sandbox, and where is it?" from control's
+// store. It deliberately does not import the edge: cmd/* adapts its Route
+// and sentinel errors to the broker's, so the edge binary never links the
+// store and control never links the broker.
+package sshauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// Refusal reasons, one per distinct thing the broker may do about it. Only
+// ErrExpired and ErrSandboxEnded are about the key holder's own credential
+// and worth explaining; the others must look alike to a prober.
+var (
+	ErrUnknownKey     = errors.New("unknown credential")
+	ErrExpired        = errors.New("credential expired")
+	ErrSandboxEnded   = errors.New("sandbox ended")
+	ErrWrongSandbox   = errors.New("credential belongs to another sandbox")
+	ErrUnknownSandbox = errors.New("unknown sandbox")
+	// ErrNotReady: the credential is good but the sandbox has no running
+	// server to relay to (pending, suspended, restoring).
+	ErrNotReady = errors.New("sandbox not ready")
+)
+
+// Route is where an accepted credential leads.
+type Route struct {
+	SandboxID string
+	Addr      string // the sandbox sshd's host:port
+	User      string // login name on the sandbox, the certificate principal
+	HostKey   string // pinned, authorized_keys form
+	ExpiresAt time.Time
+}
+
+// Reader is the subset of store.Reader the authorizer uses.
+type Reader interface {
+	SSHCredential(ctx context.Context, fingerprint string) (store.SSHCredential, error)
+	Sandbox(ctx context.Context, id string) (store.Sandbox, error)
+}
+
+// Authorizer checks credentials against the store. It is safe for
+// concurrent use.
+type Authorizer struct {
+	store Reader
+	now   func() time.Time
+	log   *slog.Logger
+}
+
+// New returns an Authorizer. now may be nil (time.Now); tests pass a clock.
+func New(r Reader, now func() time.Time, log *slog.Logger) *Authorizer {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Authorizer{store: r, now: now, log: log}
+}
+
+// Authorize maps (username, fingerprint) to a Route or a refusal wrapping
+// one of the Err* sentinels. Any other error is a store fault.
+//
+// The order of checks matters: the credential must belong to the sandbox
+// named before anything about that sandbox (expiry, state) is revealed, so
+// a key for sandbox A learns nothing about sandbox B.
+func (a *Authorizer) Authorize(ctx context.Context, username, fingerprint string) (Route, error) {
+	cred, err := a.store.SSHCredential(ctx, fingerprint)
+	if errors.Is(err, store.ErrNotFound) {
+		return Route{}, ErrUnknownKey
+	}
+	if err != nil {
+		return Route{}, fmt.Errorf("look up ssh credential: %w", err)
+	}
+	if cred.SandboxID != username {
+		return Route{}, ErrWrongSandbox
+	}
+	sb, err := a.store.Sandbox(ctx, cred.SandboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		// The credential row references the sandbox, so this is only
+		// reachable if rows were removed by hand; refuse quietly.
+		return Route{}, ErrUnknownSandbox
+	}
+	if err != nil {
+		return Route{}, fmt.Errorf("look up sandbox %s: %w", cred.SandboxID, err)
+	}
+	if sb.AccountID != cred.AccountID {
+		a.log.ErrorContext(ctx, "ssh credential account differs from its sandbox's", "sandbox_id", sb.ID, "credential_id", cred.ID)
+		return Route{}, ErrUnknownKey
+	}
+	// An ended sandbox is reported before expiry: "create a new sandbox"
+	// is the advice that helps, a new credential would not.
+	if sb.State.Final() || sb.State == store.StateTerminating {
+		return Route{}, ErrSandboxEnded
+	}
+	if !a.now().Before(cred.ExpiresAt) {
+		return Route{}, ErrExpired
+	}
+	if sb.State != store.StateReady || sb.Endpoint == "" || sb.HostKey == "" {
+		return Route{}, fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, ErrNotReady)
+	}
+	return Route{
+		SandboxID: sb.ID, Addr: sb.Endpoint, User: sb.SSHUser, HostKey: sb.HostKey,
+		ExpiresAt: cred.ExpiresAt,
+	}, nil
+}

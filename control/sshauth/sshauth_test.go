@@ -1,0 +1,105 @@
+package sshauth_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/control/sshauth"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// fakeStore holds credentials by fingerprint and sandboxes by ID.
+type fakeStore struct {
+	creds map[string]store.SSHCredential
+	sbs   map[string]store.Sandbox
+	err   error
+}
+
+func (f *fakeStore) SSHCredential(_ context.Context, fp string) (store.SSHCredential, error) {
+	if f.err != nil {
+		return store.SSHCredential{}, f.err
+	}
+	c, ok := f.creds[fp]
+	if !ok {
+		return c, store.ErrNotFound
+	}
+	return c, nil
+}
+
+func (f *fakeStore) Sandbox(_ context.Context, id string) (store.Sandbox, error) {
+	sb, ok := f.sbs[id]
+	if !ok {
+		return sb, store.ErrNotFound
+	}
+	return sb, nil
+}
+
+func TestAuthorize(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	sb := func(id string, st store.State) store.Sandbox {
+		return store.Sandbox{ID: id, AccountID: "acct", State: st, Endpoint: "127.0.0.1:4000", SSHUser: "dev", HostKey: "ssh-ed25519 AAAA"}
+	}
+	cred := func(fp, sbID string, exp time.Time) store.SSHCredential {
+		return store.SSHCredential{ID: "c-" + fp, SandboxID: sbID, AccountID: "acct", Fingerprint: fp, ExpiresAt: exp}
+	}
+	fs := &fakeStore{
+		creds: map[string]store.SSHCredential{
+			"fp-a":       cred("fp-a", "sb-a", now.Add(time.Hour)),
+			"fp-b":       cred("fp-b", "sb-b", now.Add(time.Hour)),
+			"fp-old":     cred("fp-old", "sb-a", now),
+			"fp-ended":   cred("fp-ended", "sb-ended", now.Add(time.Hour)),
+			"fp-pending": cred("fp-pending", "sb-pending", now.Add(time.Hour)),
+			"fp-gone":    cred("fp-gone", "sb-gone", now.Add(time.Hour)),
+			"fp-stolen":  {ID: "c-x", SandboxID: "sb-a", AccountID: "acct-other", Fingerprint: "fp-stolen", ExpiresAt: now.Add(time.Hour)},
+		},
+		sbs: map[string]store.Sandbox{
+			"sb-a":       sb("sb-a", store.StateReady),
+			"sb-b":       sb("sb-b", store.StateReady),
+			"sb-ended":   sb("sb-ended", store.StateTerminated),
+			"sb-pending": sb("sb-pending", store.StatePending),
+		},
+	}
+	a := sshauth.New(fs, func() time.Time { return now }, nil)
+	tests := []struct {
+		name, user, fp string
+		want           error
+	}{
+		{"live", "sb-a", "fp-a", nil},
+		{"unknown key", "sb-a", "fp-nope", sshauth.ErrUnknownKey},
+		{"key of A used for B", "sb-b", "fp-a", sshauth.ErrWrongSandbox},
+		{"expired at the instant", "sb-a", "fp-old", sshauth.ErrExpired},
+		{"expired key for another sandbox reveals nothing", "sb-b", "fp-old", sshauth.ErrWrongSandbox},
+		{"ended sandbox", "sb-ended", "fp-ended", sshauth.ErrSandboxEnded},
+		{"pending sandbox", "sb-pending", "fp-pending", sshauth.ErrNotReady},
+		{"sandbox row gone", "sb-gone", "fp-gone", sshauth.ErrUnknownSandbox},
+		{"account mismatch", "sb-a", "fp-stolen", sshauth.ErrUnknownKey},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := a.Authorize(t.Context(), tc.user, tc.fp)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Authorize(%s, %s): %v", tc.user, tc.fp, err)
+				}
+				want := sshauth.Route{SandboxID: "sb-a", Addr: "127.0.0.1:4000", User: "dev", HostKey: "ssh-ed25519 AAAA", ExpiresAt: now.Add(time.Hour)}
+				if r != want {
+					t.Errorf("route %+v, want %+v", r, want)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Errorf("Authorize(%s, %s): got %v, want %v", tc.user, tc.fp, err, tc.want)
+			}
+		})
+	}
+
+	t.Run("store fault is not a refusal", func(t *testing.T) {
+		boom := errors.New("db down")
+		_, err := sshauth.New(&fakeStore{err: boom}, nil, nil).Authorize(t.Context(), "sb-a", "fp-a")
+		if !errors.Is(err, boom) {
+			t.Errorf("got %v, want the store error wrapped", err)
+		}
+	})
+}
