@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,7 @@ func runDev(ctx context.Context, args []string) error {
 	provMode := fs.String("sandbox-server", "embedded", `sandbox SSH server: "embedded" (Go) or "sshd" (the machine's OpenSSH)`)
 	reap := fs.Duration("reap-interval", 30*time.Second, "how often expired sandboxes are reaped")
 	runJobs := fs.Bool("run-jobs", true, "work the background job queue (false: serve the API only, for maintenance and crash tests)")
+	sshDrain := fs.Duration("ssh-drain", 10*time.Second, "on shutdown, how long open SSH sessions may finish before they are closed")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -45,16 +47,20 @@ func runDev(ctx context.Context, args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	sshHost, sshPortStr, err := net.SplitHostPort(*sshAddr)
-	if err != nil {
-		return fmt.Errorf("--ssh-addr: %w", err)
-	}
-	sshPort, err := strconv.Atoi(sshPortStr)
-	if err != nil {
-		return fmt.Errorf("--ssh-addr port: %w", err)
-	}
 	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
+	}
+	// Listen for SSH before anything else: the API reports the broker's
+	// real port (--ssh-addr may say :0), and readyz turns 200 only after
+	// the broker accepts.
+	sshLn, err := net.Listen("tcp", *sshAddr)
+	if err != nil {
+		return fmt.Errorf("listen for SSH on %s: %w", *sshAddr, err)
+	}
+	sshHost, sshPort, err := publicSSHAddr(sshLn.Addr())
+	if err != nil {
+		sshLn.Close()
+		return err
 	}
 
 	svc, err := control.Open(ctx, control.Config{
@@ -64,27 +70,63 @@ func runDev(ctx context.Context, args []string) error {
 		Logger:    log,
 	})
 	if err != nil {
+		sshLn.Close()
+		return err
+	}
+	broker, err := startBroker(svc, sshLn, *dataDir, *sshDrain, log)
+	if err != nil {
+		sshLn.Close()
+		_ = svc.Shutdown(context.Background())
+		return err
+	}
+	// fail undoes everything started so far.
+	fail := func(err error) error {
+		_ = broker.b.Close()
+		<-broker.done
+		_ = svc.Shutdown(context.Background())
 		return err
 	}
 	tokenFile := filepath.Join(*dataDir, "token")
 	tok, fresh, err := devseed.Seed(ctx, svc.Store, os.Getenv("SBX_DEV_TOKEN"), tokenFile)
 	if err != nil {
-		_ = svc.Shutdown(context.Background())
-		return err
+		return fail(err)
 	}
 	if err := svc.Start(ctx); err != nil {
-		_ = svc.Shutdown(context.Background())
-		return err
+		return fail(err)
 	}
-	fmt.Fprintf(os.Stderr, "\nsbx dev is up\n  API:        %s\n  data dir:   %s\n  token file: %s\n", svc.URL(), *dataDir, tokenFile)
+	fmt.Fprintf(os.Stderr, "\nsbx dev is up\n  API:        %s\n  SSH broker: %s\n  data dir:   %s\n  token file: %s\n",
+		svc.URL(), net.JoinHostPort(sshHost, strconv.Itoa(sshPort)), *dataDir, tokenFile)
 	if fresh {
 		fmt.Fprintf(os.Stderr, "  token:      %s   (shown once; also in the token file)\n", tok)
 	}
-	fmt.Fprintf(os.Stderr, "\nTry:\n  export SBX_API=%s SBX_TOKEN=$(cat %s)\n  sbx create && sbx list\n\n", svc.URL(), tokenFile)
+	fmt.Fprintf(os.Stderr, "\nTry:\n  export SBX_API=%s SBX_TOKEN=$(cat %s)\n  sbx create && sbx list\n  sbx ssh <id>\n\n", svc.URL(), tokenFile)
 
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "shutting down; sandboxes keep their workspaces")
+	// SSH first: its sessions need the sandbox servers that control's
+	// shutdown stops.
+	brokerCtx, cancelBroker := context.WithTimeout(context.Background(), *sshDrain+5*time.Second)
+	defer cancelBroker()
+	berr := broker.shutdown(brokerCtx)
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return svc.Shutdown(shutCtx)
+	return errors.Join(berr, svc.Shutdown(shutCtx))
+}
+
+// publicSSHAddr is the address clients are told to connect to: the
+// listener's, with a wildcard host replaced by loopback, which is what a
+// laptop user can reach.
+func publicSSHAddr(a net.Addr) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "", 0, fmt.Errorf("SSH listener address %s: %w", a, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return "", 0, fmt.Errorf("SSH listener port %s: %w", portStr, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return host, port, nil
 }

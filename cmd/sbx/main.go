@@ -23,6 +23,8 @@ Usage:
   sbx files put ID PATH [SRC]             upload a file (SRC absent: stdin)
   sbx files rm [--recursive] ID PATH      delete a file or folder
   sbx extend ID MINUTES                   set the deadline to now + MINUTES
+  sbx ssh [--ttl M] ID [SSH ARG...]       ssh into a sandbox with a fresh credential (system ssh)
+  sbx ssh-config [--dir D] ID             write a Host entry for VS Code / Cursor Remote-SSH; prints the alias
   sbx destroy ID                          destroy a sandbox
   sbx usage                               billable seconds this month
 
@@ -50,6 +52,10 @@ func run(ctx context.Context, args []string) int {
 	switch cmd {
 	case "dev":
 		err = runDev(ctx, rest)
+	case "ssh":
+		err = runSSH(ctx, rest)
+	case "ssh-config":
+		err = runSSHConfig(ctx, rest)
 	case "create", "list", "get", "exec", "files", "extend", "destroy", "usage":
 		err = runClient(ctx, cmd, rest)
 	default:
