@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -81,6 +82,12 @@ func ShellQuote(s string) string {
 
 // CommandLine renders req as the line sent in the SSH exec request.
 //
+// The line first writes its own pid (which, through the execs, becomes the
+// pid and process group of the command) as the first line of stderr; Exec
+// consumes that line. OpenSSH ignores signal requests for sessions of
+// root and others without privilege separation, so to cancel, Exec kills
+// the group from a second session instead of relying on them.
+//
 // The command runs under GNU `timeout`, which puts itself and the command
 // in a new process group and relays TERM/INT/HUP (and its own expiry) to
 // the whole group, so a timeout or a cancelled call also reaches
@@ -95,6 +102,7 @@ func (req ExecRequest) CommandLine() (string, error) {
 		return "", errors.New("exec: command or dir contains NUL")
 	}
 	var b strings.Builder
+	b.WriteString(`echo "$$" >&2 && `)
 	if req.Dir != "" {
 		b.WriteString("cd -- " + ShellQuote(req.Dir) + " && ")
 	}
@@ -149,7 +157,8 @@ func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult,
 		limit = DefaultOutputLimit
 	}
 	stdout, stderr := &capBuffer{limit: limit}, &capBuffer{limit: limit}
-	sess.Stdout, sess.Stderr = stdout, stderr
+	pid := &pidWriter{next: stderr, known: make(chan struct{})}
+	sess.Stdout, sess.Stderr = stdout, pid
 	if req.Stdin != nil {
 		sess.Stdin = req.Stdin
 	}
@@ -173,14 +182,11 @@ func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult,
 	select {
 	case werr = <-waitc:
 	case <-ctx.Done():
-		_ = sess.Signal(ssh.SIGTERM) // timeout relays it to the group
-		sess.Close()
-		<-waitc
+		terminate(client, sess, pid, waitc)
 		return result(stdout, stderr, start), fmt.Errorf("exec: %w", context.Cause(ctx))
 	case <-backstop:
 		forced = true
-		_ = sess.Signal(ssh.SIGKILL)
-		sess.Close()
+		terminate(client, sess, pid, waitc)
 		werr = <-waitc
 	}
 
@@ -208,6 +214,91 @@ func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult,
 	timeoutCode := res.ExitCode == 124 || res.ExitCode == 128+9
 	res.TimedOut = forced || (req.Timeout > 0 && timeoutCode && res.Duration >= req.Timeout)
 	return res, nil
+}
+
+// terminate stops a running command: TERM to its process group, KILL after
+// killGrace, then the channel is closed. It leaves waitc's value unread
+// for the caller when the command ended, or drains it after closing.
+func terminate(client *ssh.Client, sess *ssh.Session, pid *pidWriter, waitc chan error) {
+	_ = sess.Signal(ssh.SIGTERM) // honoured by our embedded server, not by every sshd
+	select {
+	case <-pid.known:
+	case <-time.After(time.Second): // the command never got going
+	}
+	kill := func(sig string) {
+		if p := pid.get(); p > 1 {
+			killGroup(client, p, sig)
+		}
+	}
+	kill("TERM")
+	select {
+	case err := <-waitc:
+		waitc <- err
+		return
+	case <-time.After(killGrace):
+	}
+	kill("KILL")
+	sess.Close()
+	waitc <- <-waitc
+}
+
+// killGroup signals process group pgid from a fresh session on client.
+func killGroup(client *ssh.Client, pgid int, sig string) {
+	s, err := client.NewSession()
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	timer := time.AfterFunc(5*time.Second, func() { s.Close() })
+	defer timer.Stop()
+	_ = s.Run(fmt.Sprintf("kill -s %s -- -%d", sig, pgid))
+}
+
+// pidWriter takes the first line of stderr (the command's pid, written by
+// the command line) and passes the rest on.
+type pidWriter struct {
+	next  io.Writer
+	mu    sync.Mutex // guards line, pid, done
+	line  []byte
+	pid   int
+	done  bool
+	known chan struct{} // closed once the pid line was seen
+}
+
+func (w *pidWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	w.mu.Lock()
+	if !w.done {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 && len(w.line)+len(p) < 32 {
+			w.line = append(w.line, p...)
+			w.mu.Unlock()
+			return n, nil
+		}
+		if i >= 0 {
+			w.line = append(w.line, p[:i]...)
+			p = p[i+1:]
+		}
+		w.pid, _ = strconv.Atoi(string(w.line))
+		w.done = true
+		close(w.known)
+	}
+	w.mu.Unlock()
+	if len(p) > 0 {
+		return n, writeAll(w.next, p)
+	}
+	return n, nil
+}
+
+func (w *pidWriter) get() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pid
+}
+
+func writeAll(w io.Writer, p []byte) error {
+	_, err := w.Write(p)
+	return err
 }
 
 func result(stdout, stderr *capBuffer, start time.Time) ExecResult {

@@ -184,8 +184,11 @@ func (p *Pool) Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult,
 			return ExecResult{}, err
 		}
 		res, err := Exec(ctx, c.client, req)
+		// Only a dead connection is worth a redial; a refused channel (e.g.
+		// sshd's MaxSessions) says nothing about the connection others use.
 		var oe *sessionOpenError
-		if attempt == 0 && errors.As(err, &oe) && ctx.Err() == nil {
+		var refused *ssh.OpenChannelError
+		if attempt == 0 && errors.As(err, &oe) && !errors.As(err, &refused) && ctx.Err() == nil {
 			p.drop(t.SandboxID, c)
 			continue
 		}

@@ -68,7 +68,9 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 		return nil, err
 	}
 	cmd := exec.Command(o.path, "-D", "-e", "-f", cfgPath)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: if the provider process dies without Close, sshd must not
+	// linger holding the port.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	lw := &logWriter{logger: o.logger}
 	cmd.Stdout, cmd.Stderr = lw, lw
 	if err := cmd.Start(); err != nil {
@@ -111,6 +113,8 @@ func sshdConfig(dir string, port int) string {
 		"X11Forwarding no",
 		"PermitUserEnvironment no",
 		"PrintMotd no",
+		// Pooled clients multiplex many exec and sftp channels on one connection.
+		"MaxSessions 64",
 		"Subsystem sftp internal-sftp",
 		"PidFile " + filepath.Join(dir, "sshd.pid"),
 		"LogLevel INFO",
