@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// sshTarget is a minted credential written to disk for the real OpenSSH
+// client.
+type sshTarget struct {
+	id, host string
+	port     int
+	keyFile  string
+	known    string // our known_hosts, so the user's is never read or written
+}
+
+// opts are the options every client below shares; -F /dev/null keeps the
+// machine's ssh config out of the test.
+func (s sshTarget) opts(portFlag string) []string {
+	return []string{"-F", "/dev/null", "-i", s.keyFile, "-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile=" + s.known, "-o", "StrictHostKeyChecking=accept-new",
+		"-o", "BatchMode=yes", "-o", "ConnectTimeout=20", portFlag, strconv.Itoa(s.port)}
+}
+
+func (s sshTarget) dest() string { return s.id + "@" + s.host }
+
+// writeKey writes a PEM private key the way `sbx ssh` does (0600).
+func writeKey(t *testing.T, dir, name string, pemKey []byte) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, pemKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// mint calls POST /ssh_tokens and writes the key.
+func mint(t *testing.T, p *devProc, id, dir string) sshTarget {
+	t.Helper()
+	var tok sshToken
+	if code := p.call("POST", "/api/v1/sandboxes/"+id+"/ssh_tokens", map[string]any{"ttl_minutes": 10}, &tok); code != 201 {
+		t.Fatalf("mint ssh token for %s: status %d", id, code)
+	}
+	if tok.Username != id || !strings.Contains(tok.SSHCommand, "-p "+strconv.Itoa(tok.Port)) {
+		t.Fatalf("token %+v does not name sandbox %s and its port", tok, id)
+	}
+	return sshTarget{id: id, host: tok.Host, port: tok.Port, known: filepath.Join(dir, "known_hosts"),
+		keyFile: writeKey(t, dir, id+".key", []byte(tok.PrivateKeyPEM))}
+}
+
+// runTool runs an OpenSSH tool with a deadline and returns stdout, stderr and
+// the exit code.
+func runTool(t *testing.T, stdin string, name string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v: timed out; stderr: %s", name, args, errb.String())
+	}
+	return out.String(), errb.String(), code
+}
+
+func createReady(t *testing.T, p *devProc) string {
+	t.Helper()
+	var sb sbView
+	if code := p.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-small"}, &sb); code != 201 {
+		t.Fatalf("create: status %d", code)
+	}
+	p.waitStatus(sb.ID, "ready", 30*time.Second)
+	return sb.ID
+}
+
+// TestSSHThroughBroker drives the real OpenSSH client, scp and sftp
+// through `sbx dev`'s broker into sandboxes served by the embedded server
+// and by the machine's sshd.
+func TestSSHThroughBroker(t *testing.T) {
+	for _, mode := range []string{"embedded", "sshd"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "sshd" {
+				if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
+					t.Skip("no /usr/sbin/sshd on this machine")
+				}
+			}
+			dir := t.TempDir()
+			p := startDev(t, filepath.Join(dir, "data"), "", "--sandbox-server", mode)
+			a := createReady(t, p)
+			ta := mint(t, p, a, dir)
+
+			t.Run("exec", func(t *testing.T) {
+				out, errOut, code := runTool(t, "", "ssh", append(ta.opts("-p"), ta.dest(), "echo hi; echo oops >&2; exit 3")...)
+				if out != "hi\n" || !strings.Contains(errOut, "oops") || code != 3 {
+					t.Errorf("got stdout %q stderr %q exit %d, want \"hi\\n\", oops, 3", out, errOut, code)
+				}
+			})
+			t.Run("stdin", func(t *testing.T) {
+				in := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
+				out, errOut, code := runTool(t, in, "ssh", append(ta.opts("-p"), ta.dest(), "cat")...)
+				if code != 0 || out != in {
+					t.Errorf("cat echoed %d bytes (exit %d, stderr %q), want the %d sent", len(out), code, errOut, len(in))
+				}
+			})
+			t.Run("scp", func(t *testing.T) { testSCP(t, ta, dir, mode) })
+			t.Run("sftp", func(t *testing.T) { testSFTP(t, ta, dir) })
+			t.Run("refusals", func(t *testing.T) { testRefusals(t, p, ta, dir) })
+			if mode == "embedded" {
+				t.Run("cli", func(t *testing.T) { testSSHCLI(t, p, a, dir) })
+			}
+			t.Run("metrics", func(t *testing.T) {
+				resp, err := http.Get(p.API + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				for _, m := range []string{`sbx_sshbroker_handshakes_total`, `sbx_sshbroker_auth_failures_total`} {
+					if !strings.Contains(string(body), m) {
+						t.Errorf("/metrics lacks %s: the broker is not on control's registry", m)
+					}
+				}
+			})
+			p.stop()
+		})
+	}
+}
+
+func testSCP(t *testing.T, ta sshTarget, dir, mode string) {
+	payload := make([]byte, 3<<20)
+	_, _ = rand.Read(payload)
+	up := filepath.Join(dir, "up.bin")
+	if err := os.WriteFile(up, payload, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Default scp speaks SFTP since OpenSSH 9; -O is the legacy protocol,
+	// which runs `scp -t` in the sandbox over an exec channel.
+	for _, proto := range [][]string{nil, {"-O"}} {
+		name := "sftp-protocol"
+		if proto != nil {
+			name = "legacy-protocol"
+		}
+		t.Run(name, func(t *testing.T) {
+			if mode == "embedded" && proto == nil {
+				// The file arrives, but the embedded server (pkg/sftp under
+				// gliderlabs/ssh, control/provider/local/embedded.go) ends
+				// the sftp subsystem without an exit-status, which scp
+				// reports as failure ("Exit status -1"). The broker relays
+				// exit-status faithfully: the sshd run passes this case.
+				t.Skip("embedded server sends no exit-status for the sftp subsystem")
+			}
+			remote := "scp-" + name + ".bin"
+			args := append(append(ta.opts("-P"), proto...), up, ta.dest()+":"+remote)
+			if _, errOut, code := runTool(t, "", "scp", args...); code != 0 {
+				t.Fatalf("scp up: exit %d: %s", code, errOut)
+			}
+			down := filepath.Join(dir, "down-"+name+".bin")
+			args = append(append(ta.opts("-P"), proto...), ta.dest()+":"+remote, down)
+			if _, errOut, code := runTool(t, "", "scp", args...); code != 0 {
+				t.Fatalf("scp down: exit %d: %s", code, errOut)
+			}
+			got, err := os.ReadFile(down)
+			if err != nil || !bytes.Equal(got, payload) {
+				t.Errorf("round trip: got %d bytes (err %v), want the %d sent", len(got), err, len(payload))
+			}
+		})
+	}
+}
+
+func testSFTP(t *testing.T, ta sshTarget, dir string) {
+	src := filepath.Join(dir, "sftp-src.txt")
+	if err := os.WriteFile(src, []byte("through sftp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back := filepath.Join(dir, "sftp-back.txt")
+	batch := filepath.Join(dir, "batch")
+	script := fmt.Sprintf("mkdir sftpdir\nput %s sftpdir/a.txt\nls sftpdir\nget sftpdir/a.txt %s\nrm sftpdir/a.txt\nrmdir sftpdir\n", src, back)
+	if err := os.WriteFile(batch, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runTool(t, "", "sftp", append(append(ta.opts("-P"), "-b", batch), ta.dest())...)
+	if code != 0 || !strings.Contains(out, "a.txt") {
+		t.Fatalf("sftp batch: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(back); string(got) != "through sftp\n" {
+		t.Errorf("sftp get: %q, want %q", got, "through sftp\n")
+	}
+}
+
+func testRefusals(t *testing.T, p *devProc, ta sshTarget, dir string) {
+	b := createReady(t, p)
+	tb := mint(t, p, b, dir)
+
+	t.Run("key of A used for B", func(t *testing.T) {
+		wrong := ta
+		wrong.id = b
+		_, errOut, code := runTool(t, "", "ssh", append(wrong.opts("-p"), wrong.dest(), "true")...)
+		if code != 255 || !strings.Contains(errOut, "Permission denied") {
+			t.Errorf("got exit %d stderr %q, want 255 and Permission denied", code, errOut)
+		}
+		if strings.Contains(errOut, "sbx:") {
+			t.Errorf("another sandbox's key was told a reason: %q", errOut)
+		}
+	})
+
+	t.Run("expired credential", func(t *testing.T) {
+		// ttl_minutes cannot go below 1, so the test writes an already
+		// expired credential into the same database the process uses;
+		// the broker's whole auth path runs for real.
+		_, priv, _ := ed25519.GenerateKey(rand.Reader)
+		block, err := ssh.MarshalPrivateKey(priv, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		signer, _ := ssh.NewSignerFromKey(priv)
+		st := openStore(t, p.DataDir, "")
+		now := time.Now().UTC()
+		err = st.InTx(context.Background(), func(tx store.Tx) error {
+			return tx.InsertSSHCredential(context.Background(), store.SSHCredential{
+				ID: "sshc-expired-test", SandboxID: b, AccountID: "acct-dev",
+				Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()),
+				CreatedAt:   now.Add(-2 * time.Hour), ExpiresAt: now.Add(-time.Hour),
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := tb
+		old.keyFile = writeKey(t, dir, "expired.key", pem.EncodeToMemory(block))
+		_, errOut, code := runTool(t, "", "ssh", append(old.opts("-p"), old.dest(), "true")...)
+		if code != 255 || !strings.Contains(errOut, "has expired") {
+			t.Errorf("got exit %d stderr %q, want 255 and the expiry explained", code, errOut)
+		}
+	})
+
+	t.Run("deleted sandbox", func(t *testing.T) {
+		if code := p.call("DELETE", "/api/v1/sandboxes/"+b, nil, nil); code != 200 {
+			t.Fatalf("delete: status %d", code)
+		}
+		p.waitStatus(b, "terminated", 30*time.Second)
+		_, errOut, code := runTool(t, "", "ssh", append(tb.opts("-p"), tb.dest(), "true")...)
+		if code != 255 || !strings.Contains(errOut, "has ended") {
+			t.Errorf("got exit %d stderr %q, want 255 and the end explained", code, errOut)
+		}
+	})
+}
+
+// testSSHCLI runs `sbx ssh` and `sbx ssh-config` from the real binary.
+func testSSHCLI(t *testing.T, p *devProc, id, dir string) {
+	env := append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_DATA_DIR="+p.DataDir)
+	t.Run("sbx ssh", func(t *testing.T) {
+		tmp := t.TempDir() // the private key goes here, and must not stay
+		cmd := exec.Command(sbxBinary(t), "ssh", id, "-F", "/dev/null", "-o", "BatchMode=yes", "echo via-cli; exit 7")
+		cmd.Env = append(env, "TMPDIR="+tmp)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if out.String() != "via-cli\n" || code != 7 {
+			t.Errorf("got stdout %q exit %d (stderr %q), want via-cli and 7", out.String(), code, errb.String())
+		}
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Errorf("sbx ssh left %d entries in TMPDIR, want its key removed", len(left))
+		}
+		if _, err := os.Stat(filepath.Join(p.DataDir, "known_hosts")); err != nil {
+			t.Errorf("broker host key not pinned in the data dir's known_hosts: %v", err)
+		}
+	})
+	t.Run("sbx ssh-config", func(t *testing.T) {
+		cfgDir := filepath.Join(dir, "sshcfg")
+		userCfg := filepath.Join(dir, "user_ssh_config")
+		cmd := exec.Command(sbxBinary(t), "ssh-config", "--dir", cfgDir, "--ssh-config", userCfg, id)
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sbx ssh-config: %v", err)
+		}
+		alias := strings.TrimSpace(string(out))
+		if alias != id {
+			t.Fatalf("alias %q, want %q", alias, id)
+		}
+		if st, err := os.Stat(filepath.Join(cfgDir, alias+".key")); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("key file: %v, mode %v; want 0600", err, st)
+		}
+		// What Remote-SSH does: ssh <alias> with the user's config, which
+		// now includes ours.
+		got, errOut, code := runTool(t, "", "ssh", "-F", userCfg, "-o", "BatchMode=yes", alias, "echo via-alias")
+		if code != 0 || got != "via-alias\n" {
+			t.Errorf("ssh %s: exit %d stdout %q stderr %q", alias, code, got, errOut)
+		}
+	})
+}
