@@ -128,9 +128,17 @@ type handshakeTimerKey struct{}
 
 // authorize accepts only user certificates from the CA naming the login
 // user as principal and currently valid; plain keys are refused.
+//
+// CertChecker.CheckCert checks principal, validity, critical options and
+// signature but NOT the authority (only Authenticate does), and treats an
+// empty principal list as "anyone": both are checked here first.
 func (e *embedded) authorize(ctx gliderssh.Context, checker *gossh.CertChecker, key gliderssh.PublicKey) bool {
 	cert, ok := key.(*gossh.Certificate)
 	if !ok || cert.CertType != gossh.UserCert || ctx.User() != e.opts.user {
+		return false
+	}
+	if !checker.IsUserAuthority(cert.SignatureKey) || len(cert.ValidPrincipals) == 0 {
+		e.opts.logger.Debug("certificate refused: unknown authority or no principals", "remote_addr", ctx.RemoteAddr().String(), "key_id", cert.KeyId)
 		return false
 	}
 	if err := checker.CheckCert(ctx.User(), cert); err != nil {

@@ -1,0 +1,152 @@
+package podssh_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+func TestPool(t *testing.T) {
+	perMode(t, func(t *testing.T, sb *sandbox) {
+		ctx := context.Background()
+
+		t.Run("pinned host key mismatch refused", func(t *testing.T) {
+			_, other, err := sshca.GenerateKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := sb.target
+			bad.SandboxID = "impostor"
+			bad.HostKey = string(ssh.MarshalAuthorizedKey(other.PublicKey()))
+			_, err = sb.pool.Client(ctx, bad)
+			var mm *podssh.HostKeyMismatchError
+			if !errors.As(err, &mm) || mm.SandboxID != "impostor" {
+				t.Fatalf("Client with wrong pinned key = %v, want HostKeyMismatchError naming the sandbox", err)
+			}
+		})
+
+		t.Run("certificate from another CA refused", func(t *testing.T) {
+			otherCA, _, err := sshca.Generate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := podssh.NewPool(otherCA, nil)
+			defer p.Close()
+			if _, err := p.Client(ctx, sb.target); err == nil {
+				t.Fatal("connection with a foreign CA's certificate succeeded")
+			}
+		})
+
+		t.Run("certificate for another principal refused", func(t *testing.T) {
+			for _, principal := range []string{"nobody", ""} {
+				signer, err := sb.ca.UserSigner(principal, "test", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := dialRaw(sb.target, signer); err == nil {
+					t.Errorf("login as %s with a certificate for %q succeeded", sb.target.User, principal)
+				}
+			}
+		})
+
+		t.Run("plain key refused", func(t *testing.T) {
+			_, signer, err := sshca.GenerateKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dialRaw(sb.target, signer); err == nil {
+				t.Error("login with a plain key succeeded")
+			}
+		})
+
+		t.Run("concurrent callers share one dial", func(t *testing.T) {
+			sb.pool.Forget(sb.target.SandboxID)
+			var wg sync.WaitGroup
+			clients := make([]*ssh.Client, 20)
+			for i := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := sb.pool.Client(ctx, sb.target)
+					if err != nil {
+						t.Error(err)
+					}
+					clients[i] = c
+				}()
+			}
+			wg.Wait()
+			for _, c := range clients[1:] {
+				if c != clients[0] {
+					t.Fatal("concurrent callers got different connections")
+				}
+			}
+		})
+
+		t.Run("broken connection redialled", func(t *testing.T) {
+			c1, err := sb.pool.Client(ctx, sb.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c1.Close() // as if the network dropped it
+			// Exec retries a session that could not open on a dead client.
+			res, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{Command: "echo ok"})
+			if err != nil || string(res.Stdout) != "ok\n" {
+				t.Fatalf("Exec after drop = %q, %v", res.Stdout, err)
+			}
+			c2, err := sb.pool.Client(ctx, sb.target)
+			if err != nil || c2 == c1 {
+				t.Fatalf("Client after drop = same %v, err %v; want a new connection", c2 == c1, err)
+			}
+		})
+
+		t.Run("forget closes", func(t *testing.T) {
+			c1, err := sb.pool.Client(ctx, sb.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.pool.Forget(sb.target.SandboxID)
+			done := make(chan error, 1)
+			go func() { done <- c1.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("forgotten connection still open")
+			}
+		})
+	})
+}
+
+func TestPoolClosed(t *testing.T) {
+	ca, _, err := sshca.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := podssh.NewPool(ca, nil)
+	p.Close()
+	if _, err := p.Client(context.Background(), podssh.Target{SandboxID: "x"}); !errors.Is(err, podssh.ErrPoolClosed) {
+		t.Fatalf("Client after Close = %v, want ErrPoolClosed", err)
+	}
+}
+
+// dialRaw logs in to target with signer, bypassing the pool.
+func dialRaw(target podssh.Target, signer ssh.Signer) error {
+	hk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(target.HostKey))
+	if err != nil {
+		return err
+	}
+	c, err := ssh.Dial("tcp", target.Addr, &ssh.ClientConfig{
+		User: target.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(hk), Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
