@@ -234,6 +234,9 @@ func TestOpenSSHClient(t *testing.T) {
 		} else {
 			base = append(base, "-o", "CertificateFile=/dev/null")
 		}
+		if len(args) > 0 && args[0] == "-tt" { // client option, before the destination
+			base, args = append(base, "-tt"), args[2:]
+		}
 		cmd := exec.CommandContext(ctx, sshBin, append(append(base, ep.User+"@"+host), args...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -243,6 +246,9 @@ func TestOpenSSHClient(t *testing.T) {
 	}
 	if out, err := run(true, "exit 42"); errString(err) != "42" {
 		t.Errorf("ssh exit 42 = %q, %v; want exit status 42", out, err)
+	}
+	if out, err := run(true, "-tt", "--", "tty; stty size"); err != nil || !strings.Contains(out, "/dev/pts/") {
+		t.Errorf("ssh -tt tty = %q, %v; want a pty", out, err)
 	}
 	if os.Rename(certFile, certFile+".off") == nil {
 		if out, err := run(false, "echo hi"); err == nil {

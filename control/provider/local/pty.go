@@ -23,13 +23,19 @@ func (e *embedded) runPty(s gliderssh.Session, cmd *exec.Cmd, req gliderssh.Pty,
 	pgid := cmd.Process.Pid
 	e.track(pgid, true)
 
+	var ptmxMu sync.Mutex // guards ptmxClosed: resizes must not race Close
+	ptmxClosed := false
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {
 		// winCh is closed by gliderlabs when the session's requests end.
 		defer wg.Done()
 		for w := range winCh {
-			_ = pty.Setsize(ptmx, winsize(w))
+			ptmxMu.Lock()
+			if !ptmxClosed {
+				_ = pty.Setsize(ptmx, winsize(w))
+			}
+			ptmxMu.Unlock()
 		}
 	}()
 	go func() {
@@ -54,7 +60,10 @@ func (e *embedded) runPty(s gliderssh.Session, cmd *exec.Cmd, req gliderssh.Pty,
 	case <-outDone:
 	case <-time.After(time.Second):
 	}
+	ptmxMu.Lock()
+	ptmxClosed = true
 	ptmx.Close()
+	ptmxMu.Unlock()
 	<-outDone
 	exitSession(s, cmd, err)
 	wg.Wait()
