@@ -278,11 +278,29 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// startBackground runs cmd until the test ends.
-func startBackground(t testing.TB, cmd *exec.Cmd) *syncBuf {
+// bg is a command running in the background; done closes when it exits.
+type bg struct {
+	stderr *syncBuf
+	done   chan struct{}
+}
+
+func (b *bg) String() string { return b.stderr.String() }
+
+// wait waits for the command to exit, at most d.
+func (b *bg) wait(t testing.TB, d time.Duration) {
 	t.Helper()
-	var errb syncBuf
-	cmd.Stderr = &errb
+	select {
+	case <-b.done:
+	case <-time.After(d):
+		t.Fatalf("command still running after %v; stderr %s", d, b.stderr.String())
+	}
+}
+
+// startBackground runs cmd until the test ends.
+func startBackground(t testing.TB, cmd *exec.Cmd) *bg {
+	t.Helper()
+	errb := &syncBuf{}
+	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +313,7 @@ func startBackground(t testing.TB, cmd *exec.Cmd) *syncBuf {
 			t.Logf("%v stderr:\n%s", cmd.Args, errb.String())
 		}
 	})
-	return &errb
+	return &bg{stderr: errb, done: done}
 }
 
 type syncBuf struct {
@@ -339,3 +357,11 @@ func waitListening(t testing.TB, addr string) {
 	}
 	t.Fatalf("nothing listening on %s", addr)
 }
+
+type fakeCA struct{}
+
+func (fakeCA) UserSigner(string, string, time.Duration) (ssh.Signer, error) {
+	return nil, errors.New("fake")
+}
+
+func generateSigner() ([]byte, ssh.Signer, error) { return sshca.GenerateKey() }
