@@ -103,6 +103,7 @@ type env struct {
 	t        testing.TB
 	dir      string
 	ca       *sshca.CA
+	caPEM    []byte
 	up       upstream
 	auth     *fakeAuthorizer
 	act      *recActivity
@@ -118,12 +119,12 @@ type env struct {
 // adjust the config before New.
 func newEnv(t testing.TB, tweak func(*Config)) *env {
 	t.Helper()
-	ca, _, err := sshca.Generate()
+	ca, caPEM, err := sshca.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{
-		t: t, dir: t.TempDir(), ca: ca,
+		t: t, dir: t.TempDir(), ca: ca, caPEM: caPEM,
 		auth: &fakeAuthorizer{creds: map[string]cred{}},
 		act:  &recActivity{open: map[string]int{}, marks: map[string]int{}},
 		reg:  prometheus.NewRegistry(),
@@ -365,3 +366,5 @@ func (fakeCA) UserSigner(string, string, time.Duration) (ssh.Signer, error) {
 }
 
 func generateSigner() ([]byte, ssh.Signer, error) { return sshca.GenerateKey() }
+
+func splitHostPort(addr string) (string, string, error) { return net.SplitHostPort(addr) }

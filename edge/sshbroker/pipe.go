@@ -14,6 +14,12 @@ import (
 // memory per idle channel.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// smallCopyBuf is what an idle or interactive direction holds. Every
+// channel pair has four copy loops parked in Read, so starting at 32 KiB
+// would cost 128 KiB per idle session; a loop moves to a pooled full-size
+// buffer the first time a read fills the small one.
+const smallCopyBuf = 2 << 10
+
 // pipe relays one channel pair until both directions are done. cli is the
 // client-side channel, up the sandbox-side one, whoever opened them.
 //
@@ -71,9 +77,13 @@ func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prome
 }
 
 func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counter) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
+	buf := make([]byte, smallCopyBuf)
+	var pooled *[]byte
+	defer func() {
+		if pooled != nil {
+			copyBufs.Put(pooled)
+		}
+	}()
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
@@ -88,6 +98,10 @@ func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counte
 		}
 		if rerr != nil {
 			return
+		}
+		if n == len(buf) && pooled == nil {
+			pooled = copyBufs.Get().(*[]byte)
+			buf = *pooled
 		}
 	}
 }
