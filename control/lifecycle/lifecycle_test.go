@@ -138,7 +138,7 @@ func TestReaperEndsExpiredWithinOneTick(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			tick := 300 * time.Millisecond
+			tick := time.Second
 			h := newHarness(t, backend, lifecycle.Config{ReapInterval: tick}, nil)
 			sb := h.create(t, 1)
 			h.waitState(t, sb.ID, store.StateReady, 10*time.Second)
