@@ -85,7 +85,7 @@ func TestRemoteForward(t *testing.T) {
 // through the SOCKS forward.
 func TestVSCodePattern(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
+		t.Fatal("python3 not installed: install python3 (.ci/run does)")
 	}
 	e := newEnv(t, nil)
 	k := e.grant("alpha", nil)

@@ -43,7 +43,7 @@ func newSandbox(t *testing.T, mode string) *sandbox {
 	t.Helper()
 	if mode == local.ModeSSHD {
 		if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
-			t.Skip("OpenSSH sshd not installed")
+			t.Fatal("OpenSSH sshd not installed: install openssh-server (.ci/run does)")
 		}
 	}
 	ca, _, err := sshca.Generate()

@@ -203,7 +203,7 @@ func TestProvisionRejects(t *testing.T) {
 func TestOpenSSHClient(t *testing.T) {
 	sshBin, err := exec.LookPath("ssh")
 	if err != nil {
-		t.Skip("OpenSSH client not installed")
+		t.Fatal("OpenSSH client not installed: install openssh-client (.ci/run does)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
