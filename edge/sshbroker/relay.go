@@ -132,12 +132,16 @@ func (cc *clientConn) clientGlobal(up ssh.Conn) {
 			r.Reply(false, nil)
 			continue
 		}
+		if r.Type == "tcpip-forward" || r.Type == "streamlocal-forward@openssh.com" {
+			// Arm before asking: the sandbox listens (and may accept a
+			// connection) before its reply reaches us, and a forwarded
+			// channel refused in that window resets the caller's connection.
+			// Only listeners this client asked for can open such channels.
+			cc.forwarding.Store(true)
+		}
 		ok, payload, err := up.SendRequest(r.Type, r.WantReply, r.Payload)
 		if err != nil {
 			ok, payload = false, nil
-		}
-		if ok && (r.Type == "tcpip-forward" || r.Type == "streamlocal-forward@openssh.com") {
-			cc.forwarding.Store(true)
 		}
 		r.Reply(ok, payload)
 	}
