@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -20,7 +21,10 @@ import (
 // Checker validates JSON bodies against the response schemas of the
 // OpenAPI document (JSON Schema 2020-12, as OpenAPI 3.1 uses).
 type Checker struct {
-	doc    map[string]any
+	doc map[string]any
+	// mu guards compil and cache: the compiler is not safe for concurrent
+	// use, and tests send requests in parallel.
+	mu     sync.Mutex
 	compil *jsonschema.Compiler
 	cache  map[string]*jsonschema.Schema
 }
@@ -145,6 +149,8 @@ func (c *Checker) validate(ptr, method, urlPath string, status int, body []byte)
 }
 
 func (c *Checker) schema(ptr string) (*jsonschema.Schema, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if s, ok := c.cache[ptr]; ok {
 		return s, nil
 	}
