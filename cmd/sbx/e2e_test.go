@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/testdb"
 )
 
 type execResult struct {
@@ -29,66 +28,59 @@ type execResult struct {
 // TestEndToEnd drives the real `sbx dev` binary over HTTP through a whole
 // sandbox life, on SQLite and on Postgres, and checks the ledger after.
 func TestEndToEnd(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			dbURL := ""
-			if backend == "postgres" {
-				dbURL = testdb.Postgres(t)
-			}
-			dataDir := t.TempDir()
-			p := startDev(t, dataDir, dbURL)
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		dataDir := t.TempDir()
+		p := startDev(t, dataDir, dbURL)
 
-			var sb sbView
-			if code := p.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-small"}, &sb); code != 201 {
-				t.Fatalf("create: status %d", code)
-			}
-			if sb.Status != "pending" {
-				t.Fatalf("create: status %q, want pending", sb.Status)
-			}
-			ready := p.waitStatus(sb.ID, "ready", 5*time.Second)
-			if ready.Workspace == nil {
-				t.Fatal("ready sandbox has no workspace path")
-			}
-			id := sb.ID
+		var sb sbView
+		if code := p.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-small"}, &sb); code != 201 {
+			t.Fatalf("create: status %d", code)
+		}
+		if sb.Status != "pending" {
+			t.Fatalf("create: status %q, want pending", sb.Status)
+		}
+		ready := p.waitStatus(sb.ID, "ready", 5*time.Second)
+		if ready.Workspace == nil {
+			t.Fatal("ready sandbox has no workspace path")
+		}
+		id := sb.ID
 
-			t.Run("exec", func(t *testing.T) { testExec(t, p, id) })
-			t.Run("files", func(t *testing.T) { testFiles(t, p, id) })
+		t.Run("exec", func(t *testing.T) { testExec(t, p, id) })
+		t.Run("files", func(t *testing.T) { testFiles(t, p, id) })
 
-			var del sbView
-			if code := p.call("DELETE", "/api/v1/sandboxes/"+id, nil, &del); code != 200 {
-				t.Fatalf("delete: status %d", code)
-			}
-			if del.Status != "terminating" {
-				t.Fatalf("delete: status %q, want terminating", del.Status)
-			}
-			if code := p.call("DELETE", "/api/v1/sandboxes/"+id, nil, nil); code != 200 {
-				t.Fatalf("second delete: status %d, want 200", code)
-			}
-			p.waitStatus(id, "terminated", 10*time.Second)
-			var ex execResult
-			if code := p.call("POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{"command": "true"}, &ex); code != 409 {
-				t.Fatalf("exec on terminated sandbox: status %d, want 409", code)
-			}
-			p.stop()
+		var del sbView
+		if code := p.call("DELETE", "/api/v1/sandboxes/"+id, nil, &del); code != 200 {
+			t.Fatalf("delete: status %d", code)
+		}
+		if del.Status != "terminating" {
+			t.Fatalf("delete: status %q, want terminating", del.Status)
+		}
+		if code := p.call("DELETE", "/api/v1/sandboxes/"+id, nil, nil); code != 200 {
+			t.Fatalf("second delete: status %d, want 200", code)
+		}
+		p.waitStatus(id, "terminated", 10*time.Second)
+		var ex execResult
+		if code := p.call("POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{"command": "true"}, &ex); code != 409 {
+			t.Fatalf("exec on terminated sandbox: status %d, want 409", code)
+		}
+		p.stop()
 
-			st := openStore(t, dataDir, dbURL)
-			sessions, err := st.Sessions(context.Background(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(sessions) != 1 {
-				t.Fatalf("ledger has %d sessions, want exactly 1: %+v", len(sessions), sessions)
-			}
-			s := sessions[0]
-			if s.EndedAt == nil || s.EndReason != "explicit_delete" || s.Kind != store.SessionCompute {
-				t.Fatalf("session = %+v, want one closed compute interval with reason explicit_delete", s)
-			}
-			if !s.EndedAt.After(s.StartedAt) {
-				t.Fatalf("session ends (%v) before it starts (%v)", s.EndedAt, s.StartedAt)
-			}
-		})
-	}
+		st := openStore(t, dataDir, dbURL)
+		sessions, err := st.Sessions(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sessions) != 1 {
+			t.Fatalf("ledger has %d sessions, want exactly 1: %+v", len(sessions), sessions)
+		}
+		s := sessions[0]
+		if s.EndedAt == nil || s.EndReason != "explicit_delete" || s.Kind != store.SessionCompute {
+			t.Fatalf("session = %+v, want one closed compute interval with reason explicit_delete", s)
+		}
+		if !s.EndedAt.After(s.StartedAt) {
+			t.Fatalf("session ends (%v) before it starts (%v)", s.EndedAt, s.StartedAt)
+		}
+	})
 }
 
 func testExec(t *testing.T, p *devProc, id string) {

@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/internal/apicheck"
+	"github.com/sbxedge/sbx/internal/testdb"
 )
 
 var (
@@ -220,6 +221,21 @@ func (p *devProc) waitStatus(id, want string, limit time.Duration) sbView {
 			p.t.Fatalf("sandbox %s is %s after %s, want %s", id, sb.Status, limit, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// forEachBackend runs f in parallel subtests on SQLite (dbURL "") and on a
+// fresh Postgres database.
+func forEachBackend(t *testing.T, f func(t *testing.T, dbURL string)) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			dbURL := ""
+			if backend == "postgres" {
+				dbURL = testdb.Postgres(t)
+			}
+			f(t, dbURL)
+		})
 	}
 }
 
