@@ -44,6 +44,14 @@ type Config struct {
 	// as ssh_endpoint.
 	SSHHost string
 	SSHPort int
+	// PreviewDomain, PreviewScheme and PreviewPort shape the URLs of
+	// exposed ports (see api.Config); an empty PreviewDomain disables them.
+	PreviewDomain string
+	PreviewScheme string
+	PreviewPort   int
+	// PreviewChanged is told when an exposed port changes or is removed,
+	// so edge caches drop the host at once.
+	PreviewChanged func(ctx context.Context, label string) error
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
 	// NoJobs serves the API without working the job queue: state changes
@@ -145,9 +153,12 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
 		Conns: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
 	})
-	s.api = api.New(api.Config{SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort}, api.Deps{
+	s.api = api.New(api.Config{
+		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
+		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
+	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
-		Registry: cfg.Registry, Ready: s.ready.Load,
+		Registry: cfg.Registry, Ready: s.ready.Load, PreviewChanged: cfg.PreviewChanged,
 	})
 	return s, nil
 }

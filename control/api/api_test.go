@@ -32,7 +32,8 @@ type env struct {
 func newEnv(t testing.TB, backend string, noJobs bool) *env {
 	t.Helper()
 	ctx := context.Background()
-	cfg := control.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs}
+	cfg := control.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs,
+		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, string) error { return nil }}
 	if backend == "postgres" {
 		cfg.DatabaseURL = testdb.Postgres(t)
 	}

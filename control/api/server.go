@@ -47,6 +47,15 @@ type Config struct {
 	// as ssh_endpoint once a sandbox is ready.
 	SSHHost string
 	SSHPort int
+	// PreviewDomain is the preview proxy's base domain
+	// ("preview.example.com"); a port's URL is <label>.<PreviewDomain>.
+	// Empty disables POST /ports.
+	PreviewDomain string
+	// PreviewScheme is "https" (default) or "http" (sbx dev).
+	PreviewScheme string
+	// PreviewPort is shown in preview URLs unless it is the scheme's
+	// default; 0 omits it.
+	PreviewPort int
 	// MaxJSONBody bounds request bodies other than file uploads (1 MiB).
 	MaxJSONBody int64
 	// MaxFileSize bounds one uploaded file (default 5 GiB).
@@ -83,6 +92,8 @@ type Server struct {
 	reg     *prometheus.Registry
 	ready   func() bool
 	metrics *httpMetrics
+
+	previewChanged func(ctx context.Context, label string) error
 }
 
 // Deps are the Server's collaborators.
@@ -95,6 +106,10 @@ type Deps struct {
 	// Ready reports whether every part of the process is up (readyz).
 	Ready func() bool
 	Now   func() time.Time
+	// PreviewChanged is told the label of a preview host whose port was
+	// changed or removed, so edge caches drop it at once; nil when no
+	// edge listens.
+	PreviewChanged func(ctx context.Context, label string) error
 }
 
 // New builds the API server.
@@ -115,6 +130,7 @@ func New(cfg Config, d Deps) *Server {
 	return &Server{
 		cfg: cfg, store: d.Store, life: d.Lifecycle, pods: d.Pods, log: d.Logger,
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
+		previewChanged: d.PreviewChanged,
 	}
 }
 
@@ -150,6 +166,9 @@ func (s *Server) Handler() http.Handler {
 			r.Put("/files/*", s.putFile)
 			r.Delete("/files/*", s.deleteFile)
 			r.Post("/ssh_tokens", s.createSSHToken)
+			r.Post("/ports", s.createPort)
+			r.Get("/ports", s.listPorts)
+			r.Delete("/ports/{port}", s.deletePort)
 		})
 		r.Get("/api/v1/usage", s.usage)
 	})

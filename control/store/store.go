@@ -85,6 +85,11 @@ type Reader interface {
 	// SSHCredential finds a credential by public key fingerprint, expired
 	// or not: the caller decides, so it can tell the user why it refused.
 	SSHCredential(ctx context.Context, fingerprint string) (SSHCredential, error)
+
+	// PreviewPorts lists a sandbox's exposed ports, lowest port first.
+	PreviewPorts(ctx context.Context, sandboxID string) ([]PreviewPort, error)
+	// PreviewPortByLabel finds the port a preview host label names.
+	PreviewPortByLabel(ctx context.Context, label string) (PreviewPort, error)
 }
 
 // Tx is a transaction. It is valid only inside the InTx callback.
@@ -121,6 +126,13 @@ type Tx interface {
 	// InsertSSHCredential stores a credential; a duplicate ID or
 	// fingerprint is ErrConflict.
 	InsertSSHCredential(ctx context.Context, c SSHCredential) error
+	// PutPreviewPort exposes p.Port of p.SandboxID. Exposing a port again
+	// updates Access and HostPolicy and keeps the stored Label and
+	// CreatedAt, so a URL handed out stays valid; the stored row is
+	// returned. A Label already used by another port is ErrConflict.
+	PutPreviewPort(ctx context.Context, p PreviewPort) (PreviewPort, error)
+	// DeletePreviewPort removes one exposed port; none is ErrNotFound.
+	DeletePreviewPort(ctx context.Context, sandboxID string, port int) error
 
 	// Enqueue inserts a durable job that becomes visible when the
 	// transaction commits.

@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Usage", testUsage},
 		{"Events", testEvents},
 		{"SSHCredentials", testSSHCredentials},
+		{"PreviewPorts", testPreviewPorts},
 		{"Rollback", testRollback},
 		{"ConcurrentLimit", testConcurrentLimit},
 		{"Jobs", testJobs},

@@ -1,0 +1,154 @@
+package api_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sbxedge/sbx/control/previewroute"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+type portView struct {
+	Port       int    `json:"port"`
+	URL        string `json:"url"`
+	Access     string `json:"access"`
+	HostPolicy string `json:"host_policy"`
+}
+
+func TestPorts(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testPorts(t, backend)
+		})
+	}
+}
+
+func testPorts(t *testing.T, backend string) {
+	e := newEnv(t, backend, true) // no jobs: the sandbox stays pending
+	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	var sb struct{ ID string }
+	_ = json.Unmarshal(b, &sb)
+	path := "/api/v1/sandboxes/" + sb.ID + "/ports"
+	expose := func(body string, want int) portView {
+		t.Helper()
+		code, _, b := e.do("dev", "POST", path, strings.NewReader(body), "Content-Type", "application/json")
+		if code != want {
+			t.Fatalf("POST %s %s: %d %s, want %d", path, body, code, b, want)
+		}
+		var v portView
+		_ = json.Unmarshal(b, &v)
+		return v
+	}
+
+	web := expose(`{"port":3000}`, 201)
+	u, err := url.Parse(web.URL)
+	if err != nil {
+		t.Fatalf("url %q: %v", web.URL, err)
+	}
+	label, ok := strings.CutSuffix(u.Host, ".preview.test")
+	if u.Scheme != "https" || !ok || !regexp.MustCompile(`^[a-z2-7]{20}$`).MatchString(label) {
+		t.Fatalf("url %q: want https://<20 base32 chars>.preview.test", web.URL)
+	}
+	if strings.Contains(web.URL, strings.TrimPrefix(sb.ID, "sbx-")[:8]) {
+		t.Errorf("url %q reveals the sandbox id %s", web.URL, sb.ID)
+	}
+	if web.Access != "private" || web.HostPolicy != "forward" {
+		t.Errorf("defaults: access %q host_policy %q, want private forward", web.Access, web.HostPolicy)
+	}
+	// Again: same URL, new settings, 200.
+	again := expose(`{"port":3000,"access":"public","host_policy":"localhost"}`, 200)
+	if again.URL != web.URL || again.Access != "public" || again.HostPolicy != "localhost" {
+		t.Errorf("re-expose: %+v, want url %s public localhost", again, web.URL)
+	}
+	other := expose(`{"port":8080}`, 201)
+	if other.URL == web.URL {
+		t.Error("two ports share a URL")
+	}
+
+	for _, tc := range []struct{ name, body, code string }{
+		{"port 0", `{"port":0}`, "invalid_request"},
+		{"port 65536", `{"port":65536}`, "invalid_request"},
+		{"no port", `{}`, "invalid_request"},
+		{"ssh port 22", `{"port":22}`, "invalid_request"},
+		{"bad access", `{"port":3001,"access":"friends"}`, "invalid_request"},
+		{"bad host policy", `{"port":3001,"host_policy":"any"}`, "invalid_request"},
+		{"unknown field", `{"port":3001,"url":"http://x"}`, "malformed_json"},
+	} {
+		code, _, b := e.do("dev", "POST", path, strings.NewReader(tc.body), "Content-Type", "application/json")
+		var p problemDoc
+		_ = json.Unmarshal(b, &p)
+		if code < 400 || code >= 500 || p.Code != tc.code {
+			t.Errorf("%s: %d %s, want 4xx %s", tc.name, code, b, tc.code)
+		}
+	}
+	// Another account sees no sandbox.
+	if code, _, b := e.do("other", "POST", path, strings.NewReader(`{"port":3001}`), "Content-Type", "application/json"); code != 404 {
+		t.Errorf("other account POST: %d %s, want 404", code, b)
+	}
+	if code, _, _ := e.do("other", "GET", path, nil); code != 404 {
+		t.Errorf("other account GET: %d, want 404", code)
+	}
+	if code, _, _ := e.do("other", "DELETE", path+"/3000", nil); code != 404 {
+		t.Errorf("other account DELETE: %d, want 404", code)
+	}
+
+	code, _, b = e.do("dev", "GET", path, nil)
+	var list struct{ Ports []portView }
+	_ = json.Unmarshal(b, &list)
+	if code != 200 || len(list.Ports) != 2 || list.Ports[0].Port != 3000 || list.Ports[1].Port != 8080 {
+		t.Fatalf("GET ports: %d %s, want 3000 and 8080", code, b)
+	}
+
+	res := previewroute.New(e.svc.Store, nil)
+	rt, err := res.Resolve(t.Context(), label)
+	if err != nil {
+		t.Fatalf("Resolve(%s): %v", label, err)
+	}
+	if rt.SandboxID != sb.ID || rt.Port != 3000 || rt.Access != store.AccessPublic || rt.HostPolicy != store.HostLocalhost || rt.Addr != "" {
+		t.Errorf("Resolve: %+v, want sandbox %s port 3000 public localhost, no address while pending", rt, sb.ID)
+	}
+	acct, err := res.TokenAccount(t.Context(), e.tokens["dev"])
+	if err != nil || acct == "" {
+		t.Errorf("TokenAccount(dev) = %q, %v", acct, err)
+	}
+	for _, name := range []string{"project", "nonsense"} {
+		tok := e.tokens[name]
+		if name == "nonsense" {
+			tok = "sbx_at_" + strings.Repeat("A", 43)
+		}
+		if _, err := res.TokenAccount(t.Context(), tok); !errors.Is(err, previewroute.ErrBadToken) {
+			t.Errorf("TokenAccount(%s): %v, want ErrBadToken", name, err)
+		}
+	}
+
+	if code, _, b := e.do("dev", "DELETE", path+"/3000", nil); code != 204 {
+		t.Fatalf("DELETE: %d %s", code, b)
+	}
+	if _, err := res.Resolve(t.Context(), label); !errors.Is(err, previewroute.ErrUnknownHost) {
+		t.Errorf("Resolve after DELETE: %v, want ErrUnknownHost", err)
+	}
+	for _, p := range []string{"3000", "99999", "x"} {
+		code, _, b := e.do("dev", "DELETE", path+"/"+p, nil)
+		var pd problemDoc
+		_ = json.Unmarshal(b, &pd)
+		if code != 404 || pd.Code != "port_not_found" {
+			t.Errorf("DELETE %s: %d %s, want 404 port_not_found", p, code, b)
+		}
+	}
+	// Deleting the sandbox ends its previews.
+	if code, _, b := e.do("dev", "DELETE", "/api/v1/sandboxes/"+sb.ID, nil); code >= 300 {
+		t.Fatalf("delete sandbox: %d %s", code, b)
+	}
+	otherLabel := strings.TrimSuffix(strings.TrimPrefix(other.URL, "https://"), ".preview.test")
+	if _, err := res.Resolve(t.Context(), otherLabel); !errors.Is(err, previewroute.ErrUnknownHost) {
+		t.Errorf("Resolve after the sandbox was deleted: %v, want ErrUnknownHost", err)
+	}
+}

@@ -1,0 +1,49 @@
+package previewroute
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestMembers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "members.json")
+	if err := os.WriteFile(path, []byte(`[
+		{"account_id":"acct-a","issuer":"https://idp","subject":"alice"},
+		{"account_id":"acct-b","email":"Bob@Example.com"}
+	]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadMembers(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		id   Identity
+		acct string
+		want bool
+	}{
+		{"subject", Identity{Issuer: "https://idp", Subject: "alice"}, "acct-a", true},
+		{"subject, other account", Identity{Issuer: "https://idp", Subject: "alice"}, "acct-b", false},
+		{"subject, other issuer", Identity{Issuer: "https://evil", Subject: "alice"}, "acct-a", false},
+		{"verified email, any case", Identity{Issuer: "https://idp", Subject: "b", Email: "bob@example.COM", EmailVerified: true}, "acct-b", true},
+		{"unverified email", Identity{Issuer: "https://idp", Subject: "b", Email: "bob@example.com"}, "acct-b", false},
+		{"nobody", Identity{}, "acct-a", false},
+	} {
+		if got := m.Member(tc.id, tc.acct); got != tc.want {
+			t.Errorf("%s: Member(%+v, %s) = %v, want %v", tc.name, tc.id, tc.acct, got, tc.want)
+		}
+	}
+	if (*Members)(nil).Member(Identity{Issuer: "x", Subject: "y"}, "acct-a") {
+		t.Error("nil Members admitted someone")
+	}
+	for _, bad := range []string{`[{"issuer":"i","subject":"s"}]`, `[{"account_id":"a","issuer":"i"}]`, `[{"account_id":"a","issuer":"i","subject":"s","email":"e"}]`, `{`} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadMembers(path); err == nil {
+			t.Errorf("LoadMembers(%s): no error", bad)
+		}
+	}
+}

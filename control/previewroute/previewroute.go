@@ -1,0 +1,116 @@
+// Package previewroute answers the preview proxy's questions from
+// control's store: where does a preview host lead, whose is an account
+// token, and which accounts does a signed-in person belong to. Like
+// control/sshauth it does not import the edge: cmd/* adapts these types to
+// edge/preview's, so neither side links the other.
+package previewroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// Errors the proxy maps to its responses.
+var (
+	// ErrUnknownHost: no exposed port has this label (never had, or was
+	// removed, or its sandbox ended).
+	ErrUnknownHost = errors.New("unknown preview host")
+	// ErrBadToken: the token is malformed, unknown, revoked, expired or
+	// not an account agent token.
+	ErrBadToken = errors.New("invalid token")
+)
+
+// Route is where a preview host leads.
+type Route struct {
+	Label      string
+	SandboxID  string
+	AccountID  string
+	Port       int
+	Access     store.PortAccess
+	HostPolicy store.HostPolicy
+	State      store.State
+	// Addr, User and HostKey reach the sandbox's sshd; empty unless the
+	// sandbox has a running server.
+	Addr    string
+	User    string
+	HostKey string
+	// Workspace is the sandbox's workspace path (for the pooled target).
+	Workspace string
+}
+
+// Reader is the subset of store.Reader the resolver uses.
+type Reader interface {
+	PreviewPortByLabel(ctx context.Context, label string) (store.PreviewPort, error)
+	Sandbox(ctx context.Context, id string) (store.Sandbox, error)
+	AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error)
+}
+
+// Resolver reads routes and tokens from the store. Safe for concurrent use.
+type Resolver struct {
+	store Reader
+	now   func() time.Time
+}
+
+// New returns a Resolver; now may be nil (time.Now).
+func New(r Reader, now func() time.Time) *Resolver {
+	if now == nil {
+		now = time.Now
+	}
+	return &Resolver{store: r, now: now}
+}
+
+// Resolve maps a host label to its route. A sandbox that ended resolves
+// to ErrUnknownHost: its previews are gone, and saying so differently
+// would tell a prober which labels once existed.
+func (r *Resolver) Resolve(ctx context.Context, label string) (Route, error) {
+	p, err := r.store.PreviewPortByLabel(ctx, label)
+	if errors.Is(err, store.ErrNotFound) {
+		return Route{}, ErrUnknownHost
+	}
+	if err != nil {
+		return Route{}, fmt.Errorf("look up preview host %s: %w", label, err)
+	}
+	sb, err := r.store.Sandbox(ctx, p.SandboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Route{}, ErrUnknownHost
+	}
+	if err != nil {
+		return Route{}, fmt.Errorf("look up sandbox %s: %w", p.SandboxID, err)
+	}
+	if sb.State.Final() || sb.State == store.StateTerminating || sb.AccountID != p.AccountID {
+		return Route{}, ErrUnknownHost
+	}
+	rt := Route{
+		Label: p.Label, SandboxID: sb.ID, AccountID: sb.AccountID, Port: p.Port,
+		Access: p.Access, HostPolicy: p.HostPolicy, State: sb.State, Workspace: sb.Workspace,
+	}
+	if sb.State == store.StateReady {
+		rt.Addr, rt.User, rt.HostKey = sb.Endpoint, sb.SSHUser, sb.HostKey
+	}
+	return rt, nil
+}
+
+// TokenAccount returns the account an agent token belongs to. Project
+// tokens are refused, as the REST API refuses them.
+func (r *Resolver) TokenAccount(ctx context.Context, secret string) (string, error) {
+	prefix, err := token.Parse(secret)
+	if err != nil || prefix != token.PrefixAgent {
+		return "", ErrBadToken
+	}
+	acct, tok, err := r.store.AccountByTokenHash(ctx, token.Hash(secret), r.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return "", ErrBadToken
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up token: %w", err)
+	}
+	if tok.Kind != store.TokenAgent {
+		return "", ErrBadToken
+	}
+	return acct.ID, nil
+}

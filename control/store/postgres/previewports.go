@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+const previewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+
+func scanPreviewPort(row pgx.Row) (store.PreviewPort, error) {
+	var p store.PreviewPort
+	if err := row.Scan(&p.SandboxID, &p.AccountID, &p.Port, &p.Label, &p.Access, &p.HostPolicy, &p.CreatedAt); err != nil {
+		return store.PreviewPort{}, err
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, nil
+}
+
+func (q queries) PreviewPorts(ctx context.Context, sandboxID string) ([]store.PreviewPort, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = $1 ORDER BY port`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
+	}
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.PreviewPort, error) { return scanPreviewPort(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
+	}
+	return ps, nil
+}
+
+func (q queries) PreviewPortByLabel(ctx context.Context, label string) (store.PreviewPort, error) {
+	p, err := scanPreviewPort(q.q.QueryRow(ctx, `SELECT `+previewPortCols+` FROM preview_ports WHERE label = $1`, label))
+	if err != nil {
+		return store.PreviewPort{}, notFound(err, "preview port")
+	}
+	return p, nil
+}
+
+func (t *tx) PutPreviewPort(ctx context.Context, p store.PreviewPort) (store.PreviewPort, error) {
+	// A label collision is a unique violation, which aborts the
+	// transaction; the caller retries the whole transaction with a new
+	// label (a 1 in 2^100 event).
+	got, err := scanPreviewPort(t.q.QueryRow(ctx, `INSERT INTO preview_ports (`+previewPortCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (sandbox_id, port) DO UPDATE SET access = excluded.access, host_policy = excluded.host_policy
+		RETURNING `+previewPortCols,
+		p.SandboxID, p.AccountID, p.Port, p.Label, p.Access, p.HostPolicy, orNow(p.CreatedAt)))
+	if err != nil {
+		return store.PreviewPort{}, conflict(err, fmt.Sprintf("put preview port %s:%d", p.SandboxID, p.Port))
+	}
+	return got, nil
+}
+
+func (t *tx) DeletePreviewPort(ctx context.Context, sandboxID string, port int) error {
+	tag, err := t.q.Exec(ctx, `DELETE FROM preview_ports WHERE sandbox_id = $1 AND port = $2`, sandboxID, port)
+	if err != nil {
+		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, store.ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+const previewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+
+func scanPreviewPort(row scanner) (store.PreviewPort, error) {
+	var p store.PreviewPort
+	var created int64
+	if err := row.Scan(&p.SandboxID, &p.AccountID, &p.Port, &p.Label, &p.Access, &p.HostPolicy, &created); err != nil {
+		return store.PreviewPort{}, err
+	}
+	p.CreatedAt = fromMicros(created)
+	return p, nil
+}
+
+func (q queries) PreviewPorts(ctx context.Context, sandboxID string) ([]store.PreviewPort, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = ? ORDER BY port`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
+	}
+	ps, err := collect(rows, scanPreviewPort)
+	if err != nil {
+		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
+	}
+	return ps, nil
+}
+
+func (q queries) PreviewPortByLabel(ctx context.Context, label string) (store.PreviewPort, error) {
+	p, err := scanPreviewPort(q.q.QueryRowContext(ctx, `SELECT `+previewPortCols+` FROM preview_ports WHERE label = ?`, label))
+	if err != nil {
+		return store.PreviewPort{}, notFound(err, "preview port")
+	}
+	return p, nil
+}
+
+func (t *tx) PutPreviewPort(ctx context.Context, p store.PreviewPort) (store.PreviewPort, error) {
+	got, err := scanPreviewPort(t.q.QueryRowContext(ctx, `INSERT INTO preview_ports (`+previewPortCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (sandbox_id, port) DO UPDATE SET access = excluded.access, host_policy = excluded.host_policy
+		RETURNING `+previewPortCols,
+		p.SandboxID, p.AccountID, p.Port, p.Label, p.Access, p.HostPolicy, orNow(p.CreatedAt)))
+	if err != nil {
+		return store.PreviewPort{}, conflict(err, fmt.Sprintf("put preview port %s:%d", p.SandboxID, p.Port))
+	}
+	return got, nil
+}
+
+func (t *tx) DeletePreviewPort(ctx context.Context, sandboxID string, port int) error {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM preview_ports WHERE sandbox_id = ? AND port = ?`, sandboxID, port)
+	if err != nil {
+		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, err)
+	}
+	if affected(res) == 0 {
+		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, store.ErrNotFound)
+	}
+	return nil
+}
