@@ -1,0 +1,488 @@
+// Package redisstore is the production activity store: every edge and
+// control replica shares activity through Redis.
+//
+// Keys, under Config.Prefix:
+//
+//	seen   sorted set: member sandbox ID, score last mark (Unix ms). Written
+//	       with ZADD GT, so a replica flushing an older mark never moves a
+//	       sandbox's last-seen back.
+//	live   sorted set: member "<sandbox ID>|<instance>", score heartbeat
+//	       expiry (Unix ms). One member per process per sandbox with open
+//	       connections, refreshed every HeartbeatTTL/3; a crashed process's
+//	       members lapse after HeartbeatTTL.
+//	wake   pub/sub channel: payload sandbox ID, published on state changes.
+//
+// One flush is one pipelined round trip of at most four commands whatever
+// the number of sandboxes, so Redis load grows with the flush rate, not
+// with requests or bytes.
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sbxedge/sbx/activity"
+)
+
+var _ activity.Store = (*Store)(nil)
+
+// Config configures a Store. Zero values take the defaults in New.
+type Config struct {
+	// Client is the Redis connection; required. The Store does not close it.
+	Client *redis.Client
+	// Prefix starts every key and the channel name (default "sbx:activity:").
+	Prefix string
+	// FlushInterval is how often marks and due heartbeats are written
+	// (default 1 s).
+	FlushInterval time.Duration
+	// HeartbeatTTL is how long an open connection counts as live after its
+	// last heartbeat (default 30 s): the longest a crashed process can pin
+	// a sandbox awake.
+	HeartbeatTTL time.Duration
+	// RetryFor is how long a mark that could not be written is retried
+	// before it is dropped and counted (default 30 s).
+	RetryFor time.Duration
+	// SeenTTL trims last-seen records older than this (default 8 days,
+	// past the 7-day sandbox lifetime cap).
+	SeenTTL time.Duration
+	// Instance names this process in heartbeats (default random).
+	Instance string
+	// Registry receives the store's metrics (nil: not registered).
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("redisstore: Client is required")
+	case c.FlushInterval < 0, c.HeartbeatTTL < 0, c.RetryFor < 0, c.SeenTTL < 0:
+		return errors.New("redisstore: durations must not be negative")
+	case strings.Contains(c.Instance, "|"):
+		return errors.New("redisstore: Instance must not contain '|'")
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Prefix == "" {
+		c.Prefix = "sbx:activity:"
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = time.Second
+	}
+	if c.HeartbeatTTL == 0 {
+		c.HeartbeatTTL = 30 * time.Second
+	}
+	if c.RetryFor == 0 {
+		c.RetryFor = 30 * time.Second
+	}
+	if c.SeenTTL == 0 {
+		c.SeenTTL = 8 * 24 * time.Hour
+	}
+	if c.Instance == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		c.Instance = hex.EncodeToString(b[:])
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// mark is one sandbox's unflushed activity.
+type mark struct {
+	at    int64     // latest mark, Unix ms
+	since time.Time // when it was first held unflushed, for RetryFor
+}
+
+// Store implements activity.Store on Redis. New starts a flush loop and a
+// subscription loop; Close (or Halt) stops both and waits for them.
+type Store struct {
+	cfg    Config
+	rdb    *redis.Client
+	fanout activity.Fanout
+
+	mu       sync.Mutex // guards the fields below
+	pending  map[string]mark
+	open     map[string]int      // open connections per sandbox
+	fresh    map[string]struct{} // opened since the last heartbeat round
+	released map[string]struct{} // count fell to zero; member to remove
+	lastBeat time.Time
+	closed   bool
+
+	flushMu sync.Mutex // serialises flushes so retries merge in order
+
+	flushed, dropped, flushErrors atomic.Uint64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	pubsub *redis.PubSub
+}
+
+// New starts a store.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	s := &Store{
+		cfg: cfg, rdb: cfg.Client,
+		pending: map[string]mark{}, open: map[string]int{},
+		fresh: map[string]struct{}{}, released: map[string]struct{}{},
+	}
+	if cfg.Registry != nil {
+		if err := s.register(cfg.Registry); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	// Subscribing does not wait for Redis: go-redis reconnects the
+	// subscription in the background, and local subscribers are told
+	// directly by Publish meanwhile.
+	s.pubsub = s.rdb.Subscribe(ctx, cfg.Prefix+"wake")
+	s.wg.Add(2)
+	go s.flushLoop(ctx)
+	go s.subscribeLoop()
+	return s, nil
+}
+
+func (s *Store) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sbx_activity_marks_flushed_total", Help: "Coalesced per-sandbox marks written to Redis.",
+		}, func() float64 { return float64(s.flushed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sbx_activity_marks_dropped_total", Help: "Marks dropped after Redis stayed unreachable past the retry window.",
+		}, func() float64 { return float64(s.dropped.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sbx_activity_flush_errors_total", Help: "Flushes to Redis that failed.",
+		}, func() float64 { return float64(s.flushErrors.Load()) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("redisstore: register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stats are the store's counters, as exported to Prometheus.
+type Stats struct{ Flushed, Dropped, FlushErrors uint64 }
+
+// Stats reads the counters.
+func (s *Store) Stats() Stats {
+	return Stats{Flushed: s.flushed.Load(), Dropped: s.dropped.Load(), FlushErrors: s.flushErrors.Load()}
+}
+
+// Mark records use of id now. It takes a mutex and writes a map entry.
+func (s *Store) Mark(id string) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	s.markLocked(id, now)
+	s.mu.Unlock()
+}
+
+func (s *Store) markLocked(id string, now time.Time) {
+	ms := now.UnixMilli()
+	m, ok := s.pending[id]
+	if !ok {
+		m.since = now
+	}
+	if ms > m.at {
+		m.at = ms
+	}
+	s.pending[id] = m
+}
+
+// Open counts a connection to id until close is called; while any is open
+// this process heartbeats id as live.
+func (s *Store) Open(id string) func() {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	s.markLocked(id, now)
+	if s.open[id]++; s.open[id] == 1 {
+		s.fresh[id] = struct{}{}
+		delete(s.released, id)
+	}
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			now := s.cfg.Now()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.markLocked(id, now)
+			if s.open[id]--; s.open[id] <= 0 {
+				delete(s.open, id)
+				delete(s.fresh, id)
+				s.released[id] = struct{}{}
+			}
+		})
+	}
+}
+
+func (s *Store) key(name string) string { return s.cfg.Prefix + name }
+
+func (s *Store) member(id string) string { return id + "|" + s.cfg.Instance }
+
+// batch is what one flush writes.
+type batch struct {
+	marks    map[string]mark
+	beat     []string // sandboxes to heartbeat
+	release  []string // sandboxes whose member to remove
+	fullBeat bool     // a heartbeat round: every open sandbox, plus trimming
+}
+
+// take moves pending work out under the lock.
+func (s *Store) take(now time.Time, releaseAll bool) batch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := batch{marks: s.pending}
+	s.pending = map[string]mark{}
+	b.fullBeat = now.Sub(s.lastBeat) >= s.cfg.HeartbeatTTL/3
+	switch {
+	case releaseAll:
+		for id := range s.open {
+			b.release = append(b.release, id)
+		}
+	case b.fullBeat:
+		for id := range s.open {
+			b.beat = append(b.beat, id)
+		}
+	default:
+		for id := range s.fresh {
+			b.beat = append(b.beat, id)
+		}
+	}
+	s.fresh = map[string]struct{}{}
+	for id := range s.released {
+		b.release = append(b.release, id)
+	}
+	s.released = map[string]struct{}{}
+	if b.fullBeat {
+		s.lastBeat = now
+	}
+	return b
+}
+
+// giveBack returns a failed batch's work, dropping marks held past RetryFor.
+func (s *Store) giveBack(b batch, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var dropped uint64
+	for id, m := range b.marks {
+		if now.Sub(m.since) > s.cfg.RetryFor {
+			dropped++
+			continue
+		}
+		cur, ok := s.pending[id]
+		if ok && cur.at > m.at {
+			m.at = cur.at
+		}
+		s.pending[id] = m // keeps the older since
+	}
+	s.dropped.Add(dropped)
+	for _, id := range b.beat {
+		if s.open[id] > 0 {
+			s.fresh[id] = struct{}{}
+		}
+	}
+	for _, id := range b.release {
+		if s.open[id] == 0 {
+			s.released[id] = struct{}{}
+		}
+	}
+	if b.fullBeat {
+		s.lastBeat = time.Time{}
+	}
+}
+
+// Flush writes pending marks and due heartbeats in one pipelined round
+// trip. On failure the work is kept for the next flush, up to RetryFor.
+func (s *Store) Flush(ctx context.Context) error { return s.flush(ctx, false) }
+
+func (s *Store) flush(ctx context.Context, releaseAll bool) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	now := s.cfg.Now()
+	b := s.take(now, releaseAll)
+	if len(b.marks) == 0 && len(b.beat) == 0 && len(b.release) == 0 && !b.fullBeat {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	if len(b.marks) > 0 {
+		zs := make([]redis.Z, 0, len(b.marks))
+		for id, m := range b.marks {
+			zs = append(zs, redis.Z{Score: float64(m.at), Member: id})
+		}
+		pipe.ZAddGT(ctx, s.key("seen"), zs...)
+	}
+	if len(b.beat) > 0 {
+		exp := float64(now.Add(s.cfg.HeartbeatTTL).UnixMilli())
+		zs := make([]redis.Z, len(b.beat))
+		for i, id := range b.beat {
+			zs[i] = redis.Z{Score: exp, Member: s.member(id)}
+		}
+		pipe.ZAdd(ctx, s.key("live"), zs...)
+	}
+	if len(b.release) > 0 {
+		ms := make([]any, len(b.release))
+		for i, id := range b.release {
+			ms[i] = s.member(id)
+		}
+		pipe.ZRem(ctx, s.key("live"), ms...)
+	}
+	if b.fullBeat {
+		pipe.ZRemRangeByScore(ctx, s.key("live"), "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+		pipe.ZRemRangeByScore(ctx, s.key("seen"), "-inf", strconv.FormatInt(now.Add(-s.cfg.SeenTTL).UnixMilli(), 10))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		s.flushErrors.Add(1)
+		s.giveBack(b, now)
+		return fmt.Errorf("flush activity to redis: %w", err)
+	}
+	s.flushed.Add(uint64(len(b.marks)))
+	return nil
+}
+
+func (s *Store) flushLoop(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fctx, cancel := context.WithTimeout(ctx, max(s.cfg.FlushInterval, time.Second))
+		if err := s.Flush(fctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("activity flush failed; retrying", "err", err)
+		}
+		cancel()
+	}
+}
+
+func (s *Store) subscribeLoop() {
+	defer s.wg.Done()
+	for msg := range s.pubsub.Channel() {
+		s.fanout.Notify(msg.Payload)
+	}
+}
+
+// Status reads ids' last-seen marks and live connections from Redis, merged
+// with this process's unflushed marks and open connections.
+func (s *Store) Status(ctx context.Context, ids []string) (map[string]activity.Status, error) {
+	if len(ids) == 0 {
+		return map[string]activity.Status{}, nil
+	}
+	now := s.cfg.Now()
+	pipe := s.rdb.Pipeline()
+	seen := pipe.ZMScore(ctx, s.key("seen"), ids...)
+	live := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{
+		Key: s.key("live"), ByScore: true,
+		Start: "(" + strconv.FormatInt(now.UnixMilli(), 10), Stop: "+inf",
+	})
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read activity from redis: %w", err)
+	}
+	liveIDs := map[string]bool{}
+	for _, m := range live.Val() {
+		if id, _, ok := strings.Cut(m, "|"); ok {
+			liveIDs[id] = true
+		}
+	}
+	scores := seen.Val()
+	out := make(map[string]activity.Status, len(ids))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, id := range ids {
+		var st activity.Status
+		if i < len(scores) && scores[i] > 0 {
+			st.LastSeen = time.UnixMilli(int64(scores[i]))
+		}
+		if m, ok := s.pending[id]; ok && m.at > st.LastSeen.UnixMilli() {
+			st.LastSeen = time.UnixMilli(m.at)
+		}
+		st.Live = liveIDs[id] || s.open[id] > 0
+		out[id] = st
+	}
+	return out, nil
+}
+
+// Publish notifies subscribers of id here at once and in every other
+// process through Redis.
+func (s *Store) Publish(ctx context.Context, id string) error {
+	s.fanout.Notify(id)
+	if err := s.rdb.Publish(ctx, s.key("wake"), id).Err(); err != nil {
+		return fmt.Errorf("publish wake for %s: %w", id, err)
+	}
+	return nil
+}
+
+// Subscribe registers for notifications about id.
+func (s *Store) Subscribe(id string) (<-chan struct{}, func()) { return s.fanout.Subscribe(id) }
+
+// Close stops the loops, then writes the last marks and removes this
+// process's heartbeats (best effort, bounded).
+func (s *Store) Close() error {
+	if !s.stop() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return s.flush(ctx, true)
+}
+
+// Halt stops the loops without writing anything, leaving heartbeats to
+// lapse as a crashed process's would. For failure tests and for shutting
+// down when Redis is known to be gone.
+func (s *Store) Halt() { s.stop() }
+
+func (s *Store) stop() bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	_ = s.pubsub.Close()
+	s.wg.Wait()
+	return true
+}
+
+// NewClient builds a Redis client from a redis:// URL with timeouts short
+// enough that a flush or a read against an unreachable Redis fails within
+// about a second instead of stalling the idle detector or the flush loop.
+func NewClient(url string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis URL: %w", err)
+	}
+	opt.DialTimeout = time.Second
+	opt.ReadTimeout = time.Second
+	opt.WriteTimeout = time.Second
+	opt.MaxRetries = 1
+	return redis.NewClient(opt), nil
+}

@@ -1,0 +1,449 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/activity/activitytest"
+	"github.com/sbxedge/sbx/activity/redisstore"
+)
+
+const redisAddr = "127.0.0.1:6379"
+
+// quietLogger hides go-redis's reconnect chatter in the outage tests.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+// prefix returns a key prefix of the test's own and deletes its keys when
+// the test ends.
+func prefix(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	p := "sbxtest:" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() {
+		c := redis.NewClient(&redis.Options{Addr: redisAddr})
+		defer c.Close()
+		ctx := context.Background()
+		keys, err := c.Keys(ctx, p+"*").Result()
+		if err == nil && len(keys) > 0 {
+			err = c.Del(ctx, keys...).Err()
+		}
+		if err != nil {
+			t.Errorf("clean up %s*: %v", p, err)
+		}
+	})
+	return p
+}
+
+func client(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c, err := redisstore.NewClient("redis://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func newStore(t *testing.T, cfg redisstore.Config) *redisstore.Store {
+	t.Helper()
+	if cfg.Client == nil {
+		cfg.Client = client(t, redisAddr)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = prefix(t)
+	}
+	if cfg.FlushInterval == 0 {
+		cfg.FlushInterval = time.Hour // tests flush explicitly
+	}
+	s, err := redisstore.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	activitytest.Run(t, func(t *testing.T) activity.Store { return newStore(t, redisstore.Config{}) })
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct{ off atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *fakeClock) Advance(d time.Duration) { c.off.Add(int64(d)) }
+
+func status(t *testing.T, s activity.Store, id string) activity.Status {
+	t.Helper()
+	m, err := s.Status(context.Background(), []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[id]
+}
+
+func TestSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	edge := newStore(t, redisstore.Config{Prefix: p})
+	ctl := newStore(t, redisstore.Config{Prefix: p})
+
+	edge.Mark("sbx-a")
+	closeB := edge.Open("sbx-b")
+	if got := status(t, ctl, "sbx-a"); !got.LastSeen.IsZero() {
+		t.Fatalf("before flush control saw %+v; marks must be coalesced until a flush", got)
+	}
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, ctl, "sbx-a"); got.LastSeen.IsZero() || got.Live {
+		t.Fatalf("sbx-a: got %+v, want seen, not live", got)
+	}
+	if got := status(t, ctl, "sbx-b"); !got.Live {
+		t.Fatalf("sbx-b: got %+v, want live", got)
+	}
+	closeB()
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, ctl, "sbx-b"); got.Live {
+		t.Fatalf("sbx-b after close: got %+v, want not live", got)
+	}
+}
+
+func TestLastSeenNeverMovesBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	var late, early fakeClock
+	late.Advance(time.Minute)
+	a := newStore(t, redisstore.Config{Prefix: p, Now: late.Now})
+	b := newStore(t, redisstore.Config{Prefix: p, Now: early.Now})
+	a.Mark("sbx-x")
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := status(t, a, "sbx-x").LastSeen
+	b.Mark("sbx-x") // an older mark flushed later
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, a, "sbx-x").LastSeen; !got.Equal(want) {
+		t.Fatalf("LastSeen = %v after an older flush, want %v", got, want)
+	}
+}
+
+// A crashed process (Halt: nothing released) pins a sandbox only until its
+// heartbeat lapses; a clean Close releases at once.
+func TestHeartbeatLapsesAfterCrash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	var clk fakeClock
+	ttl := 30 * time.Second
+	crashed := newStore(t, redisstore.Config{Prefix: p, HeartbeatTTL: ttl})
+	clean := newStore(t, redisstore.Config{Prefix: p, HeartbeatTTL: ttl})
+	reader := newStore(t, redisstore.Config{Prefix: p, Now: clk.Now})
+
+	crashed.Open("sbx-crash")
+	clean.Open("sbx-clean")
+	for _, s := range []*redisstore.Store{crashed, clean} {
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed.Halt()
+	if err := clean.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !status(t, reader, "sbx-crash").Live {
+		t.Fatal("crashed process's connection should stay live until its heartbeat lapses")
+	}
+	if status(t, reader, "sbx-clean").Live {
+		t.Fatal("a cleanly closed store must release its connections")
+	}
+	clk.Advance(ttl + time.Second)
+	if status(t, reader, "sbx-crash").Live {
+		t.Fatal("heartbeat did not lapse after its TTL")
+	}
+}
+
+// Heartbeats are refreshed every TTL/3, so a long open connection stays
+// live past its first TTL.
+func TestHeartbeatRefreshed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	var clk fakeClock
+	ttl := 30 * time.Second
+	edge := newStore(t, redisstore.Config{Prefix: p, HeartbeatTTL: ttl, Now: clk.Now})
+	reader := newStore(t, redisstore.Config{Prefix: p, Now: clk.Now})
+	defer edge.Open("sbx-long")()
+	for range 10 { // 10 x 12 s = 2 minutes, four TTLs
+		if err := edge.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(ttl/3 + 2*time.Second)
+		if !status(t, reader, "sbx-long").Live {
+			t.Fatalf("open connection lapsed at %v", clk.Now())
+		}
+	}
+}
+
+// Thousands of marks on a few sandboxes become one write per sandbox.
+func TestMarksCoalesce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := client(t, redisAddr)
+	var cmds atomic.Int64
+	c.AddHook(countHook{&cmds})
+	s := newStore(t, redisstore.Config{Client: c})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 5000 {
+				s.Mark([]string{"sbx-1", "sbx-2", "sbx-3"}[(g+i)%3])
+			}
+		})
+	}
+	wg.Wait()
+	if err := c.Ping(ctx).Err(); err != nil { // dial before counting
+		t.Fatal(err)
+	}
+	before := cmds.Load()
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Flushed; got != 3 {
+		t.Fatalf("flushed %d marks for 40000 calls on 3 sandboxes, want 3", got)
+	}
+	// ZADD seen, and on the first flush the two trims of a heartbeat round.
+	if got := cmds.Load() - before; got > 3 {
+		t.Fatalf("flush sent %d commands, want at most 3 (ZADD and two trims)", got)
+	}
+}
+
+// With Redis unreachable, Mark and Open still return at once, reads fail
+// (so the idle detector suspends nothing), and marks are dropped and
+// counted once the retry window passes.
+func TestRedisUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var clk fakeClock
+	reg := prometheus.NewRegistry()
+	s := newStore(t, redisstore.Config{Client: client(t, dead), RetryFor: 10 * time.Second, Now: clk.Now, Registry: reg})
+
+	start := time.Now()
+	for i := range 1000 {
+		s.Mark([]string{"sbx-1", "sbx-2"}[i%2])
+	}
+	s.Open("sbx-3")()
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("marking took %v with Redis down; it must not wait for Redis", d)
+	}
+	if _, err := s.Status(ctx, []string{"sbx-1"}); err == nil {
+		t.Fatal("Status succeeded with Redis down; the idle detector would act on missing data")
+	}
+	if err := s.Flush(ctx); err == nil {
+		t.Fatal("flush succeeded with Redis down")
+	}
+	if got := s.Stats().Dropped; got != 0 {
+		t.Fatalf("dropped %d marks inside the retry window, want 0", got)
+	}
+	clk.Advance(11 * time.Second)
+	if err := s.Flush(ctx); err == nil {
+		t.Fatal("flush succeeded with Redis down")
+	}
+	if got := s.Stats().Dropped; got != 3 {
+		t.Fatalf("dropped %d marks after the retry window, want 3 (sbx-1, sbx-2, sbx-3)", got)
+	}
+	if got := counterValue(t, reg, "sbx_activity_marks_dropped_total"); got != 3 {
+		t.Fatalf("sbx_activity_marks_dropped_total = %v, want 3", got)
+	}
+}
+
+// Marks held while Redis is away are written once it is back, within the
+// retry window.
+func TestRetriedAfterOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	px := newProxy(t, redisAddr)
+	p := prefix(t)
+	s := newStore(t, redisstore.Config{Client: client(t, px.addr), Prefix: p})
+	reader := newStore(t, redisstore.Config{Prefix: p})
+
+	px.stop()
+	s.Mark("sbx-held")
+	if err := s.Flush(ctx); err == nil {
+		t.Fatal("flush through a stopped proxy succeeded")
+	}
+	px.start(t)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatalf("flush after Redis came back: %v", err)
+	}
+	if status(t, reader, "sbx-held").LastSeen.IsZero() {
+		t.Fatal("mark held during the outage was lost")
+	}
+	if got := s.Stats(); got.Dropped != 0 || got.FlushErrors == 0 {
+		t.Fatalf("stats %+v, want no drops and at least one flush error", got)
+	}
+}
+
+func TestPublishAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	a := newStore(t, redisstore.Config{Prefix: p})
+	b := newStore(t, redisstore.Config{Prefix: p})
+	ch, cancel := b.Subscribe("sbx-w")
+	defer cancel()
+	// The subscription is asynchronous: publish until it arrives.
+	deadline := time.After(5 * time.Second)
+	for {
+		if err := a.Publish(ctx, "sbx-w"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+			return
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("notification never crossed processes")
+		}
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+// countHook counts commands sent to Redis, pipelined ones included, but
+// not the HELLO and CLIENT SETINFO every new connection sends.
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) count(c redis.Cmder) {
+	if n := c.Name(); n != "client" && n != "hello" {
+		h.n.Add(1)
+	}
+}
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// proxy is a TCP proxy to Redis that a test can stop (closing every
+// connection) and start again on the same port.
+type proxy struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        map[net.Conn]struct{}
+	wg           sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
+	p.serve(ln)
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *proxy) start(t *testing.T) {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.serve(ln)
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+		}
+	})
+}
+
+func (p *proxy) stop() {
+	p.mu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
