@@ -156,10 +156,16 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
+	// Every spec carries freshly minted grant tokens: a provisioning retry
+	// or a restore writes new ones and the old ones die.
+	files, err := m.grantFiles(ctx, sb.ID)
+	if err != nil {
+		return provider.Spec{}, "", err
+	}
 	return provider.Spec{
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,
-		HostKeyPEM: priv, UserCAKey: m.caKey,
+		HostKeyPEM: priv, UserCAKey: m.caKey, Files: files,
 	}, pub, nil
 }
 

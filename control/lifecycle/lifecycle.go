@@ -106,13 +106,17 @@ func (m *Manager) Config() Config { return m.cfg }
 
 // CreateRequest is POST /sandboxes after JSON decoding.
 type CreateRequest struct {
-	Profile         string        `json:"profile"`
-	DeadlineMinutes *int          `json:"deadline_minutes,omitempty"`
-	ProjectID       string        `json:"project_id,omitempty"`
-	Grants          []store.Grant `json:"grants,omitempty"`
-	IdempotencyKey  string        `json:"-"`
+	Profile         string          `json:"profile"`
+	DeadlineMinutes *int            `json:"deadline_minutes,omitempty"`
+	ProjectID       string          `json:"project_id,omitempty"`
+	Grants          []store.Grant   `json:"grants,omitempty"`
+	Consumer        *store.Consumer `json:"consumer,omitempty"`
+	IdempotencyKey  string          `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
+	// Caller is the credential that asked (the agent token's ID), for the
+	// grant audit; "account:<id>" when unset.
+	Caller string `json:"-"`
 }
 
 // hash identifies the request body for idempotent replays.
@@ -126,11 +130,9 @@ var idempotencyKeyRE = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
 
 // Create admits a new sandbox in pending and enqueues its provisioning.
 // With an idempotency key seen before and the same request, it returns the
-// existing sandbox and replayed=true.
+// existing sandbox and replayed=true. Nothing is created unless every
+// input is valid and Admit lets the account have one more sandbox.
 func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequest) (sb store.Sandbox, replayed bool, err error) {
-	if !acct.SandboxesEnabled {
-		return sb, false, ErrDisabled
-	}
 	if req.IdempotencyKey != "" && !idempotencyKeyRE.MatchString(req.IdempotencyKey) {
 		return sb, false, invalid("Idempotency-Key", "must be 1 to 255 printable ASCII characters")
 	}
@@ -148,15 +150,20 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if req.ProjectID != "" && !validProjectID(req.ProjectID) {
 		return sb, false, invalid("project_id", "must be a UUID")
 	}
+	consumer, err := validateConsumer(req.Consumer)
+	if err != nil {
+		return sb, false, err
+	}
+	grants, err := m.validateGrants(ctx, acct.ID, req.Grants)
+	if err != nil {
+		return sb, false, err
+	}
 	profile, err := m.store.Profile(ctx, req.Profile)
 	if errors.Is(err, store.ErrNotFound) {
 		return sb, false, fmt.Errorf("%w: %q", ErrUnknownProfile, req.Profile)
 	}
 	if err != nil {
 		return sb, false, fmt.Errorf("look up profile %q: %w", req.Profile, err)
-	}
-	if len(acct.AllowedPlatforms) > 0 && !contains(acct.AllowedPlatforms, profile.Platform) {
-		return sb, false, fmt.Errorf("%w: %s", ErrPlatformNotAllowed, profile.Platform)
 	}
 
 	reqHash := req.hash()
@@ -166,7 +173,9 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		}
 	}
 
-	now := m.now().UTC()
+	// Microseconds are what both stores keep: the response then matches
+	// what a later GET (or grant introspection) reads back.
+	now := m.now().UTC().Truncate(time.Microsecond)
 	sb = store.Sandbox{
 		ID:             NewID(),
 		AccountID:      acct.ID,
@@ -176,7 +185,8 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		State:          store.StatePending,
 		CreatedAt:      now,
 		DeadlineAt:     now.Add(deadline),
-		Grants:         req.Grants,
+		Grants:         grants,
+		Consumer:       consumer,
 		IdempotencyKey: req.IdempotencyKey,
 		RequestHash:    reqHash,
 	}
@@ -184,18 +194,18 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if actor == "" {
 		actor = "account:" + acct.ID
 	}
+	caller := req.Caller
+	if caller == "" {
+		caller = "account:" + acct.ID
+	}
 	err = m.store.InTx(ctx, func(tx store.Tx) error {
-		if err := tx.LockAccount(ctx, acct.ID); err != nil {
+		if err := m.Admit(ctx, tx, acct.ID, profile.Platform); err != nil {
 			return err
-		}
-		n, err := tx.CountLive(ctx, acct.ID)
-		if err != nil {
-			return err
-		}
-		if n >= acct.ConcurrentLimit {
-			return fmt.Errorf("%w: %d of %d sandboxes in use", ErrLimit, n, acct.ConcurrentLimit)
 		}
 		if err := tx.InsertSandbox(ctx, sb); err != nil {
+			return err
+		}
+		if err := recordGrants(ctx, tx, sb, caller, now); err != nil {
 			return err
 		}
 		if err := tx.InsertEvent(ctx, stateEvent(sb, "", actor, now)); err != nil {
@@ -211,13 +221,10 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		}
 	}
 	if err != nil {
-		if errors.Is(err, ErrLimit) {
-			m.metrics.quotaRefusals.WithLabelValues("concurrency").Inc()
-		}
 		return store.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
 	}
 	m.metrics.created.WithLabelValues(sb.Platform).Inc()
-	m.log.InfoContext(ctx, "sandbox created", "sandbox_id", sb.ID, "account_id", acct.ID, "profile", sb.Profile)
+	m.log.InfoContext(ctx, "sandbox created", "sandbox_id", sb.ID, "account_id", acct.ID, "profile", sb.Profile, "grants", len(grants))
 	return sb, false, nil
 }
 
@@ -274,7 +281,7 @@ func (m *Manager) Extend(ctx context.Context, acct store.Account, id string, min
 		default:
 			return &StateError{State: string(sb.State), Action: "extend"}
 		}
-		now := m.now().UTC()
+		now := m.now().UTC().Truncate(time.Microsecond)
 		newDeadline := now.Add(time.Duration(minutes) * time.Minute)
 		if limit := sb.CreatedAt.Add(m.cfg.MaxLifetime); newDeadline.After(limit) {
 			return invalid("deadline_minutes", "would pass the %s lifetime cap (%s)", m.cfg.MaxLifetime, limit.Format(time.RFC3339))
@@ -356,10 +363,12 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 
 // NewID returns a sandbox ID: "sbx-" and 26 lowercase base32 characters.
 // It is safe as an SSH username and a DNS label.
-func NewID() string {
+func NewID() string { return newPrefixedID("sbx-") }
+
+func newPrefixedID(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return "sbx-" + idEncoding.EncodeToString(b[:])
+	return prefix + idEncoding.EncodeToString(b[:])
 }
 
 // ValidID reports whether s has the shape of a sandbox ID.

@@ -42,11 +42,13 @@ func (f *failingProvider) Destroy(ctx context.Context, id string) error {
 }
 
 type harness struct {
-	m     *lifecycle.Manager
-	st    store.Store
-	prov  *local.Local
-	clock *clock
-	acct  store.Account
+	m    *lifecycle.Manager
+	st   store.Store
+	prov *local.Local
+	// provDir is the local provider's data dir (sandboxes/<id>/home/...).
+	provDir string
+	clock   *clock
+	acct    store.Account
 }
 
 func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(provider.Provider) provider.Provider) *harness {
@@ -62,7 +64,8 @@ func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(pr
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, err := local.New(local.Config{DataDir: t.TempDir()})
+	provDir := t.TempDir()
+	prov, err := local.New(local.Config{DataDir: provDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +80,7 @@ func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(pr
 	if wrap != nil {
 		p = wrap(prov)
 	}
-	h := &harness{st: st, prov: prov, clock: &clock{}}
+	h := &harness{st: st, prov: prov, provDir: provDir, clock: &clock{}}
 	h.m = lifecycle.New(cfg, lifecycle.Deps{Store: st, Provider: p, HostKeys: hk, UserCAKey: ca.AuthorizedKey(), Now: h.clock.Now})
 	h.acct = store.Account{ID: "acct-1", Name: "one", SandboxesEnabled: true, ConcurrentLimit: 5, CreatedAt: time.Now().UTC()}
 	err = st.InTx(ctx, func(tx store.Tx) error {

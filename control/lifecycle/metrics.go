@@ -9,6 +9,7 @@ type Metrics struct {
 	failed           prometheus.Counter
 	reaped           prometheus.Counter
 	quotaRefusals    *prometheus.CounterVec
+	grantMints       prometheus.Counter
 }
 
 // NewMetrics registers the series on reg (nil: unregistered, for tests).
@@ -29,11 +30,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sbx_sandboxes_reaped_total", Help: "Sandboxes ended by their deadline.",
 		}),
 		quotaRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_quota_refusals_total", Help: "Creates refused by an account rule, by rule.",
+			Name: "sbx_quota_refusals_total", Help: "Creates and wakes refused by an account rule, by rule (feature_disabled, platform, concurrency).",
 		}, []string{"rule"}),
+		grantMints: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_grant_tokens_minted_total", Help: "Grant tokens minted for sandboxes (one per grant per provisioning).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.created, m.provisionSeconds, m.failed, m.reaped, m.quotaRefusals)
+		reg.MustRegister(m.created, m.provisionSeconds, m.failed, m.reaped, m.quotaRefusals, m.grantMints)
 	}
 	return m
 }

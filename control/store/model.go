@@ -133,6 +133,8 @@ type Sandbox struct {
 	HostKey   string
 
 	Grants []Grant
+	// Consumer is who the sandbox is for (see Consumer).
+	Consumer Consumer
 
 	// IdempotencyKey and RequestHash make POST /sandboxes safe to retry.
 	IdempotencyKey string
@@ -180,6 +182,9 @@ type Event struct {
 	Actor     string
 	Message   string
 	At        time.Time
+	// Consumer is the sandbox's consumer block, copied by the store when
+	// the event is inserted.
+	Consumer Consumer
 }
 
 // UsageRow is billable seconds per platform and kind.

@@ -29,6 +29,14 @@ type Store interface {
 
 	// Close releases the database. StopJobs must have returned first.
 	Close() error
+
+	// SubscribeEvents returns a channel that receives a value after a
+	// transaction inserting events of sandboxID commits (coalesced: one
+	// value may stand for many events), and a cancel func that must be
+	// called. Subscribe before reading Events, then read again after each
+	// value: nothing committed in between is missed. On Postgres the
+	// signal crosses replicas (LISTEN/NOTIFY); on SQLite it is in-process.
+	SubscribeEvents(sandboxID string) (<-chan struct{}, func())
 }
 
 // JobsConfig configures the job queue workers.
@@ -90,6 +98,18 @@ type Reader interface {
 	PreviewPorts(ctx context.Context, sandboxID string) ([]PreviewPort, error)
 	// PreviewPortByLabel finds the port a preview host label names.
 	PreviewPortByLabel(ctx context.Context, label string) (PreviewPort, error)
+	// GrantTokens lists a sandbox's grants in request order.
+	GrantTokens(ctx context.Context, sandboxID string) ([]GrantToken, error)
+	// GrantTokenByHash finds a minted grant token; the caller decides
+	// from its sandbox whether it is active.
+	GrantTokenByHash(ctx context.Context, hash []byte) (GrantToken, error)
+	// Audit lists audit entries matching f, newest first.
+	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+	// Accounts lists every account by ID.
+	Accounts(ctx context.Context) ([]Account, error)
+	// LiveCounts counts sandboxes per account, platform and state, over
+	// LiveStates and suspended.
+	LiveCounts(ctx context.Context) ([]LiveCount, error)
 }
 
 // Tx is a transaction. It is valid only inside the InTx callback.
@@ -117,6 +137,10 @@ type Tx interface {
 	// reason and returns how many it closed (0 or 1 in a healthy ledger).
 	CloseSessions(ctx context.Context, sandboxID string, kind SessionKind, at time.Time, reason string) (int, error)
 
+	// InsertEvent appends e, copying the sandbox's Consumer onto it.
+	// Callers hold the sandbox's row lock (SandboxForUpdate) or inserted
+	// the sandbox in this transaction, so one sandbox's events commit in
+	// ID order: the event stream's resume by ID relies on it.
 	InsertEvent(ctx context.Context, e Event) error
 
 	UpsertAccount(ctx context.Context, a Account) error
@@ -133,6 +157,14 @@ type Tx interface {
 	PutPreviewPort(ctx context.Context, p PreviewPort) (PreviewPort, error)
 	// DeletePreviewPort removes one exposed port; none is ErrNotFound.
 	DeletePreviewPort(ctx context.Context, sandboxID string, port int) error
+
+	// InsertGrantToken stores a grant (Hash may be nil until minted).
+	InsertGrantToken(ctx context.Context, g GrantToken) error
+	// SetGrantTokenHash records a freshly minted token's hash, replacing
+	// (and so killing) the token of an earlier provisioning attempt.
+	SetGrantTokenHash(ctx context.Context, id string, hash []byte, at time.Time) error
+	// InsertAudit appends an audit entry.
+	InsertAudit(ctx context.Context, a AuditEntry) error
 
 	// Enqueue inserts a durable job that becomes visible when the
 	// transaction commits.

@@ -132,16 +132,16 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 
 const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
 	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash`
+	grants, idempotency_key, request_hash, consumer`
 
 func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var state string
-	var grants []byte
+	var grants, consumer []byte
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		&sb.CreatedAt, &sb.DeadlineAt, &sb.ReadyAt, &sb.SuspendedAt, &sb.TerminatedAt,
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash)
+		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -153,6 +153,9 @@ func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 	}
 	if len(sb.Grants) == 0 {
 		sb.Grants = nil
+	}
+	if err := json.Unmarshal(consumer, &sb.Consumer); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode consumer of sandbox %s: %w", sb.ID, err)
 	}
 	return sb, nil
 }
@@ -275,7 +278,7 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 }
 
 func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at
+	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
 		FROM events WHERE sandbox_id = $1 AND id > $2 ORDER BY id`, sandboxID, afterID)
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
@@ -283,8 +286,15 @@ func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([
 	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
 		var e store.Event
 		var state string
-		err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At)
+		var consumer []byte
+		err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At, &consumer)
+		if err != nil {
+			return e, err
+		}
 		e.State = store.State(state)
+		if err := json.Unmarshal(consumer, &e.Consumer); err != nil {
+			return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
+		}
 		e.At = e.At.UTC()
 		return e, err
 	})

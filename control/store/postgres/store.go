@@ -32,6 +32,9 @@ type Store struct {
 
 	jobs jobqueue.Runner[pgx.Tx]
 
+	listenOnce sync.Once // starts listen; Close consumes it too
+	listen     listener
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -97,6 +100,7 @@ func (s *Store) StopJobs(ctx context.Context) error { return s.jobs.Stop(ctx) }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.jobs.Close()
+		s.stopListener()
 		s.pool.Close()
 	})
 	return s.closeErr

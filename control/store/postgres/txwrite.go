@@ -51,12 +51,12 @@ func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, er
 
 func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	tag, err := t.q.Exec(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		orNow(sb.CreatedAt), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt,
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
-		sb.GrantsJSON(), sb.IdempotencyKey, sb.RequestHash)
+		sb.GrantsJSON(), sb.IdempotencyKey, sb.RequestHash, sb.Consumer.JSON())
 	if err != nil {
 		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
 	}
@@ -109,11 +109,16 @@ func (t *tx) CloseSessions(ctx context.Context, sandboxID string, kind store.Ses
 }
 
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+	_, err := t.q.Exec(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at, consumer)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce((SELECT consumer FROM sandboxes WHERE id = $1), '{}'))`,
 		e.SandboxID, e.AccountID, e.Type, string(e.State), e.Reason, e.Actor, e.Message, orNow(e.At))
 	if err != nil {
 		return fmt.Errorf("insert %s event of %s: %w", e.Type, e.SandboxID, err)
+	}
+	// Delivered to every replica's listener when (and only if) the
+	// transaction commits; Postgres folds duplicates within one.
+	if _, err := t.q.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, e.SandboxID); err != nil {
+		return fmt.Errorf("notify %s event of %s: %w", e.Type, e.SandboxID, err)
 	}
 	return nil
 }

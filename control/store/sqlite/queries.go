@@ -173,17 +173,17 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 
 const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
 	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash`
+	grants, idempotency_key, request_hash, consumer`
 
 func scanSandbox(row scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
-	var state, grants string
+	var state, grants, consumer string
 	var created, deadline int64
 	var ready, suspended, terminated sql.NullInt64
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		&created, &deadline, &ready, &suspended, &terminated,
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash)
+		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -195,6 +195,9 @@ func scanSandbox(row scanner) (store.Sandbox, error) {
 	}
 	if len(sb.Grants) == 0 {
 		sb.Grants = nil
+	}
+	if err := json.Unmarshal([]byte(consumer), &sb.Consumer); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode consumer of sandbox %s: %w", sb.ID, err)
 	}
 	return sb, nil
 }
@@ -326,18 +329,23 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 }
 
 func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at
+	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
 		FROM events WHERE sandbox_id = ? AND id > ? ORDER BY id`, sandboxID, afterID)
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
 	}
 	es, err := collect(rows, func(r scanner) (store.Event, error) {
 		var e store.Event
-		var state string
+		var state, consumer string
 		var at int64
-		err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at)
+		if err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at, &consumer); err != nil {
+			return e, err
+		}
 		e.State, e.At = store.State(state), fromMicros(at)
-		return e, err
+		if err := json.Unmarshal([]byte(consumer), &e.Consumer); err != nil {
+			return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
+		}
+		return e, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)

@@ -25,6 +25,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/eventhub"
 	"github.com/sbxedge/sbx/control/store/internal/jobqueue"
 )
 
@@ -52,6 +53,9 @@ type Store struct {
 	// Enqueue works whether or not this process works the queue.
 	inserter *river.Client[*sql.Tx]
 	jobs     jobqueue.Runner[*sql.Tx]
+	// events signals event streams after commit. SQLite has no
+	// cross-process notification; `sbx dev` is one process.
+	events eventhub.Hub
 
 	closeOnce sync.Once
 	closeErr  error
@@ -126,14 +130,23 @@ func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
 			_ = stx.Rollback()
 		}
 	}()
-	if err := fn(&tx{queries: queries{q: stx}, stx: stx, inserter: s.inserter}); err != nil {
+	t := &tx{queries: queries{q: stx}, stx: stx, inserter: s.inserter}
+	if err := fn(t); err != nil {
 		return err
 	}
 	if err := stx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	for _, id := range t.eventSandboxes {
+		s.events.Publish(id)
+	}
 	return nil
+}
+
+// SubscribeEvents implements store.Store; signals are sent after commit.
+func (s *Store) SubscribeEvents(sandboxID string) (<-chan struct{}, func()) {
+	return s.events.Subscribe(sandboxID)
 }
 
 // StartJobs starts a River client working the default queue, polling since
@@ -163,6 +176,9 @@ type tx struct {
 	queries
 	stx      *sql.Tx
 	inserter *river.Client[*sql.Tx]
+	// eventSandboxes are the sandboxes InsertEvent wrote for, signalled
+	// once the transaction commits.
+	eventSandboxes []string
 }
 
 var _ store.Tx = (*tx)(nil)

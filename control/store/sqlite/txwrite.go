@@ -58,12 +58,12 @@ func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, er
 
 func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	res, err := t.q.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		orNow(sb.CreatedAt), micros(sb.DeadlineAt), nullMicros(sb.ReadyAt), nullMicros(sb.SuspendedAt), nullMicros(sb.TerminatedAt),
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
-		string(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash)
+		string(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, string(sb.Consumer.JSON()))
 	if err != nil {
 		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
 	}
@@ -116,12 +116,13 @@ func (t *tx) CloseSessions(ctx context.Context, sandboxID string, kind store.Ses
 }
 
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.q.ExecContext(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at, consumer)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce((SELECT consumer FROM sandboxes WHERE id = ?1), '{}'))`,
 		e.SandboxID, e.AccountID, e.Type, string(e.State), e.Reason, e.Actor, e.Message, orNow(e.At))
 	if err != nil {
 		return fmt.Errorf("insert %s event of %s: %w", e.Type, e.SandboxID, err)
 	}
+	t.eventSandboxes = append(t.eventSandboxes, e.SandboxID)
 	return nil
 }
 

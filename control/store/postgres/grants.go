@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+const grantCols = `g.id, g.sandbox_id, g.account_id, g.project_id, g.position, g.scopes, g.hash, g.created_at, g.minted_at`
+
+func scanGrant(row pgx.Row, extra ...any) (store.GrantToken, error) {
+	var g store.GrantToken
+	dest := append([]any{&g.ID, &g.SandboxID, &g.AccountID, &g.ProjectID, &g.Position, &g.Scopes, &g.Hash, &g.CreatedAt, &g.MintedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return store.GrantToken{}, err
+	}
+	g.CreatedAt, g.MintedAt = g.CreatedAt.UTC(), utcPtr(g.MintedAt)
+	if len(g.Hash) == 0 {
+		g.Hash = nil
+	}
+	return g, nil
+}
+
+func (q queries) GrantTokens(ctx context.Context, sandboxID string) ([]store.GrantToken, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.sandbox_id = $1 ORDER BY g.position`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
+	}
+	gs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.GrantToken, error) { return scanGrant(r) })
+	if err != nil {
+		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
+	}
+	return gs, nil
+}
+
+func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.GrantToken, error) {
+	if len(hash) == 0 {
+		return store.GrantToken{}, fmt.Errorf("grant token by empty hash: %w", store.ErrNotFound)
+	}
+	g, err := scanGrant(q.q.QueryRow(ctx, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.hash = $1`, hash))
+	if err != nil {
+		return store.GrantToken{}, notFound(err, "grant token by hash")
+	}
+	return g, nil
+}
+
+func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	rows, err := q.q.Query(ctx, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
+		FROM audit_log
+		WHERE account_id = $1 AND ($2 = '' OR project_id = $2) AND ($3 = '' OR sandbox_id = $3)
+		  AND ($4 = 0 OR id < $4)
+		ORDER BY id DESC LIMIT $5`, f.AccountID, f.ProjectID, f.SandboxID, f.Before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
+	}
+	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.AuditEntry, error) {
+		var a store.AuditEntry
+		err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &a.Scopes, &a.Message, &a.At)
+		a.At = a.At.UTC()
+		if len(a.Scopes) == 0 {
+			a.Scopes = nil
+		}
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
+	}
+	return es, nil
+}
+
+func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	as, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Account, error) { return scanAccount(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	return as, nil
+}
+
+func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
+	rows, err := q.q.Query(ctx, `SELECT account_id, platform, state, count(*) FROM sandboxes
+		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,
+		append(liveStates(), string(store.StateSuspended)))
+	if err != nil {
+		return nil, fmt.Errorf("live counts: %w", err)
+	}
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LiveCount, error) {
+		var c store.LiveCount
+		var state string
+		err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
+		c.State = store.State(state)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("live counts: %w", err)
+	}
+	return cs, nil
+}
+
+func (t *tx) InsertGrantToken(ctx context.Context, g store.GrantToken) error {
+	scopes := g.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	tag, err := t.q.Exec(ctx, `INSERT INTO grant_tokens (id, sandbox_id, account_id, project_id, position, scopes, hash, created_at, minted_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+		g.ID, g.SandboxID, g.AccountID, g.ProjectID, g.Position, scopes, nilIfEmpty(g.Hash), orNow(g.CreatedAt), g.MintedAt)
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("insert grant %s: %w", g.ID, store.ErrConflict)
+	}
+	return nil
+}
+
+func (t *tx) SetGrantTokenHash(ctx context.Context, id string, hash []byte, at time.Time) error {
+	if len(hash) == 0 {
+		return errors.New("set grant token hash: empty hash")
+	}
+	tag, err := t.q.Exec(ctx, `UPDATE grant_tokens SET hash = $2, minted_at = $3 WHERE id = $1`, id, hash, at)
+	if err != nil {
+		return conflict(err, "set hash of grant "+id)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set hash of grant %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *tx) InsertAudit(ctx context.Context, a store.AuditEntry) error {
+	scopes := a.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	_, err := t.q.Exec(ctx, `INSERT INTO audit_log (account_id, project_id, sandbox_id, caller, action, scopes, message, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		a.AccountID, a.ProjectID, a.SandboxID, a.Caller, a.Action, scopes, a.Message, orNow(a.At))
+	if err != nil {
+		return fmt.Errorf("insert %s audit entry: %w", a.Action, err)
+	}
+	return nil
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
