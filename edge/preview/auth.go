@@ -1,0 +1,105 @@
+package preview
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// tokenHeader carries an account token for API clients that cannot set
+// Authorization (it may belong to the app itself).
+const tokenHeader = "X-Sbx-Preview-Token"
+
+// ticketPath is where the login host sends the browser back, on the
+// preview host, to exchange a one-time ticket for the host's cookie.
+const ticketPath = "/__sbx_preview/ticket"
+
+// ticketTTL is how long a ticket is good: one redirect.
+const ticketTTL = 60 * time.Second
+
+// authorize admits a request to a private preview or answers it. The
+// order is: a token header (API clients), then the host's cookie. A
+// request with neither is redirected to login only if it is a top-level
+// browser navigation; everything else (fetch, WebSocket, curl) gets 401.
+func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, rt Route) bool {
+	if secret, ok := requestToken(r); ok {
+		acct, err := p.cfg.Accounts.TokenAccount(r.Context(), secret)
+		switch {
+		case errors.Is(err, ErrInvalidToken):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx-preview", error="invalid_token"`)
+			writeProblem(w, r, errInvalidToken)
+			return false
+		case err != nil:
+			p.log.ErrorContext(r.Context(), "check preview token", "err", err)
+			writeProblem(w, r, errControl)
+			return false
+		case acct != rt.AccountID:
+			writeProblem(w, r, errForbidden)
+			return false
+		}
+		return true
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		var s session
+		if p.seal.open(purposeSession, c.Value, &s) == nil &&
+			s.Label == label && s.SandboxID == rt.SandboxID && s.AccountID == rt.AccountID {
+			return true
+		}
+		// A stale or foreign cookie is treated as none: a browser is sent
+		// to log in again, which replaces it.
+	}
+	if isNavigation(r) {
+		target := p.cfg.Scheme + "://" + p.hostFor(label) + r.URL.RequestURI()
+		http.Redirect(w, r, p.apexURL()+"/login?rd="+urlQueryEscape(target), http.StatusFound)
+		return false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="sbx-preview"`)
+	writeProblem(w, r, errUnauthorized)
+	return false
+}
+
+func requestToken(r *http.Request) (string, bool) {
+	if v := strings.TrimSpace(r.Header.Get(tokenHeader)); v != "" {
+		return v, true
+	}
+	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	secret = strings.TrimSpace(secret)
+	return secret, secret != ""
+}
+
+// redeemTicket turns a one-time ticket into this host's session cookie and
+// sends the browser on to the page it first asked for. The ticket must
+// name this very host and the sandbox it routes to now.
+func (p *Proxy) redeemTicket(w http.ResponseWriter, r *http.Request, label string, rt Route) {
+	var t ticket
+	now := p.cfg.Now()
+	if err := p.seal.open(purposeTicket, r.URL.Query().Get("t"), &t); err != nil ||
+		t.Label != label || t.SandboxID != rt.SandboxID || t.AccountID != rt.AccountID ||
+		!safePath(t.Path) || !p.used.use(t.Nonce, now, now.Add(ticketTTL)) {
+		writeProblem(w, r, errBadLogin)
+		return
+	}
+	val, err := p.seal.seal(purposeSession, p.cfg.SessionTTL, t.session)
+	if err != nil {
+		writeProblem(w, r, errBadLogin)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: val, Path: "/", MaxAge: int(p.cfg.SessionTTL / time.Second),
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode,
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, t.Path, http.StatusFound)
+}
+
+// safePath accepts a path-and-query on the same host: it must start with
+// one slash, so "//evil.example" and "/\evil.example" (which browsers
+// treat as another host) are refused.
+func safePath(p string) bool {
+	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && !strings.HasPrefix(p, "/\\") &&
+		!strings.ContainsAny(p, "\r\n\t")
+}

@@ -1,0 +1,78 @@
+package preview
+
+import (
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+// Problems the edge itself answers with. Codes are stable: clients switch
+// on them.
+var (
+	errUnknownHost  = problem.New(http.StatusNotFound, "preview_not_found", "no preview is exposed at this address")
+	errBadRequest   = problem.New(http.StatusBadRequest, "bad_request", "the request target must be a path on this host")
+	errUnauthorized = problem.New(http.StatusUnauthorized, "preview_unauthenticated", "this preview is private: sign in, or send an account token as 'Authorization: Bearer <token>' or 'X-Sbx-Preview-Token'")
+	errInvalidToken = problem.New(http.StatusUnauthorized, "preview_invalid_token", "the token or session is not valid (unknown, revoked or expired)")
+	errForbidden    = problem.New(http.StatusForbidden, "preview_forbidden", "you are signed in, but not a member of the account that owns this sandbox")
+	errNotReady     = problem.New(http.StatusServiceUnavailable, "sandbox_not_ready", "the sandbox is not running yet; retry shortly")
+	errTooMany      = problem.New(http.StatusServiceUnavailable, "preview_busy", "too many concurrent requests to this preview")
+	errUpstream     = problem.New(http.StatusBadGateway, "upstream_unreachable", "nothing answered on this port inside the sandbox")
+	errControl      = problem.New(http.StatusServiceUnavailable, "control_unavailable", "the edge could not reach the control plane; retry shortly")
+	errBadLogin     = problem.New(http.StatusBadRequest, "login_invalid", "the login link or its return address is not valid; open the preview URL again")
+)
+
+// writeProblem answers with a problem document that a browser app on any
+// origin can read (CORS), or, for a top-level browser navigation, a small
+// HTML page saying the same thing.
+func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
+	cp := *p
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")
+	if cp.Status == http.StatusServiceUnavailable && cp.RetryAfter == 0 {
+		cp.RetryAfter = 2 * time.Second
+	}
+	if !isNavigation(r) {
+		problem.Write(w, r, &cp)
+		return
+	}
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	if cp.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(cp.RetryAfter/time.Second)))
+	}
+	w.WriteHeader(cp.Status)
+	_ = errorPage.Execute(w, &cp)
+}
+
+var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>{{.Title}}</title>
+{{if .RetryAfter}}<meta http-equiv="refresh" content="3">{{end}}
+<style>body{font:16px system-ui,sans-serif;margin:4em auto;max-width:36em;color:#222}code{color:#666}</style></head>
+<body><h1>{{.Title}}</h1><p>{{.Detail}}</p><p><code>{{.Code}}</code></p></body></html>
+`))
+
+// isNavigation reports whether r is a top-level browser page load: the
+// only kind of request that may be redirected to a login page or shown
+// HTML. Fetch metadata decides when the browser sends it; old browsers
+// fall back to Accept. WebSocket upgrades never are.
+func isNavigation(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	if isUpgrade(r) {
+		return false
+	}
+	if m := r.Header.Get("Sec-Fetch-Mode"); m != "" {
+		return m == "navigate"
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect
+}

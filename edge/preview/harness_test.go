@@ -1,0 +1,277 @@
+package preview_test
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/edge/internal/sshdtest"
+	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const domain = "preview.localhost"
+
+// fakeResolver is control's side of routing. mu guards routes and calls.
+type fakeResolver struct {
+	mu     sync.Mutex
+	routes map[string]preview.Route
+	calls  int
+}
+
+func (f *fakeResolver) Resolve(_ context.Context, label string) (preview.Route, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	rt, ok := f.routes[label]
+	if !ok {
+		return preview.Route{}, preview.ErrUnknownHost
+	}
+	return rt, nil
+}
+
+func (f *fakeResolver) set(label string, rt preview.Route) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.routes[label] = rt
+}
+
+func (f *fakeResolver) remove(label string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.routes, label)
+}
+
+// fakeAccounts knows tokens and (issuer, subject) memberships.
+type fakeAccounts struct {
+	tokens  map[string]string // secret -> account
+	members map[string]string // subject -> account
+}
+
+func (f fakeAccounts) TokenAccount(_ context.Context, secret string) (string, error) {
+	if a, ok := f.tokens[secret]; ok {
+		return a, nil
+	}
+	return "", preview.ErrInvalidToken
+}
+
+func (f fakeAccounts) Member(_ context.Context, id preview.Identity, acct string) (bool, error) {
+	return f.members[id.Subject] == acct, nil
+}
+
+// env is one proxy in front of one real sshd "sandbox"; the upstream
+// handler listens on loopback, which is the sandbox's 127.0.0.1 as seen
+// through sshd's direct-tcpip.
+type env struct {
+	t        *testing.T
+	proxy    *preview.Proxy
+	addr     string // the proxy's listener
+	res      *fakeResolver
+	ca       *sshca.CA
+	sshd     *sshdtest.Server
+	upstream *upstreamLog
+	// upPort is the port the test upstream listens on inside the sandbox.
+	upPort int
+}
+
+const (
+	tokenA = "sbx_at_tokenOfAccountA"
+	tokenB = "sbx_at_tokenOfAccountB"
+)
+
+// upstreamLog records every request the sandbox's server saw.
+type upstreamLog struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+	n    atomic.Int64
+}
+
+func (u *upstreamLog) add(r *http.Request) {
+	u.n.Add(1)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reqs = append(u.reqs, r.Clone(context.Background()))
+}
+
+func (u *upstreamLog) last() *http.Request {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.reqs) == 0 {
+		return nil
+	}
+	return u.reqs[len(u.reqs)-1]
+}
+
+func (u *upstreamLog) all() []*http.Request {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]*http.Request(nil), u.reqs...)
+}
+
+type envOptions struct {
+	oidc *preview.OIDCConfig
+	dev  *preview.DevSignIn
+}
+
+func newEnv(t *testing.T, app http.Handler, opts ...envOptions) *env {
+	t.Helper()
+	if !sshdtest.Available() {
+		t.Fatalf("%s is required (apt-get install openssh-server)", sshdtest.Binary)
+	}
+	var o envOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ca, _, err := sshca.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ca: ca, upstream: &upstreamLog{}, res: &fakeResolver{routes: map[string]preview.Route{}}}
+	e.sshd = sshdtest.Start(t, ca.AuthorizedKey())
+
+	// The sandbox's dev server, bound to loopback only.
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.upPort = upLn.Addr().(*net.TCPAddr).Port
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.upstream.add(r)
+		app.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	upDone := make(chan struct{})
+	go func() { defer close(upDone); _ = up.Serve(upLn) }()
+
+	pool := podssh.NewPool(ca, nil, podssh.WithKeyID("edge"))
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg := preview.DefaultConfig()
+	cfg.Domain, cfg.Scheme = domain, "http"
+	cfg.Resolver, cfg.Pods = e.res, pool
+	cfg.Accounts = fakeAccounts{
+		tokens:  map[string]string{tokenA: "acct-a", tokenB: "acct-b"},
+		members: map[string]string{"alice": "acct-a", "bob": "acct-b"},
+	}
+	cfg.SessionKey = key
+	cfg.OIDC, cfg.DevSignIn = o.oidc, o.dev
+	if cfg.OIDC == nil && cfg.DevSignIn == nil {
+		cfg.DevSignIn = &preview.DevSignIn{AccountID: "acct-a", User: "dev"}
+	}
+	cfg.Registry = prometheus.NewRegistry()
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PublicPort = ln.Addr().(*net.TCPAddr).Port
+	e.proxy, err = preview.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addr = ln.Addr().String()
+	srv := preview.NewServer(e.proxy, slog.New(slog.DiscardHandler), true)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = srv.Close()
+		<-done
+		e.proxy.Close()
+		_ = pool.Close()
+		_ = up.Close()
+		<-upDone
+	})
+	return e
+}
+
+// expose routes label to the test upstream in a sandbox of acct.
+func (e *env) expose(label, sandboxID, acct string, public, rewriteHost bool) {
+	e.res.set(label, preview.Route{
+		SandboxID: sandboxID, AccountID: acct, Port: e.upPort, Public: public, RewriteHost: rewriteHost, Ready: true,
+		Target: podssh.Target{SandboxID: sandboxID, Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey},
+	})
+}
+
+func (e *env) host(label string) string {
+	return label + "." + domain + ":" + strconv.Itoa(e.port())
+}
+
+func (e *env) port() int {
+	_, p, _ := net.SplitHostPort(e.addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+func (e *env) url(label, path string) string { return "http://" + e.host(label) + path }
+
+// client is a Go HTTP client that reaches every *.preview.localhost host at
+// the proxy's listener and never follows redirects.
+func (e *env) client() *http.Client {
+	d := &net.Dialer{}
+	return &http.Client{
+		Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, e.addr)
+		}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       time.Minute,
+	}
+}
+
+func (e *env) get(label, path string, hdr ...string) (*http.Response, string) {
+	e.t.Helper()
+	req, err := http.NewRequest("GET", e.url(label, path), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	c := e.client()
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// rawRequest writes raw bytes to the proxy and returns everything it
+// answers until it closes or goes quiet.
+func (e *env) rawRequest(raw string) string {
+	e.t.Helper()
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, strings.ReplaceAll(raw, "\n", "\r\n")); err != nil {
+		e.t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	b, _ := io.ReadAll(c)
+	return string(b)
+}

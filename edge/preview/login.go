@@ -1,0 +1,214 @@
+package preview
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/sbxedge/sbx/edge/preview/previewhost"
+)
+
+// loginTTL bounds the OIDC round trip (the user may have to type a
+// password at the provider).
+const loginTTL = 10 * time.Minute
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// serveLogin serves the apex of the preview domain: the login start, the
+// OIDC callback, and in sbx dev the local sign-in form. Nothing here
+// forwards anywhere.
+func (p *Proxy) serveLogin(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/login" && r.Method == http.MethodGet:
+		p.startLogin(w, r)
+	case r.URL.Path == "/callback" && r.Method == http.MethodGet && p.oidc != nil:
+		p.callback(w, r)
+	case r.URL.Path == "/dev-login" && r.Method == http.MethodPost && p.cfg.DevSignIn != nil:
+		p.devLogin(w, r)
+	default:
+		writeProblem(w, r, errUnknownHost)
+	}
+}
+
+// target is a validated place to return to after login.
+type target struct {
+	label string
+	path  string
+	route Route
+}
+
+// validTarget accepts only a URL of a live private preview host of this
+// very proxy, exactly as the proxy itself spells it (scheme, host, port):
+// anything else is an open redirect waiting to happen.
+func (p *Proxy) validTarget(ctx context.Context, rd string) (target, error) {
+	u, err := url.Parse(rd)
+	if err != nil || u.Scheme != p.cfg.Scheme || u.User != nil || u.Opaque != "" || u.Fragment != "" {
+		return target{}, errBadLogin
+	}
+	kind, label, _ := previewhost.Parse(u.Host, p.cfg.Domain)
+	if kind != previewhost.Preview || strings.ToLower(u.Host) != p.hostFor(label) {
+		return target{}, errBadLogin
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	if u.RawQuery != "" {
+		path += "?" + u.RawQuery
+	}
+	if !safePath(path) || strings.HasPrefix(path, ticketPath) {
+		return target{}, errBadLogin
+	}
+	rt, err := p.routes.get(ctx, label)
+	if errors.Is(err, ErrUnknownHost) {
+		return target{}, errUnknownHost
+	}
+	if err != nil {
+		return target{}, err
+	}
+	return target{label: label, path: path, route: rt}, nil
+}
+
+func (p *Proxy) startLogin(w http.ResponseWriter, r *http.Request) {
+	t, err := p.validTarget(r.Context(), r.URL.Query().Get("rd"))
+	if err != nil {
+		p.loginError(w, r, err)
+		return
+	}
+	st := loginState{State: randomString(), Nonce: randomString(), Verifier: oauth2.GenerateVerifier(), Target: r.URL.Query().Get("rd")}
+	val, err := p.seal.seal(purposeLogin, loginTTL, st)
+	if err != nil {
+		p.loginError(w, r, err)
+		return
+	}
+	// Lax: the provider's redirect back is a top-level GET from another
+	// site, which Lax cookies accompany.
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: val, Path: "/", MaxAge: int(loginTTL / time.Second),
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	w.Header().Set("Cache-Control", "no-store")
+	if p.oidc == nil {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = devLoginPage.Execute(w, map[string]string{"User": p.cfg.DevSignIn.User, "State": st.State, "Target": st.Target, "Host": t.label})
+		return
+	}
+	http.Redirect(w, r, p.oauth.AuthCodeURL(st.State, oidc.Nonce(st.Nonce), oauth2.S256ChallengeOption(st.Verifier)), http.StatusFound)
+}
+
+// loginState reads and clears the login cookie, checking the state the
+// provider (or the dev form) echoed back.
+func (p *Proxy) loginState(w http.ResponseWriter, r *http.Request, state string) (loginState, bool) {
+	c, err := r.Cookie(loginCookie)
+	if err != nil {
+		return loginState{}, false
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	var st loginState
+	if p.seal.open(purposeLogin, c.Value, &st) != nil || state == "" || st.State != state {
+		return loginState{}, false
+	}
+	return st, true
+}
+
+func (p *Proxy) callback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	st, ok := p.loginState(w, r, q.Get("state"))
+	if !ok || q.Get("code") == "" {
+		p.loginError(w, r, errBadLogin)
+		return
+	}
+	tok, err := p.oauth.Exchange(r.Context(), q.Get("code"), oauth2.VerifierOption(st.Verifier))
+	if err != nil {
+		p.log.InfoContext(r.Context(), "OIDC code exchange failed", "err", err)
+		p.loginError(w, r, errBadLogin)
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	idt, err := p.verifier.Verify(r.Context(), raw)
+	if err != nil || idt.Nonce != st.Nonce {
+		p.log.InfoContext(r.Context(), "OIDC id token refused", "err", err)
+		p.loginError(w, r, errBadLogin)
+		return
+	}
+	var claims struct {
+		Email         string `json:"email"`
+		EmailVerified bool   `json:"email_verified"`
+	}
+	_ = idt.Claims(&claims)
+	id := Identity{Issuer: idt.Issuer, Subject: idt.Subject, Email: claims.Email, EmailVerified: claims.EmailVerified}
+	p.finishLogin(w, r, st.Target, id)
+}
+
+func (p *Proxy) devLogin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	st, ok := p.loginState(w, r, r.PostFormValue("state"))
+	if !ok {
+		p.loginError(w, r, errBadLogin)
+		return
+	}
+	p.finishLogin(w, r, st.Target, Identity{Issuer: "sbx-dev", Subject: p.cfg.DevSignIn.User})
+}
+
+// finishLogin checks membership and sends the browser to the preview host
+// with a one-time ticket.
+func (p *Proxy) finishLogin(w http.ResponseWriter, r *http.Request, rd string, id Identity) {
+	t, err := p.validTarget(r.Context(), rd)
+	if err != nil {
+		p.loginError(w, r, err)
+		return
+	}
+	var member bool
+	if p.cfg.DevSignIn != nil && id.Issuer == "sbx-dev" {
+		member = t.route.AccountID == p.cfg.DevSignIn.AccountID
+	} else if member, err = p.cfg.Accounts.Member(r.Context(), id, t.route.AccountID); err != nil {
+		p.loginError(w, r, err)
+		return
+	}
+	subject := id.Issuer + "#" + id.Subject
+	if !member {
+		p.log.InfoContext(r.Context(), "preview login refused: not a member", "subject", subject, "sandbox_id", t.route.SandboxID)
+		writeProblem(w, r, errForbidden)
+		return
+	}
+	tk := ticket{
+		session: session{Label: t.label, SandboxID: t.route.SandboxID, AccountID: t.route.AccountID, Subject: subject},
+		Path:    t.path, Nonce: randomString(),
+	}
+	val, err := p.seal.seal(purposeTicket, ticketTTL, tk)
+	if err != nil {
+		p.loginError(w, r, err)
+		return
+	}
+	p.log.InfoContext(r.Context(), "preview login", "subject", subject, "sandbox_id", t.route.SandboxID)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, p.cfg.Scheme+"://"+p.hostFor(t.label)+ticketPath+"?t="+url.QueryEscape(val), http.StatusFound)
+}
+
+func (p *Proxy) loginError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errBadLogin):
+		writeProblem(w, r, errBadLogin)
+	case errors.Is(err, errUnknownHost):
+		writeProblem(w, r, errUnknownHost)
+	default:
+		p.log.ErrorContext(r.Context(), "preview login failed", "err", err)
+		writeProblem(w, r, errControl)
+	}
+}
+
+var devLoginPage = template.Must(template.New("dev-login").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>sbx dev sign-in</title>
+<style>body{font:16px system-ui,sans-serif;margin:4em auto;max-width:36em;color:#222}</style></head>
+<body><h1>sbx dev sign-in</h1>
+<p>This is the development sign-in of <code>sbx dev</code>; production edges use an OIDC provider.</p>
+<form method="post" action="/dev-login">
+<input type="hidden" name="state" value="{{.State}}">
+<button id="signin" type="submit">Sign in as {{.User}} to preview {{.Host}}</button>
+</form></body></html>
+`))

@@ -1,0 +1,105 @@
+package preview
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	upstream prometheus.Histogram
+	dial     prometheus.Histogram
+	wsOpen   prometheus.Gauge
+	bytesOut prometheus.Counter
+}
+
+// newMetrics registers on reg when it is non-nil. A second proxy on the
+// same registry (tests, two replicas in one process) reuses the first's
+// collectors.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sbx", Subsystem: "preview", Name: "requests_total",
+			Help: "Preview requests by response status class (2xx, 4xx, ...).",
+		}, []string{"class"}),
+		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sbx", Subsystem: "preview", Name: "upstream_latency_seconds",
+			Help:    "Time from forwarding a request to the sandbox's response headers.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}),
+		dial: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sbx", Subsystem: "preview", Name: "upstream_dial_seconds",
+			Help:    "Time to open a new upstream channel (pooled SSH connection plus direct-tcpip).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}),
+		wsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "sbx", Subsystem: "preview", Name: "websockets_open",
+			Help: "Upgraded (WebSocket) connections currently relayed.",
+		}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "sbx", Subsystem: "preview", Name: "response_bytes_total",
+			Help: "Response body bytes written to clients (upgraded connections excluded).",
+		}),
+	}
+	if reg != nil {
+		m.requests = register(reg, m.requests)
+		m.upstream = register(reg, m.upstream)
+		m.dial = register(reg, m.dial)
+		m.wsOpen = register(reg, m.wsOpen)
+		m.bytesOut = register(reg, m.bytesOut)
+	}
+	return m
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+func (m *metrics) done(status int, n int64, _ time.Time) {
+	m.requests.WithLabelValues(strconv.Itoa(status/100) + "xx").Inc()
+	m.bytesOut.Add(float64(n))
+}
+
+// countingWriter records the status and body bytes. Unwrap lets
+// http.ResponseController (which ReverseProxy uses to flush and to hijack
+// for WebSocket upgrades) reach the real writer.
+type countingWriter struct {
+	http.ResponseWriter
+	code int
+	n    int64
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if c.code == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+		c.code = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (c *countingWriter) status() int {
+	if c.code == 0 {
+		return http.StatusOK
+	}
+	return c.code
+}

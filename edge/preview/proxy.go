@@ -1,0 +1,337 @@
+package preview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/sbxedge/sbx/edge/preview/previewhost"
+)
+
+// Proxy is the preview proxy's http.Handler.
+type Proxy struct {
+	cfg      Config
+	log      *slog.Logger
+	routes   *routeCache
+	seal     sealer
+	used     usedTickets
+	rp       *httputil.ReverseProxy
+	tr       *http.Transport
+	metrics  *metrics
+	activity Activity
+	waker    Waker
+
+	oidc     *oidc.Provider // nil with DevSignIn
+	verifier *oidc.IDTokenVerifier
+	oauth    oauth2.Config
+
+	// upstreams maps the transport's per-upstream key to where it dials.
+	// Keys include the sandbox's address and host key, so a sandbox that
+	// moved gets fresh connections instead of the old pool.
+	upstreams sync.Map // string -> Route
+
+	inflightMu sync.Mutex // guards inflight
+	inflight   map[string]int
+}
+
+type ctxKey int
+
+const routeKey ctxKey = iota
+
+// New builds the proxy. With OIDC configured it fetches the provider's
+// discovery document, so the issuer must be reachable.
+func New(ctx context.Context, cfg Config) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	p := &Proxy{
+		cfg: cfg, log: cfg.Logger, seal: sealer{key: cfg.SessionKey, now: cfg.Now},
+		routes:   newRouteCache(cfg.Resolver, cfg.RouteTTL, cfg.NegativeTTL, 100_000),
+		metrics:  newMetrics(cfg.Registry),
+		activity: cfg.Activity, waker: cfg.Waker, inflight: map[string]int{},
+	}
+	if p.activity == nil {
+		p.activity = nopActivity{}
+	}
+	if p.waker == nil {
+		p.waker = nopWaker{}
+	}
+	p.routes.now = cfg.Now
+	if cfg.OIDC != nil {
+		prov, err := oidc.NewProvider(ctx, cfg.OIDC.Issuer)
+		if err != nil {
+			return nil, fmt.Errorf("preview: OIDC discovery for %s: %w", cfg.OIDC.Issuer, err)
+		}
+		scopes := cfg.OIDC.Scopes
+		if len(scopes) == 0 {
+			scopes = []string{"email", "profile"}
+		}
+		p.oidc = prov
+		p.verifier = prov.Verifier(&oidc.Config{ClientID: cfg.OIDC.ClientID})
+		p.oauth = oauth2.Config{
+			ClientID: cfg.OIDC.ClientID, ClientSecret: cfg.OIDC.ClientSecret,
+			Endpoint: prov.Endpoint(), RedirectURL: p.apexURL() + "/callback",
+			Scopes: append([]string{oidc.ScopeOpenID}, scopes...),
+		}
+	}
+	p.tr = &http.Transport{
+		DialContext:         p.dialUpstream,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: cfg.MaxIdleUpstreamPerHost,
+		IdleConnTimeout:     90 * time.Second,
+		// Dev servers may take long to answer a first request (a cold
+		// bundler), but not forever.
+		ResponseHeaderTimeout: 5 * time.Minute,
+		// Bodies pass through as the sandbox sent them.
+		DisableCompression: true,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:   p.rewrite,
+		Transport: p.tr,
+		// -1 flushes every write: server-sent events and streamed
+		// responses reach the client as the sandbox writes them.
+		FlushInterval:  -1,
+		ErrorHandler:   p.upstreamError,
+		ModifyResponse: p.modifyResponse,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return p, nil
+}
+
+// Close drops idle upstream connections. In-flight requests belong to the
+// http.Server, which the caller shuts down first.
+func (p *Proxy) Close() { p.tr.CloseIdleConnections() }
+
+// Invalidate drops a preview host from the route cache, so a removed or
+// changed port takes effect at once.
+func (p *Proxy) Invalidate(label string) { p.routes.Invalidate(label) }
+
+func (p *Proxy) apexURL() string { return p.cfg.Scheme + "://" + p.hostFor("") }
+
+// hostFor is the public host[:port] of a label, or of the apex for "".
+func (p *Proxy) hostFor(label string) string {
+	h := p.cfg.Domain
+	if label != "" {
+		h = label + "." + h
+	}
+	if pp := p.cfg.PublicPort; pp != 0 && !(p.cfg.Scheme == "https" && pp == 443) && !(p.cfg.Scheme == "http" && pp == 80) {
+		h = net.JoinHostPort(h, strconv.Itoa(pp))
+	}
+	return h
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := p.cfg.Now()
+	cw := &countingWriter{ResponseWriter: w}
+	defer func() { p.metrics.done(cw.status(), cw.n, start) }()
+
+	// Absolute-form targets ("GET http://elsewhere/ HTTP/1.1") would make
+	// r.Host disagree with the Host header; a browser never sends them to
+	// an origin server, so refuse rather than pick one.
+	if r.ProtoMajor == 1 && !strings.HasPrefix(r.RequestURI, "/") && r.RequestURI != "*" {
+		writeProblem(cw, r, errBadRequest)
+		return
+	}
+	kind, label, _ := previewhost.Parse(r.Host, p.cfg.Domain)
+	switch kind {
+	case previewhost.Apex:
+		p.serveLogin(cw, r)
+		return
+	case previewhost.Invalid:
+		writeProblem(cw, r, errUnknownHost)
+		return
+	}
+	rt, err := p.routes.get(r.Context(), label)
+	if errors.Is(err, ErrUnknownHost) {
+		writeProblem(cw, r, errUnknownHost)
+		return
+	}
+	if err != nil {
+		p.log.ErrorContext(r.Context(), "resolve preview host", "label", label, "err", err)
+		writeProblem(cw, r, errControl)
+		return
+	}
+	if r.URL.Path == ticketPath {
+		p.redeemTicket(cw, r, label, rt)
+		return
+	}
+	if !rt.Public && !p.authorize(cw, r, label, rt) {
+		return
+	}
+	// Authorised from here on: only now may the sandbox be touched.
+	if !p.acquire(label) {
+		writeProblem(cw, r, errTooMany)
+		return
+	}
+	defer p.release(label)
+	if !rt.Ready {
+		if rt, err = p.wake(r.Context(), label, rt); err != nil {
+			p.log.InfoContext(r.Context(), "sandbox not ready", "sandbox_id", rt.SandboxID, "err", err)
+			writeProblem(cw, r, errNotReady)
+			return
+		}
+	}
+	p.activity.Mark(rt.SandboxID)
+	if isUpgrade(r) {
+		closeWS := p.activity.Open(rt.SandboxID)
+		p.metrics.wsOpen.Inc()
+		defer func() { p.metrics.wsOpen.Dec(); closeWS() }()
+	}
+	ctx := context.WithValue(r.Context(), routeKey, rt)
+	ctx = context.WithValue(ctx, startKey{}, p.cfg.Now())
+	p.rp.ServeHTTP(cw, r.WithContext(ctx))
+}
+
+// wake asks for the sandbox and resolves again once it says ready.
+func (p *Proxy) wake(ctx context.Context, label string, rt Route) (Route, error) {
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.WakeTimeout)
+	defer cancel()
+	if err := p.waker.Wake(wctx, rt.SandboxID); err != nil {
+		return rt, fmt.Errorf("wake sandbox %s: %w", rt.SandboxID, err)
+	}
+	p.routes.Invalidate(label)
+	nrt, err := p.routes.get(ctx, label)
+	if err != nil {
+		return rt, err
+	}
+	if !nrt.Ready || nrt.SandboxID != rt.SandboxID {
+		return rt, fmt.Errorf("sandbox %s still not ready", rt.SandboxID)
+	}
+	return nrt, nil
+}
+
+func (p *Proxy) acquire(label string) bool {
+	p.inflightMu.Lock()
+	defer p.inflightMu.Unlock()
+	if p.inflight[label] >= p.cfg.MaxRequestsPerHost {
+		return false
+	}
+	p.inflight[label]++
+	return true
+}
+
+func (p *Proxy) release(label string) {
+	p.inflightMu.Lock()
+	defer p.inflightMu.Unlock()
+	if p.inflight[label]--; p.inflight[label] <= 0 {
+		delete(p.inflight, label)
+	}
+}
+
+// upstreamKey names the transport's connection pool for one exposed port
+// of one incarnation of a sandbox.
+func upstreamKey(rt Route) string {
+	h := fnv.New64a()
+	h.Write([]byte(rt.Target.Addr + "\x00" + rt.Target.HostKey + "\x00" + rt.Target.User))
+	return fmt.Sprintf("%s-%d-%x.upstream", rt.SandboxID, rt.Port, h.Sum64())
+}
+
+// rewrite builds the upstream request. The URL's host is only a pool key
+// for our own dialler; the address dialled is always 127.0.0.1:<port>
+// inside the route's sandbox.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	rt := pr.In.Context().Value(routeKey).(Route)
+	key := upstreamKey(rt)
+	p.upstreams.Store(key, rt)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = key
+	// X-Forwarded-For/Host/Proto from this request only; Rewrite has
+	// already removed any the client sent.
+	pr.SetXForwarded()
+	if p.cfg.Scheme == "https" {
+		pr.Out.Header.Set("X-Forwarded-Proto", "https")
+	}
+	pr.Out.Host = pr.In.Host
+	if rt.RewriteHost {
+		pr.Out.Host = "localhost:" + strconv.Itoa(rt.Port)
+	}
+	stripCredentials(pr.Out.Header)
+}
+
+// stripCredentials removes everything of ours the sandbox's code must not
+// see: the Authorization header, the preview-token header, and our
+// cookies (other cookies, the app's own, pass).
+func stripCredentials(h http.Header) {
+	h.Del("Authorization")
+	h.Del(tokenHeader)
+	cookies := h.Values("Cookie")
+	if len(cookies) == 0 {
+		return
+	}
+	h.Del("Cookie")
+	var keep []string
+	for _, line := range cookies {
+		for _, c := range strings.Split(line, ";") {
+			c = strings.TrimSpace(c)
+			name, _, _ := strings.Cut(c, "=")
+			if c == "" || strings.HasPrefix(name, cookiePrefix) {
+				continue
+			}
+			keep = append(keep, c)
+		}
+	}
+	if len(keep) > 0 {
+		h.Set("Cookie", strings.Join(keep, "; "))
+	}
+}
+
+// dialUpstream opens a direct-tcpip channel to 127.0.0.1:<port> inside the
+// sandbox over its pooled SSH connection.
+func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	v, ok := p.upstreams.Load(host)
+	if !ok {
+		return nil, fmt.Errorf("preview: no route for upstream %s", host)
+	}
+	rt := v.(Route)
+	start := p.cfg.Now()
+	c, err := p.cfg.Pods.Client(ctx, rt.Target)
+	if err != nil {
+		return nil, fmt.Errorf("connect to sandbox %s: %w", rt.SandboxID, err)
+	}
+	conn, err := c.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("open channel to port %d in sandbox %s: %w", rt.Port, rt.SandboxID, err)
+	}
+	p.metrics.dial.Observe(p.cfg.Now().Sub(start).Seconds())
+	return conn, nil
+}
+
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	// Time to response headers is the sandbox's latency as users feel it.
+	if start, ok := resp.Request.Context().Value(startKey{}).(time.Time); ok {
+		p.metrics.upstream.Observe(p.cfg.Now().Sub(start).Seconds())
+	}
+	return nil
+}
+
+type startKey struct{}
+
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		// The client went away; nobody is listening for an answer.
+		w.WriteHeader(499)
+		return
+	}
+	rt, _ := r.Context().Value(routeKey).(Route)
+	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
+	writeProblem(w, r, errUpstream)
+}

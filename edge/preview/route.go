@@ -1,0 +1,146 @@
+// Package preview is the edge's preview proxy: it serves
+// <label>.preview.<domain> by forwarding to 127.0.0.1:<port> inside the
+// sandbox, over a direct-tcpip channel on the pooled SSH connection to the
+// sandbox's sshd. The address dialled comes only from control's route for
+// the label, never from the request. Private ports sit behind an auth
+// wrapper (OIDC login and a per-host cookie, or an account token), and
+// nothing reaches or wakes a sandbox before the caller is authorised.
+package preview
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+// Route is where a preview host leads.
+type Route struct {
+	SandboxID string
+	AccountID string
+	// Port is the port inside the sandbox, dialled as 127.0.0.1:Port.
+	Port int
+	// Public ports skip the auth wrapper.
+	Public bool
+	// RewriteHost sends Host: localhost:<Port> instead of the preview host.
+	RewriteHost bool
+	// Ready is true when the sandbox has a running server; Target is set
+	// only then. Otherwise the proxy asks the Waker and resolves again.
+	Ready  bool
+	Target podssh.Target
+}
+
+// ErrUnknownHost is what a Resolver returns for a label that leads nowhere
+// (never existed, removed, or its sandbox ended).
+var ErrUnknownHost = errors.New("unknown preview host")
+
+// Resolver maps a host label to its route. Implementations talk to
+// control; the proxy caches their answers briefly.
+type Resolver interface {
+	Resolve(ctx context.Context, label string) (Route, error)
+}
+
+// Activity is told when a sandbox is in use: Mark per request, Open per
+// WebSocket for as long as it is open. Must not block.
+type Activity interface {
+	Mark(sandboxID string)
+	Open(sandboxID string) (close func())
+}
+
+// Waker restores a suspended sandbox and blocks until it is ready, ctx
+// ends, or it cannot be woken. Idempotent under concurrent callers.
+type Waker interface {
+	Wake(ctx context.Context, sandboxID string) error
+}
+
+type nopActivity struct{}
+
+func (nopActivity) Mark(string)                {}
+func (nopActivity) Open(string) (close func()) { return func() {} }
+
+type nopWaker struct{}
+
+func (nopWaker) Wake(context.Context, string) error { return nil }
+
+// routeCache holds resolved routes for ttl and unknown labels for negTTL,
+// so a burst of requests to one host costs one control lookup, and a flood
+// of random hosts cannot grow memory without bound.
+type routeCache struct {
+	res         Resolver
+	ttl, negTTL time.Duration
+	max         int
+	now         func() time.Time
+	group       singleflight.Group
+
+	mu      sync.Mutex // guards entries and gen
+	entries map[string]cacheEntry
+	gen     map[string]uint64 // bumped by Invalidate; a lookup started before is not stored
+}
+
+type cacheEntry struct {
+	route   Route
+	unknown bool
+	expires time.Time
+}
+
+func newRouteCache(res Resolver, ttl, negTTL time.Duration, max int) *routeCache {
+	return &routeCache{res: res, ttl: ttl, negTTL: negTTL, max: max, now: time.Now,
+		entries: map[string]cacheEntry{}, gen: map[string]uint64{}}
+}
+
+func (c *routeCache) get(ctx context.Context, label string) (Route, error) {
+	c.mu.Lock()
+	e, ok := c.entries[label]
+	gen := c.gen[label]
+	c.mu.Unlock()
+	if ok && c.now().Before(e.expires) {
+		if e.unknown {
+			return Route{}, ErrUnknownHost
+		}
+		return e.route, nil
+	}
+	v, err, _ := c.group.Do(label, func() (any, error) {
+		// Detached from the first caller's cancellation: the others
+		// waiting on this lookup still want the answer.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		rt, err := c.res.Resolve(lctx, label)
+		unknown := errors.Is(err, ErrUnknownHost)
+		if err != nil && !unknown {
+			return Route{}, err // control faults are not cached
+		}
+		ttl := c.ttl
+		if unknown || !rt.Ready {
+			ttl = c.negTTL // a waking sandbox should be seen ready soon
+		}
+		c.mu.Lock()
+		if c.gen[label] == gen {
+			if len(c.entries) >= c.max {
+				clear(c.entries) // crude, but bounded and rare
+			}
+			c.entries[label] = cacheEntry{route: rt, unknown: unknown, expires: c.now().Add(ttl)}
+		}
+		c.mu.Unlock()
+		return rt, err
+	})
+	if err != nil {
+		return Route{}, err
+	}
+	return v.(Route), nil
+}
+
+// Invalidate drops label now; a lookup already in flight is not cached.
+func (c *routeCache) Invalidate(label string) {
+	c.mu.Lock()
+	delete(c.entries, label)
+	c.gen[label]++
+	if len(c.gen) > c.max {
+		clear(c.gen)
+	}
+	c.mu.Unlock()
+	c.group.Forget(label)
+}
