@@ -52,6 +52,13 @@ type Config struct {
 	// PreviewChanged is told when an exposed port changes or is removed,
 	// so edge caches drop the host at once.
 	PreviewChanged func(ctx context.Context, label string) error
+	// InternalAddr is where the internal API (/internal/v1, for the edge)
+	// listens; empty means it is not served (sbx dev wires the edge in
+	// process). Bind it to a private address: it must never be public.
+	InternalAddr string
+	// InternalSecret is the bearer token the edge presents to the internal
+	// API; required when InternalAddr is set.
+	InternalSecret string
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
 	// NoJobs serves the API without working the job queue: state changes
@@ -75,6 +82,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return fmt.Errorf("control: DatabaseURL %q: only postgres:// URLs are supported (leave empty for SQLite)", c.DatabaseURL)
+	}
+	if c.InternalAddr != "" && c.InternalSecret == "" {
+		return errors.New("control: InternalSecret is required when InternalAddr is set")
 	}
 	switch c.ProviderMode {
 	case "", "embedded", "sshd":
@@ -106,6 +116,8 @@ type Service struct {
 	ln    net.Listener
 	ready atomic.Bool
 	done  chan error
+
+	internal *internalServer // nil unless Config.InternalAddr is set
 }
 
 // Open builds every part but starts nothing.
@@ -182,6 +194,9 @@ func (s *Service) Start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	go func() { s.done <- s.srv.Serve(ln) }()
+	if err := s.startInternal(); err != nil {
+		return err
+	}
 
 	if err := s.Life.Reconcile(ctx); err != nil {
 		// Reconcile errors are per sandbox; serving the rest is better
@@ -215,6 +230,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		if err := <-s.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}
+	}
+	if s.internal != nil {
+		errs = append(errs, s.internal.shutdown(ctx))
 	}
 	if s.Store != nil && !s.cfg.NoJobs {
 		if err := s.Store.StopJobs(ctx); err != nil {

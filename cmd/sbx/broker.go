@@ -38,13 +38,13 @@ func brokerRefusal(err error) error {
 		{sshauth.ErrSandboxEnded, sshbroker.ErrSandboxEnded},
 		{sshauth.ErrWrongSandbox, sshbroker.ErrWrongSandbox},
 		{sshauth.ErrUnknownSandbox, sshbroker.ErrUnknownSandbox},
+		{sshauth.ErrNotReady, sshbroker.ErrNotReady},
 	} {
 		if errors.Is(err, m.from) {
 			return fmt.Errorf("%w (%w)", m.to, err)
 		}
 	}
-	// ErrNotReady and store faults: the broker has no sentinel for "not
-	// running yet", so the key holder is refused without a reason.
+	// Store faults stay faults: the broker refuses without a reason.
 	return err
 }
 

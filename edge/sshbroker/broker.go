@@ -32,6 +32,8 @@ type Broker struct {
 	m       *metrics
 	act     Activity
 	limiter *failLimiter
+	auth    Authorizer       // cfg.Authorizer, behind cache when it is on
+	cache   *authCache       // nil when the cache is off
 	base    ssh.ServerConfig // host keys and fixed options; copied per connection
 
 	nextID atomic.Uint64
@@ -66,6 +68,13 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if b.log == nil {
 		b.log = slog.Default()
+	}
+	b.auth = cfg.Authorizer
+	if cfg.AuthCacheTTL > 0 || cfg.AuthRefusalTTL > 0 {
+		if b.cache, err = newAuthCache(cfg.Authorizer, cfg.AuthCacheTTL, cfg.AuthRefusalTTL, cfg.AuthCacheSize, m); err != nil {
+			return nil, err
+		}
+		b.auth = b.cache
 	}
 	if b.act == nil {
 		b.act = nopActivity{}
@@ -156,9 +165,13 @@ func (b *Broker) kickAll(msg string) {
 }
 
 // Disconnect ends every connection to sandboxID, writing message to the
-// stderr of its open sessions first (for example "sandbox deleted"). It
-// returns how many connections it ended.
+// stderr of its open sessions first (for example "sandbox deleted"), and
+// forgets cached credentials for it. It returns how many connections it
+// ended.
 func (b *Broker) Disconnect(sandboxID, message string) int {
+	if b.cache != nil {
+		b.cache.Invalidate(sandboxID)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0

@@ -63,6 +63,32 @@ type Config struct {
 	// DrainPeriod is how long Shutdown lets open connections finish before
 	// closing them with a message. Default 30s.
 	DrainPeriod time.Duration
+	// AuthCacheTTL is how long an accepted (username, key) answer is
+	// reused without asking the Authorizer again; never past the
+	// credential's expiry. Zero disables the cache. Default 10s: a burst of
+	// connections asks control once, and a revoked credential stops
+	// admitting new connections soon (Disconnect forgets at once).
+	AuthCacheTTL time.Duration
+	// AuthRefusalTTL is how long a refusal about the credential itself
+	// (unknown, expired, ended, other sandbox) is reused. "Not ready" and
+	// control faults are never cached. Default 2s.
+	AuthRefusalTTL time.Duration
+	// AuthCacheSize bounds the cached answers. Default 4096.
+	AuthCacheSize int
+
+	// ClientAliveInterval is how often the broker sends a keepalive to a
+	// quiet client; ClientAliveCountMax unanswered intervals end the
+	// connection, so dead peers behind vanished NATs do not hold a slot
+	// (and the sandbox awake) forever. The traffic also keeps idle NAT
+	// and load-balancer mappings open. Zero disables. Defaults 30s and 3.
+	ClientAliveInterval time.Duration
+	ClientAliveCountMax int
+	// UpstreamAliveInterval and UpstreamAliveCountMax do the same towards
+	// the sandbox, so a pod that vanished without a FIN is noticed and the
+	// client is told. Zero disables. Defaults 30s and 3.
+	UpstreamAliveInterval time.Duration
+	UpstreamAliveCountMax int
+
 	// ServerVersion is the SSH identification string. Default
 	// "SSH-2.0-sbx-broker".
 	ServerVersion string
@@ -81,6 +107,15 @@ func DefaultConfig() Config {
 		MaxConnsPerSandbox:  128,
 		DrainPeriod:         30 * time.Second,
 		ServerVersion:       "SSH-2.0-sbx-broker",
+
+		AuthCacheTTL:   10 * time.Second,
+		AuthRefusalTTL: 2 * time.Second,
+		AuthCacheSize:  4096,
+
+		ClientAliveInterval:   30 * time.Second,
+		ClientAliveCountMax:   3,
+		UpstreamAliveInterval: 30 * time.Second,
+		UpstreamAliveCountMax: 3,
 	}
 }
 
@@ -110,8 +145,29 @@ func (c *Config) Validate() error {
 			bad(p.name, "must be positive")
 		}
 	}
-	if c.DrainPeriod < 0 {
-		bad("DrainPeriod", "must not be negative")
+	nonNegative := []struct {
+		name string
+		d    time.Duration
+	}{
+		{"DrainPeriod", c.DrainPeriod},
+		{"AuthCacheTTL", c.AuthCacheTTL},
+		{"AuthRefusalTTL", c.AuthRefusalTTL},
+		{"ClientAliveInterval", c.ClientAliveInterval},
+		{"UpstreamAliveInterval", c.UpstreamAliveInterval},
+	}
+	for _, p := range nonNegative {
+		if p.d < 0 {
+			bad(p.name, "must not be negative")
+		}
+	}
+	if (c.AuthCacheTTL > 0 || c.AuthRefusalTTL > 0) && c.AuthCacheSize <= 0 {
+		bad("AuthCacheSize", "must be positive when the auth cache is on")
+	}
+	if c.ClientAliveInterval > 0 && c.ClientAliveCountMax <= 0 {
+		bad("ClientAliveCountMax", "must be positive when ClientAliveInterval is set")
+	}
+	if c.UpstreamAliveInterval > 0 && c.UpstreamAliveCountMax <= 0 {
+		bad("UpstreamAliveCountMax", "must be positive when UpstreamAliveInterval is set")
 	}
 	if c.MaxAuthTries <= 0 {
 		bad("MaxAuthTries", "must be positive")

@@ -202,7 +202,7 @@ func (cc *clientConn) authorize(user, fp string) authResult {
 	}
 	ctx, cancel := context.WithDeadline(cc.ctx, cc.deadline)
 	defer cancel()
-	route, err := cc.b.cfg.Authorizer.Authorize(ctx, user, fp)
+	route, err := cc.b.auth.Authorize(ctx, user, fp)
 	if err != nil {
 		return authResult{err: fmt.Errorf("authorize: %w", err)}
 	}

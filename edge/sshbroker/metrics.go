@@ -15,6 +15,7 @@ type metrics struct {
 	channelsRefused *prometheus.CounterVec
 	bytes           *prometheus.CounterVec
 	dial            prometheus.Histogram
+	authCache       *prometheus.CounterVec
 
 	bytesToSandbox   prometheus.Counter
 	bytesFromSandbox prometheus.Counter
@@ -51,13 +52,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to connect and authenticate to a sandbox sshd.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 		}),
+		authCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sbx", Subsystem: "sshbroker", Name: "auth_cache_total",
+			Help: "Authorizer lookups answered from the cache (hit) or not (miss).",
+		}, []string{"result"}),
 	}
 	m.bytesToSandbox = m.bytes.WithLabelValues("to_sandbox")
 	m.bytesFromSandbox = m.bytes.WithLabelValues("from_sandbox")
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.handshakes, m.authFailures, m.conns, m.channels, m.channelsRefused, m.bytes, m.dial} {
+	for _, c := range []prometheus.Collector{m.handshakes, m.authFailures, m.conns, m.channels, m.channelsRefused, m.bytes, m.dial, m.authCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register sshbroker metrics: %w", err)
 		}
@@ -78,6 +83,8 @@ func reasonLabel(err error) string {
 		return "wrong_sandbox"
 	case errors.Is(err, ErrUnknownSandbox):
 		return "unknown_sandbox"
+	case errors.Is(err, ErrNotReady):
+		return "not_ready"
 	case errors.Is(err, errBadUsername):
 		return "bad_username"
 	case errors.Is(err, errTooManyConns):

@@ -47,6 +47,9 @@ var (
 	ErrSandboxEnded   = errors.New("sandbox ended")
 	ErrWrongSandbox   = errors.New("credential belongs to another sandbox")
 	ErrUnknownSandbox = errors.New("unknown sandbox")
+	// ErrNotReady: the credential is good but the sandbox has no running
+	// server to relay to (pending, suspended, restoring).
+	ErrNotReady = errors.New("sandbox not ready")
 )
 
 // Activity is told when a sandbox is in use. Mark is called on relayed

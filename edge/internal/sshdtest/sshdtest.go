@@ -43,7 +43,7 @@ func Available() bool {
 func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 	tb.Helper()
 	if !Available() {
-		tb.Skip("no " + Binary)
+		tb.Fatal("no " + Binary + "; install openssh-server (.ci/run does)")
 	}
 	dir := tb.TempDir()
 	hostPEM, hostSigner, err := sshca.GenerateKey()

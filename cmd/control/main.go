@@ -1,0 +1,100 @@
+// Command control is the control plane: the public REST API and, on a
+// separate listener, the internal API the edge calls. Several replicas
+// share one Postgres; background jobs run once across them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sbxedge/sbx/control"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, level, err := parseConfig(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "control:", err)
+		os.Exit(2)
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := run(ctx, cfg, nil); err != nil {
+		cfg.Logger.Error("control stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// parseConfig maps flags and SBX_* variables onto control.Config; a flag
+// wins over its variable.
+func parseConfig(args []string, getenv func(string) string) (control.Config, slog.Level, error) {
+	env := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	var c control.Config
+	fs := flag.NewFlagSet("control", flag.ContinueOnError)
+	fs.StringVar(&c.DataDir, "data-dir", env("SBX_DATA_DIR", "/var/lib/sbx"), "keys (CA, host-key secret) and local-provider workspaces")
+	fs.StringVar(&c.DatabaseURL, "database-url", env("SBX_DATABASE_URL", ""), "Postgres URL (empty: SQLite in --data-dir, single replica only)")
+	fs.StringVar(&c.APIAddr, "api-addr", env("SBX_API_ADDR", ":8080"), "public REST API listen address")
+	fs.StringVar(&c.InternalAddr, "internal-addr", env("SBX_INTERNAL_ADDR", ":8081"), "internal API (/internal/v1, for the edge) listen address; keep it private")
+	secretFile := fs.String("internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
+	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
+	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
+	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, 0, err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		return c, 0, fmt.Errorf("--log-level: %w", err)
+	}
+	host, portStr, err := net.SplitHostPort(*sshPublic)
+	if err != nil {
+		return c, 0, fmt.Errorf("--ssh-public-addr: %w", err)
+	}
+	if c.SSHPort, err = strconv.Atoi(portStr); err != nil {
+		return c, 0, fmt.Errorf("--ssh-public-addr port: %w", err)
+	}
+	c.SSHHost = host
+	if *secretFile != "" {
+		b, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return c, 0, fmt.Errorf("--internal-secret-file: %w", err)
+		}
+		c.InternalSecret = strings.TrimSpace(string(b))
+	} else {
+		c.InternalSecret = getenv("SBX_INTERNAL_SECRET")
+	}
+	return c, lv, c.Validate()
+}
+
+// run serves until ctx ends. ready, if set, sees the running service.
+func run(ctx context.Context, cfg control.Config, ready func(*control.Service)) error {
+	svc, err := control.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return errors.Join(err, svc.Shutdown(context.Background()))
+	}
+	if ready != nil {
+		ready(svc)
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return svc.Shutdown(sctx)
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+)
+
+const secret = "control-test-secret-control-test-secret"
+
+// The internal API answers only on its own listener and only to the secret;
+// the public listener does not serve it at all.
+func TestInternalAPIListener(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _, err := parseConfig([]string{
+		"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0",
+		"--ssh-public-addr", "127.0.0.1:2222",
+	}, func(k string) string {
+		if k == "SBX_INTERNAL_SECRET" {
+			return secret
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan *control.Service, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, func(s *control.Service) { started <- s }) }()
+	var svc *control.Service
+	select {
+	case svc = <-started:
+	case err := <-done:
+		t.Fatalf("control did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	get := func(url, auth string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if svc.InternalURL() == "" || svc.InternalURL() == svc.URL() {
+		t.Fatalf("internal URL %q must differ from the public %q", svc.InternalURL(), svc.URL())
+	}
+	for _, c := range []struct {
+		name, url, auth string
+		want            int
+	}{
+		{"internal with secret", svc.InternalURL() + edgeapi.PathHealth, secret, 200},
+		{"internal without secret", svc.InternalURL() + edgeapi.PathHealth, "", 401},
+		{"internal with an agent-like token", svc.InternalURL() + edgeapi.PathHealth, "sbx_agent_x", 401},
+		{"public listener", svc.URL() + edgeapi.PathHealth, secret, 404},
+	} {
+		if got := get(c.url, c.auth); got != c.want {
+			t.Errorf("%s: GET %s = %d, want %d", c.name, c.url, got, c.want)
+		}
+	}
+}
+
+func TestConfigNeedsSecretForInternalAPI(t *testing.T) {
+	t.Parallel()
+	_, _, err := parseConfig([]string{"--data-dir", t.TempDir()}, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "InternalSecret") {
+		t.Fatalf("parseConfig without a secret: %v, want an InternalSecret error", err)
+	}
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/devseed"
+)
+
+const testSecret = "edge-test-secret-edge-test-secret-0123"
+
+// stack is control (public + internal listeners) and an edge in front of
+// it, both in this process, talking over loopback HTTP and SSH exactly as
+// separate deployments would.
+type stack struct {
+	api, token string
+	edgeSSH    string
+	edgeHTTP   string
+	dir        string
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+	// The edge's SSH port must be known to control (it is in every
+	// ssh_tokens answer), so reserve it first.
+	sshLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sshAddr := sshLn.Addr().(*net.TCPAddr)
+	sshLn.Close()
+
+	svc, err := control.Open(ctx, control.Config{
+		DataDir: filepath.Join(dir, "control"), APIAddr: "127.0.0.1:0",
+		InternalAddr: "127.0.0.1:0", InternalSecret: testSecret,
+		SSHHost: "127.0.0.1", SSHPort: sshAddr.Port, Logger: log.With("side", "control"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := &stack{api: svc.URL(), token: tok, edgeSSH: sshAddr.String(), dir: dir}
+
+	cfg, err := parseConfig([]string{
+		"--ssh-addr", sshAddr.String(), "--http-addr", "127.0.0.1:0",
+		"--control-url", svc.InternalURL(),
+		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"),
+		// The CA key file control made, as a shared Secret would mount it.
+		"--ca-key-file", filepath.Join(dir, "control", "keys", "user_ca"),
+		"--ssh-drain", "1s",
+	}, func(k string) string {
+		if k == "SBX_INTERNAL_SECRET" {
+			return testSecret
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan listening, 1)
+	edgeDone := make(chan error, 1)
+	go func() { edgeDone <- run(ctx, cfg, log.With("side", "edge"), func(l listening) { ready <- l }) }()
+	select {
+	case l := <-ready:
+		st.edgeHTTP = l.HTTP.String()
+	case err := <-edgeDone:
+		t.Fatalf("edge did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-edgeDone; err != nil {
+			t.Errorf("edge run: %v", err)
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		if err := svc.Shutdown(sctx); err != nil {
+			t.Errorf("control shutdown: %v", err)
+		}
+	})
+	return st
+}
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (s *stack) call(t *testing.T, method, path string, in, out any) int {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.api+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (s *stack) readySandbox(t *testing.T) string {
+	t.Helper()
+	var sb struct{ ID, Status string }
+	if code := s.call(t, "POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-small"}, &sb); code != 201 && code != 202 {
+		t.Fatalf("create: %d", code)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for sb.Status != "ready" {
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s still %s", sb.ID, sb.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+		s.call(t, "GET", "/api/v1/sandboxes/"+sb.ID, nil, &sb)
+	}
+	return sb.ID
+}
+
+// key mints an SSH credential for id and writes its private key.
+func (s *stack) key(t *testing.T, id string) string {
+	t.Helper()
+	var tok struct {
+		PrivateKeyPEM string `json:"private_key_pem"`
+		Port          int    `json:"port"`
+	}
+	if code := s.call(t, "POST", "/api/v1/sandboxes/"+id+"/ssh_tokens", nil, &tok); code != 201 {
+		t.Fatalf("ssh_tokens: %d", code)
+	}
+	if _, p, _ := net.SplitHostPort(s.edgeSSH); fmt.Sprint(tok.Port) != p {
+		t.Fatalf("ssh_tokens names port %d, the edge listens on %s", tok.Port, p)
+	}
+	path := filepath.Join(s.dir, id+"-"+fmt.Sprint(time.Now().UnixNano()))
+	if err := os.WriteFile(path, []byte(tok.PrivateKeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (s *stack) ssh(ctx context.Context, keyPath, user string, remote ...string) *exec.Cmd {
+	host, port, _ := net.SplitHostPort(s.edgeSSH)
+	args := []string{"-F", "/dev/null", "-o", "UserKnownHostsFile=" + filepath.Join(s.dir, "known_hosts"),
+		"-o", "StrictHostKeyChecking=accept-new", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+		"-i", keyPath, "-p", port, user + "@" + host}
+	return exec.CommandContext(ctx, "ssh", append(args, remote...)...)
+}
+
+// TestEdgeAgainstControl runs the split deployment: SSH lands on cmd/edge,
+// which asks control's internal API over HTTP and relays to the sandbox.
+func TestEdgeAgainstControl(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("the OpenSSH client is required (apt-get install openssh-client)")
+	}
+	s := startStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := s.readySandbox(t), s.readySandbox(t)
+	keyA := s.key(t, a)
+
+	var stdout, stderr bytes.Buffer
+	cmd := s.ssh(ctx, keyA, a, "echo out-$((6*7)); echo err >&2; exit 3")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("ssh exit %v, want 3; stderr %s", err, stderr.String())
+	}
+	if stdout.String() != "out-42\n" || !strings.Contains(stderr.String(), "err") {
+		t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+
+	// A's key for B is refused by control, through the edge.
+	out, err := s.ssh(ctx, keyA, b, "true").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Permission denied") {
+		t.Fatalf("A's key for B: err %v, output %s; want Permission denied", err, out)
+	}
+
+	// A deleted sandbox's key is refused with the reason.
+	if code := s.call(t, "DELETE", "/api/v1/sandboxes/"+a, nil, nil); code != 200 {
+		t.Fatalf("delete: %d", code)
+	}
+	// The edge caches the earlier yes for a few seconds; a new connection
+	// must be refused once that passes.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err = s.ssh(ctx, keyA, a, "true").CombinedOutput()
+		if err != nil && strings.Contains(string(out), "has ended") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted sandbox: err %v, output %s; want the 'has ended' refusal", err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	resp, err := http.Get("http://" + s.edgeHTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(mb), `sbx_sshbroker_handshakes_total{result="ok"} 1`) {
+		t.Errorf("edge metrics lack one successful handshake:\n%s", grepLines(string(mb), "sbx_sshbroker_handshakes"))
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestConfigFromFlagsAndEnv(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secretFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SBX_CONTROL_URL": "http://env:1", "SBX_INTERNAL_SECRET": "from-env",
+		"SBX_EDGE_HOST_KEY_DIR": "/keys", "SBX_CA_KEY_FILE": "/ca"}
+	getenv := func(k string) string { return env[k] }
+	c, err := parseConfig([]string{"--control-url", "http://flag:1"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ControlURL != "http://flag:1" || c.InternalSecret != "from-env" || c.HostKeyDir != "/keys" || c.Drain != 30*time.Second {
+		t.Fatalf("config %+v", c)
+	}
+	c, err = parseConfig([]string{"--internal-secret-file", secretFile}, getenv)
+	if err != nil || c.InternalSecret != "from-file" {
+		t.Fatalf("secret file: %q %v", c.InternalSecret, err)
+	}
+	_, err = parseConfig(nil, func(string) string { return "" })
+	for _, want := range []string{"--control-url", "secret", "--host-key-dir", "--ca-key-file"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("empty config error %v, want it to name %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/sbxedge/sbx/control/internalapi"
+	"github.com/sbxedge/sbx/control/sshauth"
+)
+
+// internalServer is the /internal/v1 listener the edge talks to. It is
+// separate from the public API so that it can be bound to a private
+// address and never routed from the internet.
+type internalServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error // Serve's result; buffered so Serve never blocks on exit
+}
+
+// startInternal listens on cfg.InternalAddr, if set.
+func (s *Service) startInternal() error {
+	if s.cfg.InternalAddr == "" {
+		return nil
+	}
+	api, err := internalapi.New(internalapi.Config{Secret: s.cfg.InternalSecret, Logger: s.log},
+		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log)})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.InternalAddr)
+	if err != nil {
+		return fmt.Errorf("listen for internal API on %s: %w", s.cfg.InternalAddr, err)
+	}
+	is := &internalServer{ln: ln, done: make(chan error, 1), srv: &http.Server{
+		Handler: api.Handler(),
+		// The edge keeps connections alive and sends small requests; a
+		// caller slow with its headers is broken, not busy.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}}
+	go func() { is.done <- is.srv.Serve(ln) }()
+	s.internal = is
+	return nil
+}
+
+// InternalURL is the internal API's base URL, or "" when it is not served.
+func (s *Service) InternalURL() string {
+	if s.internal == nil {
+		return ""
+	}
+	return "http://" + s.internal.ln.Addr().String()
+}
+
+func (is *internalServer) shutdown(ctx context.Context) error {
+	var errs []error
+	if err := is.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown internal API: %w", err))
+		_ = is.srv.Close()
+	}
+	if err := <-is.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,57 @@
+package internalapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/sbxedge/sbx/control/sshauth"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+var (
+	errUnauthorized     = problem.New(http.StatusUnauthorized, edgeapi.CodeUnauthorized, "missing or wrong internal API secret")
+	errRouteNotFound    = problem.New(http.StatusNotFound, edgeapi.CodeRouteNotFound, "no such internal endpoint")
+	errMethodNotAllowed = problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
+	errInternal         = problem.New(http.StatusInternalServerError, edgeapi.CodeInternal, "internal error; it has been logged")
+)
+
+func badRequest(detail string) *problem.Problem {
+	return problem.New(http.StatusBadRequest, edgeapi.CodeInvalidRequest, detail)
+}
+
+// refusals maps each endpoint's sentinel errors to a status and code. New
+// endpoints add their rows here.
+var refusals = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{sshauth.ErrUnknownKey, http.StatusForbidden, edgeapi.CodeSSHUnknownKey},
+	{sshauth.ErrExpired, http.StatusForbidden, edgeapi.CodeSSHExpired},
+	{sshauth.ErrSandboxEnded, http.StatusForbidden, edgeapi.CodeSSHSandboxEnded},
+	{sshauth.ErrWrongSandbox, http.StatusForbidden, edgeapi.CodeSSHWrongSandbox},
+	{sshauth.ErrUnknownSandbox, http.StatusForbidden, edgeapi.CodeSSHUnknownSandbox},
+	{sshauth.ErrNotReady, http.StatusConflict, edgeapi.CodeSSHNotReady},
+}
+
+// toProblem is the one place an error becomes a response. Unknown errors
+// are logged and answered with a bare 500.
+func (s *Server) toProblem(r *http.Request, err error) *problem.Problem {
+	var p *problem.Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	for _, m := range refusals {
+		if errors.Is(err, m.err) {
+			return problem.New(m.status, m.code, m.err.Error())
+		}
+	}
+	s.log.ErrorContext(r.Context(), "internal request failed", "path", r.URL.Path, "err", err)
+	return errInternal
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	cp := *s.toProblem(r, err) // package-level problems are shared; Instance is per request
+	problem.Write(w, r, &cp)
+}

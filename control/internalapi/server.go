@@ -1,0 +1,143 @@
+// Package internalapi is control's internal HTTP API, /internal/v1, which
+// only the edge calls. It is served on its own listener, never the public
+// one, and every request must carry the shared secret as a bearer token.
+//
+// Adding an endpoint (see ssh.go for the model):
+//  1. the path and body types in internal/edgeapi;
+//  2. a dependency interface and a field in Deps, declared here where used;
+//  3. a method func(ctx, Req) (Resp, error) on *Server, mounted in routes
+//     with jsonEndpoint, which decodes, calls and encodes;
+//  4. its refusals in toProblem (errors.go), the one error mapping;
+//  5. a client method in edge/controlclient.
+package internalapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbxedge/sbx/internal/edgeapi"
+)
+
+// MinSecretLen is the shortest shared secret accepted: 32 bytes of
+// randomness, base64- or hex-encoded, is well above it.
+const MinSecretLen = 32
+
+// maxBody bounds request bodies; every internal request is small.
+const maxBody = 64 << 10
+
+// Config configures the internal API.
+type Config struct {
+	// Secret is the shared bearer token the edge presents. At least
+	// MinSecretLen bytes.
+	Secret string
+	// Logger receives request failures. Nil discards.
+	Logger *slog.Logger
+}
+
+// Validate names the bad field. It has no side effects.
+func (c *Config) Validate() error {
+	if len(c.Secret) < MinSecretLen {
+		return fmt.Errorf("internalapi config: Secret must be at least %d bytes", MinSecretLen)
+	}
+	return nil
+}
+
+// Deps are the endpoints' collaborators. A nil dependency leaves its
+// endpoints unmounted (404), so a test can build a server with just the
+// part it exercises.
+type Deps struct {
+	SSHAuth SSHAuthorizer
+}
+
+// Server serves /internal/v1.
+type Server struct {
+	secretSum [sha256.Size]byte
+	log       *slog.Logger
+	deps      Deps
+}
+
+// New validates cfg and builds the server.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{secretSum: sha256.Sum256([]byte(cfg.Secret)), log: cfg.Logger, deps: deps}, nil
+}
+
+// Handler returns the routed, authenticated handler.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.authenticate)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errRouteNotFound)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errMethodNotAllowed)
+	})
+	s.routes(r)
+	return r
+}
+
+// routes mounts every endpoint whose dependency is present.
+func (s *Server) routes(r chi.Router) {
+	r.Get(edgeapi.PathHealth, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`+"\n")
+	})
+	if s.deps.SSHAuth != nil {
+		r.Post(edgeapi.PathSSHAuthorize, jsonEndpoint(s, s.sshAuthorize))
+	}
+}
+
+// authenticate admits only requests bearing the shared secret. Both sides
+// are hashed before the constant-time compare so neither the secret's
+// content nor its length leaks through timing.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := sha256.Sum256([]byte(tok))
+		if !ok || subtle.ConstantTimeCompare(got[:], s.secretSum[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx-internal"`)
+			s.writeError(w, r, errUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// jsonEndpoint adapts fn to HTTP: it decodes the JSON body into Req
+// (unknown fields are allowed, so an edge one version ahead still works),
+// calls fn, and encodes Resp with 200 or maps the error to a problem.
+func jsonEndpoint[Req, Resp any](s *Server, fn func(context.Context, Req) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+		if err := dec.Decode(&req); err != nil {
+			s.writeError(w, r, badRequest(fmt.Sprintf("decode request body: %v", err)))
+			return
+		}
+		resp, err := fn(r.Context(), req)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := json.NewEncoder(w).Encode(resp); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.DebugContext(r.Context(), "write internal response", "path", r.URL.Path, "err", err)
+		}
+	}
+}

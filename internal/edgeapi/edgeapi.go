@@ -1,0 +1,66 @@
+// Package edgeapi is the contract of control's internal API, the one the
+// edge calls: paths, request and response bodies, and the problem codes
+// refusals carry. The server (control/internalapi) and the client
+// (edge/controlclient) both import it, so the two sides cannot drift.
+//
+// Adding an endpoint: a path constant, its request and response types and
+// any problem codes here; a handler in control/internalapi; a method in
+// edge/controlclient. Bodies are JSON; errors are RFC 9457 problem
+// documents whose `code` is one of the Code* constants.
+package edgeapi
+
+import "time"
+
+// Prefix is where the internal API is mounted. It is served only on
+// control's internal listener, never on the public one.
+const Prefix = "/internal/v1"
+
+// Paths, relative to the server's base URL.
+const (
+	// PathHealth answers 200 to an authenticated caller; the edge checks it
+	// at start so a wrong URL or secret fails loudly and early.
+	PathHealth = Prefix + "/healthz"
+	// PathSSHAuthorize: POST SSHAuthorizeRequest → 200 SSHAuthorizeResponse,
+	// or a problem with one of the CodeSSH* codes.
+	PathSSHAuthorize = Prefix + "/ssh/authorize"
+)
+
+// SSHAuthorizeRequest asks whether a public key may reach the sandbox its
+// SSH username names.
+type SSHAuthorizeRequest struct {
+	Username string `json:"username"`
+	// Fingerprint is the key's SHA256 fingerprint ("SHA256:...") as
+	// x/crypto/ssh's FingerprintSHA256 prints it.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// SSHAuthorizeResponse is where an accepted credential leads.
+type SSHAuthorizeResponse struct {
+	SandboxID string `json:"sandbox_id"`
+	// Addr is the sandbox sshd's host:port.
+	Addr string `json:"addr"`
+	// User is the login on the sandbox, the upstream certificate principal.
+	User string `json:"user"`
+	// HostKey is the sandbox's pinned host key, authorized_keys form.
+	HostKey string `json:"host_key"`
+	// ExpiresAt is when the credential stops admitting new connections.
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Problem codes. Refusals are answers, not faults: the client maps each to
+// its own sentinel error and may cache it.
+const (
+	CodeUnauthorized   = "unauthorized"
+	CodeInvalidRequest = "invalid_request"
+	CodeRouteNotFound  = "route_not_found"
+	CodeInternal       = "internal"
+
+	CodeSSHUnknownKey     = "ssh_unknown_key"
+	CodeSSHExpired        = "ssh_expired"
+	CodeSSHSandboxEnded   = "ssh_sandbox_ended"
+	CodeSSHWrongSandbox   = "ssh_wrong_sandbox"
+	CodeSSHUnknownSandbox = "ssh_unknown_sandbox"
+	// CodeSSHNotReady: the credential is good but the sandbox has no
+	// running server (pending, suspended, restoring). Never cached long.
+	CodeSSHNotReady = "ssh_not_ready"
+)
