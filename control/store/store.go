@@ -110,6 +110,13 @@ type Reader interface {
 	// LiveCounts counts sandboxes per account, platform and state, over
 	// LiveStates and suspended.
 	LiveCounts(ctx context.Context) ([]LiveCount, error)
+
+	// IdleCandidates lists ready sandboxes with an open compute session,
+	// for the idle detector.
+	IdleCandidates(ctx context.Context) ([]IdleCandidate, error)
+	// AccountIdleTimeout is the account's idle timeout override; 0 means
+	// none (the deployment default applies).
+	AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error)
 }
 
 // Tx is a transaction. It is valid only inside the InTx callback.
@@ -157,6 +164,9 @@ type Tx interface {
 	PutPreviewPort(ctx context.Context, p PreviewPort) (PreviewPort, error)
 	// DeletePreviewPort removes one exposed port; none is ErrNotFound.
 	DeletePreviewPort(ctx context.Context, sandboxID string, port int) error
+	// SetAccountIdleTimeout overrides the idle timeout for one account's
+	// sandboxes; 0 clears the override. Whole seconds are kept.
+	SetAccountIdleTimeout(ctx context.Context, accountID string, d time.Duration) error
 
 	// InsertGrantToken stores a grant (Hash may be nil until minted).
 	InsertGrantToken(ctx context.Context, g GrantToken) error

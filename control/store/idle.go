@@ -1,0 +1,15 @@
+package store
+
+import "time"
+
+// IdleCandidate is a ready sandbox the idle detector weighs: when its
+// current compute session began (the floor of its idle time, since a
+// freshly woken sandbox has no activity yet) and its account's override of
+// the idle timeout.
+type IdleCandidate struct {
+	SandboxID    string
+	AccountID    string
+	ComputeSince time.Time
+	// IdleTimeout is the account's override; 0 means the default.
+	IdleTimeout time.Duration
+}
