@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/control/api"
@@ -67,7 +68,13 @@ type Config struct {
 	NoJobs bool
 	// Lifecycle tunes deadlines, provisioning timeout and reaper tick.
 	Lifecycle lifecycle.Config
-	Logger    *slog.Logger
+	// RedisURL selects the shared activity store (redis://...). Empty
+	// means in-memory activity, valid for one process only.
+	RedisURL string
+	// WakeTimeout bounds how long an API call on a suspended sandbox is
+	// held while it wakes (default 60 s).
+	WakeTimeout time.Duration
+	Logger      *slog.Logger
 	// Registry receives every metric; nil makes a fresh one.
 	Registry *prometheus.Registry
 }
@@ -110,6 +117,9 @@ type Service struct {
 	Pool     *podssh.Pool
 	Life     *lifecycle.Manager
 	Registry *prometheus.Registry
+	// Activity is shared with the edge parts run in the same process.
+	Activity      activity.Store
+	closeActStore func() error
 
 	api   *api.Server
 	srv   *http.Server
@@ -161,16 +171,22 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.prov, s.Provider = lp, lp
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
+	if s.Activity, s.closeActStore, err = openActivity(cfg); err != nil {
+		return nil, err
+	}
 	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
 		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
 		Conns: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
+		Activity: s.Activity,
 	})
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
+		WakeTimeout: cfg.WakeTimeout,
 	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
 		Registry: cfg.Registry, Ready: s.ready.Load, PreviewChanged: cfg.PreviewChanged,
+		Activity: s.Activity,
 	})
 	return s, nil
 }
@@ -250,6 +266,9 @@ func (s *Service) closeParts() error {
 	}
 	if s.prov != nil {
 		errs = append(errs, s.prov.Close())
+	}
+	if s.closeActStore != nil {
+		errs = append(errs, s.closeActStore())
 	}
 	if s.Store != nil {
 		errs = append(errs, s.Store.Close())

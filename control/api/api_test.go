@@ -29,13 +29,16 @@ type env struct {
 	tokens map[string]string
 }
 
-func newEnv(t testing.TB, backend string, noJobs bool) *env {
+func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	cfg := control.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs,
 		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, string) error { return nil }}
 	if backend == "postgres" {
 		cfg.DatabaseURL = testdb.Postgres(t)
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	svc, err := control.Open(ctx, cfg)
 	if err != nil {

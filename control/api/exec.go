@@ -128,6 +128,9 @@ func (s *Server) target(r *http.Request) (podssh.Target, error) {
 	if err != nil {
 		return podssh.Target{}, err
 	}
+	if sb, err = s.awaken(r, sb); err != nil {
+		return podssh.Target{}, err
+	}
 	if sb.State != store.StateReady {
 		return podssh.Target{}, &lifecycle.StateError{State: string(sb.State), Action: "reach"}
 	}

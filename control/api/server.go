@@ -64,6 +64,10 @@ type Config struct {
 	ExecOutputLimit int
 	// MaxExecTimeout bounds timeout_seconds (default 1 h).
 	MaxExecTimeout time.Duration
+	// WakeTimeout is how long an exec or files call on a suspended
+	// sandbox is held while it wakes before 503 with Retry-After
+	// (default 60 s).
+	WakeTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -78,6 +82,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxExecTimeout == 0 {
 		c.MaxExecTimeout = time.Hour
+	}
+	if c.WakeTimeout == 0 {
+		c.WakeTimeout = 60 * time.Second
 	}
 }
 
@@ -94,6 +101,7 @@ type Server struct {
 	metrics *httpMetrics
 
 	previewChanged func(ctx context.Context, label string) error
+	activity       Activity
 }
 
 // Deps are the Server's collaborators.
@@ -110,6 +118,9 @@ type Deps struct {
 	// changed or removed, so edge caches drop it at once; nil when no
 	// edge listens.
 	PreviewChanged func(ctx context.Context, label string) error
+	// Activity is told about exec and files calls, which keep a sandbox
+	// from being suspended; nil records nothing.
+	Activity Activity
 }
 
 // New builds the API server.
@@ -130,7 +141,7 @@ func New(cfg Config, d Deps) *Server {
 	return &Server{
 		cfg: cfg, store: d.Store, life: d.Lifecycle, pods: d.Pods, log: d.Logger,
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
-		previewChanged: d.PreviewChanged,
+		previewChanged: d.PreviewChanged, activity: d.Activity,
 	}
 }
 

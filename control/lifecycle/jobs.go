@@ -52,14 +52,19 @@ func (m *Manager) Jobs() store.JobsConfig {
 	river.AddWorker(w, &provisionWorker{m: m})
 	river.AddWorker(w, &terminateWorker{m: m})
 	river.AddWorker(w, &reapWorker{m: m})
-	return store.JobsConfig{
-		Workers: w,
-		Periodic: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReapInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}),
-		},
+	river.AddWorker(w, &idleCheckWorker{m: m})
+	river.AddWorker(w, &suspendWorker{m: m})
+	river.AddWorker(w, &restoreWorker{m: m})
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReapInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
+	if m.IdleOffload() {
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(m.cfg.IdleCheckInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return IdleCheckArgs{}, nil }, nil))
+	}
+	return store.JobsConfig{Workers: w, Periodic: periodic}
 }
 
 // retryBackoff keeps provisioning retries short: a pod that is not up
@@ -261,6 +266,12 @@ func (m *Manager) Reap(ctx context.Context) error {
 	}
 	var errs []error
 	for _, sb := range expired {
+		if sb.State == store.StateSuspended && now.Before(sb.CreatedAt.Add(m.cfg.MaxLifetime)) {
+			// The deadline clock is paused while suspended (the wake moves
+			// the deadline by the time spent); only the lifetime cap ends a
+			// suspended sandbox.
+			continue
+		}
 		if _, err := m.end(ctx, sb.ID, ReasonDeadline, "reaper"); err != nil {
 			errs = append(errs, err)
 			continue

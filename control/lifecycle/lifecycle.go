@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
@@ -33,6 +34,14 @@ type Config struct {
 	ProvisionTimeout time.Duration
 	// ReapInterval is how often the reaper looks for expired sandboxes.
 	ReapInterval time.Duration
+	// IdleTimeout is how long a ready sandbox may go without activity
+	// before it is suspended (default 5 min); accounts may override it.
+	// Idle offload runs only with an Activity store and a provider that
+	// implements provider.Suspender.
+	IdleTimeout time.Duration
+	// IdleCheckInterval is the idle detector's tick (default a third of
+	// IdleTimeout, between 1 s and 30 s).
+	IdleCheckInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -47,6 +56,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = 30 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Minute
+	}
+	if c.IdleCheckInterval == 0 {
+		// River on Postgres does not honour sub-second periodic intervals.
+		c.IdleCheckInterval = min(max(c.IdleTimeout/3, time.Second), 30*time.Second)
 	}
 }
 
@@ -67,6 +83,10 @@ type Manager struct {
 	log      *slog.Logger
 	now      func() time.Time
 	metrics  *Metrics
+	act      Activity
+	// notify carries state-change notifications when there is no
+	// Activity store (tests, or idle offload disabled).
+	notify activity.Fanout
 }
 
 // Deps are the Manager's collaborators.
@@ -79,6 +99,9 @@ type Deps struct {
 	Conns     Conns
 	Logger    *slog.Logger
 	Metrics   *Metrics
+	// Activity is read by the idle detector and carries wake
+	// notifications; nil disables idle offload.
+	Activity Activity
 	// Now is the clock; tests inject one.
 	Now func() time.Time
 }
@@ -98,6 +121,7 @@ func New(cfg Config, d Deps) *Manager {
 	return &Manager{
 		cfg: cfg, store: d.Store, prov: d.Provider, hostKeys: d.HostKeys,
 		caKey: d.UserCAKey, conns: d.Conns, log: d.Logger, now: d.Now, metrics: d.Metrics,
+		act: d.Activity,
 	}
 }
 
@@ -349,6 +373,7 @@ func (m *Manager) end(ctx context.Context, id, reason, actor string) (store.Sand
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("end sandbox %s (%s): %w", id, reason, err)
 	}
+	m.publish(ctx, id) // waiters for a wake learn it will not come
 	return out, nil
 }
 

@@ -51,7 +51,7 @@ type harness struct {
 	acct    store.Account
 }
 
-func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(provider.Provider) provider.Provider) *harness {
+func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(provider.Provider) provider.Provider, opts ...func(*lifecycle.Deps)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	var st store.Store
@@ -81,7 +81,11 @@ func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(pr
 		p = wrap(prov)
 	}
 	h := &harness{st: st, prov: prov, provDir: provDir, clock: &clock{}}
-	h.m = lifecycle.New(cfg, lifecycle.Deps{Store: st, Provider: p, HostKeys: hk, UserCAKey: ca.AuthorizedKey(), Now: h.clock.Now})
+	deps := lifecycle.Deps{Store: st, Provider: p, HostKeys: hk, UserCAKey: ca.AuthorizedKey(), Now: h.clock.Now}
+	for _, o := range opts {
+		o(&deps)
+	}
+	h.m = lifecycle.New(cfg, deps)
 	h.acct = store.Account{ID: "acct-1", Name: "one", SandboxesEnabled: true, ConcurrentLimit: 5, CreatedAt: time.Now().UTC()}
 	err = st.InTx(ctx, func(tx store.Tx) error {
 		if err := tx.UpsertAccount(ctx, h.acct); err != nil {

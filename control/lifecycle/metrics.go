@@ -10,6 +10,7 @@ type Metrics struct {
 	reaped           prometheus.Counter
 	quotaRefusals    *prometheus.CounterVec
 	grantMints       prometheus.Counter
+	*idleMetrics
 }
 
 // NewMetrics registers the series on reg (nil: unregistered, for tests).
@@ -36,8 +37,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sbx_grant_tokens_minted_total", Help: "Grant tokens minted for sandboxes (one per grant per provisioning).",
 		}),
 	}
+	m.idleMetrics = newIdleMetrics()
 	if reg != nil {
 		reg.MustRegister(m.created, m.provisionSeconds, m.failed, m.reaped, m.quotaRefusals, m.grantMints)
+		m.idleMetrics.register(reg)
 	}
 	return m
 }

@@ -1,0 +1,49 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+// Activity records use of a sandbox (the subset of an activity store the
+// API uses).
+type Activity interface {
+	Open(sandboxID string) (close func())
+}
+
+// wakeRetryAfter is what a client held past WakeTimeout is told to wait:
+// restores usually finish within seconds of the limit.
+const wakeRetryAfter = 5 * time.Second
+
+// awaken records the call as an open connection until the request ends
+// (a long exec or download keeps the sandbox awake) and, for a sandbox that is suspended
+// (or on its way in or out), wakes it and holds the request until it is
+// ready, up to WakeTimeout; past that the caller gets 503 with
+// Retry-After while the restore goes on.
+func (s *Server) awaken(r *http.Request, sb store.Sandbox) (store.Sandbox, error) {
+	if s.activity != nil {
+		context.AfterFunc(r.Context(), s.activity.Open(sb.ID))
+	}
+	switch sb.State {
+	case store.StateSuspended, store.StateSuspending, store.StateRestoring:
+	default:
+		return sb, nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.WakeTimeout)
+	defer cancel()
+	if err := s.life.Wake(ctx, sb.ID); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+			p := problem.New(http.StatusServiceUnavailable, "sandbox_waking",
+				"the sandbox is waking from suspension; retry shortly")
+			p.RetryAfter = wakeRetryAfter
+			return sb, p
+		}
+		return sb, err
+	}
+	return s.life.Get(r.Context(), account(r), sb.ID)
+}

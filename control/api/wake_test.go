@@ -1,0 +1,137 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// suspend suspends id through the lifecycle and waits for suspended.
+func (e *env) suspend(t *testing.T, id string) {
+	t.Helper()
+	if err := e.svc.Life.Suspend(context.Background(), id, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		sb, err := e.svc.Store.Sandbox(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State == store.StateSuspended {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s is %s, want suspended", id, sb.State)
+		}
+	}
+}
+
+// TestExecWakesSuspended: GET shows suspended_at and usage splits compute
+// from storage; 100 concurrent exec calls on a suspended sandbox are all
+// answered after exactly one restore, and the workspace is intact.
+func TestExecWakesSuspended(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, backend, false)
+			id := e.createReady(t)
+			if code, _, b := e.do("dev", "PUT", "/api/v1/sandboxes/"+id+"/files/note.txt", strings.NewReader("still here")); code != 201 {
+				t.Fatalf("put file: %d %s", code, b)
+			}
+			e.suspend(t, id)
+
+			_, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id, nil)
+			var view struct {
+				Status      string     `json:"status"`
+				SuspendedAt *time.Time `json:"suspended_at"`
+			}
+			_ = json.Unmarshal(b, &view)
+			if view.Status != "suspended" || view.SuspendedAt == nil {
+				t.Fatalf("GET suspended sandbox: %s", b)
+			}
+			time.Sleep(1100 * time.Millisecond) // a measurable storage interval
+			_, _, b = e.do("dev", "GET", "/api/v1/usage", nil)
+			var usage struct {
+				Compute float64 `json:"compute_seconds"`
+				Storage float64 `json:"storage_seconds"`
+			}
+			_ = json.Unmarshal(b, &usage)
+			if usage.Compute <= 0 || usage.Storage < 1 {
+				t.Fatalf("usage %s: want compute and storage seconds apart, storage >= 1", b)
+			}
+
+			var wg sync.WaitGroup
+			type answer struct {
+				code int
+				body string
+			}
+			answers := make(chan answer, 100)
+			for range 100 {
+				wg.Go(func() {
+					code, _, b := e.do("dev", "POST", "/api/v1/sandboxes/"+id+"/exec", strings.NewReader(`{"command":"cat note.txt"}`))
+					answers <- answer{code, string(b)}
+				})
+			}
+			wg.Wait()
+			close(answers)
+			for a := range answers {
+				if a.code != 200 || !strings.Contains(a.body, `"stdout":"still here"`) {
+					t.Fatalf("exec on suspended sandbox: %d %s", a.code, a.body)
+				}
+			}
+			events, err := e.svc.Store.Events(context.Background(), id, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restores := 0
+			for _, ev := range events {
+				if ev.Type == "state" && ev.State == store.StateReady && ev.Actor == "restorer" {
+					restores++
+				}
+			}
+			if restores != 1 {
+				t.Fatalf("100 exec calls caused %d restores, want 1", restores)
+			}
+		})
+	}
+}
+
+// TestWakeTimeoutIs503: a call held past the wake limit gets 503 with
+// Retry-After (here the job queue is off, so the restore never runs).
+func TestWakeTimeoutIs503(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true, func(c *control.Config) { c.WakeTimeout = 300 * time.Millisecond })
+	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	var sb struct{ ID string }
+	_ = json.Unmarshal(b, &sb)
+	ctx := context.Background()
+	err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+		cur, err := tx.SandboxForUpdate(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		cur.State, cur.SuspendedAt = store.StateSuspended, &now
+		return tx.UpdateSandbox(ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, hdr, b := e.do("dev", "GET", "/api/v1/sandboxes/"+sb.ID+"/files/x", nil)
+	if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(string(b), "sandbox_waking") {
+		t.Fatalf("got %d Retry-After=%q %s, want 503 sandbox_waking with Retry-After", code, hdr.Get("Retry-After"), b)
+	}
+	if held := time.Since(start); held < 300*time.Millisecond {
+		t.Fatalf("answered after %v, want held for the 300ms wake limit", held)
+	}
+}

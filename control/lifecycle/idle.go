@@ -1,0 +1,306 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// Activity is the subset of an activity store lifecycle uses: the idle
+// detector reads it, wakes mark it, and state changes are published on it.
+type Activity interface {
+	Mark(sandboxID string)
+	Status(ctx context.Context, ids []string) (map[string]activity.Status, error)
+	Publish(ctx context.Context, sandboxID string) error
+	Subscribe(sandboxID string) (<-chan struct{}, func())
+}
+
+// Reasons recorded on ledger lines and events by idle offload.
+const (
+	ReasonIdleOffload   = "idle_offload"
+	ReasonSuspendFailed = "suspend_failed"
+	ReasonRestored      = "restored"
+	ReasonWake          = "wake"
+)
+
+type idleMetrics struct {
+	suspended       prometheus.Counter
+	suspendFailures prometheus.Counter
+	idleCheckErrors prometheus.Counter
+	restores        prometheus.Counter
+	restoreSeconds  prometheus.Histogram
+}
+
+func newIdleMetrics() *idleMetrics {
+	return &idleMetrics{
+		suspended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_sandboxes_suspended_total", Help: "Sandboxes suspended for idleness.",
+		}),
+		suspendFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_suspend_failures_total", Help: "Suspends that failed and returned the sandbox to ready.",
+		}),
+		idleCheckErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_idle_check_errors_total", Help: "Idle checks that suspended nothing because activity could not be read.",
+		}),
+		restores: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_sandboxes_restored_total", Help: "Suspended sandboxes woken.",
+		}),
+		restoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sbx_restore_seconds", Help: "Time the provider took to restore a suspended sandbox.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60},
+		}),
+	}
+}
+
+func (m *idleMetrics) register(reg prometheus.Registerer) {
+	reg.MustRegister(m.suspended, m.suspendFailures, m.idleCheckErrors, m.restores, m.restoreSeconds)
+}
+
+// IdleCheckArgs is the periodic idle sweep.
+type IdleCheckArgs struct{}
+
+// Kind implements river.JobArgs.
+func (IdleCheckArgs) Kind() string { return "sandbox.idle_check" }
+
+// SuspendArgs asks for a suspending sandbox to be snapshotted and released.
+type SuspendArgs struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+// Kind implements river.JobArgs.
+func (SuspendArgs) Kind() string { return "sandbox.suspend" }
+
+// InsertOpts: one suspend per sandbox at a time.
+func (SuspendArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// suspender is the provider when it can offload sandboxes.
+func (m *Manager) suspender() (provider.Suspender, bool) {
+	s, ok := m.prov.(provider.Suspender)
+	return s, ok
+}
+
+// IdleOffload reports whether the idle detector runs.
+func (m *Manager) IdleOffload() bool {
+	_, ok := m.suspender()
+	return ok && m.act != nil
+}
+
+// CheckIdle suspends every ready sandbox idle longer than its timeout with
+// no live connection. It runs from the periodic job (once across
+// replicas). When activity cannot be read it suspends nothing and returns
+// the error: a sandbox is never suspended on missing data.
+func (m *Manager) CheckIdle(ctx context.Context) error {
+	if !m.IdleOffload() {
+		return nil
+	}
+	cands, err := m.store.IdleCandidates(ctx)
+	if err != nil {
+		return fmt.Errorf("idle check: %w", err)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	ids := make([]string, len(cands))
+	for i, c := range cands {
+		ids[i] = c.SandboxID
+	}
+	seen, err := m.act.Status(ctx, ids)
+	if err != nil {
+		m.metrics.idleCheckErrors.Inc()
+		return fmt.Errorf("idle check: read activity, suspending nothing: %w", err)
+	}
+	now := m.now()
+	var errs []error
+	for _, c := range cands {
+		st := seen[c.SandboxID]
+		if st.Live {
+			continue
+		}
+		timeout := c.IdleTimeout
+		if timeout <= 0 {
+			timeout = m.cfg.IdleTimeout
+		}
+		last := c.ComputeSince
+		if st.LastSeen.After(last) {
+			last = st.LastSeen
+		}
+		if now.Sub(last) < timeout {
+			continue
+		}
+		if err := m.Suspend(ctx, c.SandboxID, "idle_detector"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Suspend moves a ready sandbox to suspending: in one transaction the
+// compute line closes (idle_offload), a storage line opens, the deadline
+// clock stops (SuspendedAt) and the snapshot job is enqueued. A sandbox
+// no longer ready is left alone.
+func (m *Manager) Suspend(ctx context.Context, id, actor string) error {
+	changed, _, err := m.transition(ctx, id, step{
+		from: store.StateReady, to: store.StateSuspending, reason: ReasonIdleOffload, actor: actor,
+		job: SuspendArgs{SandboxID: id},
+		apply: func(tx store.Tx, sb *store.Sandbox, now time.Time) error {
+			if _, err := tx.CloseSessions(ctx, id, store.SessionCompute, now, ReasonIdleOffload); err != nil {
+				return err
+			}
+			_, err := tx.OpenSession(ctx, store.Session{
+				SandboxID: id, AccountID: sb.AccountID, Platform: sb.Platform, Kind: store.SessionStorage, StartedAt: now,
+			})
+			sb.SuspendedAt = &now
+			return err
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("suspend %s: %w", id, err)
+	}
+	if changed {
+		m.log.InfoContext(ctx, "sandbox idle; suspending", "sandbox_id", id)
+	}
+	return nil
+}
+
+type idleCheckWorker struct {
+	river.WorkerDefaults[IdleCheckArgs]
+	m *Manager
+}
+
+func (w *idleCheckWorker) Work(ctx context.Context, _ *river.Job[IdleCheckArgs]) error {
+	if err := w.m.CheckIdle(ctx); err != nil {
+		w.m.log.WarnContext(ctx, "idle check failed", "err", err)
+		// The next tick tries again; retrying this job would only pile up.
+		return river.JobCancel(err)
+	}
+	return nil
+}
+
+type suspendWorker struct {
+	river.WorkerDefaults[SuspendArgs]
+	m *Manager
+}
+
+func (w *suspendWorker) NextRetry(job *river.Job[SuspendArgs]) time.Time {
+	return time.Now().Add(retryBackoff(job.Attempt))
+}
+
+// Work snapshots and releases the sandbox. If the provider fails, the
+// sandbox goes back to ready (its server restarted on the workspace that
+// is still there) and the failure is reported; it is never left without
+// its workspace.
+func (w *suspendWorker) Work(ctx context.Context, job *river.Job[SuspendArgs]) error {
+	m := w.m
+	id := job.Args.SandboxID
+	sb, ok, err := m.jobSandbox(ctx, id, store.StateSuspending)
+	if !ok {
+		return err
+	}
+	sus, can := m.suspender()
+	if !can {
+		return m.unsuspend(ctx, sb, errors.New("provider cannot suspend"))
+	}
+	if m.conns != nil {
+		m.conns.Forget(id)
+	}
+	if err := sus.Suspend(ctx, id); err != nil {
+		m.log.ErrorContext(ctx, "suspend failed; returning sandbox to ready", "sandbox_id", id, "err", err)
+		m.metrics.suspendFailures.Inc()
+		return m.unsuspend(ctx, sb, err)
+	}
+	// A sandbox ended meanwhile is left alone: its terminate job removes
+	// the snapshot.
+	changed, _, err := m.transition(ctx, id, step{
+		from: store.StateSuspending, to: store.StateSuspended, reason: ReasonIdleOffload, actor: "suspender",
+	})
+	if err != nil {
+		return fmt.Errorf("mark %s suspended: %w", id, err)
+	}
+	if changed {
+		m.metrics.suspended.Inc()
+		m.log.InfoContext(ctx, "sandbox suspended", "sandbox_id", id)
+	}
+	return nil
+}
+
+// unsuspend brings a sandbox whose suspend failed back to ready: its
+// server is started again on the workspace, the storage line closes and a
+// new compute line opens.
+func (m *Manager) unsuspend(ctx context.Context, sb store.Sandbox, cause error) error {
+	spec, _, err := m.spec(ctx, sb)
+	if err != nil {
+		return err
+	}
+	ep, err := m.prov.Provision(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("restart %s after failed suspend (%v): %w", sb.ID, cause, err)
+	}
+	_, _, err = m.transition(ctx, sb.ID, step{
+		from: store.StateSuspending, to: store.StateReady, reason: ReasonSuspendFailed, actor: "suspender",
+		message: cause.Error(),
+		apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
+			return m.resume(ctx, tx, cur, ep, now, ReasonSuspendFailed)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("return %s to ready: %w", sb.ID, err)
+	}
+	return nil
+}
+
+// resume readies cur for ready at now inside tx: the storage line closes
+// with reason, a compute line opens, the endpoint is recorded, and the
+// deadline moves by the time spent suspended (the clock was paused),
+// within the lifetime cap. The caller writes the row.
+func (m *Manager) resume(ctx context.Context, tx store.Tx, cur *store.Sandbox, ep provider.Endpoint, now time.Time, reason string) error {
+	if _, err := tx.CloseSessions(ctx, cur.ID, store.SessionStorage, now, reason); err != nil {
+		return err
+	}
+	if _, err := tx.OpenSession(ctx, store.Session{
+		SandboxID: cur.ID, AccountID: cur.AccountID, Platform: cur.Platform, Kind: store.SessionCompute, StartedAt: now,
+	}); err != nil {
+		return err
+	}
+	if cur.SuspendedAt != nil {
+		if paused := now.Sub(*cur.SuspendedAt); paused > 0 {
+			cur.DeadlineAt = cur.DeadlineAt.Add(paused)
+		}
+		if limit := cur.CreatedAt.Add(m.cfg.MaxLifetime); cur.DeadlineAt.After(limit) {
+			cur.DeadlineAt = limit
+		}
+	}
+	cur.SuspendedAt = nil
+	cur.Endpoint, cur.SSHUser, cur.Workspace = ep.Addr, ep.User, ep.Workspace
+	return nil
+}
+
+// publish tells waiters that id changed state. Delivery is best effort:
+// a waiter that misses it re-reads state on its safety tick.
+func (m *Manager) publish(ctx context.Context, id string) {
+	m.notify.Notify(id)
+	if m.act == nil {
+		return
+	}
+	if err := m.act.Publish(context.WithoutCancel(ctx), id); err != nil {
+		m.log.WarnContext(ctx, "publish state change", "sandbox_id", id, "err", err)
+	}
+}
+
+// subscribe registers for id's state changes, through the activity store
+// when there is one.
+func (m *Manager) subscribe(id string) (<-chan struct{}, func()) {
+	if m.act == nil {
+		return m.notify.Subscribe(id)
+	}
+	return m.act.Subscribe(id)
+}

@@ -1,0 +1,277 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/activity/memstore"
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// suspendProvider wraps the real local provider, counting restores and
+// optionally failing suspends.
+type suspendProvider struct {
+	*local.Local
+	restores    atomic.Int32
+	failSuspend atomic.Bool
+}
+
+func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
+	if p.failSuspend.Load() {
+		return errors.New("injected: snapshot failed")
+	}
+	return p.Local.Suspend(ctx, id)
+}
+
+func (p *suspendProvider) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
+	p.restores.Add(1)
+	return p.Local.Restore(ctx, spec)
+}
+
+type idleHarness struct {
+	*harness
+	act  activity.Store
+	prov *suspendProvider
+}
+
+const idleTimeout = 5 * time.Minute
+
+// newIdleHarness runs the lifecycle with an in-memory activity store on the
+// harness clock and a 1 s idle tick; act replaces the store when non-nil.
+func newIdleHarness(t *testing.T, backend string, act func(now func() time.Time) activity.Store) *idleHarness {
+	t.Helper()
+	ih := &idleHarness{}
+	cfg := lifecycle.Config{ReapInterval: time.Second, IdleTimeout: idleTimeout, IdleCheckInterval: time.Second}
+	ih.harness = newHarness(t, backend, cfg,
+		func(p provider.Provider) provider.Provider {
+			ih.prov = &suspendProvider{Local: p.(*local.Local)}
+			return ih.prov
+		},
+		func(d *lifecycle.Deps) {
+			if act == nil {
+				act = func(now func() time.Time) activity.Store { return memstore.New(now) }
+			}
+			ih.act = act(d.Now)
+			d.Activity = ih.act
+		})
+	return ih
+}
+
+// readySandbox creates a sandbox, waits for ready and writes a file into
+// its workspace.
+func (h *idleHarness) readySandbox(t *testing.T) store.Sandbox {
+	t.Helper()
+	sb := h.create(t, 30)
+	sb = h.waitState(t, sb.ID, store.StateReady, 10*time.Second)
+	if err := os.WriteFile(filepath.Join(sb.Workspace, "notes.txt"), []byte("kept across suspend\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// holds asserts id stays in want for d (several idle ticks).
+func (h *idleHarness) holds(t *testing.T, id string, want store.State, d time.Duration) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		sb, err := h.st.Sandbox(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State != want {
+			t.Fatalf("sandbox %s became %s, want it to stay %s", id, sb.State, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func wantSessions(t *testing.T, st store.Store, id string, want []string) []store.Session {
+	t.Helper()
+	ss, err := st.Sessions(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range ss {
+		d := string(s.Kind) + ":"
+		if s.EndedAt == nil {
+			d += "open"
+		} else {
+			d += s.EndReason
+		}
+		got = append(got, d)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("ledger of %s: got %v, want %v", id, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("ledger of %s: got %v, want %v", id, got, want)
+		}
+	}
+	return ss
+}
+
+// TestIdleSuspendThenWake: an idle sandbox is suspended (compute line
+// closed idle_offload, storage line open, workspace archived); 100
+// concurrent wakers cause one restore, and the workspace comes back.
+func TestIdleSuspendThenWake(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := newIdleHarness(t, backend, nil)
+			ctx := context.Background()
+			sb := h.readySandbox(t)
+
+			h.holds(t, sb.ID, store.StateReady, 2500*time.Millisecond) // not idle long enough yet
+			h.clock.Advance(idleTimeout + time.Second)
+			susp := h.waitState(t, sb.ID, store.StateSuspended, 10*time.Second)
+			if susp.SuspendedAt == nil {
+				t.Fatal("suspended sandbox has no suspended_at")
+			}
+			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:open"})
+			if _, err := os.Stat(sb.Workspace); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("workspace still on disk while suspended: %v", err)
+			}
+
+			h.clock.Advance(10 * time.Minute) // time spent suspended
+			var wg sync.WaitGroup
+			errs := make(chan error, 100)
+			for range 100 {
+				wg.Go(func() {
+					wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+					defer cancel()
+					errs <- h.m.Wake(wctx, sb.ID)
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatalf("wake: %v", err)
+				}
+			}
+			if n := h.prov.restores.Load(); n != 1 {
+				t.Fatalf("100 wakers caused %d restores, want 1", n)
+			}
+			woke, _ := h.st.Sandbox(ctx, sb.ID)
+			if woke.State != store.StateReady || woke.SuspendedAt != nil {
+				t.Fatalf("after wake: state %s suspended_at %v, want ready and none", woke.State, woke.SuspendedAt)
+			}
+			if moved := woke.DeadlineAt.Sub(sb.DeadlineAt); moved < 10*time.Minute {
+				t.Fatalf("deadline moved by %v, want at least the 10m spent suspended", moved)
+			}
+			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+			got, err := os.ReadFile(filepath.Join(woke.Workspace, "notes.txt"))
+			if err != nil || string(got) != "kept across suspend\n" {
+				t.Fatalf("workspace file after wake: %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// TestLiveConnectionNeverSuspended: an open connection (ssh -N) keeps the
+// sandbox ready however long it is quiet; once closed, idleness counts.
+func TestLiveConnectionNeverSuspended(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "sqlite", nil)
+	sb := h.readySandbox(t)
+	closeConn := h.act.Open(sb.ID)
+	h.clock.Advance(3 * idleTimeout)
+	h.holds(t, sb.ID, store.StateReady, 3*time.Second)
+	closeConn()
+	h.clock.Advance(idleTimeout + time.Second)
+	h.waitState(t, sb.ID, store.StateSuspended, 10*time.Second)
+}
+
+// unreadable is an activity store whose reads fail, as Redis down.
+type unreadable struct{ activity.Store }
+
+func (unreadable) Status(context.Context, []string) (map[string]activity.Status, error) {
+	return nil, errors.New("injected: redis unreachable")
+}
+
+// TestUnreadableActivitySuspendsNothing: the detector never suspends on
+// missing data.
+func TestUnreadableActivitySuspendsNothing(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "sqlite", func(now func() time.Time) activity.Store {
+		return unreadable{memstore.New(now)}
+	})
+	sb := h.readySandbox(t)
+	h.clock.Advance(3 * idleTimeout)
+	h.holds(t, sb.ID, store.StateReady, 3*time.Second)
+}
+
+// TestSuspendFailureReturnsToReady: a failed snapshot leaves the sandbox
+// ready with its workspace, and the ledger says so.
+func TestSuspendFailureReturnsToReady(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "postgres", nil)
+	sb := h.readySandbox(t)
+	h.prov.failSuspend.Store(true)
+	if err := h.m.Suspend(context.Background(), sb.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	back := h.waitState(t, sb.ID, store.StateReady, 10*time.Second)
+	wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:suspend_failed", "compute:open"})
+	if in, err := h.prov.Status(context.Background(), sb.ID); err != nil || in.Phase != provider.PhaseRunning {
+		t.Fatalf("provider after failed suspend: %+v, %v; want running", in, err)
+	}
+	if _, err := os.Stat(filepath.Join(back.Workspace, "notes.txt")); err != nil {
+		t.Fatalf("workspace lost by a failed suspend: %v", err)
+	}
+}
+
+// TestSuspendedDeadlinePausedCapApplies: past its deadline a suspended
+// sandbox stays suspended (the clock is paused); past the lifetime cap it
+// ends, the storage line closes and the snapshot is deleted. DELETE while
+// suspended does the same.
+func TestSuspendedDeadlinePausedCapApplies(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := newIdleHarness(t, backend, nil)
+			ctx := context.Background()
+			capped, deleted := h.readySandbox(t), h.readySandbox(t)
+			for _, sb := range []store.Sandbox{capped, deleted} {
+				if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
+					t.Fatal(err)
+				}
+				h.waitState(t, sb.ID, store.StateSuspended, 10*time.Second)
+			}
+			if _, err := h.m.Delete(ctx, h.acct, deleted.ID); err != nil {
+				t.Fatal(err)
+			}
+			h.waitState(t, deleted.ID, store.StateTerminated, 10*time.Second)
+			wantSessions(t, h.st, deleted.ID, []string{"compute:idle_offload", "storage:explicit_delete"})
+
+			h.clock.Advance(time.Hour) // past the 30-minute deadline
+			h.holds(t, capped.ID, store.StateSuspended, 2500*time.Millisecond)
+			h.clock.Advance(7 * 24 * time.Hour) // past the lifetime cap
+			ended := h.waitState(t, capped.ID, store.StateTerminated, 10*time.Second)
+			if ended.EndReason != lifecycle.ReasonDeadline {
+				t.Fatalf("end reason %q, want deadline", ended.EndReason)
+			}
+			wantSessions(t, h.st, capped.ID, []string{"compute:idle_offload", "storage:deadline"})
+			for _, id := range []string{capped.ID, deleted.ID} {
+				if in, err := h.prov.Status(ctx, id); err == nil && in.Phase != provider.PhaseNotFound {
+					t.Fatalf("snapshot of %s survived its end (%s)", id, in.Phase)
+				}
+			}
+			if err := h.m.Wake(ctx, capped.ID); !errors.Is(err, lifecycle.ErrCannotWake) {
+				t.Fatalf("wake of an ended sandbox: %v, want ErrCannotWake", err)
+			}
+		})
+	}
+}
