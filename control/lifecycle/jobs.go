@@ -116,6 +116,10 @@ func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs
 		}
 		return fmt.Errorf("provision %s: %w", sb.ID, err)
 	}
+	boot := ep.Boot // warm_hit or cold_boot, recorded on the ready event
+	if boot == "" {
+		boot = "cold_boot"
+	}
 	becameReady := false
 	err = m.store.InTx(ctx, func(tx store.Tx) error {
 		cur, err := tx.SandboxForUpdate(ctx, sb.ID)
@@ -139,13 +143,13 @@ func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs
 			return err
 		}
 		becameReady = true
-		return tx.InsertEvent(ctx, stateEvent(cur, "cold_boot", "provisioner", now))
+		return tx.InsertEvent(ctx, stateEvent(cur, boot, "provisioner", now))
 	})
 	if err != nil {
 		return fmt.Errorf("mark %s ready: %w", sb.ID, err)
 	}
 	if becameReady {
-		m.metrics.provisionSeconds.WithLabelValues(sb.Platform, "cold_boot").Observe(time.Since(start).Seconds())
+		m.metrics.provisionSeconds.WithLabelValues(sb.Platform, boot).Observe(time.Since(start).Seconds())
 		m.log.InfoContext(ctx, "sandbox ready", "sandbox_id", sb.ID, "took", time.Since(start))
 	}
 	return nil

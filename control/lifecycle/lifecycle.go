@@ -337,6 +337,14 @@ const (
 // end moves a live sandbox to terminating, closing whatever billing line is
 // open with reason, and enqueues the teardown. It is idempotent.
 func (m *Manager) end(ctx context.Context, id, reason, actor string) (store.Sandbox, error) {
+	return m.endAt(ctx, id, reason, actor, time.Time{}, nil)
+}
+
+// endAt is end with the billing lines closed at `at` (zero: now) and, when
+// only is non-nil, only for sandboxes in a state it accepts; the check and
+// the close run under the sandbox's row lock, so callers racing on several
+// replicas close a session once.
+func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.Time, only func(store.State) bool) (store.Sandbox, error) {
 	var out store.Sandbox
 	err := m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)
@@ -344,16 +352,23 @@ func (m *Manager) end(ctx context.Context, id, reason, actor string) (store.Sand
 			return err
 		}
 		out = sb
-		if sb.State.Final() || sb.State == store.StateTerminating {
+		if sb.State.Final() || sb.State == store.StateTerminating || (only != nil && !only(sb.State)) {
 			return nil
 		}
 		now := m.now().UTC()
+		closeAt := now
+		if !at.IsZero() {
+			closeAt = at.UTC()
+		}
+		if sb.ReadyAt != nil && closeAt.Before(*sb.ReadyAt) {
+			closeAt = *sb.ReadyAt // a skewed node clock must not make a negative interval
+		}
 		// Close both lines: at most one is open, and closing a line that
 		// is not open is a no-op.
-		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionCompute, now, reason); err != nil {
+		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionCompute, closeAt, reason); err != nil {
 			return err
 		}
-		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionStorage, now, reason); err != nil {
+		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionStorage, closeAt, reason); err != nil {
 			return err
 		}
 		sb.State = store.StateTerminating

@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotFound is returned by Status for a sandbox the provider does not know.
@@ -49,6 +50,9 @@ type Endpoint struct {
 	User string
 	// Workspace is the absolute path of the workspace inside the sandbox.
 	Workspace string
+	// Boot says how Provision got the pod: "warm_hit" (claimed from a warm
+	// pool) or "cold_boot". Empty means cold_boot. Not persisted.
+	Boot string
 }
 
 // Phase is what a provider observes about a sandbox's pod.
@@ -83,6 +87,30 @@ type Provider interface {
 	Status(ctx context.Context, sandboxID string) (Instance, error)
 	// List reports every sandbox the provider holds, for reconciliation.
 	List(ctx context.Context) ([]Instance, error)
+}
+
+// ErrSuspendUnsupported is returned by Suspend for sandboxes whose
+// platform cannot be offloaded (macOS in v1: such a sandbox stays ready).
+var ErrSuspendUnsupported = errors.New("suspend is not supported for this platform")
+
+// Stop is a sandbox's pod ending on its own: a terminal phase observed by
+// the provider, with the reason read from the pod (oom_killed, node_loss,
+// evicted, guest_crash, error) and when it ended.
+type Stop struct {
+	SandboxID string
+	Reason    string
+	At        time.Time
+}
+
+// StopWatcher is implemented by providers that observe pods ending on
+// their own. Lifecycle closes the billing session for each Stop; several
+// control replicas may report the same Stop, so handling must be
+// idempotent.
+type StopWatcher interface {
+	// OnStop registers fn; it is called from the provider's watcher
+	// goroutine for every sandbox pod that reaches a terminal phase (again
+	// after a restart of the watcher, so fn must be idempotent).
+	OnStop(fn func(Stop))
 }
 
 // Suspender is implemented by providers that can offload an idle sandbox:

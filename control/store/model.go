@@ -206,3 +206,14 @@ type SSHCredential struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 }
+
+// WarmPod is a row of the k8s warm pool: a booted pod of a profile, free
+// until ClaimedBy names the sandbox that took it.
+type WarmPod struct {
+	Pod       string
+	Profile   string
+	Image     string
+	ClaimedBy string
+	CreatedAt time.Time
+	ClaimedAt *time.Time
+}

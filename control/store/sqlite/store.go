@@ -59,6 +59,8 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	warmMu sync.Mutex // held while the warm pool replenishes
 }
 
 func dsn(path string) string {

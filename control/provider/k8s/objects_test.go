@@ -1,0 +1,73 @@
+package k8s
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sbxedge/sbx/control/provider"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestObjectsGolden pins the pod, PVC and Secret of a sandbox per platform.
+// Run with -update after an intended change and review the diff.
+func TestObjectsGolden(t *testing.T) {
+	cat, err := LoadCatalog(filepath.Join("testdata", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Namespace: "sandboxes", Catalog: cat},
+		Deps{Client: fake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, profile := range []string{"tuist-linux-medium", "tuist-macos-16-large"} {
+		t.Run(profile, func(t *testing.T) {
+			shape, _ := cat.Shape(profile)
+			spec := provider.Spec{
+				SandboxID: "sbx-goldengoldengoldengolden12", AccountID: "acct-golden", Profile: shape.Name,
+				Platform: shape.Platform, HostKeyPEM: []byte("HOST KEY PEM"), UserCAKey: "ssh-ed25519 AAAA ca",
+				Files: []provider.File{{Path: ".config/sbx/grants/p1.token", Data: []byte("tok")}},
+			}
+			n := namesFor(spec.SandboxID)
+			sec, err := p.secret(n, RoleSandbox, shape, &spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := []any{p.pod(n, RoleSandbox, shape, &spec), sec}
+			if shape.Platform == PlatformLinux {
+				objs = append(objs, p.pvc(n, RoleSandbox, shape, &spec, ""))
+			}
+			var buf bytes.Buffer
+			for _, o := range objs {
+				b, err := yaml.Marshal(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				buf.WriteString("---\n")
+				buf.Write(b)
+			}
+			golden := filepath.Join("testdata", shape.Platform+".golden.yaml")
+			if *update {
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("objects for %s differ from %s (run with -update and review):\n%s", profile, golden, buf.String())
+			}
+		})
+	}
+}

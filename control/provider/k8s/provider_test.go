@@ -1,0 +1,214 @@
+package k8s_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/provider/k8s"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+func count(t *testing.T, e *env, id string) (pods, pvcs, secrets, snaps int) {
+	t.Helper()
+	ctx := ctxT(t)
+	sel := metav1.ListOptions{LabelSelector: k8s.LabelSandbox + "=" + id}
+	pl, err := e.client.CoreV1().Pods(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := e.client.CoreV1().PersistentVolumeClaims(ns).List(ctx, sel)
+	sl, _ := e.client.CoreV1().Secrets(ns).List(ctx, sel)
+	vl, err := e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(pl.Items), len(cl.Items), len(sl.Items), len(vl.Items)
+}
+
+// TestColdBootToReady provisions through the kubelet: the endpoint is the
+// pod's IP, the pinned host key answers there, files land in the home, a
+// repeated Provision reuses the pod, Destroy removes every object.
+func TestColdBootToReady(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	spec := e.spec(t, "sbx-cold", "tuist-linux-medium")
+	ep, err := e.prov.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.Boot != k8s.BootCold || ep.User != k8s.SandboxUser {
+		t.Errorf("endpoint %+v: want cold_boot as %s", ep, k8s.SandboxUser)
+	}
+	pod, err := e.client.CoreV1().Pods(ns).Get(ctx, "sbx-cold", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := pod.Status.PodIP; filepath.Dir(ep.Addr) == "" || ep.Addr[:len(want)] != want {
+		t.Errorf("endpoint %s is not on the pod IP %s", ep.Addr, want)
+	}
+	_, pub, _ := e.keys.Key("sbx-cold")
+	pinned := parseAuthorized(t, pub)
+	if err := podssh.ProbeHostKey(ctx, ep.Addr, pinned); err != nil {
+		t.Errorf("pinned host key probe: %v", err)
+	}
+	_, other, _ := e.keys.Key("sbx-other")
+	if err := podssh.ProbeHostKey(ctx, ep.Addr, parseAuthorized(t, other)); err == nil {
+		t.Error("probe with another sandbox's key succeeded; want a mismatch")
+	}
+	// The grant file reached the pod's home through the Secret.
+	home := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(ep.Workspace))), "local", "sandboxes", "sbx-cold", "home")
+	if b, err := os.ReadFile(filepath.Join(home, ".config/sbx/grants/p1.token")); err != nil || string(b) != "grant-token" {
+		t.Errorf("grant file: %q, %v; want grant-token", b, err)
+	}
+	in, err := e.prov.Status(ctx, "sbx-cold")
+	if err != nil || in.Phase != provider.PhaseRunning || in.Endpoint.Addr != ep.Addr {
+		t.Errorf("status %+v, %v; want running at %s", in, err, ep.Addr)
+	}
+	again, err := e.prov.Provision(ctx, spec)
+	if err != nil || again.Addr != ep.Addr {
+		t.Errorf("second provision %+v, %v; want the same pod at %s", again, err, ep.Addr)
+	}
+	list, err := e.prov.List(ctx)
+	if err != nil || len(list) != 1 || list[0].SandboxID != "sbx-cold" {
+		t.Errorf("list %+v, %v; want sbx-cold only", list, err)
+	}
+	if err := e.prov.Destroy(ctx, "sbx-cold"); err != nil {
+		t.Fatal(err)
+	}
+	if p, c, s, v := count(t, e, "sbx-cold"); p+c+s+v != 0 {
+		t.Errorf("after destroy: %d pods, %d pvcs, %d secrets, %d snapshots; want none", p, c, s, v)
+	}
+	if _, err := e.prov.Status(ctx, "sbx-cold"); !errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("status after destroy: %v; want ErrNotFound", err)
+	}
+	if err := e.prov.Destroy(ctx, "sbx-cold"); err != nil {
+		t.Errorf("second destroy: %v", err)
+	}
+}
+
+// TestSuspendRestore goes through VolumeSnapshot objects: the workspace
+// survives, pod and PVC are released while suspended, the snapshot goes
+// with the sandbox.
+func TestSuspendRestore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	spec := e.spec(t, "sbx-susp", "tuist-linux-medium")
+	ep, err := e.prov.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ep.Workspace, "keep.txt"), []byte("state"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.prov.Suspend(ctx, "sbx-susp"); err != nil {
+		t.Fatal(err)
+	}
+	p, c, s, v := count(t, e, "sbx-susp")
+	if p != 0 || c != 0 || s != 0 || v != 1 {
+		t.Fatalf("suspended: %d pods, %d pvcs, %d secrets, %d snapshots; want only 1 snapshot", p, c, s, v)
+	}
+	snaps, _ := e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	snap := snaps.Items[0]
+	src, _, _ := unstructured.NestedString(snap.Object, "spec", "source", "persistentVolumeClaimName")
+	class, _, _ := unstructured.NestedString(snap.Object, "spec", "volumeSnapshotClassName")
+	if src != "sbx-susp-ws" || class != "fast-snap" {
+		t.Errorf("snapshot source %q class %q; want sbx-susp-ws, fast-snap", src, class)
+	}
+	if in, err := e.prov.Status(ctx, "sbx-susp"); err != nil || in.Phase != provider.PhaseStopped {
+		t.Errorf("status while suspended %+v, %v; want stopped", in, err)
+	}
+	if err := e.prov.Suspend(ctx, "sbx-susp"); err != nil {
+		t.Errorf("second suspend: %v", err)
+	}
+	ep2, err := e.prov.Restore(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep2.Boot == k8s.BootWarm {
+		t.Error("restore used the warm pool")
+	}
+	pvc, err := e.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "sbx-susp-ws", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := pvc.Spec.DataSource; ds == nil || ds.Kind != "VolumeSnapshot" || ds.Name != snap.GetName() {
+		t.Errorf("restored pvc data source %+v; want VolumeSnapshot %s", ds, snap.GetName())
+	}
+	if b, err := os.ReadFile(filepath.Join(ep2.Workspace, "keep.txt")); err != nil || string(b) != "state" {
+		t.Errorf("workspace after restore: %q, %v; want state", b, err)
+	}
+	// A second suspend replaces the first snapshot.
+	if err := e.prov.Suspend(ctx, "sbx-susp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, v := count(t, e, "sbx-susp"); v != 1 {
+		t.Errorf("after second suspend %d snapshots; want 1", v)
+	}
+	if err := e.prov.Destroy(ctx, "sbx-susp"); err != nil {
+		t.Fatal(err)
+	}
+	if p, c, s, v := count(t, e, "sbx-susp"); p+c+s+v != 0 {
+		t.Errorf("after destroy: %d pods, %d pvcs, %d secrets, %d snapshots; want none", p, c, s, v)
+	}
+}
+
+// TestMacOSNoSuspend: macOS pods have no PVC and cannot be suspended in v1.
+func TestMacOSNoSuspend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	if _, err := e.prov.Provision(ctx, e.spec(t, "sbx-mac", "tuist-macos-16-large")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.prov.Suspend(ctx, "sbx-mac"); !errors.Is(err, provider.ErrSuspendUnsupported) {
+		t.Errorf("suspend macOS: %v; want ErrSuspendUnsupported", err)
+	}
+	if p, c, _, v := count(t, e, "sbx-mac"); p != 1 || c != 0 || v != 0 {
+		t.Errorf("macOS sandbox: %d pods, %d pvcs, %d snapshots; want 1 pod, nothing else", p, c, v)
+	}
+}
+
+func TestStopReason(t *testing.T) {
+	t.Parallel()
+	fin := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	term := func(reason string, code int32) []corev1.ContainerStatus {
+		return []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			Reason: reason, ExitCode: code, FinishedAt: metav1.NewTime(fin)}}}}
+	}
+	cases := []struct {
+		name   string
+		status corev1.PodStatus
+		want   string
+	}{
+		{"oom", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: term("OOMKilled", 137)}, k8s.ReasonOOMKilled},
+		{"evicted", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted"}, k8s.ReasonEvicted},
+		{"node lost", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "NodeLost"}, k8s.ReasonNodeLoss},
+		{"taint manager", corev1.PodStatus{Phase: corev1.PodFailed, Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByTaintManager"}}}, k8s.ReasonNodeLoss},
+		{"guest exit", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: term("Error", 1)}, k8s.ReasonGuestCrash},
+		{"guest clean exit", corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: term("Completed", 0)}, k8s.ReasonGuestCrash},
+		{"nothing known", corev1.PodStatus{Phase: corev1.PodFailed}, k8s.ReasonError},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := &corev1.Pod{Status: c.status}
+			if got := k8s.StopReason(pod); got != c.want {
+				t.Errorf("StopReason(%+v) = %q, want %q", c.status, got, c.want)
+			}
+		})
+	}
+	pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: term("OOMKilled", 137)}}
+	if got := k8s.FinishedAt(pod); !got.Equal(fin) {
+		t.Errorf("FinishedAt = %v, want %v", got, fin)
+	}
+}

@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// AddWarmPod records a booted pod; a pod recorded already is left as is.
+func (s *Store) AddWarmPod(ctx context.Context, w store.WarmPod) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO warm_pods (pod, profile, image, created_at)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (pod) DO NOTHING`, w.Pod, w.Profile, w.Image, orNow(w.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("add warm pod %s: %w", w.Pod, err)
+	}
+	return nil
+}
+
+// ClaimWarmPod claims the oldest free pod of profile in one UPDATE. SKIP
+// LOCKED lets concurrent claims pass over a row another transaction is
+// taking instead of queueing behind it, and the outer claimed_by IS NULL
+// re-check means a row taken meanwhile is never handed out twice.
+func (s *Store) ClaimWarmPod(ctx context.Context, profile, sandboxID string) (string, error) {
+	var pod string
+	err := s.pool.QueryRow(ctx, `SELECT pod FROM warm_pods WHERE claimed_by = $1`, sandboxID).Scan(&pod)
+	if err == nil {
+		return pod, nil // a retried provision finds its own claim
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("look up warm claim of %s: %w", sandboxID, err)
+	}
+	err = s.pool.QueryRow(ctx, `UPDATE warm_pods SET claimed_by = $2, claimed_at = now()
+		WHERE pod = (
+			SELECT pod FROM warm_pods
+			WHERE profile = $1 AND claimed_by IS NULL
+			ORDER BY created_at, pod
+			LIMIT 1
+			FOR UPDATE SKIP LOCKED)
+		AND claimed_by IS NULL
+		RETURNING pod`, profile, sandboxID).Scan(&pod)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("claim warm pod of %s for %s: %w", profile, sandboxID, err)
+	}
+	return pod, nil
+}
+
+// WarmPods lists every row, oldest first.
+func (s *Store) WarmPods(ctx context.Context) ([]store.WarmPod, error) {
+	rows, err := s.pool.Query(ctx, `SELECT pod, profile, image, coalesce(claimed_by, ''), created_at, claimed_at
+		FROM warm_pods ORDER BY created_at, pod`)
+	if err != nil {
+		return nil, fmt.Errorf("list warm pods: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.WarmPod, error) {
+		var w store.WarmPod
+		err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, &w.CreatedAt, &w.ClaimedAt)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list warm pods: %w", err)
+	}
+	return out, nil
+}
+
+// RemoveWarmPod deletes a pod's row.
+func (s *Store) RemoveWarmPod(ctx context.Context, pod string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM warm_pods WHERE pod = $1`, pod); err != nil {
+		return fmt.Errorf("remove warm pod %s: %w", pod, err)
+	}
+	return nil
+}
+
+// ReleaseWarmPod deletes the row of the pod sandboxID claimed, if any.
+func (s *Store) ReleaseWarmPod(ctx context.Context, sandboxID string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM warm_pods WHERE claimed_by = $1`, sandboxID); err != nil {
+		return fmt.Errorf("release warm pod of %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
+// warmLockKey is the advisory lock the warm pool replenisher holds.
+const warmLockKey int64 = 0x5b7ed6e0006
+
+// WithWarmLock runs fn while holding a session advisory lock on a
+// dedicated connection; when another replica holds it, fn is skipped.
+func (s *Store) WithWarmLock(ctx context.Context, fn func(context.Context) error) (bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("acquire connection for warm lock: %w", err)
+	}
+	defer conn.Release()
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, warmLockKey).Scan(&got); err != nil {
+		return false, fmt.Errorf("take warm lock: %w", err)
+	}
+	if !got {
+		return false, nil
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, warmLockKey); err != nil {
+			// Closing the connection releases the lock with the session.
+			conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	return true, fn(ctx)
+}
