@@ -1,0 +1,319 @@
+package k8s_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/provider/k8s"
+	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/postgres"
+	"github.com/sbxedge/sbx/internal/testdb"
+)
+
+// replica is one control replica: its own store connection pool, provider
+// and lifecycle manager, sharing the database and the (fake) cluster.
+type replica struct {
+	st   *postgres.Store
+	prov *k8s.Provider
+	m    *lifecycle.Manager
+}
+
+var testAccount = store.Account{ID: "acct-test", Name: "test", SandboxesEnabled: true, ConcurrentLimit: 100}
+
+// newReplica opens a store on dbURL, a provider on e's clients and a
+// manager over both. watch subscribes the manager to pod stops and starts
+// the provider's informer; jobs works the job queue.
+func newReplica(t *testing.T, e *env, dbURL string, watch, jobs bool) *replica {
+	t.Helper()
+	ctx := ctxT(t)
+	st, err := postgres.Open(ctx, dbURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	prov, err := k8s.New(k8s.Config{
+		Namespace: ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second, ReplenishInterval: 100 * time.Millisecond,
+	}, k8s.Deps{Client: e.client, Dynamic: e.dyn, Warm: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{st: st, prov: prov}
+	r.m = lifecycle.New(lifecycle.Config{}, lifecycle.Deps{
+		Store: st, Provider: prov, HostKeys: e.keys, UserCAKey: e.ca.AuthorizedKey(),
+	})
+	err = st.InTx(ctx, func(tx store.Tx) error {
+		if err := tx.UpsertAccount(ctx, testAccount); err != nil {
+			return err
+		}
+		for _, s := range e.catalog.Profiles {
+			p := store.Profile{Name: s.Name, Platform: s.Platform, CPU: s.CPU, MemoryMB: s.MemoryMB, DiskGB: s.DiskGB, Image: s.Image}
+			if err := tx.UpsertProfile(ctx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if watch {
+		if !r.m.WatchStops() {
+			t.Fatal("k8s provider does not report pod stops")
+		}
+		if err := prov.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { prov.Close() })
+	}
+	if jobs {
+		cfg := r.m.Jobs()
+		cfg.RetryPolicy = fastRetry{}
+		if err := st.StartJobs(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = st.StopJobs(sctx)
+		})
+	}
+	return r
+}
+
+type fastRetry struct{}
+
+func (fastRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(100 * time.Millisecond) }
+
+func waitState(t *testing.T, st store.Store, id string, want ...store.State) store.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		sb, err := st.Sandbox(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if sb.State == w {
+				return sb
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s in %s; want %v", id, sb.State, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func create(t *testing.T, m *lifecycle.Manager, profile string) store.Sandbox {
+	t.Helper()
+	sb, _, err := m.Create(ctxT(t), testAccount, lifecycle.CreateRequest{Profile: profile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// TestPodWatcherClosesSessionOnce ends ready sandboxes' pods in every way
+// the watcher tells apart, with two control replicas watching. Each
+// sandbox's compute session closes once, at the pod's finish time, with
+// the pod's reason, and one terminating event is written.
+func TestPodWatcherClosesSessionOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	db := testdb.Postgres(t)
+	r1 := newReplica(t, e, db, true, true)
+	newReplica(t, e, db, true, false)
+
+	fin := time.Now().UTC().Add(2 * time.Second).Truncate(time.Millisecond)
+	cases := []struct {
+		term k8stest.Termination
+		want string
+	}{
+		{k8stest.Termination{ContainerReason: "OOMKilled", ExitCode: 137, FinishedAt: fin}, k8s.ReasonOOMKilled},
+		{k8stest.Termination{PodReason: "Evicted", FinishedAt: fin}, k8s.ReasonEvicted},
+		{k8stest.Termination{PodReason: "NodeLost", FinishedAt: fin}, k8s.ReasonNodeLoss},
+		{k8stest.Termination{ContainerReason: "Error", ExitCode: 2, FinishedAt: fin}, k8s.ReasonGuestCrash},
+		{k8stest.Termination{FinishedAt: fin}, k8s.ReasonError},
+	}
+	ids := make([]string, len(cases))
+	for i := range cases {
+		ids[i] = create(t, r1.m, "tuist-linux-medium").ID
+	}
+	for i, c := range cases {
+		waitState(t, r1.st, ids[i], store.StateReady)
+		if err := e.kubelet.Fail(ctxT(t), ids[i], c.term); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			sb := waitState(t, r1.st, ids[i], store.StateTerminating, store.StateTerminated)
+			if sb.EndReason != c.want {
+				t.Errorf("end reason %q, want %q", sb.EndReason, c.want)
+			}
+			sessions, err := r1.st.Sessions(context.Background(), ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sessions) != 1 || sessions[0].EndedAt == nil {
+				t.Fatalf("sessions %+v; want one closed", sessions)
+			}
+			if s := sessions[0]; !s.EndedAt.Equal(fin) || s.EndReason != c.want {
+				t.Errorf("session ended %v (%s); want %v (%s)", s.EndedAt, s.EndReason, fin, c.want)
+			}
+			events, err := r1.st.Events(context.Background(), ids[i], 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, ev := range events {
+				if ev.State == store.StateTerminating {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d terminating events; want 1 (events %+v)", n, events)
+			}
+		})
+	}
+}
+
+// TestReconcileOrphans: at start, a pod with no sandbox row is deleted and
+// a ready sandbox whose pod vanished is ended with its session closed.
+func TestReconcileOrphans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	r := newReplica(t, e, testdb.Postgres(t), false, true)
+	sb := create(t, r.m, "tuist-linux-medium")
+	waitState(t, r.st, sb.ID, store.StateReady)
+	if _, err := e.prov.Provision(ctx, e.spec(t, "sbx-orphan", "tuist-linux-medium")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CoreV1().Pods(ns).Delete(ctx, sb.ID, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, c, s, _ := count(t, e, "sbx-orphan"); p+c+s != 0 {
+		t.Errorf("orphan left %d pods, %d pvcs, %d secrets; want none", p, c, s)
+	}
+	got := waitState(t, r.st, sb.ID, store.StateTerminating, store.StateTerminated)
+	if got.EndReason != lifecycle.ReasonPodVanished {
+		t.Errorf("end reason %q, want %q", got.EndReason, lifecycle.ReasonPodVanished)
+	}
+	sessions, _ := r.st.Sessions(ctx, sb.ID)
+	if len(sessions) != 1 || sessions[0].EndedAt == nil {
+		t.Errorf("sessions %+v; want one closed", sessions)
+	}
+}
+
+// TestWarmClaimParallel fills a warm pool of 20 and creates 25 sandboxes
+// at once on two replicas: 20 get distinct warm pods, each answering with
+// its own sandbox's host key, 5 cold boot, and the pool refills.
+func TestWarmClaimParallel(t *testing.T) {
+	t.Parallel()
+	const warm, creates = 20, 25
+	e := newEnv(t, nil)
+	for i := range e.catalog.Profiles {
+		if e.catalog.Profiles[i].Name == "tuist-linux-warm" {
+			e.catalog.Profiles[i].WarmReplicas = warm
+		}
+	}
+	db := testdb.Postgres(t)
+	r1 := newReplica(t, e, db, true, false)
+	r2 := newReplica(t, e, db, true, false)
+	waitWarm(t, r1.st, warm)
+
+	ctx := ctxT(t)
+	type result struct {
+		id, pod, boot string
+		err           error
+	}
+	results := make(chan result, creates)
+	for i := range creates {
+		r := []*replica{r1, r2}[i%2]
+		go func() {
+			id := fmt.Sprintf("sbx-warm-%02d", i)
+			ep, err := r.prov.Provision(ctx, e.spec(t, id, "tuist-linux-warm"))
+			res := result{id: id, boot: ep.Boot, err: err}
+			if err == nil {
+				pods, _ := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelSandbox + "=" + id})
+				if len(pods.Items) == 1 {
+					res.pod = pods.Items[0].Name
+				}
+			}
+			results <- res
+		}()
+	}
+	owner := map[string]string{}
+	hits := 0
+	for range creates {
+		res := <-results
+		if res.err != nil {
+			t.Errorf("provision %s: %v", res.id, res.err)
+			continue
+		}
+		if prev, ok := owner[res.pod]; ok || res.pod == "" {
+			t.Errorf("pod %q of %s also claimed by %q", res.pod, res.id, prev)
+		}
+		owner[res.pod] = res.id
+		if res.boot == k8s.BootWarm {
+			hits++
+		}
+	}
+	if hits != warm {
+		t.Errorf("%d warm hits; want %d (the rest cold boot)", hits, warm)
+	}
+	rows, err := r1.st.WarmPods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimedBy := map[string]bool{}
+	for _, w := range rows {
+		if w.ClaimedBy != "" {
+			if claimedBy[w.ClaimedBy] {
+				t.Errorf("sandbox %s holds two warm rows", w.ClaimedBy)
+			}
+			claimedBy[w.ClaimedBy] = true
+		}
+	}
+	if len(claimedBy) != warm {
+		t.Errorf("%d claimed rows; want %d", len(claimedBy), warm)
+	}
+	waitWarm(t, r1.st, warm) // replenished in the background
+}
+
+// waitWarm waits until n unclaimed warm pods are recorded.
+func waitWarm(t *testing.T, st *postgres.Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		rows, err := st.WarmPods(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		free := 0
+		for _, w := range rows {
+			if w.ClaimedBy == "" {
+				free++
+			}
+		}
+		if free == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d free warm pods; want %d", free, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
