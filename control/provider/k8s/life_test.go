@@ -90,7 +90,9 @@ func newReplica(t *testing.T, e *env, dbURL string, watch, jobs bool) *replica {
 
 type fastRetry struct{}
 
-func (fastRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(100 * time.Millisecond) }
+func (fastRetry) NextRetry(*rivertype.JobRow) time.Time {
+	return time.Now().Add(100 * time.Millisecond)
+}
 
 func waitState(t *testing.T, st store.Store, id string, want ...store.State) store.Sandbox {
 	t.Helper()
