@@ -42,6 +42,10 @@ type Config struct {
 	// Drain is how long open SSH sessions may finish on SIGTERM before
 	// they are closed with a message. SBX_EDGE_SSH_DRAIN.
 	Drain time.Duration
+	// ClientAlive and UpstreamAlive are the broker's keepalive intervals
+	// towards clients and sandboxes (three unanswered end the connection;
+	// 0 disables). SBX_EDGE_CLIENT_ALIVE, SBX_EDGE_UPSTREAM_ALIVE.
+	ClientAlive, UpstreamAlive time.Duration
 	// LogLevel is debug, info, warn or error. SBX_LOG_LEVEL.
 	LogLevel slog.Level
 }
@@ -63,6 +67,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&c.HostKeyDir, "host-key-dir", env("SBX_EDGE_HOST_KEY_DIR", ""), "directory of the broker's shared ssh_host_*_key files")
 	fs.StringVar(&c.CAKeyFile, "ca-key-file", env("SBX_CA_KEY_FILE", ""), "the internal user CA's private key, shared with control")
 	drain := fs.String("ssh-drain", env("SBX_EDGE_SSH_DRAIN", "30s"), "how long SSH sessions may finish on shutdown")
+	clientAlive := fs.String("client-alive-interval", env("SBX_EDGE_CLIENT_ALIVE", "30s"), "keepalive interval towards SSH clients (0: off)")
+	upstreamAlive := fs.String("upstream-alive-interval", env("SBX_EDGE_UPSTREAM_ALIVE", "30s"), "keepalive interval towards sandboxes (0: off)")
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -71,8 +77,18 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if c.Drain, err = time.ParseDuration(*drain); err != nil {
-		return Config{}, fmt.Errorf("--ssh-drain: %w", err)
+	for _, d := range []struct {
+		flag string
+		in   string
+		out  *time.Duration
+	}{
+		{"--ssh-drain", *drain, &c.Drain},
+		{"--client-alive-interval", *clientAlive, &c.ClientAlive},
+		{"--upstream-alive-interval", *upstreamAlive, &c.UpstreamAlive},
+	} {
+		if *d.out, err = time.ParseDuration(d.in); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", d.flag, err)
+		}
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		return Config{}, fmt.Errorf("--log-level: %w", err)
@@ -107,8 +123,8 @@ func (c *Config) Validate() error {
 	if c.CAKeyFile == "" {
 		errs = append(errs, errors.New("--ca-key-file (SBX_CA_KEY_FILE) is required"))
 	}
-	if c.Drain < 0 {
-		errs = append(errs, errors.New("--ssh-drain must not be negative"))
+	if c.Drain < 0 || c.ClientAlive < 0 || c.UpstreamAlive < 0 {
+		errs = append(errs, errors.New("--ssh-drain and the keepalive intervals must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -88,6 +88,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready func(listening
 	bcfg.Registry = reg
 	bcfg.Logger = log.With("component", "sshbroker")
 	bcfg.DrainPeriod = cfg.Drain
+	bcfg.ClientAliveInterval = cfg.ClientAlive
+	bcfg.UpstreamAliveInterval = cfg.UpstreamAlive
 	broker, err := sshbroker.New(bcfg)
 	if err != nil {
 		return err

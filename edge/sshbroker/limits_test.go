@@ -281,6 +281,12 @@ func TestConfigValidate(t *testing.T) {
 		{"zero channels", func(c *Config) { c.MaxChannelsPerConn = 0 }, "MaxChannelsPerConn"},
 		{"zero conns", func(c *Config) { c.MaxConnsPerSandbox = 0 }, "MaxConnsPerSandbox"},
 		{"negative drain", func(c *Config) { c.DrainPeriod = -1 }, "DrainPeriod"},
+		{"cache off", func(c *Config) { c.AuthCacheTTL, c.AuthRefusalTTL, c.AuthCacheSize = 0, 0, 0 }, ""},
+		{"cache without size", func(c *Config) { c.AuthCacheSize = 0 }, "AuthCacheSize"},
+		{"negative cache ttl", func(c *Config) { c.AuthCacheTTL = -1 }, "AuthCacheTTL"},
+		{"keepalives off", func(c *Config) { c.ClientAliveInterval, c.UpstreamAliveInterval = 0, 0 }, ""},
+		{"client keepalive without count", func(c *Config) { c.ClientAliveCountMax = 0 }, "ClientAliveCountMax"},
+		{"upstream keepalive without count", func(c *Config) { c.UpstreamAliveCountMax = 0 }, "UpstreamAliveCountMax"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -63,6 +63,11 @@ func (cc *clientConn) relay(sconn *ssh.ServerConn) {
 			cc.upstreamChannel(nch, sconn)
 		}
 	}()
+	cfg := cc.b.cfg
+	cc.keepalive(
+		aliveLeg{"client", sconn, cfg.ClientAliveInterval, cfg.ClientAliveCountMax},
+		aliveLeg{"sandbox", up, cfg.UpstreamAliveInterval, cfg.UpstreamAliveCountMax},
+	)
 	for nch := range cc.serverChans {
 		cc.clientChannel(nch, up)
 	}
