@@ -165,14 +165,6 @@ func testSCP(t *testing.T, ta sshTarget, dir, mode string) {
 			name = "legacy-protocol"
 		}
 		t.Run(name, func(t *testing.T) {
-			if mode == "embedded" && proto == nil {
-				// The file arrives, but the embedded server (pkg/sftp under
-				// gliderlabs/ssh, control/provider/local/embedded.go) ends
-				// the sftp subsystem without an exit-status, which scp
-				// reports as failure ("Exit status -1"). The broker relays
-				// exit-status faithfully: the sshd run passes this case.
-				t.Skip("embedded server sends no exit-status for the sftp subsystem")
-			}
 			remote := "scp-" + name + ".bin"
 			args := append(append(ta.opts("-P"), proto...), up, ta.dest()+":"+remote)
 			if _, errOut, code := runTool(t, "", "scp", args...); code != 0 {

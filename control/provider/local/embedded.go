@@ -220,10 +220,17 @@ func (e *embedded) handleSFTP(s gliderssh.Session) {
 		e.opts.logger.Warn("start sftp server", "err", err)
 		return
 	}
+	// Like OpenSSH's sftp-server, report how the subsystem ended with an
+	// exit-status before the channel closes: modern scp (SFTP mode) treats
+	// a missing exit-status as failure. srv.Close would close the channel
+	// first and lose it, so Exit (which sends the status, then closes) is
+	// the only close.
+	code := 0
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
 		e.opts.logger.Debug("sftp session ended", "err", err)
+		code = 1
 	}
-	srv.Close()
+	_ = s.Exit(code)
 }
 
 func (e *embedded) handleSession(s gliderssh.Session) {
