@@ -39,6 +39,13 @@ func runDev(ctx context.Context, args []string) error {
 	runJobs := fs.Bool("run-jobs", true, "work the background job queue (false: serve the API only, for maintenance and crash tests)")
 	sshDrain := fs.Duration("ssh-drain", 10*time.Second, "on shutdown, how long open SSH sessions may finish before they are closed")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	previewAddr := fs.String("preview-addr", "127.0.0.1:8081", "preview proxy listen address (plain HTTP and h2c)")
+	var po previewOptions
+	fs.StringVar(&po.domain, "preview-domain", "preview.localhost", "preview base domain: ports are served at <label>.<domain>, sign-in at <domain>")
+	fs.StringVar(&po.issuer, "oidc-issuer", os.Getenv("SBX_OIDC_ISSUER"), "OIDC issuer for preview sign-in (empty: a local dev sign-in for the dev account)")
+	fs.StringVar(&po.clientID, "oidc-client-id", os.Getenv("SBX_OIDC_CLIENT_ID"), "OIDC client id")
+	fs.StringVar(&po.clientSecret, "oidc-client-secret", os.Getenv("SBX_OIDC_CLIENT_SECRET"), "OIDC client secret (prefer the environment variable)")
+	fs.StringVar(&po.membersFile, "preview-members", os.Getenv("SBX_PREVIEW_MEMBERS"), "JSON file mapping OIDC identities to accounts (see README)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,24 +70,44 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 
+	previewLn, err := net.Listen("tcp", *previewAddr)
+	if err != nil {
+		sshLn.Close()
+		return fmt.Errorf("listen for previews on %s: %w", *previewAddr, err)
+	}
+	previewPort := previewLn.Addr().(*net.TCPAddr).Port
+	var inv previewInvalidator
+
 	svc, err := control.Open(ctx, control.Config{
 		DataDir: *dataDir, DatabaseURL: *dbURL, APIAddr: *apiAddr,
 		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: *provMode, NoJobs: !*runJobs,
+		PreviewDomain: po.domain, PreviewScheme: "http", PreviewPort: previewPort, PreviewChanged: inv.changed,
 		Lifecycle: lifecycle.Config{ReapInterval: *reap},
 		Logger:    log,
 	})
 	if err != nil {
 		sshLn.Close()
+		previewLn.Close()
 		return err
 	}
 	broker, err := startBroker(svc, sshLn, *dataDir, *sshDrain, log)
 	if err != nil {
 		sshLn.Close()
+		previewLn.Close()
+		_ = svc.Shutdown(context.Background())
+		return err
+	}
+	prev, err := startPreview(ctx, svc, &inv, previewLn, *dataDir, po, log)
+	if err != nil {
+		previewLn.Close()
+		_ = broker.b.Close()
+		<-broker.done
 		_ = svc.Shutdown(context.Background())
 		return err
 	}
 	// fail undoes everything started so far.
 	fail := func(err error) error {
+		_ = prev.shutdown(context.Background())
 		_ = broker.b.Close()
 		<-broker.done
 		_ = svc.Shutdown(context.Background())
@@ -94,8 +121,8 @@ func runDev(ctx context.Context, args []string) error {
 	if err := svc.Start(ctx); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(os.Stderr, "\nsbx dev is up\n  API:        %s\n  SSH broker: %s\n  data dir:   %s\n  token file: %s\n",
-		svc.URL(), net.JoinHostPort(sshHost, strconv.Itoa(sshPort)), *dataDir, tokenFile)
+	fmt.Fprintf(os.Stderr, "\nsbx dev is up\n  API:        %s\n  SSH broker: %s\n  previews:   http://<label>.%s:%d\n  data dir:   %s\n  token file: %s\n",
+		svc.URL(), net.JoinHostPort(sshHost, strconv.Itoa(sshPort)), po.domain, previewPort, *dataDir, tokenFile)
 	if fresh {
 		fmt.Fprintf(os.Stderr, "  token:      %s   (shown once; also in the token file)\n", tok)
 	}
@@ -108,6 +135,9 @@ func runDev(ctx context.Context, args []string) error {
 	brokerCtx, cancelBroker := context.WithTimeout(context.Background(), *sshDrain+5*time.Second)
 	defer cancelBroker()
 	berr := broker.shutdown(brokerCtx)
+	prevCtx, cancelPrev := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelPrev()
+	berr = errors.Join(berr, prev.shutdown(prevCtx))
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return errors.Join(berr, svc.Shutdown(shutCtx))

@@ -96,7 +96,7 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 	t.Helper()
 	api := freeAddr(t)
-	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--ssh-addr", freeAddr(t),
+	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--ssh-addr", freeAddr(t), "--preview-addr", freeAddr(t),
 		"--reap-interval", "1s", "--log-level", "debug"}, extra...)
 	if dbURL != "" {
 		args = append(args, "--database-url", dbURL)

@@ -214,7 +214,11 @@ func (e *env) expose(label, sandboxID, acct string, public, rewriteHost bool) {
 	})
 }
 
+// host is label's public host:port; "" is the apex (the login host).
 func (e *env) host(label string) string {
+	if label == "" {
+		return domain + ":" + strconv.Itoa(e.port())
+	}
 	return label + "." + domain + ":" + strconv.Itoa(e.port())
 }
 
