@@ -179,6 +179,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Conns: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
 		Activity: s.Activity,
 	})
+	cfg.Registry.MustRegister(s.Life.NewGauges())
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
@@ -209,6 +210,9 @@ func (s *Service) Start(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	// Event streams never go idle on their own; end them when shutting
+	// down so Shutdown does not wait for its deadline.
+	s.srv.RegisterOnShutdown(s.api.StopStreams)
 	go func() { s.done <- s.srv.Serve(ln) }()
 	if err := s.startInternal(); err != nil {
 		return err

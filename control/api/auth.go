@@ -19,6 +19,7 @@ type ctxKey int
 const (
 	accountKey ctxKey = iota
 	loggerKey
+	tokenKey
 )
 
 var (
@@ -28,6 +29,8 @@ var (
 		"the token is not valid (unknown, revoked or expired)")
 	errProjectToken = problem.New(http.StatusForbidden, "project_token_refused",
 		"project tokens are not accepted by the sandbox API; use an account agent token")
+	errGrantToken = problem.New(http.StatusForbidden, "grant_token_refused",
+		"grant tokens are for Tuist services inside a sandbox, not for the sandbox API; use an account agent token")
 )
 
 // authenticate resolves the bearer token to an account. The token is
@@ -47,6 +50,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, errBadToken)
 			return
 		}
+		if prefix == token.PrefixGrant {
+			// Grant tokens live in their own table; saying what they are
+			// for beats a bare "invalid token".
+			writeProblem(w, r, errGrantToken)
+			return
+		}
 		acct, tok, err := s.store.AccountByTokenHash(r.Context(), token.Hash(secret), s.now())
 		if errors.Is(err, store.ErrNotFound) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx", error="invalid_token"`)
@@ -64,6 +73,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		log := s.log.With("account_id", acct.ID, "request_id", middleware.GetReqID(r.Context()))
 		ctx := context.WithValue(r.Context(), accountKey, acct)
 		ctx = context.WithValue(ctx, loggerKey, log)
+		ctx = context.WithValue(ctx, tokenKey, tok.ID)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -81,6 +91,12 @@ func bearer(r *http.Request) (string, bool) {
 func account(r *http.Request) store.Account {
 	a, _ := r.Context().Value(accountKey).(store.Account)
 	return a
+}
+
+// callerID is the ID of the agent token that authenticated the request.
+func callerID(r *http.Request) string {
+	id, _ := r.Context().Value(tokenKey).(string)
+	return id
 }
 
 func logger(r *http.Request) *slog.Logger {

@@ -33,6 +33,28 @@ type sandboxView struct {
 	TerminatedAt *time.Time    `json:"terminated_at"`
 	EndReason    *string       `json:"end_reason"`
 	Workspace    *string       `json:"workspace"`
+	// Consumer is null when the create named none.
+	Consumer     *store.Consumer `json:"consumer"`
+	Reachability reachability    `json:"reachability"`
+}
+
+// reachability tells a client every way into the sandbox.
+type reachability struct {
+	SSH *sshReach `json:"ssh"`
+	// PreviewURLs lists the exposed ports' URLs (GET of one sandbox only;
+	// empty in lists, and when no preview proxy is configured).
+	PreviewURLs []string `json:"preview_urls"`
+	// Workspace is the absolute workspace path inside the sandbox, known
+	// once it was provisioned.
+	Workspace *string `json:"workspace"`
+}
+
+// sshReach is where the SSH broker listens and how to log in: the
+// username is the sandbox ID, authenticated with a key from ssh_tokens.
+type sshReach struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Username string `json:"username"`
 }
 
 func (s *Server) view(sb store.Sandbox) sandboxView {
@@ -44,6 +66,14 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	}
 	if v.Grants == nil {
 		v.Grants = []store.Grant{}
+	}
+	if !sb.Consumer.IsZero() {
+		c := sb.Consumer
+		v.Consumer = &c
+	}
+	v.Reachability = reachability{PreviewURLs: []string{}, Workspace: v.Workspace}
+	if s.cfg.SSHHost != "" && !sb.State.Final() && sb.State != store.StateTerminating {
+		v.Reachability.SSH = &sshReach{Host: s.cfg.SSHHost, Port: s.cfg.SSHPort, Username: sb.ID}
 	}
 	if sb.State == store.StateReady && s.cfg.SSHHost != "" {
 		ep := net.JoinHostPort(s.cfg.SSHHost, strconv.Itoa(s.cfg.SSHPort))
@@ -73,6 +103,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.IdempotencyKey = r.Header.Get("Idempotency-Key")
+	req.Caller = callerID(r)
 	sb, replayed, err := s.life.Create(r.Context(), account(r), req)
 	if err != nil {
 		writeError(w, r, err)
@@ -91,7 +122,18 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.view(sb))
+	v := s.view(sb)
+	if s.cfg.PreviewDomain != "" {
+		ports, err := s.store.PreviewPorts(r.Context(), sb.ID)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		for _, p := range ports {
+			v.Reachability.PreviewURLs = append(v.Reachability.PreviewURLs, s.previewURL(p.Label))
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 type listView struct {
@@ -101,14 +143,9 @@ type listView struct {
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := 50
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			writeProblem(w, r, badQuery("limit", "must be an integer from 1 to 200"))
-			return
-		}
-		limit = n
+	limit, ok := pageLimit(w, r)
+	if !ok {
+		return
 	}
 	opts := store.ListOptions{AccountID: account(r).ID, Before: q.Get("cursor"), Limit: limit + 1}
 	if st := q.Get("status"); st != "" {
@@ -199,6 +236,21 @@ func unprocessable(field, detail string) *problem.Problem {
 	p := problem.New(http.StatusUnprocessableEntity, "invalid_request", field+" "+detail)
 	p.Errors = []problem.FieldError{{Field: field, Detail: detail}}
 	return p
+}
+
+// pageLimit reads ?limit= (1 to 200, default 50). It answers the request
+// itself and returns false when the value is bad.
+func pageLimit(w http.ResponseWriter, r *http.Request) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 50, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 200 {
+		writeProblem(w, r, badQuery("limit", "must be an integer from 1 to 200"))
+		return 0, false
+	}
+	return n, true
 }
 
 func badQuery(param, detail string) *problem.Problem {

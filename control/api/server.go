@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -39,6 +40,8 @@ type Pods interface {
 type Store interface {
 	store.Reader
 	InTx(ctx context.Context, fn func(store.Tx) error) error
+	// SubscribeEvents signals new events of a sandbox (event streams).
+	SubscribeEvents(sandboxID string) (<-chan struct{}, func())
 }
 
 // Config tunes the API.
@@ -102,6 +105,10 @@ type Server struct {
 
 	previewChanged func(ctx context.Context, label string) error
 	activity       Activity
+
+	// stopStreams is closed by StopStreams to end event streams.
+	stopStreams     chan struct{}
+	stopStreamsOnce sync.Once
 }
 
 // Deps are the Server's collaborators.
@@ -141,7 +148,7 @@ func New(cfg Config, d Deps) *Server {
 	return &Server{
 		cfg: cfg, store: d.Store, life: d.Lifecycle, pods: d.Pods, log: d.Logger,
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
-		previewChanged: d.PreviewChanged, activity: d.Activity,
+		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
 	}
 }
 
@@ -159,6 +166,9 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	// Introspection is authenticated by the grant token it checks; see
+	// grants.go.
+	r.Post("/api/v1/grants/introspect", s.introspect)
 	r.Get("/api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openAPIDoc)
@@ -180,8 +190,10 @@ func (s *Server) Handler() http.Handler {
 			r.Post("/ports", s.createPort)
 			r.Get("/ports", s.listPorts)
 			r.Delete("/ports/{port}", s.deletePort)
+			r.Get("/events", s.events)
 		})
 		r.Get("/api/v1/usage", s.usage)
+		r.Get("/api/v1/projects/{id}/audit", s.projectAudit)
 	})
 	return r
 }

@@ -11,6 +11,16 @@ type usageView struct {
 	Platforms []usagePlatformRow `json:"platforms"`
 	Compute   float64            `json:"compute_seconds"`
 	Storage   float64            `json:"storage_seconds"`
+	// SoftCap is the account's monthly minutes soft cap and this calendar
+	// month's compute minutes against it; null when the account has no
+	// cap. Exceeding it blocks nothing.
+	SoftCap *softCapView `json:"soft_cap"`
+}
+
+type softCapView struct {
+	MonthlyMinutes int     `json:"monthly_minutes"`
+	UsedMinutes    float64 `json:"used_minutes"`
+	Exceeded       bool    `json:"exceeded"`
 }
 
 type usagePlatformRow struct {
@@ -65,6 +75,14 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 			out.Platforms[i].StorageSeconds += row.Seconds
 			out.Storage += row.Seconds
 		}
+	}
+	if acct := account(r); acct.MonthlyMinutes > 0 {
+		used, err := s.life.MonthMinutes(r.Context(), acct.ID)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		out.SoftCap = &softCapView{MonthlyMinutes: acct.MonthlyMinutes, UsedMinutes: used, Exceeded: used > float64(acct.MonthlyMinutes)}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// eventView is the JSON form of a lifecycle event.
+type eventView struct {
+	ID       int64           `json:"id"`
+	Type     string          `json:"type"`
+	State    *store.State    `json:"state"`
+	Reason   *string         `json:"reason"`
+	Actor    *string         `json:"actor"`
+	Message  *string         `json:"message"`
+	At       time.Time       `json:"at"`
+	Consumer *store.Consumer `json:"consumer"`
+}
+
+func viewEvent(e store.Event) eventView {
+	v := eventView{ID: e.ID, Type: e.Type, Reason: optional(e.Reason), Actor: optional(e.Actor),
+		Message: optional(e.Message), At: e.At.UTC()}
+	if e.State != "" {
+		st := e.State
+		v.State = &st
+	}
+	if !e.Consumer.IsZero() {
+		c := e.Consumer
+		v.Consumer = &c
+	}
+	return v
+}
+
+type eventListView struct {
+	Events []eventView `json:"events"`
+}
+
+// keepAlive is how often an idle stream sends a comment, so proxies and
+// load balancers with idle timeouts (commonly 60 s) keep it open.
+const keepAlive = 15 * time.Second
+
+// StopStreams ends every open event stream (they are long-lived and would
+// otherwise hold http.Server.Shutdown until its deadline). Call it from
+// the server's RegisterOnShutdown. Later calls do nothing.
+func (s *Server) StopStreams() { s.stopStreamsOnce.Do(func() { close(s.stopStreams) }) }
+
+// events lists a sandbox's lifecycle events, or streams them as
+// server-sent events when the client accepts text/event-stream. A stream
+// resumes after Last-Event-ID (or ?after=) and ends once the sandbox has
+// reached a final state and that event was sent.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	after := int64(0)
+	for _, v := range []struct{ name, val string }{{"after", r.URL.Query().Get("after")}, {"Last-Event-ID", r.Header.Get("Last-Event-ID")}} {
+		if v.val == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v.val, 10, 64)
+		if err != nil || n < 0 {
+			writeProblem(w, r, badQuery(v.name, "must be a non-negative event id"))
+			return
+		}
+		after = n
+	}
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		evs, err := s.store.Events(r.Context(), sb.ID, after)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		out := eventListView{Events: make([]eventView, 0, len(evs))}
+		for _, e := range evs {
+			out.Events = append(out.Events, viewEvent(e))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	s.streamEvents(w, r, sb.ID, after)
+}
+
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, sandboxID string, after int64) {
+	ctx := r.Context()
+	// Subscribe before the first read: an event committed between the
+	// read and the wait then still signals, and the next read finds it.
+	changed, cancel := s.store.SubscribeEvents(sandboxID)
+	defer cancel()
+
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		// The state is read before the events: the final state's event
+		// commits with the state, so once a final state is seen the read
+		// that follows holds its event.
+		sb, err := s.store.Sandbox(ctx, sandboxID)
+		if err != nil {
+			logger(r).WarnContext(ctx, "event stream: read sandbox", "sandbox_id", sandboxID, "err", err)
+			return
+		}
+		evs, err := s.store.Events(ctx, sandboxID, after)
+		if err != nil {
+			logger(r).WarnContext(ctx, "event stream: read events", "sandbox_id", sandboxID, "err", err)
+			return
+		}
+		for _, e := range evs {
+			data, _ := json.Marshal(viewEvent(e))
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, data); err != nil {
+				return
+			}
+			after = e.ID
+		}
+		if len(evs) > 0 {
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+		if sb.State.Final() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-s.stopStreams:
+			return
+		}
+	}
+}
