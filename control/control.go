@@ -25,7 +25,6 @@ import (
 	"github.com/sbxedge/sbx/control/api"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider"
-	"github.com/sbxedge/sbx/control/provider/local"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
@@ -62,6 +61,9 @@ type Config struct {
 	InternalSecret string
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
+	// Kubernetes, when set, runs sandboxes as pods (the k8s provider)
+	// instead of on this machine.
+	Kubernetes *KubernetesConfig
 	// NoJobs serves the API without working the job queue: state changes
 	// and their jobs are committed but nothing carries them forward. For
 	// maintenance windows and crash tests.
@@ -97,6 +99,11 @@ func (c *Config) Validate() error {
 	case "", "embedded", "sshd":
 	default:
 		return fmt.Errorf("control: ProviderMode %q: want embedded or sshd", c.ProviderMode)
+	}
+	if c.Kubernetes != nil {
+		if err := c.Kubernetes.validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -165,11 +172,10 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	lp, err := local.New(local.Config{DataDir: cfg.DataDir, Mode: cfg.ProviderMode, Logger: cfg.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("start local provider: %w", err)
+	if s.prov, err = openProvider(ctx, cfg, s.Store); err != nil {
+		return nil, err
 	}
-	s.prov, s.Provider = lp, lp
+	s.Provider = s.prov
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
 	if s.Activity, s.closeActStore, err = openActivity(cfg); err != nil {
 		return nil, err
@@ -218,6 +224,9 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 
+	if err := s.startProvider(ctx); err != nil {
+		return err
+	}
 	if err := s.Life.Reconcile(ctx); err != nil {
 		// Reconcile errors are per sandbox; serving the rest is better
 		// than refusing to start.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/provider/k8s"
 )
 
 func main() {
@@ -53,6 +54,10 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	secretFile := fs.String("internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
 	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
+	prov := fs.String("provider", env("SBX_PROVIDER", "local"), `where sandboxes run: "local" (this machine) or "k8s" (pods)`)
+	k8sNS := fs.String("k8s-namespace", env("SBX_K8S_NAMESPACE", "sbx-sandboxes"), "namespace of sandbox pods (k8s provider)")
+	k8sCatalog := fs.String("k8s-catalog", env("SBX_K8S_CATALOG", "/etc/sbx/catalog.yaml"), "pools and profiles file (k8s provider)")
+	kubeconfig := fs.String("kubeconfig", env("SBX_KUBECONFIG", ""), "kubeconfig file (k8s provider; empty: in-cluster service account)")
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, 0, err
@@ -69,6 +74,20 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		return c, 0, fmt.Errorf("--ssh-public-addr port: %w", err)
 	}
 	c.SSHHost = host
+	switch *prov {
+	case "local":
+	case "k8s":
+		cat, err := k8s.LoadCatalog(*k8sCatalog)
+		if err != nil {
+			return c, 0, fmt.Errorf("--k8s-catalog: %w", err)
+		}
+		c.Kubernetes = &control.KubernetesConfig{
+			Provider:   k8s.Config{Namespace: *k8sNS, Catalog: cat},
+			Kubeconfig: *kubeconfig,
+		}
+	default:
+		return c, 0, fmt.Errorf("--provider %q: want local or k8s", *prov)
+	}
 	if *secretFile != "" {
 		b, err := os.ReadFile(*secretFile)
 		if err != nil {

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestProviderFlags(t *testing.T) {
+	t.Parallel()
+	env := func(k string) string {
+		if k == "SBX_INTERNAL_SECRET" {
+			return "s3cret"
+		}
+		return ""
+	}
+	base := []string{"--data-dir", t.TempDir()}
+	c, _, err := parseConfig(append(base, "--provider", "k8s", "--k8s-namespace", "sbx-test",
+		"--k8s-catalog", "../../control/provider/k8s/testdata/catalog.yaml"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kubernetes == nil || c.Kubernetes.Provider.Namespace != "sbx-test" || len(c.Kubernetes.Provider.Catalog.Profiles) != 3 {
+		t.Errorf("k8s config %+v; want namespace sbx-test and the catalog's 3 profiles", c.Kubernetes)
+	}
+	c, _, err = parseConfig(base, env)
+	if err != nil || c.Kubernetes != nil {
+		t.Errorf("default provider: %+v, %v; want local (no Kubernetes config)", c.Kubernetes, err)
+	}
+	for _, bad := range [][]string{
+		{"--provider", "nomad"},
+		{"--provider", "k8s", "--k8s-catalog", "/nonexistent/catalog.yaml"},
+	} {
+		if _, _, err := parseConfig(append(base, bad...), env); err == nil || !strings.Contains(err.Error(), "--") {
+			t.Errorf("parseConfig %v: %v; want a flag error", bad, err)
+		}
+	}
+}
