@@ -125,9 +125,16 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 				select {
 				case <-ctx.Done():
 					return
-				case _, ok := <-wi.ResultChan():
+				case ev, ok := <-wi.ResultChan():
 					if !ok {
 						return
+					}
+					// A pod deleted and created again under the same name
+					// (restore after suspend) must not be mistaken for
+					// the old one, so a deletion stops it at once rather
+					// than at the next sync.
+					if pod, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type == watch.Deleted {
+						k.stop(ctx, pod.Name, true)
 					}
 					select {
 					case kick <- struct{}{}:
@@ -219,6 +226,14 @@ func (k *Kubelet) sync(ctx context.Context) error {
 func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod) error {
 	k.mu.Lock()
 	r := k.pods[pod.Name]
+	if r != nil && r.serving && pod.Status.PodIP == "" {
+		// Serving, yet the pod has no IP from us: a new pod under an old
+		// name whose deletion this kubelet did not see in time.
+		k.mu.Unlock()
+		k.stop(ctx, pod.Name, true)
+		k.mu.Lock()
+		r = nil
+	}
 	if r == nil {
 		r = &podRun{ip: k.allocIPLocked()}
 		k.pods[pod.Name] = r
