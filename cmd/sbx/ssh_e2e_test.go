@@ -103,6 +103,7 @@ func createReady(t *testing.T, p *devProc) string {
 func TestSSHThroughBroker(t *testing.T) {
 	for _, mode := range []string{"embedded", "sshd"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			if mode == "sshd" {
 				if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
 					t.Fatal("no /usr/sbin/sshd: install openssh-server (.ci/run does)")
@@ -128,6 +129,7 @@ func TestSSHThroughBroker(t *testing.T) {
 			})
 			t.Run("scp", func(t *testing.T) { testSCP(t, ta, dir, mode) })
 			t.Run("sftp", func(t *testing.T) { testSFTP(t, ta, dir) })
+			t.Run("must show", func(t *testing.T) { testMustShow(t, p, ta, dir) })
 			t.Run("refusals", func(t *testing.T) { testRefusals(t, p, ta, dir) })
 			if mode == "embedded" {
 				t.Run("cli", func(t *testing.T) { testSSHCLI(t, p, a, dir) })

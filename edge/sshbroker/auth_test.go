@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/internal/sshscenario"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -65,7 +66,7 @@ func TestQueryOneKeySignAnother(t *testing.T) {
 	sock := filepath.Join(e.dir, "agent.sock")
 	agent := exec.Command("ssh-agent", "-D", "-a", sock)
 	agent.Env = append(os.Environ(), "SSH_ASKPASS=/bin/false", "SSH_ASKPASS_REQUIRE=force", "DISPLAY=:0")
-	startBackground(t, agent)
+	sshscenario.Background(t, agent)
 	waitUnixSocket(t, sock)
 
 	cases := []struct {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 // stallProxy relays TCP to target until freeze, after which it stops
@@ -163,11 +165,11 @@ func TestUpstreamKeepalive(t *testing.T) {
 	e.auth.mu.Unlock()
 
 	cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "sleep 60")
-	bg := startBackground(t, cmd)
+	bg := sshscenario.Background(t, cmd)
 	waitOpen(t, e, "alpha")
 	proxy.freeze()
-	bg.wait(t, 10*time.Second)
-	if !strings.Contains(bg.String(), "sandbox stopped responding") {
-		t.Fatalf("stderr %q, want the reason", bg.String())
+	bg.Wait(t, 10*time.Second)
+	if !strings.Contains(bg.Stderr.String(), "sandbox stopped responding") {
+		t.Fatalf("stderr %q, want the reason", bg.Stderr.String())
 	}
 }

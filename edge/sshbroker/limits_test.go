@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/internal/sshscenario"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -65,37 +65,16 @@ func TestChannelCap(t *testing.T) {
 
 func TestParallelSessions(t *testing.T) {
 	e := newEnv(t, nil)
-	const n = 50
-	run50 := func(t *testing.T, sandboxes int) {
-		keys := make([]key, sandboxes)
-		for i := range keys {
-			keys[i] = e.grant(fmt.Sprintf("par%d-%d", sandboxes, i), nil)
+	targets := func(sandboxes int) []sshscenario.SSH {
+		var fns []sshscenario.SSH
+		for i := range sandboxes {
+			name := fmt.Sprintf("par%d-%d", sandboxes, i)
+			fns = append(fns, e.to(e.grant(name, nil), name))
 		}
-		var wg sync.WaitGroup
-		errs := make(chan error, n)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				k := keys[i%sandboxes]
-				user := fmt.Sprintf("par%d-%d", sandboxes, i%sandboxes)
-				cmd := e.ssh(testCtx(t, 2*time.Minute), k, user, nil, fmt.Sprintf("sleep 1; echo session-%d", i))
-				// stdout only: the machine's own shell start-up files (pyenv
-				// here) may write to stderr when 50 logins race.
-				out, err := cmd.Output()
-				if err != nil || strings.TrimSpace(string(out)) != fmt.Sprintf("session-%d", i) {
-					errs <- fmt.Errorf("session %d: %v: %q", i, err, out)
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
+		return fns
 	}
-	t.Run("one sandbox", func(t *testing.T) { run50(t, 1) })
-	t.Run("ten sandboxes", func(t *testing.T) { run50(t, 10) })
+	t.Run("one sandbox", func(t *testing.T) { sshscenario.ParallelSessions(t, targets(1), 50) })
+	t.Run("ten sandboxes", func(t *testing.T) { sshscenario.ParallelSessions(t, targets(10), 50) })
 }
 
 func TestConnsPerSandboxCap(t *testing.T) {
@@ -133,18 +112,18 @@ func TestShutdownDrainsThenTellsWhy(t *testing.T) {
 		e := newEnv(t, nil)
 		k := e.grant("alpha", nil)
 		cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "sleep 1; echo finished")
-		var out syncBuf
+		var out sshscenario.SyncBuffer
 		cmd.Stdout = &out
-		errb := startBackground(t, cmd)
+		errb := sshscenario.Background(t, cmd)
 		waitOpen(t, e, "alpha")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := e.broker.Shutdown(ctx); err != nil {
 			t.Fatalf("Shutdown: %v", err)
 		}
-		errb.wait(t, 20*time.Second)
+		errb.Wait(t, 20*time.Second)
 		if out.String() != "finished\n" {
-			t.Fatalf("drained session printed %q (stderr %q), want finished", out.String(), errb.String())
+			t.Fatalf("drained session printed %q (stderr %q), want finished", out.String(), errb.Stderr.String())
 		}
 		if err := <-e.serveErr; !errors.Is(err, ErrServerClosed) {
 			t.Fatalf("Serve: %v", err)
@@ -155,15 +134,15 @@ func TestShutdownDrainsThenTellsWhy(t *testing.T) {
 		e := newEnv(t, func(c *Config) { c.DrainPeriod = 300 * time.Millisecond })
 		k := e.grant("alpha", nil)
 		cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "sleep 60")
-		errb := startBackground(t, cmd)
+		errb := sshscenario.Background(t, cmd)
 		waitOpen(t, e, "alpha")
 		start := time.Now()
 		if err := e.broker.Shutdown(context.Background()); err != nil {
 			t.Fatalf("Shutdown: %v", err)
 		}
-		errb.wait(t, 20*time.Second)
-		if time.Since(start) > 10*time.Second || !strings.Contains(errb.String(), "restarting") {
-			t.Fatalf("after %v stderr %q, want the restart message", time.Since(start), errb.String())
+		errb.Wait(t, 20*time.Second)
+		if time.Since(start) > 10*time.Second || !strings.Contains(errb.Stderr.String(), "restarting") {
+			t.Fatalf("after %v stderr %q, want the restart message", time.Since(start), errb.Stderr.String())
 		}
 		<-e.serveErr
 		e.serveErr <- ErrServerClosed
@@ -175,21 +154,21 @@ func TestDisconnectSandbox(t *testing.T) {
 	k := e.grant("alpha", nil)
 	other := e.grant("beta", nil)
 	cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", []string{"-tt"}, "sleep 60")
-	errb := startBackground(t, cmd)
+	errb := sshscenario.Background(t, cmd)
 	keep := e.ssh(testCtx(t, 30*time.Second), other, "beta", nil, "sleep 3; echo beta-ok")
-	var keepOut syncBuf
+	var keepOut sshscenario.SyncBuffer
 	keep.Stdout = &keepOut
-	keepBg := startBackground(t, keep)
+	keepBg := sshscenario.Background(t, keep)
 	waitOpen(t, e, "alpha")
 	waitOpen(t, e, "beta")
 	if n := e.broker.Disconnect("alpha", "sbx: sandbox alpha was deleted."); n != 1 {
 		t.Fatalf("Disconnect closed %d connections, want 1", n)
 	}
-	errb.wait(t, 20*time.Second)
-	if !strings.Contains(errb.String(), "sandbox alpha was deleted") {
-		t.Fatalf("stderr %q, want the reason", errb.String())
+	errb.Wait(t, 20*time.Second)
+	if !strings.Contains(errb.Stderr.String(), "sandbox alpha was deleted") {
+		t.Fatalf("stderr %q, want the reason", errb.Stderr.String())
 	}
-	keepBg.wait(t, 20*time.Second)
+	keepBg.Wait(t, 20*time.Second)
 	if keepOut.String() != "beta-ok\n" {
 		t.Fatalf("other sandbox's session printed %q, want beta-ok", keepOut.String())
 	}

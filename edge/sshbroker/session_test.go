@@ -1,10 +1,7 @@
 package sshbroker
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -12,95 +9,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 func TestInteractivePTY(t *testing.T) {
 	e := newEnv(t, nil)
-	k := e.grant("alpha", nil)
-	cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", []string{"-tt", "-o", "SetEnv=SBX_PROBE=relayed"})
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var errb syncBuf
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	expect := func(want string) {
-		t.Helper()
-		timeout := time.After(15 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("output ended before %q; stderr %s", want, errb.String())
-				}
-				if strings.Contains(l, want) && !strings.Contains(l, "echo") {
-					return
-				}
-			case <-timeout:
-				t.Fatalf("no %q in output", want)
-			}
-		}
-	}
-	// Arithmetic proves the shell ran it, not that the pty echoed it.
-	io.WriteString(stdin, "echo result-$((6*7)) $(tty | cut -c1-8)\n")
-	expect("result-42 /dev/pts")
-	io.WriteString(stdin, "stty size\n")
-	expect(" ") // window size from pty-req: rows cols
-	io.WriteString(stdin, "exit 7\n")
-	for range lines {
-	}
-	err = cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 7 {
-		t.Fatalf("interactive exit: got code %d (%v), want 7; stderr %s", code, err, errb.String())
-	}
+	sshscenario.TTYShell(t, e.to(e.grant("alpha", nil), "alpha"))
 }
 
 // TestBulkStdinRoundTrip pipes 200 MiB through `cat` on the sandbox and
 // checks every byte comes back in order.
 func TestBulkStdinRoundTrip(t *testing.T) {
 	e := newEnv(t, nil)
-	k := e.grant("alpha", nil)
-	const size = 200 << 20
-	cmd := e.ssh(testCtx(t, 5*time.Minute), k, "alpha", nil, "cat")
-	src := io.LimitReader(rand.NewChaCha8([32]byte{1, 2, 3}), size)
-	sentHash, gotHash := sha256.New(), sha256.New()
-	cmd.Stdin = io.TeeReader(src, sentHash)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n, err := io.Copy(gotHash, stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("ssh cat: %v: %s", err, errb.String())
-	}
-	if n != size || !bytes.Equal(sentHash.Sum(nil), gotHash.Sum(nil)) {
-		t.Fatalf("round trip: got %d bytes sha256 %x, want %d bytes sha256 %x", n, gotHash.Sum(nil), size, sentHash.Sum(nil))
-	}
-	t.Logf("200 MiB round trip in %v", time.Since(start).Round(time.Millisecond))
+	sshscenario.BulkRoundTrip(t, e.to(e.grant("alpha", nil), "alpha"), 200<<20)
 }
 
 func TestSCPAndSFTP(t *testing.T) {

@@ -115,6 +115,12 @@ func sshdConfig(dir string, port int) string {
 		"PrintMotd no",
 		// Pooled clients multiplex many exec and sftp channels on one connection.
 		"MaxSessions 64",
+		// Every user's connection arrives from the broker, one upstream
+		// connection each, so a burst of logins (50 parallel sessions, a
+		// VS Code reconnect) is many concurrent handshakes from one peer.
+		// sshd's default 10:30:100 would drop some at random; only CA
+		// certificates get in, so a larger budget costs no safety.
+		"MaxStartups 256",
 		"Subsystem sftp internal-sftp",
 		"PidFile " + filepath.Join(dir, "sshd.pid"),
 		"LogLevel INFO",
