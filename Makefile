@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: dev test check build fmt vet staticcheck vuln race
+.PHONY: dev test check build fmt vet staticcheck vuln race loadtest-ssh
 
 # dev runs the whole stack in one process on embedded defaults.
 dev:
@@ -31,6 +31,11 @@ staticcheck:
 # workplace cannot reach; run it where it can. It is not part of check.
 vuln:
 	$(GO) run golang.org/x/vuln/cmd/govulncheck@v1.9.0 ./...
+
+# loadtest-ssh measures the SSH broker against a direct connection to the
+# same sshd, on this machine only (see loadtest/main.go).
+loadtest-ssh:
+	$(GO) run ./loadtest ssh
 
 # check is what a reviewer runs before merging.
 check: fmt vet staticcheck race

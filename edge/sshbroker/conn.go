@@ -312,6 +312,7 @@ func (b *Broker) dialUpstream(ctx context.Context, route Route, connID string) (
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	nc.SetDeadline(deadline)
 	conn, chans, reqs, err := ssh.NewClientConn(nc, route.Addr, &ssh.ClientConfig{
+		Config:            ssh.Config{Ciphers: b.cfg.UpstreamCiphers},
 		User:              route.User,
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback:   ssh.FixedHostKey(hostKey),

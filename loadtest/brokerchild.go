@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/edge/sshbroker"
+)
+
+// brokerChildCmd runs the broker in its own process so its CPU time and
+// memory can be read from /proc without the load generator's.
+const brokerChildCmd = "_ssh-broker"
+
+// childRoute is one credential the child broker accepts.
+type childRoute struct {
+	Username    string          `json:"username"`
+	Fingerprint string          `json:"fingerprint"`
+	Route       sshbroker.Route `json:"route"`
+}
+
+// staticAuthorizer answers from a fixed table: the figures are about the
+// relay, and the control round trip is cached in production anyway.
+type staticAuthorizer map[string]childRoute
+
+func (a staticAuthorizer) Authorize(_ context.Context, username, fp string) (sshbroker.Route, error) {
+	r, ok := a[fp]
+	if !ok {
+		return sshbroker.Route{}, sshbroker.ErrUnknownKey
+	}
+	if r.Username != username {
+		return sshbroker.Route{}, sshbroker.ErrWrongSandbox
+	}
+	return r.Route, nil
+}
+
+// runBrokerChild serves the broker on 127.0.0.1, prints its address on
+// stdout, and stops when stdin closes (the parent exited or is done).
+func runBrokerChild(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet(brokerChildCmd, flag.ContinueOnError)
+	dir := fs.String("dir", "", "directory with ca_key and routes.json")
+	cipher := fs.String("upstream-cipher", "", "cipher on the broker-to-sandbox leg (empty: the broker's default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(*dir, "ca_key"))
+	if err != nil {
+		return err
+	}
+	caSigner, err := ssh.ParsePrivateKey(caPEM)
+	if err != nil {
+		return err
+	}
+	rb, err := os.ReadFile(filepath.Join(*dir, "routes.json"))
+	if err != nil {
+		return err
+	}
+	var routes []childRoute
+	if err := json.Unmarshal(rb, &routes); err != nil {
+		return err
+	}
+	auth := staticAuthorizer{}
+	for _, r := range routes {
+		auth[r.Fingerprint] = r
+	}
+	keys, err := sshbroker.LoadOrCreateHostKeys(filepath.Join(*dir, "broker_keys"))
+	if err != nil {
+		return err
+	}
+	cfg := sshbroker.DefaultConfig()
+	cfg.HostKeys = keys
+	cfg.Authorizer = auth
+	cfg.CA = sshca.New(caSigner)
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.MaxConnsPerSandbox = 1 << 14 // the memory scenario holds thousands on one sandbox
+	cfg.FailedAuthBurst = 1 << 14
+	if *cipher != "" {
+		cfg.UpstreamCiphers = strings.Split(*cipher, ",")
+	}
+	b, err := sshbroker.New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ln) }()
+	fmt.Println(ln.Addr().String())
+	stdinClosed := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stdinClosed) }()
+	select {
+	case <-ctx.Done():
+	case <-stdinClosed:
+	}
+	_ = b.Close()
+	if err := <-served; err != nil && !errors.Is(err, sshbroker.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+// Command loadtest measures the system on this machine, each figure as a
+// ratio to a baseline measured in the same run. Everything it starts
+// listens on 127.0.0.1 and every scenario is bounded in count and time;
+// it never targets another host.
+//
+//	go run ./loadtest ssh [flags]     SSH broker vs a direct connection to the same sshd
+//
+// Adding a scenario family: a file with a func(ctx, args) error and a row
+// in commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string) error
+	hidden        bool // internal helpers the tool runs as child processes
+}
+
+var commands = []command{
+	{name: "ssh", summary: "SSH broker vs direct sshd: throughput, CPU/GiB, handshakes/s, keystroke RTT, memory per idle session", run: runSSH},
+	{name: brokerChildCmd, summary: "(internal) the broker under test, in its own process", run: runBrokerChild, hidden: true},
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: go run ./loadtest <scenario> [flags]\n\nscenarios:")
+	for _, c := range commands {
+		if !c.hidden {
+			fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+		}
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			if err := c.run(ctx, os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "loadtest %s: %v\n", c.name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	usage()
+	os.Exit(2)
+}

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
+)
+
+// row is one line of the report: the baseline, the broker, and their ratio.
+type row struct {
+	name, unit     string
+	direct, broker float64
+	note           string
+	higherIsBetter bool
+	directNA       bool // the baseline cannot be measured in this mode
+}
+
+func (e *sshEnv) want(s string) bool {
+	return e.cfg.Only == "" || slices.Contains(strings.Split(e.cfg.Only, ","), s)
+}
+
+// runAll runs the chosen scenarios and returns the report rows.
+func (e *sshEnv) runAll(ctx context.Context) ([]row, error) {
+	var rows []row
+	add := func(r row) {
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "  done: %s\n", r.name)
+	}
+	fmt.Fprintf(os.Stderr, "loadtest ssh: sandbox server %s at %s, broker at %s (pid %d)\n",
+		e.cfg.Server, e.direct.addr, e.broker.t.addr, e.broker.pid())
+	if e.want("bulk") || e.want("cpu") {
+		single, err := e.bulkPair(ctx, 1)
+		if err != nil {
+			return nil, err
+		}
+		multi, err := e.bulkPair(ctx, e.cfg.Streams)
+		if err != nil {
+			return nil, err
+		}
+		add(row{name: "bulk, 1 stream", unit: "MiB/s", direct: single.direct.mibps(), broker: single.broker.mibps(), higherIsBetter: true})
+		add(row{name: fmt.Sprintf("bulk, %d streams", e.cfg.Streams), unit: "MiB/s", direct: multi.direct.mibps(), broker: multi.broker.mibps(), higherIsBetter: true})
+		gib := float64(single.broker.bytes+multi.broker.bytes) / (1 << 30)
+		dgib := float64(single.direct.bytes+multi.direct.bytes) / (1 << 30)
+		add(row{name: "CPU per GiB relayed", unit: "CPU-s/GiB",
+			direct: (single.direct.serverCPU + multi.direct.serverCPU).Seconds() / dgib,
+			broker: (single.broker.brokerCPU + multi.broker.brokerCPU).Seconds() / gib,
+			note:   "direct column: the sandbox sshd's own CPU for the same bytes", directNA: e.serverPID == 0})
+	}
+	if e.want("cipher") && e.cfg.UpstreamCiphers != "" {
+		alt, err := e.startBroker(e.cfg.UpstreamCiphers)
+		if err != nil {
+			return nil, err
+		}
+		gcm, err := e.bulk(ctx, e.broker.t, e.broker.pid(), 1)
+		if err != nil {
+			return nil, err
+		}
+		other, err := e.bulk(ctx, alt.t, alt.pid(), 1)
+		if err != nil {
+			return nil, err
+		}
+		add(row{name: "broker CPU/GiB, upstream " + alt.t.name[len("broker/"):] + " vs default (AES-GCM)", unit: "CPU-s/GiB",
+			direct: other.brokerCPU.Seconds() / (float64(other.bytes) / (1 << 30)),
+			broker: gcm.brokerCPU.Seconds() / (float64(gcm.bytes) / (1 << 30)),
+			note:   "direct column: broker with the alternative upstream cipher"})
+	}
+	if e.want("handshake") {
+		d, err := e.handshakes(ctx, e.direct)
+		if err != nil {
+			return nil, err
+		}
+		b, err := e.handshakes(ctx, e.broker.t)
+		if err != nil {
+			return nil, err
+		}
+		add(row{name: fmt.Sprintf("handshakes (connect+auth+`true`, %d concurrent)", e.cfg.HandshakeConc), unit: "per s", direct: d, broker: b, higherIsBetter: true})
+	}
+	if e.want("keystroke") {
+		d, err := e.keystrokes(ctx, e.direct)
+		if err != nil {
+			return nil, err
+		}
+		b, err := e.keystrokes(ctx, e.broker.t)
+		if err != nil {
+			return nil, err
+		}
+		add(row{name: "keystroke round trip, median", unit: "µs", direct: d.p50, broker: b.p50})
+		add(row{name: "keystroke round trip, p99", unit: "µs", direct: d.p99, broker: b.p99})
+	}
+	if e.want("memory") {
+		d, err := e.idleMemory(ctx, e.direct, e.serverPID)
+		if err != nil {
+			return nil, err
+		}
+		b, err := e.idleMemory(ctx, e.broker.t, e.broker.pid())
+		if err != nil {
+			return nil, err
+		}
+		add(row{name: fmt.Sprintf("memory per idle session (%d held)", e.cfg.Sessions), unit: "KiB (PSS)", direct: d / 1024, broker: b / 1024,
+			note: "direct column: the sandbox sshd's process tree", directNA: e.serverPID == 0})
+	}
+	return rows, nil
+}
+
+func report(out io.Writer, rows []row) {
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "scenario\tunit\tdirect\tbroker\tbroker/direct\n")
+	for _, r := range rows {
+		d, ratio := fmt.Sprintf("%.1f", r.direct), fmt.Sprintf("%.2f", r.broker/r.direct)
+		if r.directNA {
+			d, ratio = "n/a", "n/a"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%s\n", r.name, r.unit, d, r.broker, ratio)
+	}
+	w.Flush()
+	for _, r := range rows {
+		if r.note != "" {
+			fmt.Fprintf(out, "  %s: %s\n", r.name, r.note)
+		}
+	}
+}
+
+// bulkResult is one bulk run.
+type bulkResult struct {
+	bytes     int64
+	elapsed   time.Duration
+	serverCPU time.Duration // the sandbox sshd tree, when measurable
+	brokerCPU time.Duration // the broker process, when it was in the path
+}
+
+func (r bulkResult) mibps() float64 { return float64(r.bytes) / (1 << 20) / r.elapsed.Seconds() }
+
+type pair struct{ direct, broker bulkResult }
+
+func (e *sshEnv) bulkPair(ctx context.Context, streams int) (pair, error) {
+	d, err := e.bulk(ctx, e.direct, 0, streams)
+	if err != nil {
+		return pair{}, err
+	}
+	b, err := e.bulk(ctx, e.broker.t, e.broker.pid(), streams)
+	return pair{d, b}, err
+}
+
+// bulk downloads BulkBytes from the sandbox (`head -c N /dev/zero`) over
+// streams connections at once, and reads the CPU the sandbox sshd and the
+// broker (brokerPID, 0 if not in the path) spent meanwhile.
+func (e *sshEnv) bulk(ctx context.Context, t target, brokerPID, streams int) (bulkResult, error) {
+	per := e.cfg.BulkBytes / int64(streams)
+	cpu := func() (srv, brk time.Duration) {
+		if e.serverPID != 0 {
+			srv, _ = procCPU(e.serverPID, true)
+		}
+		if brokerPID != 0 {
+			brk, _ = procCPU(brokerPID, false)
+		}
+		return
+	}
+	srv0, brk0 := cpu()
+	start := time.Now()
+	var total atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for range streams {
+		g.Go(func() error {
+			c, err := dial(gctx, t)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			s, err := c.NewSession()
+			if err != nil {
+				return err
+			}
+			out, _ := s.StdoutPipe()
+			if err := s.Start(fmt.Sprintf("head -c %d /dev/zero", per)); err != nil {
+				return err
+			}
+			n, err := io.Copy(io.Discard, out)
+			total.Add(n)
+			if err != nil {
+				return err
+			}
+			if n != per {
+				return fmt.Errorf("%s: got %d bytes, want %d", t.name, n, per)
+			}
+			return s.Wait()
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return bulkResult{}, fmt.Errorf("bulk via %s: %w", t.name, err)
+	}
+	elapsed := time.Since(start)
+	// sshd's per-connection processes add to the listener's CPU when it
+	// reaps them, just after the connections close.
+	time.Sleep(500 * time.Millisecond)
+	srv1, brk1 := cpu()
+	return bulkResult{bytes: total.Load(), elapsed: elapsed, serverCPU: srv1 - srv0, brokerCPU: brk1 - brk0}, nil
+}
+
+func dial(ctx context.Context, t target) (*ssh.Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, chans, reqs, err := ssh.NewClientConn(nc, t.addr, t.cfg)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("ssh to %s: %w", t.name, err)
+	}
+	return ssh.NewClient(conn, chans, reqs), nil
+}
+
+// handshakes counts complete new connections (key exchange, auth, an exec
+// of `true`, close) per second.
+func (e *sshEnv) handshakes(ctx context.Context, t target) (float64, error) {
+	// Workers start new handshakes until end; the ones in flight then
+	// finish under ctx, so the count and the elapsed time match.
+	end := time.Now().Add(e.cfg.HandshakeFor)
+	var n atomic.Int64
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for range e.cfg.HandshakeConc {
+		g.Go(func() error {
+			// At least one each, however late the worker starts.
+			for first := true; first || time.Now().Before(end); first = false {
+				c, err := dial(gctx, t)
+				if err != nil {
+					return fmt.Errorf("handshake via %s: %w", t.name, err)
+				}
+				s, err := c.NewSession()
+				if err == nil {
+					err = s.Run("true")
+				}
+				c.Close()
+				if err != nil {
+					return fmt.Errorf("handshake via %s: %w", t.name, err)
+				}
+				n.Add(1)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	return float64(n.Load()) / time.Since(start).Seconds(), nil
+}
+
+type rtt struct{ p50, p99 float64 } // microseconds
+
+// keystrokes types one byte at a time into `cat` under a raw-mode pty and
+// times each echo, as a shell's line editor would see it.
+func (e *sshEnv) keystrokes(ctx context.Context, t target) (rtt, error) {
+	c, err := dial(ctx, t)
+	if err != nil {
+		return rtt{}, err
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		return rtt{}, err
+	}
+	// Raw mode: no local echo and no line buffering, so every byte goes to
+	// cat and back on its own.
+	if err := s.RequestPty("xterm", 24, 80, ssh.TerminalModes{ssh.ECHO: 0, ssh.ICANON: 0, ssh.ISIG: 0, ssh.OPOST: 0}); err != nil {
+		return rtt{}, err
+	}
+	in, _ := s.StdinPipe()
+	out, _ := s.StdoutPipe()
+	if err := s.Start("stty raw -echo; exec cat"); err != nil {
+		return rtt{}, err
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	buf := make([]byte, 1)
+	// Wait until cat echoes, so start-up is not measured.
+	for {
+		if _, err := in.Write([]byte{'.'}); err != nil {
+			return rtt{}, err
+		}
+		if _, err := io.ReadFull(out, buf); err != nil {
+			return rtt{}, fmt.Errorf("keystrokes via %s: %w", t.name, err)
+		}
+		if buf[0] == '.' {
+			break
+		}
+	}
+	samples := make([]float64, 0, e.cfg.Keystrokes)
+	for i := range e.cfg.Keystrokes {
+		k := byte('a' + i%26)
+		start := time.Now()
+		if _, err := in.Write([]byte{k}); err != nil {
+			return rtt{}, err
+		}
+		for buf[0] != k {
+			if _, err := io.ReadFull(out, buf); err != nil {
+				return rtt{}, fmt.Errorf("keystrokes via %s: %w", t.name, err)
+			}
+		}
+		samples = append(samples, float64(time.Since(start).Microseconds()))
+		buf[0] = 0
+	}
+	slices.Sort(samples)
+	return rtt{p50: samples[len(samples)/2], p99: samples[len(samples)*99/100]}, nil
+}
+
+// idleMemory opens Sessions connections, each with one session waiting in
+// `cat`, and returns the growth of pid's process tree's PSS per session.
+func (e *sshEnv) idleMemory(ctx context.Context, t target, pid int) (float64, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	before := treePss(pid)
+	var mu sync.Mutex
+	var clients []*ssh.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16) // a burst, not a stampede: sshd's MaxStartups is 256
+	for range e.cfg.Sessions {
+		g.Go(func() error {
+			c, err := dial(gctx, t)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			clients = append(clients, c)
+			mu.Unlock()
+			s, err := c.NewSession()
+			if err != nil {
+				return err
+			}
+			if _, err := s.StdinPipe(); err != nil { // held open: cat waits
+				return err
+			}
+			return s.Start("cat")
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, fmt.Errorf("open %d sessions via %s: %w", e.cfg.Sessions, t.name, err)
+	}
+	time.Sleep(2 * time.Second) // let every session settle into idle
+	after := treePss(pid)
+	if after <= before {
+		if e.cfg.Sessions >= 100 {
+			return 0, errors.New("memory did not grow with sessions; the measurement is broken")
+		}
+		return 0, nil // a handful of sessions can fit in pages already mapped
+	}
+	return float64(after-before) / float64(e.cfg.Sessions), nil
+}
