@@ -14,6 +14,7 @@ const usage = `sbx: cloud development sandboxes
 
 Usage:
   sbx dev [flags]                         run control, provider and edge in one process
+  sbx admin [--database-url U] CMD        accounts, flags, limits, projects, tokens (sbx admin --help)
   sbx create [--profile P] [--deadline M] create a sandbox and wait until it is ready
   sbx list                                list your sandboxes
   sbx get ID                              show one sandbox
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string) int {
 	switch cmd {
 	case "dev":
 		err = runDev(ctx, rest)
+	case "admin":
+		err = runAdmin(ctx, rest, os.Stdout)
 	case "ssh":
 		err = runSSH(ctx, rest)
 	case "ssh-config":

@@ -175,6 +175,9 @@ type Tx interface {
 	SetGrantTokenHash(ctx context.Context, id string, hash []byte, at time.Time) error
 	// InsertAudit appends an audit entry.
 	InsertAudit(ctx context.Context, a AuditEntry) error
+	// RevokeToken revokes an API token by ID (idempotent: an already
+	// revoked token keeps its first revocation time).
+	RevokeToken(ctx context.Context, id string, at time.Time) error
 
 	// Enqueue inserts a durable job that becomes visible when the
 	// transaction commits.

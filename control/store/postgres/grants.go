@@ -160,3 +160,14 @@ func nilIfEmpty(b []byte) []byte {
 	}
 	return b
 }
+
+func (t *tx) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	tag, err := t.q.Exec(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1`, id, at)
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}

@@ -169,3 +169,14 @@ func (t *tx) InsertAudit(ctx context.Context, a store.AuditEntry) error {
 	}
 	return nil
 }
+
+func (t *tx) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	res, err := t.q.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, micros(at), id)
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	if affected(res) == 0 {
+		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}

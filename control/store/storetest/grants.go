@@ -220,3 +220,21 @@ func testSubscribeEvents(t *testing.T, s store.Store) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+func testRevokeToken(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seedAccounts(t, s, "a")
+	hash := []byte("revoke-me-0123456789abcdef012345")
+	inTx(t, s, func(tx store.Tx) error {
+		return tx.InsertToken(ctx, store.Token{ID: "tok-r", AccountID: "a", Kind: store.TokenAgent, Hash: hash, CreatedAt: t0})
+	})
+	if _, _, err := s.AccountByTokenHash(ctx, hash, t0); err != nil {
+		t.Fatalf("before revoke: %v", err)
+	}
+	inTx(t, s, func(tx store.Tx) error { return tx.RevokeToken(ctx, "tok-r", t0.Add(time.Minute)) })
+	inTx(t, s, func(tx store.Tx) error { return tx.RevokeToken(ctx, "tok-r", t0.Add(time.Hour)) })
+	_, _, err := s.AccountByTokenHash(ctx, hash, t0.Add(2*time.Hour))
+	wantErr(t, "revoked token", err, store.ErrNotFound)
+	err = s.InTx(ctx, func(tx store.Tx) error { return tx.RevokeToken(ctx, "tok-missing", t0) })
+	wantErr(t, "RevokeToken(missing)", err, store.ErrNotFound)
+}

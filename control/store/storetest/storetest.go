@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Consumer", testConsumer},
 		{"AccountsAndLiveCounts", testAccountsAndLiveCounts},
 		{"SubscribeEvents", testSubscribeEvents},
+		{"RevokeToken", testRevokeToken},
 		{"Idle", testIdle},
 		{"Rollback", testRollback},
 		{"ConcurrentLimit", testConcurrentLimit},

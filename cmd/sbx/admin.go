@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/postgres"
+	"github.com/sbxedge/sbx/control/store/sqlite"
+)
+
+const adminUsage = `sbx admin: manage accounts, projects and tokens on the control database
+
+Usage:
+  sbx admin [--database-url URL | --data-dir DIR] COMMAND
+
+Commands:
+  account create [--name N] [--limit N] [--disabled] [--platforms P,..] [--monthly-minutes M] ID
+  account set [--name N] [--enabled=BOOL] [--limit N] [--platforms P,..|none] [--monthly-minutes M] ID
+  account show ID
+  account list
+  project create --account ID --name NAME [--id UUID]     prints the project ID
+  token mint --account ID [--name NAME] [--kind agent|project]   prints the secret once
+  token revoke TOKEN_ID
+
+It works on the database directly (SBX_DATABASE_URL, or the SQLite file in
+--data-dir), with the same store code and migrations as control, so it
+runs whether or not control is up. Changes apply to the next request:
+account rules are read inside each create's transaction.
+`
+
+// runAdmin is `sbx admin`. Operators hold the database credentials
+// already; a separate admin API would add a credential to guard and a
+// network surface for the same power, and would not work while control is
+// down.
+func runAdmin(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("sbx admin", flag.ContinueOnError)
+	dbURL := fs.String("database-url", os.Getenv("SBX_DATABASE_URL"), "Postgres URL (default: the SQLite database in --data-dir)")
+	dataDir := fs.String("data-dir", defaultDataDir(), "sbx dev data dir holding sbx.db, when no --database-url")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), adminUsage) }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() < 2 {
+		fs.Usage()
+		return errors.New("admin: want a noun and a verb, e.g. `account create`")
+	}
+	st, err := openAdminStore(ctx, *dbURL, *dataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	a := &admin{st: st, out: out, now: time.Now}
+	noun, verb, rest := fs.Arg(0), fs.Arg(1), fs.Args()[2:]
+	switch noun + " " + verb {
+	case "account create":
+		return a.accountCreate(ctx, rest)
+	case "account set":
+		return a.accountSet(ctx, rest)
+	case "account show":
+		return a.accountShow(ctx, rest)
+	case "account list":
+		return a.accountList(ctx)
+	case "project create":
+		return a.projectCreate(ctx, rest)
+	case "token mint":
+		return a.tokenMint(ctx, rest)
+	case "token revoke":
+		return a.tokenRevoke(ctx, rest)
+	}
+	fs.Usage()
+	return fmt.Errorf("admin: unknown command %q", noun+" "+verb)
+}
+
+func openAdminStore(ctx context.Context, dbURL, dataDir string) (store.Store, error) {
+	if dbURL != "" {
+		return postgres.Open(ctx, dbURL, nil)
+	}
+	path := filepath.Join(dataDir, "sbx.db")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("admin: no database at %s (give --database-url, or --data-dir of an sbx dev that ran once): %w", path, err)
+	}
+	return sqlite.Open(ctx, path, nil)
+}
+
+type admin struct {
+	st  store.Store
+	out io.Writer
+	now func() time.Time
+}
+
+// accountFlags are the settable fields; set tracks which were given, so
+// `account set` changes only those.
+type accountFlags struct {
+	fs        *flag.FlagSet
+	name      string
+	limit     int
+	enabled   bool
+	platforms string
+	minutes   int
+}
+
+func newAccountFlags(cmd string) *accountFlags {
+	f := &accountFlags{fs: flag.NewFlagSet("sbx admin account "+cmd, flag.ContinueOnError)}
+	f.fs.StringVar(&f.name, "name", "", "display name (unique; default: the ID)")
+	f.fs.IntVar(&f.limit, "limit", 1, "sandbox_concurrent_limit: live sandboxes (pending, ready, suspending, restoring) at once")
+	f.fs.BoolVar(&f.enabled, "enabled", true, "the sandboxes feature flag")
+	f.fs.StringVar(&f.platforms, "platforms", "", `platform allowlist, comma-separated ("none" or empty: every platform)`)
+	f.fs.IntVar(&f.minutes, "monthly-minutes", 0, "sandbox_monthly_minutes soft cap (0: none); shown in usage and metrics, blocks nothing")
+	return f
+}
+
+func (f *accountFlags) apply(a *store.Account, only map[string]bool) error {
+	set := func(name string) bool { return only == nil || only[name] }
+	if set("name") && f.name != "" {
+		a.Name = f.name
+	}
+	if set("limit") {
+		if f.limit < 0 {
+			return errors.New("--limit must be 0 or more")
+		}
+		a.ConcurrentLimit = f.limit
+	}
+	if set("enabled") {
+		a.SandboxesEnabled = f.enabled
+	}
+	if set("platforms") {
+		a.AllowedPlatforms = nil
+		if p := strings.TrimSpace(f.platforms); p != "" && p != "none" {
+			for _, v := range strings.Split(p, ",") {
+				switch v = strings.TrimSpace(v); v {
+				case "linux", "macos":
+					a.AllowedPlatforms = append(a.AllowedPlatforms, v)
+				default:
+					return fmt.Errorf("--platforms: unknown platform %q (linux, macos)", v)
+				}
+			}
+		}
+	}
+	if set("monthly-minutes") {
+		if f.minutes < 0 {
+			return errors.New("--monthly-minutes must be 0 or more")
+		}
+		a.MonthlyMinutes = f.minutes
+	}
+	return nil
+}
+
+func (a *admin) accountCreate(ctx context.Context, args []string) error {
+	f := newAccountFlags("create")
+	f.fs.BoolFunc("disabled", "create with the sandboxes flag off", func(string) error { f.enabled = false; return nil })
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := arg(f.fs, 0, "account ID")
+	if err != nil {
+		return err
+	}
+	acct := store.Account{ID: id, Name: id, CreatedAt: a.now().UTC()}
+	if err := f.apply(&acct, nil); err != nil {
+		return err
+	}
+	err = a.st.InTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.Account(ctx, id); err == nil {
+			return fmt.Errorf("account %s exists; use `account set`", id)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return tx.UpsertAccount(ctx, acct)
+	})
+	if err != nil {
+		return fmt.Errorf("create account: %w", err)
+	}
+	return a.printAccount(acct)
+}
+
+func (a *admin) accountSet(ctx context.Context, args []string) error {
+	f := newAccountFlags("set")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := arg(f.fs, 0, "account ID")
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if len(given) == 0 {
+		return errors.New("account set: nothing to change (see --help)")
+	}
+	var acct store.Account
+	err = a.st.InTx(ctx, func(tx store.Tx) error {
+		// The same lock creates take: a change never lands between a
+		// create's count and its insert.
+		if err := tx.LockAccount(ctx, id); err != nil {
+			return err
+		}
+		cur, err := tx.Account(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := f.apply(&cur, given); err != nil {
+			return err
+		}
+		acct = cur
+		return tx.UpsertAccount(ctx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("set account %s: %w", id, err)
+	}
+	return a.printAccount(acct)
+}
+
+func (a *admin) accountShow(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("account show: want one account ID")
+	}
+	acct, err := a.st.Account(ctx, args[0])
+	if err != nil {
+		return fmt.Errorf("show account: %w", err)
+	}
+	return a.printAccount(acct)
+}
+
+func (a *admin) accountList(ctx context.Context) error {
+	accts, err := a.st.Accounts(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tENABLED\tLIMIT\tPLATFORMS\tMONTHLY_MINUTES")
+	for _, acct := range accts {
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%d\t%s\t%d\n", acct.ID, acct.Name, acct.SandboxesEnabled, acct.ConcurrentLimit,
+			platformList(acct.AllowedPlatforms), acct.MonthlyMinutes)
+	}
+	return tw.Flush()
+}
+
+func platformList(p []string) string {
+	if len(p) == 0 {
+		return "any"
+	}
+	return strings.Join(p, ",")
+}
+
+func (a *admin) printAccount(acct store.Account) error {
+	_, err := fmt.Fprintf(a.out, "account %s\n  name: %s\n  sandboxes_enabled: %t\n  sandbox_concurrent_limit: %d\n  platforms: %s\n  sandbox_monthly_minutes: %d\n",
+		acct.ID, acct.Name, acct.SandboxesEnabled, acct.ConcurrentLimit, platformList(acct.AllowedPlatforms), acct.MonthlyMinutes)
+	return err
+}
+
+func (a *admin) projectCreate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sbx admin project create", flag.ContinueOnError)
+	acctID := fs.String("account", "", "owning account ID (required)")
+	name := fs.String("name", "", "project name, unique in the account (required)")
+	id := fs.String("id", "", "project UUID (default: a new random one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *acctID == "" || *name == "" {
+		return errors.New("project create: --account and --name are required")
+	}
+	if *id == "" {
+		*id = newUUID()
+	}
+	err := a.st.InTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.Account(ctx, *acctID); err != nil {
+			return err
+		}
+		if _, err := tx.Project(ctx, *id); err == nil {
+			return fmt.Errorf("project %s exists", *id)
+		}
+		return tx.UpsertProject(ctx, store.Project{ID: *id, AccountID: *acctID, Name: *name, CreatedAt: a.now().UTC()})
+	})
+	if err != nil {
+		return fmt.Errorf("create project: %w", err)
+	}
+	_, err = fmt.Fprintln(a.out, *id)
+	return err
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func (a *admin) tokenMint(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("sbx admin token mint", flag.ContinueOnError)
+	acctID := fs.String("account", "", "account ID (required)")
+	name := fs.String("name", "", "what the token is for (shown in listings and audit)")
+	kind := fs.String("kind", "agent", "agent (the sandbox API) or project (refused by the sandbox API)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *acctID == "" {
+		return errors.New("token mint: --account is required")
+	}
+	prefix := token.PrefixAgent
+	switch store.TokenKind(*kind) {
+	case store.TokenAgent:
+	case store.TokenProject:
+		prefix = token.PrefixProject
+	default:
+		return fmt.Errorf("token mint: --kind %q: want agent or project", *kind)
+	}
+	secret, hash := token.New(prefix)
+	id := "tok-" + strconv.FormatInt(a.now().UnixNano(), 36) + "-" + fmt.Sprintf("%x", hash[:4])
+	err := a.st.InTx(ctx, func(tx store.Tx) error {
+		if _, err := tx.Account(ctx, *acctID); err != nil {
+			return err
+		}
+		return tx.InsertToken(ctx, store.Token{ID: id, AccountID: *acctID, Kind: store.TokenKind(*kind), Name: *name, Hash: hash, CreatedAt: a.now().UTC()})
+	})
+	if err != nil {
+		return fmt.Errorf("mint token: %w", err)
+	}
+	// The secret goes to stdout alone, so `TOKEN=$(sbx admin token mint ...)`
+	// works; the ID (for revoking) goes to stderr.
+	fmt.Fprintf(os.Stderr, "minted %s token %s for account %s; the secret is shown once\n", *kind, id, *acctID)
+	_, err = fmt.Fprintln(a.out, secret)
+	return err
+}
+
+func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("token revoke: want one token ID")
+	}
+	err := a.st.InTx(ctx, func(tx store.Tx) error { return tx.RevokeToken(ctx, args[0], a.now().UTC()) })
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	_, err = fmt.Fprintf(a.out, "revoked %s\n", args[0])
+	return err
+}
