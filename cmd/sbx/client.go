@@ -40,10 +40,16 @@ func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader,
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
+	return c.send(req)
+}
+
+// send authenticates req, sends it, and turns an error status into an
+// error (an *apiError for problem documents).
+func (c *apiClient) send(req *http.Request) (*http.Response, error) {
+	req.Header.Set("Authorization", "Bearer "+c.token)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -53,7 +59,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader,
 		var p apiError
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(b, &p) != nil || p.Code == "" {
-			return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+			return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, bytes.TrimSpace(b))
 		}
 		return nil, &p
 	}
@@ -194,6 +200,8 @@ func runClient(ctx context.Context, cmd string, args []string) error {
 			return err
 		}
 		return printJSON(out)
+	case "events":
+		return runEvents(ctx, c, fs, args, finish)
 	case "exec":
 		return runExec(ctx, c, fs, args, finish)
 	case "files":
@@ -220,32 +228,6 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// waitReady polls until the sandbox leaves pending. Polling is fine for a
-// CLI; agents use the event stream.
-func waitReady(ctx context.Context, c *apiClient, id string, limit time.Duration) (sandbox, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	delay := 100 * time.Millisecond
-	for {
-		var sb sandbox
-		if err := c.json(ctx, http.MethodGet, "/api/v1/sandboxes/"+id, nil, &sb); err != nil {
-			return sb, err
-		}
-		switch sb.Status {
-		case "ready":
-			return sb, nil
-		case "failed", "terminated", "terminating":
-			return sb, fmt.Errorf("sandbox %s is %s", id, sb.Status)
-		}
-		select {
-		case <-ctx.Done():
-			return sb, fmt.Errorf("sandbox %s still %s after %s", id, sb.Status, limit)
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, time.Second)
-	}
 }
 
 func runExec(ctx context.Context, c *apiClient, fs *flag.FlagSet, args []string, finish func() error) error {

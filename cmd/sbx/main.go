@@ -18,6 +18,7 @@ Usage:
   sbx create [--profile P] [--deadline M] create a sandbox and wait until it is ready
   sbx list                                list your sandboxes
   sbx get ID                              show one sandbox
+  sbx events [--follow] ID                lifecycle events as JSON lines (--follow: live until it ends)
   sbx exec [--timeout S] ID -- CMD [ARG...] run a command in the workspace
   sbx files ls ID [PATH]                  list a folder
   sbx files get ID PATH [DEST]            download a file (DEST "-" or absent: stdout)
@@ -59,7 +60,7 @@ func run(ctx context.Context, args []string) int {
 		err = runSSH(ctx, rest)
 	case "ssh-config":
 		err = runSSHConfig(ctx, rest)
-	case "create", "list", "get", "exec", "files", "extend", "destroy", "usage":
+	case "create", "list", "get", "events", "exec", "files", "extend", "destroy", "usage":
 		err = runClient(ctx, cmd, rest)
 	default:
 		fmt.Fprintf(os.Stderr, "sbx: unknown command %q\n\n%s", cmd, usage)
