@@ -335,3 +335,21 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
 	writeProblem(w, r, errUpstream)
 }
+
+// AllowCertificate is the on-demand TLS gate: a certificate may be ordered
+// for the apex and for labels that resolve to a live route now, and for
+// nothing else, so a scanner sending random SNI names cannot spend our
+// ACME rate limit.
+func (p *Proxy) AllowCertificate(ctx context.Context, name string) error {
+	kind, label, port := previewhost.Parse(name, p.cfg.Domain)
+	switch {
+	case port != "" || kind == previewhost.Invalid:
+		return fmt.Errorf("preview: %q is not a preview host", name)
+	case kind == previewhost.Apex:
+		return nil
+	}
+	if _, err := p.routes.get(ctx, label); err != nil {
+		return fmt.Errorf("preview: no certificate for %q: %w", name, err)
+	}
+	return nil
+}

@@ -110,3 +110,25 @@ func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\r\n")
 	return l
 }
+
+func TestAllowCertificate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newTestApp())
+	e.expose("livehost", "sbx-a", "acct-a", false, false)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"livehost." + domain, true},
+		{domain, true},
+		{"deadhost." + domain, false},
+		{"a.livehost." + domain, false},
+		{"livehost." + domain + ":443", false},
+		{"127.0.0.1", false},
+		{"example.com", false},
+	} {
+		if err := e.proxy.AllowCertificate(t.Context(), tc.name); (err == nil) != tc.ok {
+			t.Errorf("AllowCertificate(%q) = %v, want allowed=%v", tc.name, err, tc.ok)
+		}
+	}
+}
