@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
@@ -221,4 +223,118 @@ func equalJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// failAfterSpec captures the spec (with its grant file) and fails every
+// provisioning attempt, as a failed image pull would.
+type failAfterSpec struct {
+	provider.Provider
+	mu    sync.Mutex
+	files []provider.File
+}
+
+func (f *failAfterSpec) Provision(_ context.Context, spec provider.Spec) (provider.Endpoint, error) {
+	f.mu.Lock()
+	f.files = spec.Files
+	f.mu.Unlock()
+	return provider.Endpoint{}, errors.New("injected: image pull failed")
+}
+
+// TestGrantTokensDieWithFailure: a token minted for a sandbox that then
+// fails to provision is active while it is pending and dead once failed.
+func TestGrantTokensDieWithFailure(t *testing.T) {
+	var fp *failAfterSpec
+	h := newHarness(t, "postgres", lifecycle.Config{ReapInterval: 200 * time.Millisecond, ProvisionTimeout: 2 * time.Second},
+		func(p provider.Provider) provider.Provider { fp = &failAfterSpec{Provider: p}; return fp })
+	seedProjects(t, h)
+	ctx := context.Background()
+	sb, _, err := h.m.Create(ctx, h.acct, lifecycle.CreateRequest{Profile: "tuist-linux-small",
+		Grants: []store.Grant{{ProjectID: projA, Scopes: []string{"cache:read"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newest attempt's token is live while the sandbox is pending
+	// (retries re-mint, killing the previous one).
+	sawActive := false
+	for deadline := time.Now().Add(10 * time.Second); !sawActive; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no live grant token while pending")
+		}
+		fp.mu.Lock()
+		var doc lifecycle.GrantsFile
+		if len(fp.files) == 1 {
+			_ = json.Unmarshal(fp.files[0].Data, &doc)
+		}
+		fp.mu.Unlock()
+		if len(doc.Grants) == 1 {
+			in, _ := h.m.Introspect(ctx, doc.Grants[0].Token)
+			cur, _ := h.st.Sandbox(ctx, sb.ID)
+			sawActive = in.Active && cur.State == store.StatePending
+		}
+	}
+	h.waitState(t, sb.ID, store.StateFailed, 15*time.Second)
+	fp.mu.Lock()
+	var doc lifecycle.GrantsFile
+	_ = json.Unmarshal(fp.files[0].Data, &doc)
+	fp.mu.Unlock()
+	if in, err := h.m.Introspect(ctx, doc.Grants[0].Token); err != nil || in.Active {
+		t.Fatalf("after failure: %+v, %v; want inactive", in, err)
+	}
+}
+
+// TestMonthMinutesAndGauges: compute minutes of the month count against
+// the soft cap and show in the gauges; exceeding the cap blocks nothing.
+func TestMonthMinutesAndGauges(t *testing.T) {
+	h := newHarness(t, "postgres", lifecycle.Config{}, nil)
+	ctx := context.Background()
+	h.acct.MonthlyMinutes = 60
+	if err := h.st.InTx(ctx, func(tx store.Tx) error { return tx.UpsertAccount(ctx, h.acct) }); err != nil {
+		t.Fatal(err)
+	}
+	sb := h.create(t, 600)
+	ready := h.waitState(t, sb.ID, store.StateReady, 10*time.Second)
+	h.clock.Advance(2 * time.Hour)
+	now := h.clock.Now().UTC()
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if ready.ReadyAt.After(start) {
+		start = *ready.ReadyAt
+	}
+	want := now.Sub(start).Minutes()
+	got, err := h.m.MonthMinutes(ctx, h.acct.ID)
+	if err != nil || got < want-1 || got > want+1 {
+		t.Fatalf("MonthMinutes = %.1f, %v; want about %.1f", got, err, want)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h.m.NewGauges())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			vals[key] = m.GetGauge().GetValue()
+		}
+	}
+	over := 0.0
+	if want > 60 {
+		over = 1
+	}
+	for key, v := range map[string]float64{
+		"sbx_sandboxes,account=acct-1,platform=linux,state=ready": 1,
+		"sbx_account_monthly_minutes_soft_cap,account=acct-1":     60,
+		"sbx_account_over_soft_cap,account=acct-1":                over,
+	} {
+		if vals[key] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", key, vals[key], v, vals)
+		}
+	}
+	// Over the cap, creates still pass.
+	if want > 60 {
+		h.create(t, 10)
+	}
 }
