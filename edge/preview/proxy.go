@@ -106,9 +106,11 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
 		Transport: p.tr,
-		// -1 flushes every write: server-sent events and streamed
-		// responses reach the client as the sandbox writes them.
-		FlushInterval:  -1,
+		// ReverseProxy flushes every write of streamed responses (SSE,
+		// unknown length) by itself; bodies of known length are flushed
+		// at least this often, without a syscall per 32 KiB write on
+		// large downloads.
+		FlushInterval:  50 * time.Millisecond,
 		ErrorHandler:   p.upstreamError,
 		ModifyResponse: p.modifyResponse,
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),

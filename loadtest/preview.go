@@ -1,0 +1,509 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+// previewConfig bounds the preview scenarios.
+type previewConfig struct {
+	Duration  time.Duration // per small-request run
+	Conns     int           // concurrent connections for small requests
+	Download  int64         // bytes of the large download
+	WSRounds  int           // WebSocket echo round trips
+	Server    string        // sandbox SSH server: sshd or embedded
+	NoNginx   bool          // skip the nginx column
+	Scenarios string
+}
+
+func (c *previewConfig) Validate() error {
+	switch {
+	case c.Duration <= 0 || c.Duration > 2*time.Minute:
+		return errors.New("--duration must be in (0, 2m]")
+	case c.Conns < 1 || c.Conns > 1024:
+		return errors.New("--conns must be 1..1024")
+	case c.Download < 1<<20 || c.Download > 8<<30:
+		return errors.New("--download must be 1 MiB..8 GiB")
+	case c.WSRounds < 1 || c.WSRounds > 1_000_000:
+		return errors.New("--ws-rounds must be 1..1000000")
+	case c.Server != "sshd" && c.Server != "embedded":
+		return errors.New("--server must be sshd or embedded")
+	}
+	return nil
+}
+
+// runPreview measures the preview proxy against the same upstream reached
+// directly and through Debian's nginx as a plain reverse proxy, in one
+// run. The upstream is a Go server on loopback standing in for the
+// sandbox's dev server; the proxy reaches it as the product does, over a
+// direct-tcpip channel on a pooled SSH connection to the sandbox's sshd.
+func runPreview(ctx context.Context, args []string) error {
+	var c previewConfig
+	fs := flag.NewFlagSet("loadtest preview", flag.ContinueOnError)
+	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each small-request run")
+	fs.IntVar(&c.Conns, "conns", 64, "concurrent connections for small requests")
+	fs.Int64Var(&c.Download, "download", 1<<30, "bytes of the large download")
+	fs.IntVar(&c.WSRounds, "ws-rounds", 5000, "WebSocket echo round trips")
+	fs.StringVar(&c.Server, "server", "sshd", "sandbox SSH server: sshd or embedded")
+	fs.BoolVar(&c.NoNginx, "no-nginx", false, "skip the nginx column")
+	fs.StringVar(&c.Scenarios, "scenarios", "small,download,ws", "comma-separated subset")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	env, err := setupPreview(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	fmt.Printf("upstream %s, proxy %s (via %s sshd), nginx %s; %d conns, %s per run\n\n",
+		env.paths[0].addr, env.paths[len(env.paths)-1].addr, c.Server, nginxAddrOrNA(env), c.Conns, c.Duration)
+	fmt.Printf("%-34s %-8s", "scenario", "unit")
+	for _, p := range env.paths {
+		fmt.Printf(" %12s", p.name)
+	}
+	fmt.Printf(" %14s %14s\n", "proxy/direct", "proxy/nginx")
+	line := func(name, unit string, vals []float64) {
+		fmt.Printf("%-34s %-8s", name, unit)
+		for _, v := range vals {
+			fmt.Printf(" %12.1f", v)
+		}
+		px := vals[len(vals)-1]
+		fmt.Printf(" %14.2f", px/vals[0])
+		if len(vals) == 3 {
+			fmt.Printf(" %14.2f", px/vals[1])
+		}
+		fmt.Println()
+	}
+	want := func(s string) bool { return slices.Contains(strings.Split(c.Scenarios, ","), s) }
+	if want("small") {
+		var rps, p50, p99 []float64
+		for _, p := range env.paths {
+			r, err := smallRequests(ctx, p, c)
+			if err != nil {
+				return fmt.Errorf("%s small requests: %w", p.name, err)
+			}
+			rps, p50, p99 = append(rps, r.rps), append(p50, r.p50), append(p99, r.p99)
+		}
+		line(fmt.Sprintf("1 KiB GET, %d conns", c.Conns), "req/s", rps)
+		line("  latency p50", "µs", p50)
+		line("  latency p99", "µs", p99)
+	}
+	if want("download") {
+		var mibps []float64
+		for _, p := range env.paths {
+			v, err := download(ctx, p, c.Download)
+			if err != nil {
+				return fmt.Errorf("%s download: %w", p.name, err)
+			}
+			mibps = append(mibps, v)
+		}
+		line(fmt.Sprintf("one %d MiB download", c.Download>>20), "MiB/s", mibps)
+	}
+	if want("ws") {
+		var p50, p99 []float64
+		for _, p := range env.paths {
+			a, b, err := wsEcho(ctx, p, c.WSRounds)
+			if err != nil {
+				return fmt.Errorf("%s websocket: %w", p.name, err)
+			}
+			p50, p99 = append(p50, a), append(p99, b)
+		}
+		line("WebSocket echo RTT p50", "µs", p50)
+		line("WebSocket echo RTT p99", "µs", p99)
+	}
+	return nil
+}
+
+func nginxAddrOrNA(e *previewEnv) string {
+	for _, p := range e.paths {
+		if p.name == "nginx" {
+			return p.addr
+		}
+	}
+	return "n/a"
+}
+
+// path is one way to the upstream: its listener and the Host to send.
+type path struct {
+	name, addr, host string
+	header           http.Header
+}
+
+type previewEnv struct {
+	paths   []path
+	dir     string
+	prov    *local.Local
+	cleanup []func()
+}
+
+func (e *previewEnv) close() {
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		e.cleanup[i]()
+	}
+	if e.prov != nil {
+		_ = e.prov.Destroy(context.Background(), "sbx-loadtest-preview")
+		_ = e.prov.Close()
+	}
+	os.RemoveAll(e.dir)
+}
+
+func upstreamHandler() http.Handler {
+	kib := make([]byte, 1024)
+	_, _ = rand.Read(kib)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/1k", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(kib) })
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		buf := make([]byte, 256<<10)
+		for n > 0 {
+			k := min(n, int64(len(buf)))
+			if _, err := w.Write(buf[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
+	})
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil || c.Write(r.Context(), typ, msg) != nil {
+				return
+			}
+		}
+	})
+	return mux
+}
+
+type staticRoutes struct{ rt preview.Route }
+
+func (s staticRoutes) Resolve(context.Context, string) (preview.Route, error) { return s.rt, nil }
+
+type oneToken struct{ tok, acct string }
+
+func (o oneToken) TokenAccount(_ context.Context, secret string) (string, error) {
+	if secret == o.tok {
+		return o.acct, nil
+	}
+	return "", preview.ErrInvalidToken
+}
+func (oneToken) Member(context.Context, preview.Identity, string) (bool, error) { return false, nil }
+
+func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err error) {
+	dir, err := os.MkdirTemp("", "sbx-loadtest-preview-")
+	if err != nil {
+		return nil, err
+	}
+	e := &previewEnv{dir: dir}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	// The dev server.
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	up := &http.Server{Handler: upstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = up.Serve(upLn) }()
+	e.cleanup = append(e.cleanup, func() { _ = up.Close() })
+	upPort := upLn.Addr().(*net.TCPAddr).Port
+	e.paths = append(e.paths, path{name: "direct", addr: upLn.Addr().String(), host: upLn.Addr().String()})
+
+	if !c.NoNginx {
+		p, stop, err := startNginx(dir, upLn.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		e.cleanup = append(e.cleanup, stop)
+		e.paths = append(e.paths, p)
+	}
+
+	// The sandbox and the proxy.
+	ca, _, err := sshca.Generate()
+	if err != nil {
+		return nil, err
+	}
+	hostPEM, hostSigner, err := sshca.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	e.prov, err = local.New(local.Config{DataDir: filepath.Join(dir, "sandboxes"), Mode: c.Server, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	ep, err := e.prov.Provision(ctx, provider.Spec{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Profile: "load",
+		Platform: "linux", HostKeyPEM: hostPEM, UserCAKey: ca.AuthorizedKey()})
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
+	pool := podssh.NewPool(ca, nil, podssh.WithKeyID("loadtest"))
+	e.cleanup = append(e.cleanup, func() { _ = pool.Close() })
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	pcfg := preview.DefaultConfig()
+	pcfg.Domain, pcfg.Scheme = "preview.localhost", "http"
+	pcfg.Resolver = staticRoutes{preview.Route{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Port: upPort, Ready: true,
+		Target: podssh.Target{SandboxID: "sbx-loadtest-preview", Addr: ep.Addr, User: ep.User,
+			HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))}}}
+	pcfg.Pods = pool
+	pcfg.Accounts = oneToken{tok: "sbx_at_loadtest", acct: "acct-load"}
+	pcfg.SessionKey = key
+	pcfg.DevSignIn = &preview.DevSignIn{AccountID: "acct-load", User: "load"}
+	pcfg.MaxRequestsPerHost = 4096
+	px, err := preview.New(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	pxLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := preview.NewServer(px, slog.New(slog.DiscardHandler), true)
+	go func() { _ = srv.Serve(pxLn) }()
+	e.cleanup = append(e.cleanup, func() { _ = srv.Close(); px.Close() })
+	e.paths = append(e.paths, path{name: "proxy", addr: pxLn.Addr().String(),
+		host:   "loadtest.preview.localhost:" + strconv.Itoa(pxLn.Addr().(*net.TCPAddr).Port),
+		header: http.Header{"Authorization": {"Bearer sbx_at_loadtest"}}})
+	return e, nil
+}
+
+// startNginx runs Debian's nginx as a plain keep-alive reverse proxy to
+// upstream, WebSocket upgrades included.
+func startNginx(dir, upstream string) (path, func(), error) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
+			return path{}, nil, errors.New("nginx not found (apt-get install nginx, or --no-nginx)")
+		}
+		bin = "/usr/sbin/nginx"
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return path{}, nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	conf := fmt.Sprintf(`daemon off;
+worker_processes 2;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fcgi; uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
+  upstream app { server %[2]s; keepalive 128; }
+  map $http_upgrade $connection_upgrade { default upgrade; '' ''; }
+  server {
+    listen %[3]s;
+    location / {
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_buffering off;
+    }
+  }
+}
+`, dir, upstream, addr)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return path{}, nil, err
+	}
+	cmd := exec.Command(bin, "-c", confPath, "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return path{}, nil, fmt.Errorf("start nginx: %w", err)
+	}
+	// SIGTERM lets the master stop its workers; SIGKILL would orphan them.
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			stop()
+			return path{}, nil, errors.New("nginx did not listen within 5s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return path{name: "nginx", addr: addr, host: addr}, stop, nil
+}
+
+func clientFor(p path, conns int) *http.Client {
+	d := &net.Dialer{}
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "tcp", p.addr) },
+		MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, DisableCompression: true,
+	}}
+}
+
+func request(ctx context.Context, p path, target string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.host+target, nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range p.header {
+		req.Header[k] = v
+	}
+	return req, nil
+}
+
+type smallResult struct{ rps, p50, p99 float64 }
+
+func smallRequests(ctx context.Context, p path, c previewConfig) (smallResult, error) {
+	cl := clientFor(p, c.Conns)
+	defer cl.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, c.Duration)
+	defer cancel()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range c.Conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				req, _ := request(ctx, p, "/1k")
+				t0 := time.Now()
+				resp, err := cl.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						firstErr = cmpErr(firstErr, err)
+						mu.Unlock()
+					}
+					break
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return smallResult{}, firstErr
+	}
+	elapsed := time.Since(start)
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		return smallResult{}, errors.New("no request completed")
+	}
+	us := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
+	return smallResult{rps: float64(len(lat)) / elapsed.Seconds(), p50: us(0.50), p99: us(0.99)}, nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func download(ctx context.Context, p path, n int64) (float64, error) {
+	cl := clientFor(p, 1)
+	defer cl.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	req, err := request(ctx, p, "/big?n="+strconv.FormatInt(n, 10))
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	got, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || got != n {
+		return 0, fmt.Errorf("read %d of %d bytes: %v", got, n, err)
+	}
+	return float64(n) / (1 << 20) / time.Since(start).Seconds(), nil
+}
+
+func wsEcho(ctx context.Context, p path, rounds int) (p50, p99 float64, err error) {
+	cl := clientFor(p, 1)
+	defer cl.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+p.host+"/ws", &websocket.DialOptions{HTTPClient: cl, HTTPHeader: p.header})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.CloseNow()
+	msg := []byte("keystroke")
+	lat := make([]time.Duration, 0, rounds)
+	for range rounds {
+		t0 := time.Now()
+		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+			return 0, 0, err
+		}
+		if _, _, err := c.Read(ctx); err != nil {
+			return 0, 0, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+	slices.Sort(lat)
+	us := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
+	return us(0.5), us(0.99), nil
+}
