@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: dev test check build fmt vet staticcheck vuln race loadtest-ssh
+.PHONY: dev test check build fmt vet staticcheck vuln race loadtest-ssh images manifests
 
 # dev runs the whole stack in one process on embedded defaults.
 dev:
@@ -39,3 +39,17 @@ loadtest-ssh:
 
 # check is what a reviewer runs before merging.
 check: fmt vet staticcheck race
+
+# images builds the edge and control container images (multi-stage, see
+# deploy/docker). IMAGE_PREFIX and TAG name them; deploy/overlays expect
+# sbx-edge:dev and sbx-control:dev for the dev cluster.
+IMAGE_PREFIX ?= sbx-
+TAG ?= dev
+DOCKER ?= docker
+images:
+	$(DOCKER) build -f deploy/docker/edge.Dockerfile -t $(IMAGE_PREFIX)edge:$(TAG) .
+	$(DOCKER) build -f deploy/docker/control.Dockerfile -t $(IMAGE_PREFIX)control:$(TAG) .
+
+# manifests renders every kustomize overlay (what deploy/manifests_test.go checks).
+manifests:
+	@for o in dev production; do echo "# deploy/overlays/$$o"; kubectl kustomize deploy/overlays/$$o; done

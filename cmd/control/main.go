@@ -54,6 +54,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	secretFile := fs.String("internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
 	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
+	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis URL for shared activity (empty: in-memory, one replica only)")
 	prov := fs.String("provider", env("SBX_PROVIDER", "local"), `where sandboxes run: "local" (this machine) or "k8s" (pods)`)
 	k8sNS := fs.String("k8s-namespace", env("SBX_K8S_NAMESPACE", "sbx-sandboxes"), "namespace of sandbox pods (k8s provider)")
 	k8sCatalog := fs.String("k8s-catalog", env("SBX_K8S_CATALOG", "/etc/sbx/catalog.yaml"), "pools and profiles file (k8s provider)")

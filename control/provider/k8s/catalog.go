@@ -72,12 +72,22 @@ func LoadCatalog(path string) (Catalog, error) {
 	if err != nil {
 		return Catalog{}, fmt.Errorf("read catalog: %w", err)
 	}
+	c, err := ParseCatalog(b)
+	if err != nil {
+		return Catalog{}, fmt.Errorf("catalog %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseCatalog decodes a catalog strictly (unknown fields are errors) and
+// validates it.
+func ParseCatalog(b []byte) (Catalog, error) {
 	var c Catalog
 	if err := yaml.UnmarshalStrict(b, &c); err != nil {
-		return Catalog{}, fmt.Errorf("parse catalog %s: %w", path, err)
+		return Catalog{}, fmt.Errorf("parse: %w", err)
 	}
 	if err := c.Validate(); err != nil {
-		return Catalog{}, fmt.Errorf("catalog %s: %w", path, err)
+		return Catalog{}, err
 	}
 	return c, nil
 }

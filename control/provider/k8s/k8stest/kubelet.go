@@ -38,6 +38,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
@@ -77,9 +78,19 @@ type podRun struct {
 	ln      net.Listener
 }
 
-// Start runs a kubelet for namespace ns until the test ends.
-func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns string) *Kubelet {
+// Start runs a kubelet for namespace ns until the test ends. It talks to
+// the cluster through clients of its own that share client's and dyn's
+// object trackers, so client.Actions() and dyn.Actions() record only the
+// calls of the code under test (the RBAC test relies on that).
+func Start(t testing.TB, cluster *fake.Clientset, clusterDyn *dynamicfake.FakeDynamicClient, ns string) *Kubelet {
 	t.Helper()
+	client := fake.NewClientset()
+	client.PrependReactor("*", "*", k8stesting.ObjectReaction(cluster.Tracker()))
+	client.PrependWatchReactor("*", watchReactor(cluster.Tracker()))
+	_, dynView := Clients()
+	dynView.PrependReactor("*", "*", k8stesting.ObjectReaction(clusterDyn.Tracker()))
+	dynView.PrependWatchReactor("*", watchReactor(clusterDyn.Tracker()))
+	var dyn dynamic.Interface = dynView
 	dir := t.TempDir()
 	lp, err := local.New(local.Config{DataDir: filepath.Join(dir, "local")})
 	if err != nil {
@@ -161,6 +172,22 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 	})
 	t.Cleanup(k.Close)
 	return k
+}
+
+// watchReactor serves watches from tracker, as the fakes' own reactor does
+// for their private tracker.
+func watchReactor(tracker k8stesting.ObjectTracker) k8stesting.WatchReactionFunc {
+	return func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		return true, w, nil
+	}
 }
 
 // SSHPort is the port every pod's sshd answers on; give it to the

@@ -1,0 +1,291 @@
+// Package deploy holds the Kubernetes manifests (kustomize base and
+// overlays) and the Dockerfiles; its tests render every overlay, decode
+// each object strictly into client-go's types and check the RBAC rules
+// against the calls the k8s provider makes.
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+// PrometheusRule is the subset of the Prometheus Operator's type the
+// manifests use; it is not a client-go type, so it is decoded strictly
+// into this instead.
+type PrometheusRule struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Expr        string            `json:"expr"`
+				For         string            `json:"for"`
+				Labels      map[string]string `json:"labels"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
+// rendered is one overlay's objects.
+type rendered struct {
+	objects []runtime.Object
+	rules   []PrometheusRule
+}
+
+var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
+// render runs `kubectl kustomize dir` and decodes every document strictly.
+func render(t *testing.T, dir string) rendered {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("kubectl is required to render deploy/ (apt-get install kubectl): %v", err)
+	}
+	out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
+	}
+	var r rendered
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := rd.Read()
+		if err != nil {
+			break
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		if bytes.Contains(doc, []byte("apiVersion: monitoring.coreos.com/v1")) {
+			var pr PrometheusRule
+			if err := yaml.UnmarshalStrict(doc, &pr); err != nil {
+				t.Fatalf("%s: PrometheusRule: %v", dir, err)
+			}
+			r.rules = append(r.rules, pr)
+			continue
+		}
+		obj, gvk, err := strict.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: strict decode: %v\n%s", dir, err, doc)
+		}
+		if gvk.Kind == "" {
+			t.Fatalf("%s: document without a kind:\n%s", dir, doc)
+		}
+		r.objects = append(r.objects, obj)
+	}
+	if len(r.objects) == 0 {
+		t.Fatalf("%s rendered no objects", dir)
+	}
+	return r
+}
+
+func find[T runtime.Object](r rendered, name string) (T, bool) {
+	var zero T
+	for _, o := range r.objects {
+		if v, ok := o.(T); ok && metaName(o) == name {
+			return v, true
+		}
+	}
+	return zero, false
+}
+
+func metaName(o runtime.Object) string {
+	if m, ok := o.(interface{ GetName() string }); ok {
+		return m.GetName()
+	}
+	return ""
+}
+
+// TestManifestsRender renders base and both overlays and checks what the
+// design asks of them.
+func TestManifestsRender(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{"base", "overlays/dev", "overlays/production"} {
+		t.Run(dir, func(t *testing.T) {
+			t.Parallel()
+			r := render(t, dir)
+			checkEdge(t, r)
+			checkControl(t, r)
+			checkIsolation(t, r)
+			checkAlerts(t, r)
+		})
+	}
+}
+
+func checkEdge(t *testing.T, r rendered) {
+	t.Helper()
+	svc, ok := find[*corev1.Service](r, "edge")
+	if !ok || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		t.Fatalf("edge Service missing or not a LoadBalancer: %+v", svc)
+	}
+	ports := map[int32]string{}
+	for _, p := range svc.Spec.Ports {
+		ports[p.Port] = p.TargetPort.String()
+	}
+	if ports[22] != "ssh" || ports[443] != "https" || len(ports) != 2 {
+		t.Errorf("edge Service ports %v; want 22->ssh and 443->https only", ports)
+	}
+	d, ok := find[*appsv1.Deployment](r, "edge")
+	if !ok {
+		t.Fatal("no edge Deployment")
+	}
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
+		t.Fatal("edge has no preStop sleep")
+	}
+	drain := 30 // SBX_EDGE_SSH_DRAIN in edge-config
+	if grace := *pod.TerminationGracePeriodSeconds; grace <= c.Lifecycle.PreStop.Sleep.Seconds+int64(drain) {
+		t.Errorf("edge terminationGracePeriodSeconds %d is not longer than preStop %ds + drain %ds", grace, c.Lifecycle.PreStop.Sleep.Seconds, drain)
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Error("edge has no /readyz readiness probe")
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("edge pods mount a service account token; the edge never calls the Kubernetes API")
+	}
+	if _, ok := find[*autoscalingv2.HorizontalPodAutoscaler](r, "edge"); !ok {
+		t.Error("no edge HorizontalPodAutoscaler")
+	}
+	if _, ok := find[*policyv1.PodDisruptionBudget](r, "edge"); !ok {
+		t.Error("no edge PodDisruptionBudget")
+	}
+}
+
+func checkControl(t *testing.T, r rendered) {
+	t.Helper()
+	d, ok := find[*appsv1.Deployment](r, "control")
+	if !ok {
+		t.Fatal("no control Deployment")
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "control" {
+		t.Errorf("control runs as %q; want the control ServiceAccount", d.Spec.Template.Spec.ServiceAccountName)
+	}
+	if _, ok := find[*policyv1.PodDisruptionBudget](r, "control"); !ok {
+		t.Error("no control PodDisruptionBudget")
+	}
+	var cm *corev1.ConfigMap
+	for _, o := range r.objects {
+		if c, ok := o.(*corev1.ConfigMap); ok && strings.HasPrefix(c.Name, "control-config") {
+			cm = c
+		}
+	}
+	if cm == nil {
+		t.Fatal("no control-config ConfigMap")
+	}
+	if err := validCatalog([]byte(cm.Data["catalog.yaml"])); err != nil {
+		t.Errorf("catalog.yaml in control-config: %v", err)
+	}
+}
+
+// checkIsolation: control's rights are a Role in the sandbox namespace
+// only, and sandbox pods are fenced by NetworkPolicies.
+func checkIsolation(t *testing.T, r rendered) {
+	t.Helper()
+	for _, o := range r.objects {
+		switch v := o.(type) {
+		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+			t.Errorf("cluster-wide RBAC object %s; control's rights are namespaced", metaName(v))
+		case *rbacv1.Role:
+			if v.Namespace != "sbx-sandboxes" {
+				t.Errorf("Role %s in %s; want sbx-sandboxes", v.Name, v.Namespace)
+			}
+		}
+	}
+	np := map[string]*networkingv1.NetworkPolicy{}
+	for _, o := range r.objects {
+		if v, ok := o.(*networkingv1.NetworkPolicy); ok {
+			np[v.Namespace+"/"+v.Name] = v
+		}
+	}
+	deny := np["sbx-sandboxes/default-deny"]
+	if deny == nil || len(deny.Spec.PodSelector.MatchLabels) != 0 || len(deny.Spec.PolicyTypes) != 2 || len(deny.Spec.Ingress)+len(deny.Spec.Egress) != 0 {
+		t.Errorf("sandbox namespace lacks a default deny of ingress and egress: %+v", deny)
+	}
+	in := np["sbx-sandboxes/sandbox-sshd-from-edge-and-control"]
+	if in == nil || len(in.Spec.Ingress) != 1 || len(in.Spec.Ingress[0].Ports) != 1 || in.Spec.Ingress[0].Ports[0].Port.IntValue() != 2222 {
+		t.Fatalf("sandbox ingress policy missing or not sshd only: %+v", in)
+	}
+	peer := in.Spec.Ingress[0].From[0]
+	if peer.NamespaceSelector == nil || peer.PodSelector == nil ||
+		fmt.Sprint(peer.PodSelector.MatchExpressions[0].Values) != "[edge control]" {
+		t.Errorf("sandbox sshd open to %+v; want edge and control pods of sbx-system", peer)
+	}
+	out := np["sbx-sandboxes/sandbox-egress-internet-only"]
+	if out == nil {
+		t.Fatal("no sandbox egress policy")
+	}
+	for _, e := range out.Spec.Egress {
+		for _, to := range e.To {
+			if to.IPBlock != nil && !containsAll(to.IPBlock.Except, "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16") {
+				t.Errorf("sandbox egress %s does not exclude the internal ranges: %v", to.IPBlock.CIDR, to.IPBlock.Except)
+			}
+		}
+	}
+}
+
+func containsAll(list []string, want ...string) bool {
+	have := map[string]bool{}
+	for _, v := range list {
+		have[v] = true
+	}
+	for _, w := range want {
+		if !have[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkAlerts: the capacity alert exists, lasts, and reads gauges the
+// provider exports.
+func checkAlerts(t *testing.T, r rendered) {
+	t.Helper()
+	names := exportedMetrics(t)
+	found := false
+	for _, pr := range r.rules {
+		for _, g := range pr.Spec.Groups {
+			for _, rule := range g.Rules {
+				if rule.Alert == "SandboxPoolCapacityShortfall" {
+					found = true
+					if rule.For == "" {
+						t.Error("capacity alert fires without a sustained period (for:)")
+					}
+				}
+				for _, tok := range strings.FieldsFunc(rule.Expr, func(r rune) bool {
+					return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+				}) {
+					if strings.HasPrefix(tok, "sbx_") && !names[tok] {
+						t.Errorf("alert %s reads %s, which control does not export", rule.Alert, tok)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no SandboxPoolCapacityShortfall alert")
+	}
+}
