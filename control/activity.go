@@ -23,7 +23,8 @@ func openActivity(cfg Config) (activity.Store, func() error, error) {
 		return nil, nil, fmt.Errorf("activity store: %w", err)
 	}
 	s, err := redisstore.New(redisstore.Config{
-		Client: client, Registry: cfg.Registry, Logger: cfg.Logger.With("component", "activity"),
+		Client: client, Prefix: cfg.RedisPrefix, RetryFor: cfg.ActivityRetry,
+		Registry: cfg.Registry, Logger: cfg.Logger.With("component", "activity"),
 	})
 	if err != nil {
 		_ = client.Close()

@@ -73,6 +73,12 @@ type Config struct {
 	// RedisURL selects the shared activity store (redis://...). Empty
 	// means in-memory activity, valid for one process only.
 	RedisURL string
+	// RedisPrefix starts every activity key, so deployments (or tests) can
+	// share a Redis (default "sbx:activity:").
+	RedisPrefix string
+	// ActivityRetry is how long marks that could not reach Redis are
+	// retried before they are dropped and counted (default 30 s).
+	ActivityRetry time.Duration
 	// WakeTimeout bounds how long an API call on a suspended sandbox is
 	// held while it wakes (default 60 s).
 	WakeTimeout time.Duration

@@ -67,6 +67,11 @@ func startBroker(svc *control.Service, ln net.Listener, dataDir string, drain ti
 	cfg.HostKeys = keys
 	cfg.Authorizer = brokerAuthorizer{sshauth.New(svc.Store, nil, log)}
 	cfg.CA = svc.CA
+	// Control's activity store and wake, handed over in-process: the
+	// broker marks SSH traffic and heartbeats open connections there, and
+	// wakes suspended sandboxes for key holders.
+	cfg.Activity = svc.Activity
+	cfg.Waker = svc
 	cfg.Registry = svc.Registry
 	cfg.Logger = log.With("component", "sshbroker")
 	cfg.DrainPeriod = drain

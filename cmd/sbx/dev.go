@@ -46,6 +46,10 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&po.clientID, "oidc-client-id", os.Getenv("SBX_OIDC_CLIENT_ID"), "OIDC client id")
 	fs.StringVar(&po.clientSecret, "oidc-client-secret", os.Getenv("SBX_OIDC_CLIENT_SECRET"), "OIDC client secret (prefer the environment variable)")
 	fs.StringVar(&po.membersFile, "preview-members", os.Getenv("SBX_PREVIEW_MEMBERS"), "JSON file mapping OIDC identities to accounts (see README)")
+	idleTimeout := fs.Duration("idle-timeout", 5*time.Minute, "suspend ready sandboxes with no activity and no open connection for this long")
+	redisURL := fs.String("redis-url", os.Getenv("SBX_REDIS_URL"), "Redis URL for activity and wake notifications (default: in memory, this process only)")
+	redisPrefix := fs.String("redis-prefix", "sbx:activity:", "prefix of every activity key in Redis, to share one Redis")
+	activityRetry := fs.Duration("activity-retry", 30*time.Second, "how long activity marks are retried while Redis is unreachable before they are dropped (and counted)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,8 +86,9 @@ func runDev(ctx context.Context, args []string) error {
 		DataDir: *dataDir, DatabaseURL: *dbURL, APIAddr: *apiAddr,
 		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: *provMode, NoJobs: !*runJobs,
 		PreviewDomain: po.domain, PreviewScheme: "http", PreviewPort: previewPort, PreviewChanged: inv.changed,
-		Lifecycle: lifecycle.Config{ReapInterval: *reap},
-		Logger:    log,
+		Lifecycle: lifecycle.Config{ReapInterval: *reap, IdleTimeout: *idleTimeout},
+		RedisURL:  *redisURL, RedisPrefix: *redisPrefix, ActivityRetry: *activityRetry,
+		Logger: log,
 	})
 	if err != nil {
 		sshLn.Close()

@@ -112,6 +112,9 @@ func startPreview(ctx context.Context, svc *control.Service, inv *previewInvalid
 	cfg := preview.DefaultConfig()
 	cfg.Domain, cfg.Scheme, cfg.PublicPort = o.domain, "http", ln.Addr().(*net.TCPAddr).Port
 	cfg.Resolver, cfg.Pods, cfg.Accounts = previewResolver{res}, pool, accts
+	// Preview requests mark activity and wake suspended sandboxes through
+	// control, like the SSH broker (see broker.go).
+	cfg.Activity, cfg.Waker = svc.Activity, svc
 	cfg.SessionKey = key
 	cfg.Logger = log.With("component", "preview")
 	cfg.Registry = svc.Registry

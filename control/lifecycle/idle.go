@@ -78,9 +78,14 @@ type SuspendArgs struct {
 // Kind implements river.JobArgs.
 func (SuspendArgs) Kind() string { return "sandbox.suspend" }
 
-// InsertOpts: one suspend per sandbox at a time.
+// InsertOpts: no uniqueness. The ready -> suspending transition enqueues
+// exactly one job per suspend, and the worker acts only in suspending.
+// River's unique jobs would be wrong here: their default states include
+// completed (swallowing every suspend after the first), and a job is
+// still "running" for a moment after its work returns, which would
+// swallow a quick re-suspend.
 func (SuspendArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{MaxAttempts: 5}
 }
 
 // suspender is the provider when it can offload sandboxes.

@@ -176,6 +176,18 @@ func TestIdleSuspendThenWake(t *testing.T) {
 			if err != nil || string(got) != "kept across suspend\n" {
 				t.Fatalf("workspace file after wake: %q, %v", got, err)
 			}
+
+			// Again: every suspend and wake runs its own job.
+			if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
+				t.Fatal(err)
+			}
+			h.waitState(t, sb.ID, store.StateSuspended, 10*time.Second)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := h.m.Wake(wctx, sb.ID); err != nil {
+				t.Fatalf("second wake: %v", err)
+			}
+			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:idle_offload", "storage:restored", "compute:open"})
 		})
 	}
 }

@@ -23,9 +23,10 @@ type RestoreArgs struct {
 // Kind implements river.JobArgs.
 func (RestoreArgs) Kind() string { return "sandbox.restore" }
 
-// InsertOpts: one restore per sandbox at a time, however many wakers.
+// InsertOpts: however many wakers, only the one that moves the sandbox
+// to restoring enqueues this, so it needs no uniqueness (see SuspendArgs).
 func (RestoreArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{MaxAttempts: 5}
 }
 
 // wakeRecheck bounds how long a waiter relies on notifications alone: if

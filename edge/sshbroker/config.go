@@ -28,6 +28,12 @@ type Config struct {
 	CA CertSigner
 	// Activity is told about bytes and open connections. Nil means no-op.
 	Activity Activity
+	// Waker wakes a suspended sandbox for a key holder who connects to
+	// it. Nil means such connections are refused as not ready.
+	Waker Waker
+	// WakeTimeout bounds how long a connection waits for its sandbox to
+	// wake, on top of HandshakeTimeout. Default 60s.
+	WakeTimeout time.Duration
 	// Registry receives the broker's metrics. Nil means unregistered.
 	Registry prometheus.Registerer
 	// Logger is the parent of every per-connection logger. Nil means
@@ -113,6 +119,7 @@ func DefaultConfig() Config {
 		MaxChannelsPerConn:  256,
 		MaxConnsPerSandbox:  128,
 		DrainPeriod:         30 * time.Second,
+		WakeTimeout:         60 * time.Second,
 		ServerVersion:       "SSH-2.0-sbx-broker",
 
 		AuthCacheTTL:   10 * time.Second,
@@ -144,6 +151,7 @@ func (c *Config) Validate() error {
 		d    time.Duration
 	}{
 		{"HandshakeTimeout", c.HandshakeTimeout},
+		{"WakeTimeout", c.WakeTimeout},
 		{"UpstreamDialTimeout", c.UpstreamDialTimeout},
 		{"UpstreamCertTTL", c.UpstreamCertTTL},
 	}

@@ -58,6 +58,7 @@ type clientConn struct {
 	upReqs      <-chan *ssh.Request
 	serverChans <-chan ssh.NewChannel
 	serverReqs  <-chan *ssh.Request
+	preAuth     ssh.ServerPreAuthConn // sends banners while auth is under way
 
 	sid      atomic.Value // sandbox ID once authenticated
 	lastMark atomic.Int64 // unix nanos of the last Activity.Mark
@@ -152,6 +153,7 @@ func (cc *clientConn) handshake() (*ssh.ServerConn, error) {
 	sc.PublicKeyCallback = cc.publicKey
 	sc.VerifiedPublicKeyCallback = cc.verifiedKey
 	sc.AuthLogCallback = cc.authLog
+	sc.PreAuthConnCallback = func(c ssh.ServerPreAuthConn) { cc.preAuth = c }
 	sconn, chans, reqs, err := ssh.NewServerConn(cc.nc, &sc)
 	if err != nil {
 		return nil, fmt.Errorf("ssh handshake: %w", err)
@@ -190,7 +192,7 @@ func (cc *clientConn) publicKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.
 		res = cc.authorize(meta.User(), fp)
 		cc.results[fp] = res
 	}
-	if res.err == nil || errors.Is(res.err, ErrExpired) || errors.Is(res.err, ErrSandboxEnded) {
+	if res.err == nil || errors.Is(res.err, ErrExpired) || errors.Is(res.err, ErrSandboxEnded) || cc.wakeable(res.err) {
 		return &ssh.Permissions{Extensions: map[string]string{extFingerprint: fp}}, nil
 	}
 	return nil, res.err
@@ -220,6 +222,9 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 	res, ok := cc.results[fp]
 	if !ok {
 		return nil, errors.New("verified key was never authorized")
+	}
+	if cc.wakeable(res.err) {
+		res = cc.wake(meta.User(), fp)
 	}
 	if res.err != nil {
 		return nil, &ssh.BannerError{Err: res.err, Message: refusalMessage(meta.User(), res.err)}
@@ -260,6 +265,10 @@ func refusalMessage(user string, err error) string {
 	case errors.Is(err, ErrSandboxEnded):
 		return fmt.Sprintf("sbx: sandbox %s has ended; its SSH credentials no longer work.\r\n"+
 			"Create a new sandbox to continue.\r\n", user)
+	case errors.Is(err, errWakeFailed):
+		// Only reached by a holder of a key for this sandbox (wake runs
+		// after the signature check).
+		return fmt.Sprintf("sbx: sandbox %s could not be woken in time; try again shortly.\r\n", user)
 	}
 	return ""
 }

@@ -16,6 +16,7 @@ type metrics struct {
 	bytes           *prometheus.CounterVec
 	dial            prometheus.Histogram
 	authCache       *prometheus.CounterVec
+	wakes           prometheus.Histogram
 
 	bytesToSandbox   prometheus.Counter
 	bytesFromSandbox prometheus.Counter
@@ -56,13 +57,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "sbx", Subsystem: "sshbroker", Name: "auth_cache_total",
 			Help: "Authorizer lookups answered from the cache (hit) or not (miss).",
 		}, []string{"result"}),
+		wakes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "sbx", Subsystem: "sshbroker", Name: "wake_wait_seconds",
+			Help:    "Time connections waited for a suspended sandbox to wake.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+		}),
 	}
 	m.bytesToSandbox = m.bytes.WithLabelValues("to_sandbox")
 	m.bytesFromSandbox = m.bytes.WithLabelValues("from_sandbox")
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.handshakes, m.authFailures, m.conns, m.channels, m.channelsRefused, m.bytes, m.dial, m.authCache} {
+	for _, c := range []prometheus.Collector{m.handshakes, m.authFailures, m.conns, m.channels, m.channelsRefused, m.bytes, m.dial, m.authCache, m.wakes} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register sshbroker metrics: %w", err)
 		}

@@ -1,0 +1,58 @@
+package sshbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// errWakeFailed marks a connection refused because its sandbox did not
+// wake; the key holder is told.
+var errWakeFailed = errors.New("sandbox could not be woken")
+
+// Waker brings a suspended sandbox back. Wake blocks until the sandbox is
+// ready, ctx ends or the sandbox cannot be woken; it is idempotent under
+// any number of concurrent callers.
+type Waker interface {
+	Wake(ctx context.Context, sandboxID string) error
+}
+
+// wakeable reports whether err means "good credential, sandbox not
+// running" and this broker can wake sandboxes.
+func (cc *clientConn) wakeable(err error) bool {
+	return cc.b.cfg.Waker != nil && errors.Is(err, ErrNotReady)
+}
+
+// wake runs once the client proved it holds a key for a sandbox that is
+// not running (suspended while idle, or still starting). It tells the
+// client what is happening with a userauth banner, which stock OpenSSH
+// prints on stderr while it waits (unless -q), extends the handshake
+// deadline by WakeTimeout, waits for the sandbox and authorizes again for
+// its new endpoint.
+func (cc *clientConn) wake(user, fp string) authResult {
+	b := cc.b
+	if cc.preAuth != nil {
+		msg := fmt.Sprintf("sbx: waking sandbox %s (suspended while idle); this takes a few seconds...\r\n", user)
+		if err := cc.preAuth.SendAuthBanner(msg); err != nil {
+			return authResult{err: fmt.Errorf("send wake banner: %w", err)}
+		}
+	}
+	cc.deadline = time.Now().Add(b.cfg.WakeTimeout + b.cfg.HandshakeTimeout)
+	if err := cc.nc.SetDeadline(cc.deadline); err != nil {
+		return authResult{err: fmt.Errorf("extend handshake deadline for wake: %w", err)}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(cc.ctx, b.cfg.WakeTimeout)
+	err := b.cfg.Waker.Wake(ctx, user)
+	cancel()
+	b.m.wakes.Observe(time.Since(start).Seconds())
+	if err != nil {
+		cc.log.Warn("wake failed", "sandbox_id", user, "err", err)
+		return authResult{err: fmt.Errorf("%w: %w: %w", ErrNotReady, errWakeFailed, err)}
+	}
+	cc.log.Info("sandbox woken for connection", "sandbox_id", user, "waited", time.Since(start).Round(time.Millisecond))
+	res := cc.authorize(user, fp)
+	cc.results[fp] = res
+	return res
+}

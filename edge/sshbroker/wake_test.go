@@ -1,0 +1,88 @@
+package sshbroker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeWaker makes a not-ready credential live after a delay, as control's
+// restore would, or fails.
+type fakeWaker struct {
+	e     *env
+	calls atomic.Int32
+	fail  bool
+}
+
+func (w *fakeWaker) Wake(ctx context.Context, id string) error {
+	w.calls.Add(1)
+	if w.fail {
+		return errors.New("injected: restore failed")
+	}
+	select {
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	w.e.auth.mu.Lock()
+	defer w.e.auth.mu.Unlock()
+	for fp, c := range w.e.auth.creds {
+		if c.username == id {
+			c.err = nil
+			w.e.auth.creds[fp] = c
+		}
+	}
+	return nil
+}
+
+// TestWakeOnConnect: a key holder connecting to a suspended sandbox is told
+// it is waking (OpenSSH prints the userauth banner on stderr), waits, and
+// is relayed; a stranger causes no wake and learns nothing.
+func TestWakeOnConnect(t *testing.T) {
+	w := &fakeWaker{}
+	e := newEnv(t, func(c *Config) { c.Waker = w })
+	w.e = e
+	stranger := e.newKey("stranger")
+	r := run(t, e.ssh(testCtx(t, 30*time.Second), stranger, "sleepy", nil, "echo in"), nil)
+	if r.code != 255 || strings.Contains(r.stderr, "sbx:") {
+		t.Fatalf("stranger: code %d stderr %q, want a silent refusal", r.code, r.stderr)
+	}
+	k := e.grant("sleepy", ErrNotReady)
+	if w.calls.Load() != 0 {
+		t.Fatal("an unauthenticated client caused a wake")
+	}
+	r = run(t, e.ssh(testCtx(t, 30*time.Second), k, "sleepy", nil, "echo woke"), nil)
+	if r.code != 0 || r.stdout != "woke\n" {
+		t.Fatalf("code %d stdout %q stderr %q, want woke", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "sbx: waking sandbox sleepy") {
+		t.Fatalf("stderr %q, want the waking message", r.stderr)
+	}
+	if n := w.calls.Load(); n != 1 {
+		t.Fatalf("wake called %d times, want 1", n)
+	}
+}
+
+func TestWakeFailureIsExplained(t *testing.T) {
+	w := &fakeWaker{fail: true}
+	e := newEnv(t, func(c *Config) { c.Waker = w })
+	w.e = e
+	k := e.grant("broken", ErrNotReady)
+	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "broken", nil, "echo in"), nil)
+	if r.code != 255 || !strings.Contains(r.stderr, "could not be woken") {
+		t.Fatalf("code %d stderr %q, want 255 and the wake failure explained", r.code, r.stderr)
+	}
+}
+
+// Without a Waker a not-ready sandbox is refused as before.
+func TestNotReadyWithoutWaker(t *testing.T) {
+	e := newEnv(t, nil)
+	k := e.grant("sleepy", ErrNotReady)
+	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "sleepy", nil, "echo in"), nil)
+	if r.code != 255 || strings.Contains(r.stderr, "waking") {
+		t.Fatalf("code %d stderr %q, want a refusal without wake", r.code, r.stderr)
+	}
+}
