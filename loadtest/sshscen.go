@@ -316,8 +316,8 @@ func (e *sshEnv) keystrokes(ctx context.Context, t target) (rtt, error) {
 	return rtt{p50: samples[len(samples)/2], p99: samples[len(samples)*99/100]}, nil
 }
 
-// idleMemory opens Sessions connections, each with one session waiting in
-// `cat`, and returns the growth of pid's process tree's PSS per session.
+// idleMemory opens Sessions connections, each with one open session
+// channel, and returns the growth of pid's process tree's PSS per session.
 func (e *sshEnv) idleMemory(ctx context.Context, t target, pid int) (float64, error) {
 	if pid == 0 {
 		return 0, nil
@@ -341,14 +341,12 @@ func (e *sshEnv) idleMemory(ctx context.Context, t target, pid int) (float64, er
 			mu.Lock()
 			clients = append(clients, c)
 			mu.Unlock()
-			s, err := c.NewSession()
-			if err != nil {
-				return err
-			}
-			if _, err := s.StdinPipe(); err != nil { // held open: cat waits
-				return err
-			}
-			return s.Start("cat")
+			// An open session channel with no command: what an idle
+			// editor connection holds, without a login shell per session
+			// (this machine's shell start-up files cost a second of CPU
+			// each, which would measure bash, not SSH).
+			_, err = c.NewSession()
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {

@@ -3,6 +3,7 @@ package sshbroker
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,29 +50,29 @@ func (cc *clientConn) pipe(cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.
 
 // half copies src's data and stderr to dst, then half-closes dst. The
 // returned channel closes when both copies reached EOF, so exit-status is
-// never passed on before the output it follows.
+// never passed on before the output it follows. Whichever copy finishes
+// last does the close, so an idle session costs no waiter goroutine.
 func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prometheus.Counter) <-chan struct{} {
 	done := make(chan struct{})
-	var inner sync.WaitGroup
-	inner.Add(2)
+	var left atomic.Int32
+	left.Store(2)
+	finish := func() {
+		if left.Add(-1) == 0 {
+			// EOF covers extended data too, so it waits for both copies.
+			dst.CloseWrite()
+			close(done)
+		}
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		defer inner.Done()
+		defer finish()
 		cc.copy(dst, src, bytes)
 	}()
 	go func() {
 		defer wg.Done()
-		defer inner.Done()
+		defer finish()
 		cc.copy(dst.Stderr(), src.Stderr(), bytes)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		inner.Wait()
-		// EOF covers extended data too, so it waits for both copies.
-		dst.CloseWrite()
-		close(done)
 	}()
 	return done
 }
