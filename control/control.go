@@ -52,6 +52,9 @@ type Config struct {
 	// PreviewChanged is told when an exposed port changes or is removed,
 	// so edge caches drop the host at once.
 	PreviewChanged func(ctx context.Context, label string) error
+	// PreviewMembersFile maps OIDC identities to accounts (a JSON list of
+	// previewroute.Membership); the internal API answers the edge from it.
+	PreviewMembersFile string
 	// InternalAddr is where the internal API (/internal/v1, for the edge)
 	// listens; empty means it is not served (sbx dev wires the edge in
 	// process). Bind it to a private address: it must never be public.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/internalapi"
+	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/sshauth"
 )
 
@@ -27,8 +28,15 @@ func (s *Service) startInternal() error {
 	if s.cfg.InternalAddr == "" {
 		return nil
 	}
+	var members *previewroute.Members
+	if s.cfg.PreviewMembersFile != "" {
+		var err error
+		if members, err = previewroute.LoadMembers(s.cfg.PreviewMembersFile); err != nil {
+			return err
+		}
+	}
 	api, err := internalapi.New(internalapi.Config{Secret: s.cfg.InternalSecret, Logger: s.log},
-		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log)})
+		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log), Preview: previewroute.New(s.Store, nil), PreviewMembers: members})
 	if err != nil {
 		return err
 	}

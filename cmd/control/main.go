@@ -60,9 +60,12 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	k8sCatalog := fs.String("k8s-catalog", env("SBX_K8S_CATALOG", "/etc/sbx/catalog.yaml"), "pools and profiles file (k8s provider)")
 	kubeconfig := fs.String("kubeconfig", env("SBX_KUBECONFIG", ""), "kubeconfig file (k8s provider; empty: in-cluster service account)")
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.StringVar(&c.PreviewDomain, "preview-domain", env("SBX_PREVIEW_DOMAIN", ""), "preview base domain, its own registrable domain (empty: POST /ports is 503)")
+	fs.StringVar(&c.PreviewMembersFile, "preview-members", env("SBX_PREVIEW_MEMBERS", ""), "JSON file mapping OIDC identities to accounts, for private previews")
 	if err := fs.Parse(args); err != nil {
 		return c, 0, err
 	}
+	c.PreviewScheme = "https"
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return c, 0, fmt.Errorf("--log-level: %w", err)

@@ -48,6 +48,9 @@ type Config struct {
 	ClientAlive, UpstreamAlive time.Duration
 	// LogLevel is debug, info, warn or error. SBX_LOG_LEVEL.
 	LogLevel slog.Level
+
+	// Preview configures the preview proxy; empty Preview.Addr disables it.
+	Preview PreviewConfig
 }
 
 // parseConfig maps args and the environment onto a Config.
@@ -70,7 +73,11 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	clientAlive := fs.String("client-alive-interval", env("SBX_EDGE_CLIENT_ALIVE", "30s"), "keepalive interval towards SSH clients (0: off)")
 	upstreamAlive := fs.String("upstream-alive-interval", env("SBX_EDGE_UPSTREAM_ALIVE", "30s"), "keepalive interval towards sandboxes (0: off)")
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
+	previewFlags(fs, &c.Preview, env)
 	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if err := c.Preview.readSecrets(getenv); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -126,5 +133,6 @@ func (c *Config) Validate() error {
 	if c.Drain < 0 || c.ClientAlive < 0 || c.UpstreamAlive < 0 {
 		errs = append(errs, errors.New("--ssh-drain and the keepalive intervals must not be negative"))
 	}
+	errs = append(errs, c.Preview.validate())
 	return errors.Join(errs...)
 }

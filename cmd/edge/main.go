@@ -49,6 +49,7 @@ func main() {
 // with ":0" addresses.
 type listening struct {
 	SSH, HTTP net.Addr
+	Preview   net.Addr // nil when previews are off
 }
 
 // run serves until ctx ends, then drains. ready, if set, is called once
@@ -101,12 +102,24 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready func(listening
 	served := make(chan error, 1) // Serve's result; buffered so Serve never blocks on exit
 	go func() { served <- broker.Serve(sshLn) }()
 
+	var ps *previewServer
+	if cfg.Preview.Addr != "" {
+		if ps, err = startPreview(ctx, cfg.Preview, cc, sshca.New(caSigner), reg, log); err != nil {
+			_ = broker.Close()
+			<-served
+			return err
+		}
+	}
+
 	var up atomic.Bool
 	var hs *httpServer
 	if cfg.HTTPAddr != "" {
 		if hs, err = startHTTP(cfg.HTTPAddr, reg, up.Load, log); err != nil {
 			_ = broker.Close()
 			<-served
+			if ps != nil {
+				ps.close()
+			}
 			return err
 		}
 	}
@@ -116,6 +129,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready func(listening
 		l := listening{SSH: sshLn.Addr()}
 		if hs != nil {
 			l.HTTP = hs.ln.Addr()
+		}
+		if ps != nil {
+			l.Preview = ps.addr
 		}
 		ready(l)
 	}
@@ -137,6 +153,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready func(listening
 	}
 	if err := <-served; err != nil && !errors.Is(err, sshbroker.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("serve SSH: %w", err))
+	}
+	if ps != nil {
+		errs = append(errs, ps.shutdown(sctx))
 	}
 	if hs != nil {
 		errs = append(errs, hs.shutdown(sctx))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/sshauth"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/problem"
@@ -33,6 +34,8 @@ var refusals = []struct {
 	{sshauth.ErrWrongSandbox, http.StatusForbidden, edgeapi.CodeSSHWrongSandbox},
 	{sshauth.ErrUnknownSandbox, http.StatusForbidden, edgeapi.CodeSSHUnknownSandbox},
 	{sshauth.ErrNotReady, http.StatusConflict, edgeapi.CodeSSHNotReady},
+	{previewroute.ErrUnknownHost, http.StatusNotFound, edgeapi.CodePreviewUnknownHost},
+	{previewroute.ErrBadToken, http.StatusForbidden, edgeapi.CodePreviewInvalidToken},
 }
 
 // toProblem is the one place an error becomes a response. Unknown errors

@@ -25,6 +25,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
@@ -57,6 +58,10 @@ func (c *Config) Validate() error {
 // part it exercises.
 type Deps struct {
 	SSHAuth SSHAuthorizer
+	Preview PreviewRoutes
+	// PreviewMembers maps signed-in identities to accounts; nil admits
+	// nobody.
+	PreviewMembers *previewroute.Members
 }
 
 // Server serves /internal/v1.
@@ -99,6 +104,11 @@ func (s *Server) routes(r chi.Router) {
 	})
 	if s.deps.SSHAuth != nil {
 		r.Post(edgeapi.PathSSHAuthorize, jsonEndpoint(s, s.sshAuthorize))
+	}
+	if s.deps.Preview != nil {
+		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))
+		r.Post(edgeapi.PathPreviewToken, jsonEndpoint(s, s.previewToken))
+		r.Post(edgeapi.PathPreviewMember, jsonEndpoint(s, s.previewMember))
 	}
 }
 

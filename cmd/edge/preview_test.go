@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/internal/chromiumtest"
+)
+
+func reservePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestPreviewSplitDeployment runs previews as deployed: control with its
+// internal API and members file, cmd/edge with the proxy (plain HTTP, as
+// behind a TLS-terminating balancer) signing people in through a real
+// OIDC provider, and a dev server bound to 127.0.0.1 in a sandbox.
+func TestPreviewSplitDeployment(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is required")
+	}
+	oidc, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = oidc.Shutdown() })
+	dir := t.TempDir()
+	members := filepath.Join(dir, "members.json")
+	if err := os.WriteFile(members, []byte(`[{"account_id":"`+devseed.AccountID+`","issuer":"`+oidc.Issuer()+`","subject":"alice"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "session.key")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	previewPort := reservePort(t)
+	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithCancel(context.Background())
+	svc, err := control.Open(ctx, control.Config{
+		DataDir: filepath.Join(dir, "control"), APIAddr: "127.0.0.1:0",
+		InternalAddr: "127.0.0.1:0", InternalSecret: testSecret, SSHHost: "127.0.0.1", SSHPort: 22,
+		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort, PreviewMembersFile: members,
+		Logger: log.With("side", "control"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig([]string{
+		"--ssh-addr", "127.0.0.1:0", "--http-addr", "", "--control-url", svc.InternalURL(),
+		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"), "--ca-key-file", filepath.Join(dir, "control", "keys", "user_ca"),
+		"--ssh-drain", "1s",
+		"--preview-addr", "127.0.0.1:" + strconv.Itoa(previewPort), "--preview-plain-http", "--preview-domain", "preview.localhost",
+		"--preview-public-port", strconv.Itoa(previewPort), "--oidc-issuer", oidc.Issuer(), "--oidc-client-id", oidc.ClientID,
+		"--preview-session-key-file", keyFile,
+	}, func(k string) string {
+		return map[string]string{"SBX_INTERNAL_SECRET": testSecret, "SBX_OIDC_CLIENT_SECRET": oidc.ClientSecret}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan listening, 1)
+	edgeDone := make(chan error, 1)
+	go func() { edgeDone <- run(ctx, cfg, log.With("side", "edge"), func(l listening) { ready <- l }) }()
+	select {
+	case <-ready:
+	case err := <-edgeDone:
+		t.Fatalf("edge did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-edgeDone; err != nil {
+			t.Errorf("edge run: %v", err)
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		_ = svc.Shutdown(sctx)
+	})
+	s := &stack{api: svc.URL(), token: tok, dir: dir}
+	id := s.readySandbox(t)
+
+	port := reservePort(t)
+	var ex struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+	}
+	if code := s.call(t, "POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{
+		"command": "mkdir -p site && echo '<h1 id=\"msg\">split deployment</h1>' > site/index.html && " +
+			"{ setsid nohup python3 -m http.server --bind 127.0.0.1 --directory site " + strconv.Itoa(port) + " >/dev/null 2>&1 & } && echo $!",
+	}, &ex); code != 200 || ex.ExitCode != 0 {
+		t.Fatalf("start dev server: %d %+v", code, ex)
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(ex.Stdout)); err == nil {
+		t.Cleanup(func() {
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Kill()
+			}
+		})
+	}
+	var pv struct{ URL string }
+	if code := s.call(t, "POST", "/api/v1/sandboxes/"+id+"/ports", map[string]any{"port": port}, &pv); code != 201 {
+		t.Fatalf("POST ports: %d", code)
+	}
+	curl := func(args ...string) string {
+		out, _ := exec.Command("curl", append([]string{"-sS", "--max-time", "10", "--connect-to", "::127.0.0.1:" + strconv.Itoa(previewPort), "-w", "\n%{http_code}"}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for out := ""; !strings.HasSuffix(out, "\n200"); out = curl("-H", "Authorization: Bearer "+tok, pv.URL+"/") {
+		if time.Now().After(deadline) {
+			t.Fatalf("preview through cmd/edge never answered 200: %q", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := curl("-H", "Authorization: Bearer sbx_at_"+strings.Repeat("A", 43), pv.URL+"/"); !strings.HasSuffix(out, "\n401") {
+		t.Errorf("unknown token through control: %q, want 401", out)
+	}
+
+	// alice is a member by the operator's file; the browser signs in
+	// through the provider and lands on the page.
+	oidc.QueueUser(&mockoidc.MockUser{Subject: "alice", Email: "alice@example.com", EmailVerified: true})
+	bctx := chromiumtest.New(t, 90*time.Second)
+	if err := chromedp.Do(bctx, chromedp.Navigate(pv.URL+"/index.html"), chromedp.WaitVisible("#msg")); err != nil {
+		t.Fatalf("browser login through cmd/edge: %v", err)
+	}
+	// mallory is a real user of the provider but in no account.
+	oidc.QueueUser(&mockoidc.MockUser{Subject: "mallory", Email: "mallory@example.com", EmailVerified: true})
+	mctx := chromiumtest.New(t, 60*time.Second)
+	if err := chromedp.Do(mctx, chromedp.Navigate(pv.URL+"/index.html")); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(mctx, chromedp.Text("body")); !strings.Contains(body, "preview_forbidden") {
+		t.Errorf("mallory: %q, want preview_forbidden", body)
+	}
+
+	// Removed: the edge's cache holds a route at most RouteTTL (5s) when
+	// control's invalidation cannot reach it.
+	if code := s.call(t, "DELETE", "/api/v1/sandboxes/"+id+"/ports/"+strconv.Itoa(port), nil, nil); code != 204 {
+		t.Fatalf("DELETE port: %d", code)
+	}
+	deadline = time.Now().Add(8 * time.Second)
+	for out := ""; !strings.HasSuffix(out, "\n404"); out = curl("-H", "Authorization: Bearer "+tok, pv.URL+"/") {
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted port still served: %q", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestPreviewConfigRefusesWithoutIssuer(t *testing.T) {
+	t.Parallel()
+	_, err := parseConfig([]string{"--control-url", "http://c", "--host-key-dir", "d", "--ca-key-file", "k",
+		"--preview-addr", ":443", "--preview-domain", "sbx-preview.dev"},
+		func(k string) string { return map[string]string{"SBX_INTERNAL_SECRET": testSecret}[k] })
+	if err == nil || !strings.Contains(err.Error(), "--oidc-issuer") || !strings.Contains(err.Error(), "--redis-url") {
+		t.Errorf("preview without issuer, key or Redis: %v, want errors naming --oidc-issuer and --redis-url", err)
+	}
+}

@@ -1,0 +1,47 @@
+package internalapi
+
+import (
+	"context"
+
+	"github.com/sbxedge/sbx/control/previewroute"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+)
+
+// PreviewRoutes is what the preview endpoints need;
+// *previewroute.Resolver satisfies it.
+type PreviewRoutes interface {
+	Resolve(ctx context.Context, label string) (previewroute.Route, error)
+	TokenAccount(ctx context.Context, secret string) (string, error)
+}
+
+var _ PreviewRoutes = (*previewroute.Resolver)(nil)
+
+func (s *Server) previewRoute(ctx context.Context, req edgeapi.PreviewRouteRequest) (edgeapi.PreviewRoute, error) {
+	if req.Label == "" {
+		return edgeapi.PreviewRoute{}, badRequest("label is required")
+	}
+	r, err := s.deps.Preview.Resolve(ctx, req.Label)
+	if err != nil {
+		return edgeapi.PreviewRoute{}, err
+	}
+	return edgeapi.PreviewRoute{
+		SandboxID: r.SandboxID, AccountID: r.AccountID, Port: r.Port, Access: string(r.Access),
+		HostPolicy: string(r.HostPolicy), State: string(r.State), Addr: r.Addr, User: r.User,
+		HostKey: r.HostKey, Workspace: r.Workspace,
+	}, nil
+}
+
+func (s *Server) previewToken(ctx context.Context, req edgeapi.PreviewTokenRequest) (edgeapi.PreviewTokenResponse, error) {
+	acct, err := s.deps.Preview.TokenAccount(ctx, req.Token)
+	if err != nil {
+		return edgeapi.PreviewTokenResponse{}, err
+	}
+	return edgeapi.PreviewTokenResponse{AccountID: acct}, nil
+}
+
+// previewMember answers from the operator's members file; with none
+// configured nobody is a member.
+func (s *Server) previewMember(_ context.Context, req edgeapi.PreviewMemberRequest) (edgeapi.PreviewMemberResponse, error) {
+	id := previewroute.Identity{Issuer: req.Issuer, Subject: req.Subject, Email: req.Email, EmailVerified: req.EmailVerified}
+	return edgeapi.PreviewMemberResponse{Member: s.deps.PreviewMembers.Member(id, req.AccountID)}, nil
+}

@@ -1,0 +1,60 @@
+package controlclient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+var (
+	_ preview.Resolver = (*Client)(nil)
+	_ preview.Accounts = (*Client)(nil)
+)
+
+// Resolve asks control where a preview host leads. It implements
+// preview.Resolver; the proxy caches the answers.
+func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, error) {
+	var out edgeapi.PreviewRoute
+	if err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewRoute, edgeapi.PreviewRouteRequest{Label: label}, &out); err != nil {
+		if Code(err) == edgeapi.CodePreviewUnknownHost {
+			return preview.Route{}, fmt.Errorf("%w (%w)", preview.ErrUnknownHost, err)
+		}
+		return preview.Route{}, err
+	}
+	rt := preview.Route{
+		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port,
+		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "",
+	}
+	if rt.Ready {
+		rt.Target = podssh.Target{SandboxID: out.SandboxID, Addr: out.Addr, User: out.User, HostKey: out.HostKey, Workspace: out.Workspace}
+	}
+	return rt, nil
+}
+
+// TokenAccount asks control whose agent token secret is.
+func (c *Client) TokenAccount(ctx context.Context, secret string) (string, error) {
+	var out edgeapi.PreviewTokenResponse
+	if err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewToken, edgeapi.PreviewTokenRequest{Token: secret}, &out); err != nil {
+		if Code(err) == edgeapi.CodePreviewInvalidToken {
+			return "", fmt.Errorf("%w (%w)", preview.ErrInvalidToken, err)
+		}
+		return "", err
+	}
+	return out.AccountID, nil
+}
+
+// Member asks control whether a signed-in identity belongs to accountID.
+func (c *Client) Member(ctx context.Context, id preview.Identity, accountID string) (bool, error) {
+	var out edgeapi.PreviewMemberResponse
+	err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewMember, edgeapi.PreviewMemberRequest{
+		AccountID: accountID, Issuer: id.Issuer, Subject: id.Subject, Email: id.Email, EmailVerified: id.EmailVerified,
+	}, &out)
+	if err != nil {
+		return false, err
+	}
+	return out.Member, nil
+}
