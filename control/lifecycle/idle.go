@@ -142,6 +142,9 @@ func (m *Manager) CheckIdle(ctx context.Context) error {
 		if now.Sub(last) < timeout {
 			continue
 		}
+		if !m.platformSuspends(ctx, c.SandboxID) {
+			continue // e.g. macOS in v1: an idle sandbox stays ready
+		}
 		if err := m.Suspend(ctx, c.SandboxID, "idle_detector"); err != nil {
 			errs = append(errs, err)
 		}

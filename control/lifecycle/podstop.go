@@ -41,3 +41,17 @@ func (m *Manager) PodStopped(ctx context.Context, s provider.Stop) error {
 	}
 	return err
 }
+
+// platformSuspends reports whether the provider can suspend the sandbox's
+// platform; providers that do not say can suspend every platform.
+func (m *Manager) platformSuspends(ctx context.Context, id string) bool {
+	ps, ok := m.prov.(provider.PlatformSuspender)
+	if !ok {
+		return true
+	}
+	sb, err := m.store.Sandbox(ctx, id)
+	if err != nil {
+		return true // Suspend itself reports what went wrong
+	}
+	return ps.CanSuspend(sb.Platform)
+}

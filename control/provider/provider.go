@@ -93,6 +93,13 @@ type Provider interface {
 // platform cannot be offloaded (macOS in v1: such a sandbox stays ready).
 var ErrSuspendUnsupported = errors.New("suspend is not supported for this platform")
 
+// PlatformSuspender is implemented by Suspenders that can offload only
+// some platforms (the k8s provider: Linux, not macOS in v1). Idle offload
+// leaves sandboxes of other platforms ready instead of trying and failing.
+type PlatformSuspender interface {
+	CanSuspend(platform string) bool
+}
+
 // Stop is a sandbox's pod ending on its own: a terminal phase observed by
 // the provider, with the reason read from the pod (oom_killed, node_loss,
 // evicted, guest_crash, error) and when it ended.

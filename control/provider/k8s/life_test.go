@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sbxedge/sbx/activity/memstore"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
@@ -32,6 +33,13 @@ var testAccount = store.Account{ID: "acct-test", Name: "test", SandboxesEnabled:
 // the provider's informer; jobs works the job queue.
 func newReplica(t *testing.T, e *env, dbURL string, watch, jobs bool) *replica {
 	t.Helper()
+	return newReplicaCfg(t, e, dbURL, watch, jobs, lifecycle.Config{}, lifecycle.Deps{})
+}
+
+// newReplicaCfg is newReplica with a lifecycle config and the optional
+// lifecycle deps (Activity) set.
+func newReplicaCfg(t *testing.T, e *env, dbURL string, watch, jobs bool, lc lifecycle.Config, extra lifecycle.Deps) *replica {
+	t.Helper()
 	ctx := ctxT(t)
 	st, err := postgres.Open(ctx, dbURL, nil)
 	if err != nil {
@@ -46,8 +54,8 @@ func newReplica(t *testing.T, e *env, dbURL string, watch, jobs bool) *replica {
 		t.Fatal(err)
 	}
 	r := &replica{st: st, prov: prov}
-	r.m = lifecycle.New(lifecycle.Config{}, lifecycle.Deps{
-		Store: st, Provider: prov, HostKeys: e.keys, UserCAKey: e.ca.AuthorizedKey(),
+	r.m = lifecycle.New(lc, lifecycle.Deps{
+		Store: st, Provider: prov, HostKeys: e.keys, UserCAKey: e.ca.AuthorizedKey(), Activity: extra.Activity,
 	})
 	err = st.InTx(ctx, func(tx store.Tx) error {
 		if err := tx.UpsertAccount(ctx, testAccount); err != nil {
@@ -317,5 +325,33 @@ func waitWarm(t *testing.T, st *postgres.Store, n int) {
 			t.Fatalf("%d free warm pods; want %d", free, n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestIdleSkipsMacOS: the idle detector suspends an idle Linux sandbox
+// through a VolumeSnapshot but leaves an idle macOS sandbox ready (no
+// macOS suspend in v1), with its compute session still open.
+func TestIdleSkipsMacOS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	act := memstore.New(nil)
+	r := newReplicaCfg(t, e, testdb.Postgres(t), false, true,
+		lifecycle.Config{IdleTimeout: time.Second}, lifecycle.Deps{Activity: act})
+	linux := create(t, r.m, "tuist-linux-medium")
+	mac := create(t, r.m, "tuist-macos-16-large")
+	waitState(t, r.st, linux.ID, store.StateReady)
+	waitState(t, r.st, mac.ID, store.StateReady)
+	time.Sleep(1100 * time.Millisecond) // both idle past the timeout
+	if err := r.m.CheckIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r.st, linux.ID, store.StateSuspended)
+	if sb, _ := r.st.Sandbox(ctx, mac.ID); sb.State != store.StateReady {
+		t.Errorf("idle macOS sandbox in %s; want ready", sb.State)
+	}
+	sessions, _ := r.st.Sessions(ctx, mac.ID)
+	if len(sessions) != 1 || sessions[0].EndedAt != nil {
+		t.Errorf("macOS sessions %+v; want one open compute session", sessions)
 	}
 }

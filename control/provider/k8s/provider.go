@@ -35,6 +35,8 @@ var (
 	_ provider.Provider    = (*Provider)(nil)
 	_ provider.Suspender   = (*Provider)(nil)
 	_ provider.StopWatcher = (*Provider)(nil)
+
+	_ provider.PlatformSuspender = (*Provider)(nil)
 )
 
 // Config configures the provider. Defaults are set in New.

@@ -82,6 +82,10 @@ func (p *Provider) Suspend(ctx context.Context, sandboxID string) error {
 	return nil
 }
 
+// CanSuspend reports whether sandboxes of platform can be suspended: Linux
+// only in v1 (macOS has no incremental VM snapshot; see the product spec).
+func (p *Provider) CanSuspend(platform string) bool { return platform == PlatformLinux }
+
 func workspaceClaim(pod *corev1.Pod) string {
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == "workspace" && v.PersistentVolumeClaim != nil {

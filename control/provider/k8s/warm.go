@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -169,6 +170,7 @@ func (p *Provider) Replenish(ctx context.Context) error {
 	}
 	have := map[string]int{}
 	recorded := map[string]bool{}
+	free := map[string][]store.WarmPod{}
 	for _, r := range rows {
 		recorded[r.Pod] = true
 		if r.ClaimedBy != "" {
@@ -181,7 +183,26 @@ func (p *Provider) Replenish(ctx context.Context) error {
 			}
 			continue
 		}
-		have[r.Profile]++
+		free[r.Profile] = append(free[r.Profile], r)
+	}
+	for profile, list := range free {
+		want := 0
+		shape, ok := p.cfg.Catalog.Shape(profile)
+		if ok {
+			want = shape.WarmReplicas
+		}
+		// Surplus (fewer replicas wanted, or the profile left the
+		// catalog) goes, pods of an older image first.
+		sort.SliceStable(list, func(i, j int) bool {
+			return list[i].Image != shape.Image && list[j].Image == shape.Image
+		})
+		for len(list) > want {
+			if err := p.retireWarm(ctx, list[0].Pod); err != nil {
+				return err
+			}
+			list = list[1:]
+		}
+		have[profile] = len(list)
 	}
 	for name, pod := range pods {
 		profile := pod.Labels[LabelProfile]
