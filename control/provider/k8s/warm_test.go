@@ -214,4 +214,3 @@ func gauges(t *testing.T, reg *prometheus.Registry) map[string]map[string]float6
 	}
 	return out
 }
-
