@@ -136,6 +136,7 @@ type Service struct {
 	// Activity is shared with the edge parts run in the same process.
 	Activity      activity.Store
 	closeActStore func() error
+	closePreview  func() error // the preview invalidation publisher
 
 	api   *api.Server
 	srv   *http.Server
@@ -195,13 +196,19 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Activity: s.Activity,
 	})
 	cfg.Registry.MustRegister(s.Life.NewGauges())
+	previewChanged := cfg.PreviewChanged
+	if previewChanged == nil {
+		if previewChanged, s.closePreview, err = openPreviewPublisher(cfg); err != nil {
+			return nil, err
+		}
+	}
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
 		WakeTimeout: cfg.WakeTimeout,
 	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
-		Registry: cfg.Registry, Ready: s.ready.Load, PreviewChanged: cfg.PreviewChanged,
+		Registry: cfg.Registry, Ready: s.ready.Load, PreviewChanged: previewChanged,
 		Activity: s.Activity,
 	})
 	return s, nil
@@ -291,6 +298,9 @@ func (s *Service) closeParts() error {
 	}
 	if s.closeActStore != nil {
 		errs = append(errs, s.closeActStore())
+	}
+	if s.closePreview != nil {
+		errs = append(errs, s.closePreview())
 	}
 	if s.Store != nil {
 		errs = append(errs, s.Store.Close())

@@ -20,6 +20,7 @@ import (
 	"github.com/sbxedge/sbx/edge/controlclient"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/edge/preview/previewtls"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -51,6 +52,10 @@ type PreviewConfig struct {
 	// RedisURL holds certificates and ACME locks shared by replicas.
 	// SBX_REDIS_URL.
 	RedisURL string
+	// RouteTTL is how long a resolved route is cached; with Redis,
+	// control's invalidations make removals immediate regardless.
+	// SBX_PREVIEW_ROUTE_TTL.
+	RouteTTL time.Duration
 	// ACMECA is the ACME directory (default Let's Encrypt); ACMEEmail the
 	// account contact. SBX_ACME_CA, SBX_ACME_EMAIL.
 	ACMECA, ACMEEmail string
@@ -67,6 +72,7 @@ func previewFlags(fs *flag.FlagSet, c *PreviewConfig, env func(k, def string) st
 	fs.StringVar(&c.oidcSecretFile, "oidc-client-secret-file", env("SBX_OIDC_CLIENT_SECRET_FILE", ""), "file holding the OIDC client secret (default: $SBX_OIDC_CLIENT_SECRET)")
 	fs.StringVar(&c.sessionKeyFile, "preview-session-key-file", env("SBX_PREVIEW_SESSION_KEY_FILE", ""), "file holding the cookie-signing key (at least 32 bytes), shared by replicas")
 	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis for certificates and ACME locks (TLS mode)")
+	fs.DurationVar(&c.RouteTTL, "preview-route-ttl", 5*time.Second, "how long resolved preview routes are cached")
 	fs.StringVar(&c.ACMECA, "acme-ca", env("SBX_ACME_CA", ""), "ACME directory URL (default: Let's Encrypt)")
 	fs.StringVar(&c.ACMEEmail, "acme-email", env("SBX_ACME_EMAIL", ""), "ACME account contact")
 }
@@ -125,6 +131,9 @@ type previewServer struct {
 	servers []*http.Server
 	done    chan error // one result per server; buffered
 	addr    net.Addr
+
+	stopSub context.CancelFunc // stops the invalidation subscriber
+	subDone chan struct{}
 }
 
 func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client, ca *sshca.CA, reg *prometheus.Registry, log *slog.Logger) (_ *previewServer, err error) {
@@ -149,9 +158,21 @@ func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client
 	cfg.SessionKey = c.SessionKey
 	cfg.Logger = log.With("component", "preview")
 	cfg.Registry = reg
+	if c.RouteTTL > 0 {
+		cfg.RouteTTL = c.RouteTTL
+	}
 	if ps.proxy, err = preview.New(ctx, cfg); err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if c.RedisURL != "" {
+		opt, err := redis.ParseURL(c.RedisURL)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		ps.rdb = redis.NewClient(opt)
+		ps.subscribe(log)
 	}
 	// servers lists only started servers: close waits for each one's
 	// result.
@@ -161,12 +182,6 @@ func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client
 		go func() { ps.done <- main.Serve(ln) }()
 		return ps, nil
 	}
-	opt, err := redis.ParseURL(c.RedisURL)
-	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("--redis-url: %w", err)
-	}
-	ps.rdb = redis.NewClient(opt)
 	ps.certs = certstore.New(ps.rdb, "sbx:certs:")
 	if ps.tls, err = previewtls.New(previewtls.Config{
 		Domain: c.Domain, Storage: ps.certs, CA: c.ACMECA, Email: c.ACMEEmail,
@@ -216,7 +231,44 @@ func (ps *previewServer) shutdown(ctx context.Context) error {
 	return nil
 }
 
+// subscribe drops preview hosts from the route cache as control
+// publishes them. The subscription is re-established by go-redis after a
+// disconnect; messages lost meanwhile are covered by the route TTL.
+func (ps *previewServer) subscribe(log *slog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ps.stopSub, ps.subDone = cancel, make(chan struct{})
+	sub := ps.rdb.Subscribe(ctx, edgeapi.PreviewInvalidateChannel)
+	// Wait for the subscription before serving, so an invalidation
+	// published right after start is not missed. (Receive must not run
+	// concurrently with Channel, hence first.)
+	if _, err := sub.Receive(ctx); err != nil {
+		log.Warn("subscribe to preview invalidations", "err", err)
+	}
+	go func() {
+		defer close(ps.subDone)
+		defer sub.Close()
+		ch := sub.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				ps.proxy.Invalidate(m.Payload)
+				log.Debug("preview route invalidated", "label", m.Payload)
+			}
+		}
+	}()
+}
+
 func (ps *previewServer) close() {
+	if ps.stopSub != nil {
+		ps.stopSub()
+		<-ps.subDone
+		ps.stopSub = nil
+	}
 	for _, s := range ps.servers {
 		_ = s.Close()
 		<-ps.done

@@ -59,6 +59,8 @@ func TestPreviewSplitDeployment(t *testing.T) {
 		DataDir: filepath.Join(dir, "control"), APIAddr: "127.0.0.1:0",
 		InternalAddr: "127.0.0.1:0", InternalSecret: testSecret, SSHHost: "127.0.0.1", SSHPort: 22,
 		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort, PreviewMembersFile: members,
+		// Redis carries activity and preview invalidations between the two.
+		RedisURL: "redis://127.0.0.1:6379/0", RedisPrefix: "sbxtest:edgepreview:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
 		Logger: log.With("side", "control"),
 	})
 	if err != nil {
@@ -77,7 +79,9 @@ func TestPreviewSplitDeployment(t *testing.T) {
 		"--ssh-drain", "1s",
 		"--preview-addr", "127.0.0.1:" + strconv.Itoa(previewPort), "--preview-plain-http", "--preview-domain", "preview.localhost",
 		"--preview-public-port", strconv.Itoa(previewPort), "--oidc-issuer", oidc.Issuer(), "--oidc-client-id", oidc.ClientID,
-		"--preview-session-key-file", keyFile,
+		"--preview-session-key-file", keyFile, "--redis-url", "redis://127.0.0.1:6379/0",
+		// Only control's invalidation can end a route within this test.
+		"--preview-route-ttl", "1h",
 	}, func(k string) string {
 		return map[string]string{"SBX_INTERNAL_SECRET": testSecret, "SBX_OIDC_CLIENT_SECRET": oidc.ClientSecret}[k]
 	})
@@ -158,8 +162,8 @@ func TestPreviewSplitDeployment(t *testing.T) {
 		t.Errorf("mallory: %q, want preview_forbidden", body)
 	}
 
-	// Removed: the edge's cache holds a route at most RouteTTL (5s) when
-	// control's invalidation cannot reach it.
+	// Removed: control publishes the label, the edge drops it (its cache
+	// would otherwise hold the route for an hour).
 	if code := s.call(t, "DELETE", "/api/v1/sandboxes/"+id+"/ports/"+strconv.Itoa(port), nil, nil); code != 204 {
 		t.Fatalf("DELETE port: %d", code)
 	}

@@ -127,8 +127,9 @@ func (u *upstreamLog) all() []*http.Request {
 }
 
 type envOptions struct {
-	oidc *preview.OIDCConfig
-	dev  *preview.DevSignIn
+	oidc  *preview.OIDCConfig
+	dev   *preview.DevSignIn
+	waker preview.Waker
 }
 
 func newEnv(t *testing.T, app http.Handler, opts ...envOptions) *env {
@@ -171,7 +172,7 @@ func newEnv(t *testing.T, app http.Handler, opts ...envOptions) *env {
 		members: map[string]string{"alice": "acct-a", "bob": "acct-b"},
 	}
 	cfg.SessionKey = key
-	cfg.OIDC, cfg.DevSignIn = o.oidc, o.dev
+	cfg.OIDC, cfg.DevSignIn, cfg.Waker = o.oidc, o.dev, o.waker
 	if cfg.OIDC == nil && cfg.DevSignIn == nil {
 		cfg.DevSignIn = &preview.DevSignIn{AccountID: "acct-a", User: "dev"}
 	}

@@ -61,3 +61,8 @@ type PreviewMemberRequest struct {
 type PreviewMemberResponse struct {
 	Member bool `json:"member"`
 }
+
+// PreviewInvalidateChannel is the Redis pub/sub channel on which control
+// publishes the label of every preview host whose port changed or was
+// removed; each edge replica drops it from its route cache at once.
+const PreviewInvalidateChannel = "sbx:preview:invalidate"
