@@ -237,6 +237,12 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 			route.SandboxID, cc.b.cfg.MaxConnsPerSandbox)}
 	}
 	up, chans, reqs, err := cc.b.dialUpstream(cc.ctx, route, cc.id)
+	if err != nil && cc.b.cfg.Waker != nil {
+		if fresh, ok := cc.refreshRoute(meta.User(), fp); ok {
+			route = fresh
+			up, chans, reqs, err = cc.b.dialUpstream(cc.ctx, route, cc.id)
+		}
+	}
 	if err != nil {
 		cc.b.release(route.SandboxID)
 		log.Warn("upstream dial failed", "err", err)

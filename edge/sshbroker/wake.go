@@ -56,3 +56,20 @@ func (cc *clientConn) wake(user, fp string) authResult {
 	cc.results[fp] = res
 	return res
 }
+
+// refreshRoute runs after a failed upstream dial. A cached route can
+// outlive its pod (the sandbox was suspended since it was cached), so the
+// cache is dropped for the sandbox and the Authorizer asked again; a
+// sandbox that is now not running is woken. ok reports a route worth one
+// more dial.
+func (cc *clientConn) refreshRoute(user, fp string) (Route, bool) {
+	if cc.b.cache != nil {
+		cc.b.cache.Invalidate(user)
+	}
+	res := cc.authorize(user, fp)
+	if cc.wakeable(res.err) {
+		res = cc.wake(user, fp)
+	}
+	cc.results[fp] = res
+	return res.route, res.err == nil
+}

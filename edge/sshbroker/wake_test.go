@@ -3,6 +3,7 @@ package sshbroker
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -84,5 +85,62 @@ func TestNotReadyWithoutWaker(t *testing.T) {
 	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "sleepy", nil, "echo in"), nil)
 	if r.code != 255 || strings.Contains(r.stderr, "waking") {
 		t.Fatalf("code %d stderr %q, want a refusal without wake", r.code, r.stderr)
+	}
+}
+
+// restoringWaker points the sandbox's credential at the live upstream, as
+// a restore that moved the sandbox would.
+type restoringWaker struct {
+	e     *env
+	calls atomic.Int32
+}
+
+func (w *restoringWaker) Wake(_ context.Context, id string) error {
+	w.calls.Add(1)
+	w.e.auth.mu.Lock()
+	defer w.e.auth.mu.Unlock()
+	for fp, c := range w.e.auth.creds {
+		if c.username == id {
+			c.err, c.route.Addr = nil, w.e.up.Addr
+			w.e.auth.creds[fp] = c
+		}
+	}
+	return nil
+}
+
+// TestStaleCachedRouteWakes: a route cached while the sandbox ran can
+// outlive its pod; the failed dial sends the broker back to the
+// Authorizer, which now says not ready, and the connection wakes it.
+func TestStaleCachedRouteWakes(t *testing.T) {
+	w := &restoringWaker{}
+	e := newEnv(t, func(c *Config) { c.Waker = w })
+	w.e = e
+	k := e.grant("moved", nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	e.auth.mu.Lock()
+	c := e.auth.creds[k.fp]
+	c.route.Addr = dead
+	e.auth.creds[k.fp] = c
+	e.auth.mu.Unlock()
+	// Cached: a route to a pod that is gone.
+	if r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "moved", nil, "echo in"), nil); r.code != 255 {
+		t.Fatalf("dial to a dead pod: code %d, want 255", r.code)
+	}
+	e.auth.mu.Lock()
+	c = e.auth.creds[k.fp]
+	c.err = ErrNotReady // suspended since
+	e.auth.creds[k.fp] = c
+	e.auth.mu.Unlock()
+	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "moved", nil, "echo woke"), nil)
+	if r.code != 0 || r.stdout != "woke\n" || !strings.Contains(r.stderr, "waking sandbox moved") {
+		t.Fatalf("code %d stdout %q stderr %q, want woke after the stale route", r.code, r.stdout, r.stderr)
+	}
+	if n := w.calls.Load(); n != 1 {
+		t.Fatalf("wake called %d times, want 1", n)
 	}
 }
