@@ -206,6 +206,8 @@ func runClient(ctx context.Context, cmd string, args []string) error {
 		return runExec(ctx, c, fs, args, finish)
 	case "files":
 		return runFiles(ctx, c, fs, args, finish)
+	case "ports":
+		return runPorts(ctx, c, fs, args, finish)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }

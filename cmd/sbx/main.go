@@ -27,6 +27,9 @@ Usage:
   sbx extend ID MINUTES                   set the deadline to now + MINUTES
   sbx ssh [--ttl M] ID [SSH ARG...]       ssh into a sandbox with a fresh credential (system ssh)
   sbx ssh-config [--dir D] ID             write a Host entry for VS Code / Cursor Remote-SSH; prints the alias
+  sbx ports ID                            list exposed ports and their preview URLs
+  sbx ports [--public] ID PORT            expose 127.0.0.1:PORT in the sandbox; prints its URL
+  sbx ports --rm ID PORT                  stop exposing PORT
   sbx destroy ID                          destroy a sandbox
   sbx usage                               billable seconds this month
 
@@ -60,7 +63,7 @@ func run(ctx context.Context, args []string) int {
 		err = runSSH(ctx, rest)
 	case "ssh-config":
 		err = runSSHConfig(ctx, rest)
-	case "create", "list", "get", "events", "exec", "files", "extend", "destroy", "usage":
+	case "create", "list", "get", "events", "exec", "files", "extend", "destroy", "usage", "ports":
 		err = runClient(ctx, cmd, rest)
 	default:
 		fmt.Fprintf(os.Stderr, "sbx: unknown command %q\n\n%s", cmd, usage)

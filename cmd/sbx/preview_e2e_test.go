@@ -101,10 +101,15 @@ func TestPreviewThroughDev(t *testing.T) {
 		t.Errorf("landed on %q, want %q", loc, pv.URL+"/index.html")
 	}
 
-	// Unexposed: the URL stops working at once.
-	if code := p.call("DELETE", "/api/v1/sandboxes/"+id+"/ports/"+strconv.Itoa(port), nil, nil); code != 204 {
-		t.Fatalf("DELETE port: %d", code)
+	// The CLI lists it, exposes another, and unexposes; the URL stops
+	// working at once.
+	if out := p.cli("ports", id); !strings.Contains(out, pv.URL) || !strings.Contains(out, "private") {
+		t.Errorf("sbx ports: %q, want the URL and private", out)
 	}
+	if out := strings.TrimSpace(p.cli("ports", "--public", id, "4321")); !strings.HasPrefix(out, "http://") || out == pv.URL {
+		t.Errorf("sbx ports --public: %q, want a new preview URL", out)
+	}
+	p.cli("ports", "--rm", id, strconv.Itoa(port))
 	if out, _ := curl("-w", "\n%{http_code}", "-H", "Authorization: Bearer "+p.Token, pv.URL+"/"); !strings.HasSuffix(out, "\n404") {
 		t.Errorf("after DELETE: %q, want 404", out)
 	}

@@ -48,6 +48,10 @@ type Proxy struct {
 
 type ctxKey int
 
+// navigationWakeWait is how long a browser navigation waits for a waking
+// sandbox before it is shown the self-reloading waking page.
+const navigationWakeWait = 3 * time.Second
+
 const routeKey ctxKey = iota
 
 // New builds the proxy. With OIDC configured it fetches the provider's
@@ -185,7 +189,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer p.release(label)
 	if !rt.Ready {
-		if rt, err = p.wake(r.Context(), label, rt); err != nil {
+		// API clients are held until the sandbox is up (or WakeTimeout);
+		// a browser gets the waking page after a moment, which reloads
+		// itself while the restore, started by the first Wake, goes on.
+		limit := p.cfg.WakeTimeout
+		if isNavigation(r) {
+			limit = min(limit, navigationWakeWait)
+		}
+		if rt, err = p.wake(r.Context(), label, rt, limit); err != nil {
 			p.log.InfoContext(r.Context(), "sandbox not ready", "sandbox_id", rt.SandboxID, "err", err)
 			writeProblem(cw, r, errNotReady)
 			return
@@ -203,8 +214,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // wake asks for the sandbox and resolves again once it says ready.
-func (p *Proxy) wake(ctx context.Context, label string, rt Route) (Route, error) {
-	wctx, cancel := context.WithTimeout(ctx, p.cfg.WakeTimeout)
+func (p *Proxy) wake(ctx context.Context, label string, rt Route, limit time.Duration) (Route, error) {
+	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	if err := p.waker.Wake(wctx, rt.SandboxID); err != nil {
 		return rt, fmt.Errorf("wake sandbox %s: %w", rt.SandboxID, err)
