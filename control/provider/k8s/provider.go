@@ -218,6 +218,14 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 	name := spec.SandboxID
 	if pod != nil {
 		name = pod.Name
+		if name != spec.SandboxID {
+			// A claimed warm pod: bind again, in case the claim was
+			// cut off between labelling the pod and handing it the
+			// Secret. Binding is idempotent.
+			if _, err := p.bindWarm(ctx, name, shape, spec); err != nil {
+				return provider.Endpoint{}, err
+			}
+		}
 	} else if claimed, ok, err := p.claimWarm(ctx, shape, spec); err != nil {
 		return provider.Endpoint{}, err
 	} else if ok {

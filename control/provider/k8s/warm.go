@@ -91,13 +91,6 @@ func (p *Provider) bindWarm(ctx context.Context, name string, shape Shape, spec 
 	}
 	claimShape := shape
 	claimShape.Image = pod.Annotations[AnnotImage] // an older image serves until claimed
-	sec, err := p.secret(n, RoleSandbox, claimShape, &spec)
-	if err != nil {
-		return false, err
-	}
-	if _, err := p.client.CoreV1().Secrets(p.cfg.Namespace).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
-		return false, fmt.Errorf("hand secret %s to %s: %w", n.secret, spec.SandboxID, err)
-	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      labelsFor(RoleSandbox, claimShape, &spec),
 		"annotations": annotationsFor(claimShape, &spec),
@@ -105,13 +98,24 @@ func (p *Provider) bindWarm(ctx context.Context, name string, shape Shape, spec 
 	if err != nil {
 		return false, err
 	}
+	// Labels first: from here the pod is the sandbox's (Destroy finds it,
+	// the replenisher leaves it alone), and a retried Provision finds it
+	// and binds again. Only then the Secret, which makes the pod's init
+	// start sshd with the sandbox's host key.
+	if _, err := p.client.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return false, fmt.Errorf("label pod %s for %s: %w", name, spec.SandboxID, err)
+	}
 	if shape.Platform == PlatformLinux {
 		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Patch(ctx, n.pvc, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return false, fmt.Errorf("label pvc %s for %s: %w", n.pvc, spec.SandboxID, err)
 		}
 	}
-	if _, err := p.client.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return false, fmt.Errorf("label pod %s for %s: %w", name, spec.SandboxID, err)
+	sec, err := p.secret(n, RoleSandbox, claimShape, &spec)
+	if err != nil {
+		return false, err
+	}
+	if _, err := p.client.CoreV1().Secrets(p.cfg.Namespace).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		return false, fmt.Errorf("hand secret %s to %s: %w", n.secret, spec.SandboxID, err)
 	}
 	return true, nil
 }

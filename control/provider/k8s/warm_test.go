@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/store/sqlite"
@@ -213,4 +214,50 @@ func gauges(t *testing.T, reg *prometheus.Registry) map[string]map[string]float6
 		}
 	}
 	return out
+}
+
+// TestWarmClaimResumes: a Provision cut off after claiming a warm pod, or
+// after labelling it but before handing it the Secret, is completed by the
+// retried Provision on the same pod.
+func TestWarmClaimResumes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p, err := k8s.New(k8s.Config{
+		Namespace: ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second,
+	}, k8s.Deps{Client: e.client, Dynamic: e.dyn, Warm: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replenishUntil(t, p, st, "2 warm pods", func(f map[string]string) bool { return len(f) == 2 })
+
+	// Cut after the claim: nothing on the pod says whose it is yet.
+	podA, err := st.ClaimWarmPod(ctx, "tuist-linux-warm", "sbx-cut-a")
+	if err != nil || podA == "" {
+		t.Fatalf("claim: %q, %v", podA, err)
+	}
+	// Cut after labelling: the pod is the sandbox's, its Secret is empty.
+	podB, err := st.ClaimWarmPod(ctx, "tuist-linux-warm", "sbx-cut-b")
+	if err != nil || podB == "" {
+		t.Fatalf("claim: %q, %v", podB, err)
+	}
+	patch := []byte(`{"metadata":{"labels":{"` + k8s.LabelRole + `":"sandbox","` + k8s.LabelSandbox + `":"sbx-cut-b"}}}`)
+	if _, err := e.client.CoreV1().Pods(ns).Patch(ctx, podB, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for id, pod := range map[string]string{"sbx-cut-a": podA, "sbx-cut-b": podB} {
+		if _, err := p.Provision(ctx, e.spec(t, id, "tuist-linux-warm")); err != nil {
+			t.Fatalf("retried provision of %s: %v", id, err)
+		}
+		got, err := e.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil || got.Labels[k8s.LabelSandbox] != id {
+			t.Errorf("pod %s labels %v, %v; want the claim's sandbox %s", pod, got.Labels, err, id)
+		}
+	}
 }
