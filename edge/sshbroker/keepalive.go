@@ -1,8 +1,10 @@
 package sshbroker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -22,52 +24,72 @@ type aliveLeg struct {
 // keepalive sends keepalive@openssh.com to each leg every interval, as
 // OpenSSH's ClientAliveInterval does, and ends the connection when a leg
 // leaves countMax intervals unanswered. Any reply counts, success or
-// failure: it proves the peer is there. It returns when the connection
-// ends, because closing a leg fails its pending SendRequest.
+// failure: it proves the peer is there.
+//
+// Probes run from timers rather than a goroutine per leg, so an idle
+// connection holds no keepalive goroutine between probes. Every scheduled
+// or running probe holds one count of cc.wg, so relay's Wait covers them.
 func (cc *clientConn) keepalive(legs ...aliveLeg) {
-	var active []aliveLeg
 	for _, l := range legs {
 		if l.interval > 0 {
-			active = append(active, l)
+			p := &prober{cc: cc, leg: l}
+			p.start()
 		}
-	}
-	if len(active) == 0 {
-		return
-	}
-	cc.wg.Add(len(active))
-	for _, l := range active {
-		go func() {
-			defer cc.wg.Done()
-			cc.probe(l)
-		}()
 	}
 }
 
-func (cc *clientConn) probe(l aliveLeg) {
-	t := time.NewTicker(l.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-cc.ctx.Done():
-			return
-		case <-t.C:
-		}
-		// The watchdog, not the send, enforces the limit: SendRequest to a
-		// peer that went silent blocks until the socket is closed, which
-		// is exactly what the watchdog's cancel does.
-		limit := l.interval * time.Duration(l.countMax)
-		dog := time.AfterFunc(limit, func() {
-			cause := fmt.Errorf("%s: %w for %v", l.name, errKeepalive, limit)
-			if l.name == "sandbox" {
-				// The client is still there: tell its sessions why.
-				cause = fmt.Errorf("%w (%w)", kick{"sbx: the sandbox stopped responding; the connection was closed. Reconnect to continue."}, cause)
-			}
-			cc.cancel(cause)
-		})
-		_, _, err := l.conn.SendRequest("keepalive@openssh.com", true, nil)
-		dog.Stop()
-		if err != nil {
-			return // the connection is closing; its Wait reports why
-		}
+// prober probes one leg. mu guards t and stopped.
+type prober struct {
+	cc      *clientConn
+	leg     aliveLeg
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+func (p *prober) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cc.wg.Add(1) // released by fire, or by stop if the timer never fires
+	p.t = time.AfterFunc(p.leg.interval, p.fire)
+	context.AfterFunc(p.cc.ctx, p.stop)
+}
+
+// stop cancels a pending probe when the connection ends.
+func (p *prober) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	if p.t.Stop() {
+		p.cc.wg.Done()
 	}
+}
+
+// fire sends one probe, then schedules the next unless the connection ended.
+func (p *prober) fire() {
+	defer p.cc.wg.Done()
+	// The watchdog, not the send, enforces the limit: SendRequest to a
+	// peer that went silent blocks until the socket is closed, which is
+	// exactly what the watchdog's cancel does.
+	limit := p.leg.interval * time.Duration(p.leg.countMax)
+	dog := time.AfterFunc(limit, func() {
+		cause := fmt.Errorf("%s: %w for %v", p.leg.name, errKeepalive, limit)
+		if p.leg.name == "sandbox" {
+			// The client is still there: tell its sessions why.
+			cause = fmt.Errorf("%w (%w)", kick{"sbx: the sandbox stopped responding; the connection was closed. Reconnect to continue."}, cause)
+		}
+		p.cc.cancel(cause)
+	})
+	_, _, err := p.leg.conn.SendRequest("keepalive@openssh.com", true, nil)
+	dog.Stop()
+	if err != nil {
+		return // the connection is closing; its Wait reports why
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	p.cc.wg.Add(1) // safe: this probe still holds its own count
+	p.t = time.AfterFunc(p.leg.interval, p.fire)
 }
