@@ -81,7 +81,7 @@ func (f fakeAccounts) Member(_ context.Context, id preview.Identity, acct string
 // handler listens on loopback, which is the sandbox's 127.0.0.1 as seen
 // through sshd's direct-tcpip.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	proxy    *preview.Proxy
 	addr     string // the proxy's listener
 	res      *fakeResolver
@@ -132,7 +132,7 @@ type envOptions struct {
 	waker preview.Waker
 }
 
-func newEnv(t *testing.T, app http.Handler, opts ...envOptions) *env {
+func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	t.Helper()
 	if !sshdtest.Available() {
 		t.Fatalf("%s is required (apt-get install openssh-server)", sshdtest.Binary)

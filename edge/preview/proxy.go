@@ -117,6 +117,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		FlushInterval:  50 * time.Millisecond,
 		ErrorHandler:   p.upstreamError,
 		ModifyResponse: p.modifyResponse,
+		BufferPool:     copyBuffers{},
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	return p, nil
@@ -337,6 +338,17 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 }
 
 type startKey struct{}
+
+// copyBuffers recycles ReverseProxy's body copy buffers (32 KiB, an SSH
+// packet's worth), which it would otherwise allocate per response.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { return make([]byte, 32<<10) }}
+
+func (copyBuffers) Get() []byte { return copyBufferPool.Get().([]byte) }
+
+//lint:ignore SA6002 ReverseProxy's BufferPool fixes the []byte type; boxing the header costs less than a 32 KiB allocation
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put(b) }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) {

@@ -1,0 +1,71 @@
+package preview_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+// BenchmarkDownload reads one 64 MiB response per op: straight from the
+// upstream, through a bare direct-tcpip channel on the pooled SSH
+// connection (the floor the proxy stands on), and through the proxy.
+// Compare MB/s between the sub-benchmarks of one run.
+func BenchmarkDownload(b *testing.B) {
+	const n = 64 << 20
+	e := newEnv(b, newTestApp())
+	e.expose("bench", "sbx-a", "acct-a", false, false)
+	target := "/big?n=" + strconv.Itoa(n)
+
+	get := func(b *testing.B, c *http.Client, url string, hdr http.Header) {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header = hdr
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || got != n {
+			b.Fatalf("read %d bytes: %v", got, err)
+		}
+	}
+	b.Run("direct", func(b *testing.B) {
+		c := &http.Client{}
+		defer c.CloseIdleConnections()
+		b.SetBytes(n)
+		for b.Loop() {
+			get(b, c, "http://127.0.0.1:"+strconv.Itoa(e.upPort)+target, http.Header{})
+		}
+	})
+	b.Run("ssh-channel", func(b *testing.B) {
+		pool := podssh.NewPool(e.ca, nil)
+		defer pool.Close()
+		tgt := podssh.Target{SandboxID: "bench", Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey}
+		c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			cl, err := pool.Client(ctx, tgt)
+			if err != nil {
+				return nil, err
+			}
+			return cl.DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(e.upPort))
+		}}}
+		defer c.CloseIdleConnections()
+		b.SetBytes(n)
+		for b.Loop() {
+			get(b, c, "http://upstream"+target, http.Header{})
+		}
+	})
+	b.Run("proxy", func(b *testing.B) {
+		c := e.client()
+		defer c.CloseIdleConnections()
+		b.SetBytes(n)
+		for b.Loop() {
+			get(b, c, e.url("bench", target), http.Header{"Authorization": {"Bearer " + tokenA}})
+		}
+	})
+}
+
