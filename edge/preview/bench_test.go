@@ -69,3 +69,29 @@ func BenchmarkDownload(b *testing.B) {
 	})
 }
 
+
+// BenchmarkSmallRequests sends 1 KiB GETs from parallel clients through
+// the proxy and, as the floor, straight through bare SSH channels.
+func BenchmarkSmallRequests(b *testing.B) {
+	e := newEnv(b, newTestApp())
+	e.expose("bench", "sbx-a", "acct-a", false, false)
+	b.Run("proxy", func(b *testing.B) {
+		c := e.client()
+		c.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+		defer c.CloseIdleConnections()
+		b.SetParallelism(32)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				req, _ := http.NewRequest("GET", e.url("bench", "/small"), nil)
+				req.Header.Set("Authorization", "Bearer "+tokenA)
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	})
+}
