@@ -69,7 +69,6 @@ func BenchmarkDownload(b *testing.B) {
 	})
 }
 
-
 // BenchmarkSmallRequests sends 1 KiB GETs from parallel clients through
 // the proxy and, as the floor, straight through bare SSH channels.
 func BenchmarkSmallRequests(b *testing.B) {
