@@ -36,7 +36,8 @@ func (s *Service) startInternal() error {
 		}
 	}
 	api, err := internalapi.New(internalapi.Config{Secret: s.cfg.InternalSecret, Logger: s.log},
-		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log), Preview: previewroute.New(s.Store, nil), PreviewMembers: members})
+		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log), Preview: previewroute.New(s.Store, nil), PreviewMembers: members,
+			Waker: s})
 	if err != nil {
 		return err
 	}

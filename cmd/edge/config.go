@@ -48,6 +48,10 @@ type Config struct {
 	ClientAlive, UpstreamAlive time.Duration
 	// LogLevel is debug, info, warn or error. SBX_LOG_LEVEL.
 	LogLevel slog.Level
+	// ActivityPrefix starts the activity keys in the Redis of --redis-url,
+	// which must match control's (--redis-prefix there).
+	// SBX_ACTIVITY_PREFIX.
+	ActivityPrefix string
 
 	// Preview configures the preview proxy; empty Preview.Addr disables it.
 	Preview PreviewConfig
@@ -73,6 +77,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	clientAlive := fs.String("client-alive-interval", env("SBX_EDGE_CLIENT_ALIVE", "30s"), "keepalive interval towards SSH clients (0: off)")
 	upstreamAlive := fs.String("upstream-alive-interval", env("SBX_EDGE_UPSTREAM_ALIVE", "30s"), "keepalive interval towards sandboxes (0: off)")
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.StringVar(&c.ActivityPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (as control's --redis-prefix)")
 	previewFlags(fs, &c.Preview, env)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

@@ -31,6 +31,7 @@ type stack struct {
 	edgeSSH    string
 	edgeHTTP   string
 	dir        string
+	svc        *control.Service
 }
 
 func startStack(t *testing.T) *stack {
@@ -62,7 +63,7 @@ func startStack(t *testing.T) *stack {
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st := &stack{api: svc.URL(), token: tok, edgeSSH: sshAddr.String(), dir: dir}
+	st := &stack{api: svc.URL(), token: tok, edgeSSH: sshAddr.String(), dir: dir, svc: svc}
 
 	cfg, err := parseConfig([]string{
 		"--ssh-addr", sshAddr.String(), "--http-addr", "127.0.0.1:0",

@@ -85,6 +85,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready func(listening
 	bcfg := sshbroker.DefaultConfig()
 	bcfg.HostKeys = hostKeys
 	bcfg.Authorizer = cc
+	// Key holders connecting to a suspended sandbox wait while control
+	// restores it.
+	bcfg.Waker = cc
+	act, closeAct, err := openActivity(cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer closeAct() // after the broker drained: its connections are released first
+	if act != nil {
+		bcfg.Activity = act
+	}
 	bcfg.CA = sshca.New(caSigner)
 	bcfg.Registry = reg
 	bcfg.Logger = log.With("component", "sshbroker")

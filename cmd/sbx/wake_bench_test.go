@@ -187,4 +187,3 @@ func histogramSum(b *testing.B, reg *prometheus.Registry, name string) float64 {
 	b.Fatalf("histogram %s not registered", name)
 	return 0
 }
-

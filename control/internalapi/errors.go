@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/sshauth"
 	"github.com/sbxedge/sbx/internal/edgeapi"
@@ -34,6 +35,11 @@ var refusals = []struct {
 	{sshauth.ErrWrongSandbox, http.StatusForbidden, edgeapi.CodeSSHWrongSandbox},
 	{sshauth.ErrUnknownSandbox, http.StatusForbidden, edgeapi.CodeSSHUnknownSandbox},
 	{sshauth.ErrNotReady, http.StatusConflict, edgeapi.CodeSSHNotReady},
+	{lifecycle.ErrNotFound, http.StatusNotFound, edgeapi.CodeWakeUnknownSandbox},
+	{lifecycle.ErrCannotWake, http.StatusConflict, edgeapi.CodeWakeEnded},
+	{lifecycle.ErrLimit, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
+	{lifecycle.ErrDisabled, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
+	{lifecycle.ErrPlatformNotAllowed, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
 	{previewroute.ErrUnknownHost, http.StatusNotFound, edgeapi.CodePreviewUnknownHost},
 	{previewroute.ErrBadToken, http.StatusForbidden, edgeapi.CodePreviewInvalidToken},
 }

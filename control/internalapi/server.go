@@ -62,6 +62,8 @@ type Deps struct {
 	// PreviewMembers maps signed-in identities to accounts; nil admits
 	// nobody.
 	PreviewMembers *previewroute.Members
+	// Waker wakes suspended sandboxes for the edge.
+	Waker Waker
 }
 
 // Server serves /internal/v1.
@@ -104,6 +106,9 @@ func (s *Server) routes(r chi.Router) {
 	})
 	if s.deps.SSHAuth != nil {
 		r.Post(edgeapi.PathSSHAuthorize, jsonEndpoint(s, s.sshAuthorize))
+	}
+	if s.deps.Waker != nil {
+		r.Post(edgeapi.PathWake, jsonEndpoint(s, s.wake))
 	}
 	if s.deps.Preview != nil {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))

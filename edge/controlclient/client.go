@@ -95,7 +95,13 @@ func (e *Error) Error() string {
 // problem answer is returned as *Error; anything else (transport, decode)
 // wraps the cause.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	return c.do(ctx, c.timeout, method, path, in, out)
+}
+
+// do is Do with its own bound, for the few calls that are meant to be
+// held (wake).
+func (c *Client) do(ctx context.Context, timeout time.Duration, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {

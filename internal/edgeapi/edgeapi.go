@@ -23,7 +23,23 @@ const (
 	// PathSSHAuthorize: POST SSHAuthorizeRequest → 200 SSHAuthorizeResponse,
 	// or a problem with one of the CodeSSH* codes.
 	PathSSHAuthorize = Prefix + "/ssh/authorize"
+	// PathWake: POST WakeRequest → 200 WakeResponse once the sandbox is
+	// ready (restored if it was suspended), or a problem with one of the
+	// CodeWake* codes. The server holds the request while the sandbox
+	// wakes, up to its own limit or until the caller gives up.
+	PathWake = Prefix + "/sandboxes/wake"
 )
+
+// WakeRequest asks control to make a sandbox ready. The edge sends it only
+// for a caller it authenticated for that sandbox.
+type WakeRequest struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+// WakeResponse says the sandbox is ready.
+type WakeResponse struct {
+	Ready bool `json:"ready"`
+}
 
 // SSHAuthorizeRequest asks whether a public key may reach the sandbox its
 // SSH username names.
@@ -63,4 +79,13 @@ const (
 	// CodeSSHNotReady: the credential is good but the sandbox has no
 	// running server (pending, suspended, restoring). Never cached long.
 	CodeSSHNotReady = "ssh_not_ready"
+
+	// CodeWakeUnknownSandbox: no such sandbox.
+	CodeWakeUnknownSandbox = "wake_unknown_sandbox"
+	// CodeWakeEnded: the sandbox ended or failed; it will not wake.
+	CodeWakeEnded = "wake_sandbox_ended"
+	// CodeWakeLimit: the account's rules refuse it (concurrency limit).
+	CodeWakeLimit = "wake_refused"
+	// CodeWakeTimeout: still waking when the server's limit passed.
+	CodeWakeTimeout = "wake_timeout"
 )
