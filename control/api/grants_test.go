@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
@@ -485,5 +486,44 @@ func TestHundredRacingCreatesAdmitTheLimit(t *testing.T) {
 				t.Fatalf("stored sandboxes %d (%v), want 3", len(n), err)
 			}
 		})
+	}
+}
+
+// TestShutdownEndsEventStreams: an open stream (here on a sandbox that
+// stays pending: no job queue) does not hold control's shutdown until its
+// deadline; the stream ends at once.
+func TestShutdownEndsEventStreams(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	svc, err := control.Open(ctx, control.Config{DataDir: dir, APIAddr: "127.0.0.1:0", NoJobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := devseed.Seed(ctx, svc.Store, "", dir+"/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, svc: svc, tokens: map[string]string{"dev": tok}, client: &http.Client{}}
+	sb := e.create("dev", map[string]any{"profile": "tuist-linux-small"})
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream := e.openStream(sctx, "dev", sb.ID, "")
+	if ev, _ := next(t, stream, 10*time.Second); ev.Data.State != "pending" {
+		t.Fatalf("first event %+v, want pending", ev.Data)
+	}
+	start := time.Now()
+	shutCtx, shutCancel := context.WithTimeout(ctx, 20*time.Second)
+	defer shutCancel()
+	if err := svc.Shutdown(shutCtx); err != nil {
+		t.Fatalf("shutdown with an open stream: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("shutdown took %s with an open stream", took)
+	}
+	if _, ok := next(t, stream, 5*time.Second); ok {
+		t.Fatal("the stream sent an event instead of ending")
 	}
 }
