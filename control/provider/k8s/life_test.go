@@ -142,23 +142,40 @@ func TestPodWatcherClosesSessionOnce(t *testing.T) {
 	r1 := newReplica(t, e, db, true, true)
 	newReplica(t, e, db, true, false)
 
-	fin := time.Now().UTC().Add(2 * time.Second).Truncate(time.Millisecond)
+	// The finish time is set once all are ready: a stop before ready_at
+	// is clamped to ready_at (a skewed node clock), not tested here.
+	var fin time.Time
 	cases := []struct {
 		term k8stest.Termination
 		want string
 	}{
-		{k8stest.Termination{ContainerReason: "OOMKilled", ExitCode: 137, FinishedAt: fin}, k8s.ReasonOOMKilled},
-		{k8stest.Termination{PodReason: "Evicted", FinishedAt: fin}, k8s.ReasonEvicted},
-		{k8stest.Termination{PodReason: "NodeLost", FinishedAt: fin}, k8s.ReasonNodeLoss},
-		{k8stest.Termination{ContainerReason: "Error", ExitCode: 2, FinishedAt: fin}, k8s.ReasonGuestCrash},
-		{k8stest.Termination{FinishedAt: fin}, k8s.ReasonError},
+		{k8stest.Termination{ContainerReason: "OOMKilled", ExitCode: 137}, k8s.ReasonOOMKilled},
+		{k8stest.Termination{PodReason: "Evicted"}, k8s.ReasonEvicted},
+		{k8stest.Termination{PodReason: "NodeLost"}, k8s.ReasonNodeLoss},
+		{k8stest.Termination{ContainerReason: "Error", ExitCode: 2}, k8s.ReasonGuestCrash},
+		{k8stest.Termination{}, k8s.ReasonError},
 	}
 	ids := make([]string, len(cases))
 	for i := range cases {
 		ids[i] = create(t, r1.m, "tuist-linux-medium").ID
 	}
-	for i, c := range cases {
+	skewed := create(t, r1.m, "tuist-linux-medium").ID
+	for i := range cases {
 		waitState(t, r1.st, ids[i], store.StateReady)
+	}
+	// A node clock behind ours reports a finish before ready_at: the
+	// session closes at ready_at, never with a negative length.
+	readyAt := *waitState(t, r1.st, skewed, store.StateReady).ReadyAt
+	if err := e.kubelet.Fail(ctxT(t), skewed, k8stest.Termination{PodReason: "Evicted", FinishedAt: readyAt.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r1.st, skewed, store.StateTerminating, store.StateTerminated)
+	if s, _ := r1.st.Sessions(context.Background(), skewed); len(s) != 1 || s[0].EndedAt == nil || !s[0].EndedAt.Equal(readyAt) {
+		t.Errorf("skewed stop: sessions %+v; want one closed at ready_at %v", s, readyAt)
+	}
+	fin = time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
+	for i, c := range cases {
+		c.term.FinishedAt = fin
 		if err := e.kubelet.Fail(ctxT(t), ids[i], c.term); err != nil {
 			t.Fatal(err)
 		}
