@@ -57,10 +57,24 @@ func LoadOrCreate(path string) (*Deriver, error) {
 	return New(b)
 }
 
+// Bytes derives n bytes for another per-sandbox secret from the same
+// secret, for the same reason host keys are derived: every retry, restore
+// or restart gets the same value back without it being stored. info
+// separates the purposes and must name the purpose, its version and the
+// object (e.g. "sbx grant token v1 <grant id>"); host keys use
+// "sbx sandbox host key v1 <sandbox id>".
+func (d *Deriver) Bytes(info string, n int) ([]byte, error) {
+	b, err := hkdf.Key(sha256.New, d.secret, nil, info, n)
+	if err != nil {
+		return nil, fmt.Errorf("derive %q: %w", info, err)
+	}
+	return b, nil
+}
+
 // Key returns the sandbox's private host key as OpenSSH PEM and its public
 // key in authorized_keys form (no trailing newline).
 func (d *Deriver) Key(sandboxID string) (privatePEM []byte, public string, err error) {
-	seed, err := hkdf.Key(sha256.New, d.secret, nil, "sbx sandbox host key v1 "+sandboxID, ed25519.SeedSize)
+	seed, err := d.Bytes("sbx sandbox host key v1 "+sandboxID, ed25519.SeedSize)
 	if err != nil {
 		return nil, "", fmt.Errorf("derive host key for %s: %w", sandboxID, err)
 	}

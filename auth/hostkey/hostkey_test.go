@@ -52,3 +52,22 @@ func TestShortSecretRefused(t *testing.T) {
 		t.Fatal("New accepted a 16-byte secret")
 	}
 }
+
+func TestBytesSeparatesPurposes(t *testing.T) {
+	secret := make([]byte, 32)
+	d, err := New(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, _ := d.Bytes("sbx grant token v1 grt-a", 32)
+	a2, _ := d.Bytes("sbx grant token v1 grt-a", 32)
+	b, _ := d.Bytes("sbx grant token v1 grt-b", 32)
+	if !bytes.Equal(a1, a2) || bytes.Equal(a1, b) || len(a1) != 32 {
+		t.Fatalf("Bytes: same info gave %x and %x, other info %x; want stable and distinct", a1, a2, b)
+	}
+	other, _ := New(append([]byte{1}, secret[1:]...))
+	c, _ := other.Bytes("sbx grant token v1 grt-a", 32)
+	if bytes.Equal(a1, c) {
+		t.Fatal("another secret derived the same bytes")
+	}
+}

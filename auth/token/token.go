@@ -32,6 +32,13 @@ func New(prefix string) (secret string, hash []byte) {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("crypto/rand failed: " + err.Error()) // never happens on Linux
 	}
+	return FromBytes(prefix, b)
+}
+
+// FromBytes returns the token with prefix whose random part is b, and its
+// hash. b must be secret and uniformly random (crypto/rand, or a key
+// derivation from a secret).
+func FromBytes(prefix string, b [32]byte) (secret string, hash []byte) {
 	secret = prefix + base64.RawURLEncoding.EncodeToString(b[:])
 	return secret, Hash(secret)
 }

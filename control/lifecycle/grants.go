@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,10 +114,16 @@ func recordGrants(ctx context.Context, tx store.Tx, sb store.Sandbox, caller str
 	return nil
 }
 
-// grantFiles mints a fresh token for each of the sandbox's grants, stores
-// the hashes (replacing any from an earlier attempt, whose file never
-// reached a ready sandbox) and returns the file that carries the secrets
-// into the sandbox. No grants, no file.
+// grantFiles returns the file that carries the sandbox's grant tokens
+// into it, recording each token's hash the first time (the mint). No
+// grants, no file.
+//
+// A token is derived from control's derivation secret and the grant ID
+// (like host keys), not drawn at random: a provisioning retry, a restore,
+// a restart after a crash or a provider that keeps an already running pod
+// all write the same token, so the copy inside the sandbox never goes
+// stale against the stored hash. The database alone still yields no
+// token; the secret lives with control's keys, not in the database.
 func (m *Manager) grantFiles(ctx context.Context, sandboxID string) ([]provider.File, error) {
 	grants, err := m.store.GrantTokens(ctx, sandboxID)
 	if err != nil {
@@ -126,21 +133,34 @@ func (m *Manager) grantFiles(ctx context.Context, sandboxID string) ([]provider.
 		return nil, nil
 	}
 	doc := GrantsFile{Version: 1, SandboxID: sandboxID}
-	err = m.store.InTx(ctx, func(tx store.Tx) error {
-		now := m.now().UTC()
-		for _, g := range grants {
-			secret, hash := token.New(token.PrefixGrant)
-			if err := tx.SetGrantTokenHash(ctx, g.ID, hash, now); err != nil {
-				return err
-			}
-			doc.Grants = append(doc.Grants, GrantsFileEntry{ID: g.ID, ProjectID: g.ProjectID, Scopes: g.Scopes, Token: secret})
+	var fresh []store.GrantToken
+	for _, g := range grants {
+		seed, err := m.hostKeys.Bytes("sbx grant token v1 "+g.ID, 32)
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("mint grant tokens of %s: %w", sandboxID, err)
+		secret, hash := token.FromBytes(token.PrefixGrant, [32]byte(seed))
+		doc.Grants = append(doc.Grants, GrantsFileEntry{ID: g.ID, ProjectID: g.ProjectID, Scopes: g.Scopes, Token: secret})
+		if !bytes.Equal(g.Hash, hash) {
+			g.Hash = hash
+			fresh = append(fresh, g)
+		}
 	}
-	m.metrics.grantMints.Add(float64(len(grants)))
+	if len(fresh) > 0 {
+		err = m.store.InTx(ctx, func(tx store.Tx) error {
+			now := m.now().UTC()
+			for _, g := range fresh {
+				if err := tx.SetGrantTokenHash(ctx, g.ID, g.Hash, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("mint grant tokens of %s: %w", sandboxID, err)
+		}
+		m.metrics.grantMints.Add(float64(len(fresh)))
+	}
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode grants of %s: %w", sandboxID, err)

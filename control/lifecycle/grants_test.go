@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,26 +226,30 @@ func equalJSON(a, b any) bool {
 	return string(x) == string(y)
 }
 
-// failAfterSpec captures the spec (with its grant file) and fails every
+// failAfterSpec records each attempt's grants file and fails every
 // provisioning attempt, as a failed image pull would.
 type failAfterSpec struct {
 	provider.Provider
 	mu    sync.Mutex
-	files []provider.File
+	files [][]byte
 }
 
 func (f *failAfterSpec) Provision(_ context.Context, spec provider.Spec) (provider.Endpoint, error) {
 	f.mu.Lock()
-	f.files = spec.Files
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	for _, file := range spec.Files {
+		f.files = append(f.files, file.Data)
+	}
 	return provider.Endpoint{}, errors.New("injected: image pull failed")
 }
 
-// TestGrantTokensDieWithFailure: a token minted for a sandbox that then
-// fails to provision is active while it is pending and dead once failed.
+// TestGrantTokensDieWithFailure: every provisioning attempt writes the
+// same token (derived, not redrawn, so a retry or a restore never leaves a
+// stale copy inside the sandbox), active while the sandbox is pending and
+// dead once it failed.
 func TestGrantTokensDieWithFailure(t *testing.T) {
 	var fp *failAfterSpec
-	h := newHarness(t, "postgres", lifecycle.Config{ReapInterval: 200 * time.Millisecond, ProvisionTimeout: 2 * time.Second},
+	h := newHarness(t, "postgres", lifecycle.Config{ReapInterval: 200 * time.Millisecond, ProvisionTimeout: 3 * time.Second},
 		func(p provider.Provider) provider.Provider { fp = &failAfterSpec{Provider: p}; return fp })
 	seedProjects(t, h)
 	ctx := context.Background()
@@ -253,30 +258,30 @@ func TestGrantTokensDieWithFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The newest attempt's token is live while the sandbox is pending
-	// (retries re-mint, killing the previous one).
-	sawActive := false
-	for deadline := time.Now().Add(10 * time.Second); !sawActive; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no live grant token while pending")
-		}
+	attempts := func() [][]byte {
 		fp.mu.Lock()
-		var doc lifecycle.GrantsFile
-		if len(fp.files) == 1 {
-			_ = json.Unmarshal(fp.files[0].Data, &doc)
-		}
-		fp.mu.Unlock()
-		if len(doc.Grants) == 1 {
-			in, _ := h.m.Introspect(ctx, doc.Grants[0].Token)
-			cur, _ := h.st.Sandbox(ctx, sb.ID)
-			sawActive = in.Active && cur.State == store.StatePending
+		defer fp.mu.Unlock()
+		return append([][]byte(nil), fp.files...)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(attempts()) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d provisioning attempts carried a grants file, want 2", len(attempts()))
 		}
 	}
-	h.waitState(t, sb.ID, store.StateFailed, 15*time.Second)
-	fp.mu.Lock()
+	files := attempts()
+	if !bytes.Equal(files[0], files[1]) {
+		t.Fatalf("two attempts wrote different grants files:\n%s\n%s", files[0], files[1])
+	}
 	var doc lifecycle.GrantsFile
-	_ = json.Unmarshal(fp.files[0].Data, &doc)
-	fp.mu.Unlock()
+	if err := json.Unmarshal(files[0], &doc); err != nil {
+		t.Fatal(err)
+	}
+	in, err := h.m.Introspect(ctx, doc.Grants[0].Token)
+	cur, _ := h.st.Sandbox(ctx, sb.ID)
+	if err != nil || (cur.State == store.StatePending && !in.Active) {
+		t.Fatalf("while %s: %+v, %v; want active", cur.State, in, err)
+	}
+	h.waitState(t, sb.ID, store.StateFailed, 15*time.Second)
 	if in, err := h.m.Introspect(ctx, doc.Grants[0].Token); err != nil || in.Active {
 		t.Fatalf("after failure: %+v, %v; want inactive", in, err)
 	}

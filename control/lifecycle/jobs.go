@@ -165,8 +165,7 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
-	// Every spec carries freshly minted grant tokens: a provisioning retry
-	// or a restore writes new ones and the old ones die.
+	// Every spec carries the grant tokens (the same ones each time).
 	files, err := m.grantFiles(ctx, sb.ID)
 	if err != nil {
 		return provider.Spec{}, "", err

@@ -34,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sbx_quota_refusals_total", Help: "Creates and wakes refused by an account rule, by rule (feature_disabled, platform, concurrency).",
 		}, []string{"rule"}),
 		grantMints: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_grant_tokens_minted_total", Help: "Grant tokens minted for sandboxes (one per grant per provisioning).",
+			Name: "sbx_grant_tokens_minted_total", Help: "Grant tokens minted for sandboxes (one per grant).",
 		}),
 	}
 	m.idleMetrics = newIdleMetrics()
