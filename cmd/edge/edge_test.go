@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -217,8 +218,9 @@ func TestEdgeAgainstControl(t *testing.T) {
 	if code := s.call(t, "DELETE", "/api/v1/sandboxes/"+a, nil, nil); code != 200 {
 		t.Fatalf("delete: %d", code)
 	}
-	// The edge caches the earlier yes for a few seconds; a new connection
-	// must be refused once that passes.
+	// The edge may hold the earlier yes in its cache; a failed upstream
+	// dial drops it, so at most one more attempt is told "not reachable"
+	// before control's answer (ended) comes through.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, err = s.ssh(ctx, keyA, a, "true").CombinedOutput()
@@ -237,7 +239,7 @@ func TestEdgeAgainstControl(t *testing.T) {
 	}
 	mb, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(mb), `sbx_sshbroker_handshakes_total{result="ok"} 1`) {
+	if !regexp.MustCompile(`(?m)^sbx_sshbroker_handshakes_total\{result="ok"\} [1-9]`).Match(mb) {
 		t.Errorf("edge metrics lack one successful handshake:\n%s", grepLines(string(mb), "sbx_sshbroker_handshakes"))
 	}
 }

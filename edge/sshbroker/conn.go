@@ -245,6 +245,11 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 	}
 	if err != nil {
 		cc.b.release(route.SandboxID)
+		// The cached route may be stale (the sandbox was deleted, moved or
+		// suspended): the next attempt asks the Authorizer afresh.
+		if cc.b.cache != nil {
+			cc.b.cache.Invalidate(route.SandboxID)
+		}
 		log.Warn("upstream dial failed", "err", err)
 		return nil, &ssh.BannerError{Err: fmt.Errorf("%w: %w", errUpstream, err), Message: fmt.Sprintf(
 			"sbx: sandbox %s is not reachable right now; try again shortly.\r\n", route.SandboxID)}
