@@ -83,7 +83,7 @@ func runPreview(ctx context.Context, args []string) error {
 		return err
 	}
 	defer env.close()
-	fmt.Printf("upstream %s, proxy %s (via %s sshd), nginx %s; %d conns, %s per run\n\n",
+	fmt.Printf("upstream %s, proxy %s (sandbox server: %s), nginx %s; %d conns, %s per run\n\n",
 		env.paths[0].addr, env.paths[len(env.paths)-1].addr, c.Server, nginxAddrOrNA(env), c.Conns, c.Duration)
 	fmt.Printf("%-34s %-8s", "scenario", "unit")
 	for _, p := range env.paths {

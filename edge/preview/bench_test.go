@@ -70,7 +70,7 @@ func BenchmarkDownload(b *testing.B) {
 }
 
 // BenchmarkSmallRequests sends 1 KiB GETs from parallel clients through
-// the proxy and, as the floor, straight through bare SSH channels.
+// the proxy (BenchmarkDownload has the direct and bare-channel floors).
 func BenchmarkSmallRequests(b *testing.B) {
 	e := newEnv(b, newTestApp())
 	e.expose("bench", "sbx-a", "acct-a", false, false)
