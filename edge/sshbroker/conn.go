@@ -236,6 +236,9 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 			"sbx: sandbox %s already has %d open SSH connections; close some and retry.\r\n",
 			route.SandboxID, cc.b.cfg.MaxConnsPerSandbox)}
 	}
+	// Marked before the dial, not only once the connection is open, so the
+	// idle detector does not pick this sandbox while the handshake runs.
+	cc.b.act.Mark(route.SandboxID)
 	up, chans, reqs, err := cc.b.dialUpstream(cc.ctx, route, cc.id)
 	if err != nil && cc.b.cfg.Waker != nil {
 		if fresh, ok := cc.refreshRoute(meta.User(), fp); ok {
