@@ -90,6 +90,7 @@ type env struct {
 	upstream *upstreamLog
 	// upPort is the port the test upstream listens on inside the sandbox.
 	upPort int
+	reg    *prometheus.Registry
 }
 
 const (
@@ -176,7 +177,8 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	if cfg.OIDC == nil && cfg.DevSignIn == nil {
 		cfg.DevSignIn = &preview.DevSignIn{AccountID: "acct-a", User: "dev"}
 	}
-	cfg.Registry = prometheus.NewRegistry()
+	e.reg = prometheus.NewRegistry()
+	cfg.Registry = e.reg
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

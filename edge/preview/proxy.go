@@ -212,6 +212,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), routeKey, rt)
 	ctx = context.WithValue(ctx, startKey{}, p.cfg.Now())
 	p.rp.ServeHTTP(cw, r.WithContext(ctx))
+	if isUpgrade(r) && cw.code == 0 {
+		// ReverseProxy writes the 101 to the hijacked connection, past
+		// our writer.
+		cw.code = http.StatusSwitchingProtocols
+	}
 }
 
 // wake asks for the sandbox and resolves again once it says ready.
