@@ -132,8 +132,22 @@ func TestCurlHTTP1AndHTTP2WithBearer(t *testing.T) {
 			t.Errorf("%s: upstream X-Forwarded-Proto %q", proto.flag, got)
 		}
 	}
+	// Hop-by-hop headers (RFC 9110 7.6.1) end at the proxy, including any
+	// the client names in Connection.
+	out := curl(t, e, "--http1.1", "-H", "Authorization: Bearer "+tokenA, "-H", "Connection: keep-alive, X-Hop",
+		"-H", "X-Hop: 1", "-H", "Proxy-Authorization: Basic eDp5", "-H", "Keep-Alive: timeout=5", "-H", "X-End-To-End: 1", e.url("webapp", "/"))
+	r := e.upstream.last()
+	for _, h := range []string{"X-Hop", "Proxy-Authorization", "Keep-Alive"} {
+		if v := r.Header.Get(h); v != "" {
+			t.Errorf("hop-by-hop %s reached the sandbox: %q (%s)", h, v, out)
+		}
+	}
+	if r.Header.Get("X-End-To-End") != "1" {
+		t.Errorf("end-to-end header lost: %v", r.Header)
+	}
+
 	// The preview-token header works the same and is stripped too.
-	out := curl(t, e, "-w", "\n%{http_code}", "-H", "X-Sbx-Preview-Token: "+tokenA, e.url("webapp", "/"))
+	out = curl(t, e, "-w", "\n%{http_code}", "-H", "X-Sbx-Preview-Token: "+tokenA, e.url("webapp", "/"))
 	if !strings.HasSuffix(out, "\n200") || e.upstream.last().Header.Get("X-Sbx-Preview-Token") != "" {
 		t.Errorf("preview token header: %q, upstream header %q", out, e.upstream.last().Header.Get("X-Sbx-Preview-Token"))
 	}
