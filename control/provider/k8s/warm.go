@@ -31,8 +31,12 @@ type WarmStore interface {
 	ClaimWarmPod(ctx context.Context, profile, sandboxID string) (string, error)
 	// WarmPods lists every row, claimed or not.
 	WarmPods(ctx context.Context) ([]store.WarmPod, error)
-	// RemoveWarmPod forgets a pod (it vanished or was retired).
+	// RemoveWarmPod forgets a pod whatever its claim (a claimed pod that
+	// turned out unusable).
 	RemoveWarmPod(ctx context.Context, pod string) error
+	// RemoveFreeWarmPod forgets a pod only while it is unclaimed and
+	// reports whether it did: a claim racing the replenisher wins.
+	RemoveFreeWarmPod(ctx context.Context, pod string) (bool, error)
 	// ReleaseWarmPod forgets the pod sandboxID claimed, when it ends.
 	ReleaseWarmPod(ctx context.Context, sandboxID string) error
 	// WithWarmLock runs fn if no other replica is running it right now
@@ -120,6 +124,20 @@ func (p *Provider) bindWarm(ctx context.Context, name string, shape Shape, spec 
 	return true, nil
 }
 
+// retireFree retires a recorded warm pod unless a create claimed it since
+// the replenisher read the rows: the row goes first, conditionally, so a
+// pod a sandbox now owns is never deleted.
+func (p *Provider) retireFree(ctx context.Context, name string) error {
+	removed, err := p.warm.RemoveFreeWarmPod(ctx, name)
+	if err != nil {
+		return fmt.Errorf("retire warm pod %s: %w", name, err)
+	}
+	if !removed {
+		return nil
+	}
+	return p.retireWarm(ctx, name)
+}
+
 // retireWarm deletes a warm pod's objects and its row.
 func (p *Provider) retireWarm(ctx context.Context, name string) error {
 	n := namesFor(name)
@@ -182,7 +200,9 @@ func (p *Provider) Replenish(ctx context.Context) error {
 		}
 		pod, ok := pods[r.Pod]
 		if !ok || terminal(pod) {
-			if err := p.retireWarm(ctx, r.Pod); err != nil {
+			// Not among the warm pods: gone, ended, or relabelled by a
+			// claim after the rows were read.
+			if err := p.retireFree(ctx, r.Pod); err != nil {
 				return err
 			}
 			continue
@@ -201,7 +221,7 @@ func (p *Provider) Replenish(ctx context.Context) error {
 			return list[i].Image != shape.Image && list[j].Image == shape.Image
 		})
 		for len(list) > want {
-			if err := p.retireWarm(ctx, list[0].Pod); err != nil {
+			if err := p.retireFree(ctx, list[0].Pod); err != nil {
 				return err
 			}
 			list = list[1:]

@@ -77,6 +77,15 @@ func (s *Store) RemoveWarmPod(ctx context.Context, pod string) error {
 	return nil
 }
 
+// RemoveFreeWarmPod deletes a pod's row if it is unclaimed.
+func (s *Store) RemoveFreeWarmPod(ctx context.Context, pod string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM warm_pods WHERE pod = $1 AND claimed_by IS NULL`, pod)
+	if err != nil {
+		return false, fmt.Errorf("remove free warm pod %s: %w", pod, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // ReleaseWarmPod deletes the row of the pod sandboxID claimed, if any.
 func (s *Store) ReleaseWarmPod(ctx context.Context, sandboxID string) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM warm_pods WHERE claimed_by = $1`, sandboxID); err != nil {

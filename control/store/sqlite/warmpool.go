@@ -82,6 +82,16 @@ func (s *Store) RemoveWarmPod(ctx context.Context, pod string) error {
 	return nil
 }
 
+// RemoveFreeWarmPod deletes a pod's row if it is unclaimed.
+func (s *Store) RemoveFreeWarmPod(ctx context.Context, pod string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM warm_pods WHERE pod = ? AND claimed_by IS NULL`, pod)
+	if err != nil {
+		return false, fmt.Errorf("remove free warm pod %s: %w", pod, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 // ReleaseWarmPod deletes the row of the pod sandboxID claimed, if any.
 func (s *Store) ReleaseWarmPod(ctx context.Context, sandboxID string) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM warm_pods WHERE claimed_by = ?`, sandboxID); err != nil {
