@@ -27,7 +27,7 @@ Usage:
 
 Commands:
   account create [--name N] [--limit N] [--disabled] [--platforms P,..] [--monthly-minutes M] ID
-  account set [--name N] [--enabled=BOOL] [--limit N] [--platforms P,..|none] [--monthly-minutes M] ID
+  account set [--name N] [--enabled=BOOL] [--limit N] [--platforms P,..|none] [--monthly-minutes M] [--idle-timeout D] ID
   account show ID
   account list
   project create --account ID --name NAME [--id UUID]     prints the project ID
@@ -109,6 +109,7 @@ type accountFlags struct {
 	enabled   bool
 	platforms string
 	minutes   int
+	idle      time.Duration
 }
 
 func newAccountFlags(cmd string) *accountFlags {
@@ -118,7 +119,20 @@ func newAccountFlags(cmd string) *accountFlags {
 	f.fs.BoolVar(&f.enabled, "enabled", true, "the sandboxes feature flag")
 	f.fs.StringVar(&f.platforms, "platforms", "", `platform allowlist, comma-separated ("none" or empty: every platform)`)
 	f.fs.IntVar(&f.minutes, "monthly-minutes", 0, "sandbox_monthly_minutes soft cap (0: none); shown in usage and metrics, blocks nothing")
+	f.fs.DurationVar(&f.idle, "idle-timeout", 0, "suspend this account's sandboxes after this long idle, overriding the deployment's default (0: the default)")
 	return f
+}
+
+// applyIdle writes the idle timeout override when it was given (always on
+// create). It is its own column, set apart from the account row.
+func (f *accountFlags) applyIdle(ctx context.Context, tx store.Tx, id string, only map[string]bool) error {
+	if only != nil && !only["idle-timeout"] {
+		return nil
+	}
+	if f.idle < 0 || (f.idle > 0 && f.idle < time.Second) {
+		return errors.New("--idle-timeout must be 0 or at least 1s")
+	}
+	return tx.SetAccountIdleTimeout(ctx, id, f.idle)
 }
 
 func (f *accountFlags) apply(a *store.Account, only map[string]bool) error {
@@ -177,7 +191,10 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		return tx.UpsertAccount(ctx, acct)
+		if err := tx.UpsertAccount(ctx, acct); err != nil {
+			return err
+		}
+		return f.applyIdle(ctx, tx, id, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("create account: %w", err)
@@ -214,7 +231,10 @@ func (a *admin) accountSet(ctx context.Context, args []string) error {
 			return err
 		}
 		acct = cur
-		return tx.UpsertAccount(ctx, cur)
+		if err := tx.UpsertAccount(ctx, cur); err != nil {
+			return err
+		}
+		return f.applyIdle(ctx, tx, id, given)
 	})
 	if err != nil {
 		return fmt.Errorf("set account %s: %w", id, err)

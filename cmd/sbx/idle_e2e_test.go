@@ -265,3 +265,19 @@ func metricValue(t *testing.T, p *devProc, name string) float64 {
 	t.Fatalf("metric %s not exported", name)
 	return 0
 }
+
+// TestAccountIdleTimeoutOverride: the deployment default is 5 minutes, but
+// an operator's per-account override (`sbx admin account set
+// --idle-timeout`) suspends that account's sandboxes sooner.
+func TestAccountIdleTimeoutOverride(t *testing.T) {
+	t.Parallel()
+	p := startDev(t, t.TempDir(), "")
+	p.admin("account", "set", "--idle-timeout", "2s", "acct-dev")
+	id := createReady(t, p)
+	p.waitStatus(id, "suspended", 30*time.Second)
+	p.admin("account", "set", "--idle-timeout", "0", "acct-dev")
+	if code := p.call("POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{"command": "true"}, nil); code != 200 {
+		t.Fatalf("exec waking the sandbox: %d", code)
+	}
+	p.holdsStatus(id, "ready", 6*time.Second) // back on the 5-minute default
+}

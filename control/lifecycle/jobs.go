@@ -62,7 +62,8 @@ func (m *Manager) Jobs() store.JobsConfig {
 	}
 	if m.IdleOffload() {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(m.cfg.IdleCheckInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return IdleCheckArgs{}, nil }, nil))
+			func() (river.JobArgs, *river.InsertOpts) { return IdleCheckArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	return store.JobsConfig{Workers: w, Periodic: periodic}
 }

@@ -40,7 +40,7 @@ type Config struct {
 	// implements provider.Suspender.
 	IdleTimeout time.Duration
 	// IdleCheckInterval is the idle detector's tick (default a third of
-	// IdleTimeout, between 1 s and 30 s).
+	// IdleTimeout, between 1 s and 10 s); idleness is judged to within it.
 	IdleCheckInterval time.Duration
 }
 
@@ -62,7 +62,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IdleCheckInterval == 0 {
 		// River on Postgres does not honour sub-second periodic intervals.
-		c.IdleCheckInterval = min(max(c.IdleTimeout/3, time.Second), 30*time.Second)
+		// At most 10 s, so an account overriding the timeout below the
+		// default is still checked often; a check is one query.
+		c.IdleCheckInterval = min(max(c.IdleTimeout/3, time.Second), 10*time.Second)
 	}
 }
 
