@@ -21,13 +21,14 @@ import (
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
 )
 
-// TestSSHThroughKubernetes runs control with the k8s provider (client-go
-// fakes and the test kubelet; no real API server runs) and the SSH broker
-// in one process, as sbx dev wires them, and drives a sandbox pod with the
-// real OpenSSH client through the broker: a command writes a file, the
-// sandbox is suspended to a VolumeSnapshot, and the next SSH connection
-// wakes it with the file still there.
-func TestSSHThroughKubernetes(t *testing.T) {
+// TestSSHAndPreviewThroughKubernetes runs control with the k8s provider (client-go
+// fakes and the test kubelet; no real API server runs), the SSH broker and
+// the preview proxy in one process, as sbx dev wires them, and drives a
+// sandbox pod with the real OpenSSH client through the broker: a command
+// writes a file and starts a loopback web server that curl reaches through
+// the preview proxy, the sandbox is suspended to a VolumeSnapshot, and the
+// next SSH connection wakes it with the file still there.
+func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	t.Parallel()
 	sshBin, err := exec.LookPath("ssh")
 	if err != nil {
@@ -51,8 +52,15 @@ func TestSSHThroughKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	previewLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	previewPort := previewLn.Addr().(*net.TCPAddr).Port
+	var inv previewInvalidator
 	svc, err := control.Open(ctx, control.Config{
 		DataDir: dir, APIAddr: "127.0.0.1:0", SSHHost: host, SSHPort: port,
+		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort, PreviewChanged: inv.changed,
 		Kubernetes: &control.KubernetesConfig{
 			Provider: k8s.Config{
 				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
@@ -75,9 +83,16 @@ func TestSSHThroughKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prev, err := startPreview(ctx, svc, &inv, previewLn, dir, previewOptions{domain: "preview.localhost"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		if err := prev.shutdown(sctx); err != nil {
+			t.Errorf("preview shutdown: %v", err)
+		}
 		if err := b.shutdown(sctx); err != nil {
 			t.Errorf("broker shutdown: %v", err)
 		}
@@ -159,6 +174,46 @@ func TestSSHThroughKubernetes(t *testing.T) {
 	if got, _ := ssh("echo through-k8s > note.txt && cat note.txt"); got != "through-k8s\n" {
 		t.Errorf("ssh wrote and read %q; want through-k8s", got)
 	}
+
+	// A loopback-only web server in the pod, reached through the preview
+	// proxy over the pod's sshd (direct-tcpip).
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is required (apt-get install python3)")
+	}
+	webPort := previewPort + 1 // any port: it is bound inside the sandbox's loopback
+	if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		webPort = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	pidOut, _ := ssh("mkdir -p site && echo from-the-pod > site/index.html && " +
+		"{ setsid nohup python3 -m http.server --bind 127.0.0.1 --directory site " + strconv.Itoa(webPort) + " >/dev/null 2>&1 & } && echo $!")
+	if pid, err := strconv.Atoi(strings.TrimSpace(pidOut)); err == nil {
+		t.Cleanup(func() {
+			if proc, err := os.FindProcess(pid); err == nil {
+				_ = proc.Kill()
+			}
+		})
+	}
+	var pv struct {
+		URL string `json:"url"`
+	}
+	if code := call("POST", "/api/v1/sandboxes/"+sb.ID+"/ports", `{"port":`+strconv.Itoa(webPort)+`}`, &pv); code != 201 {
+		t.Fatalf("POST ports: %d", code)
+	}
+	curlDeadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := exec.CommandContext(ctx, "curl", "-sS", "--max-time", "10",
+			"--connect-to", "::127.0.0.1:"+strconv.Itoa(previewPort),
+			"-H", "Authorization: Bearer "+tok, pv.URL+"/").CombinedOutput()
+		if err == nil && string(out) == "from-the-pod\n" {
+			break
+		}
+		if time.Now().After(curlDeadline) {
+			t.Fatalf("preview %s: %q, %v; want from-the-pod", pv.URL, out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	if err := svc.Life.Suspend(ctx, sb.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
