@@ -115,7 +115,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, ready func(listening
 
 	var ps *previewServer
 	if cfg.Preview.Addr != "" {
-		if ps, err = startPreview(ctx, cfg.Preview, cc, sshca.New(caSigner), reg, log); err != nil {
+		if ps, err = startPreview(ctx, cfg.Preview, cc, act, sshca.New(caSigner), reg, log); err != nil {
 			_ = broker.Close()
 			<-served
 			return err

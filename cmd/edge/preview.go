@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/certstore"
 	"github.com/sbxedge/sbx/edge/controlclient"
@@ -136,7 +137,7 @@ type previewServer struct {
 	subDone chan struct{}
 }
 
-func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client, ca *sshca.CA, reg *prometheus.Registry, log *slog.Logger) (_ *previewServer, err error) {
+func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client, act *redisstore.Store, ca *sshca.CA, reg *prometheus.Registry, log *slog.Logger) (_ *previewServer, err error) {
 	ps := &previewServer{pool: podssh.NewPool(ca, log, podssh.WithKeyID("edge-preview")), done: make(chan error, 2)}
 	defer func() {
 		if err != nil {
@@ -154,6 +155,12 @@ func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client
 		cfg.Scheme = "http"
 	}
 	cfg.Resolver, cfg.Accounts, cfg.Pods = cc, cc, ps.pool
+	// Requests wake suspended sandboxes through control and count as
+	// activity in the Redis control's idle detector reads.
+	cfg.Waker = cc
+	if act != nil {
+		cfg.Activity = act
+	}
 	cfg.OIDC = &preview.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret}
 	cfg.SessionKey = c.SessionKey
 	cfg.Logger = log.With("component", "preview")
