@@ -8,7 +8,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -287,5 +290,73 @@ func checkAlerts(t *testing.T, r rendered) {
 	}
 	if !found {
 		t.Error("no SandboxPoolCapacityShortfall alert")
+	}
+}
+
+var sbxEnv = regexp.MustCompile(`"(SBX_[A-Z0-9_]+)"`)
+
+// readsEnv lists the SBX_* variables a command's sources name.
+func readsEnv(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "cmd", dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("sources of cmd/%s: %v", dir, err)
+	}
+	names := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range sbxEnv.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = true
+		}
+	}
+	return names
+}
+
+// TestManifestEnvIsRead: every SBX_* variable the manifests hand a
+// container (its ConfigMap or env) is one its command reads, so a typo
+// or a renamed flag cannot silently drop a setting.
+func TestManifestEnvIsRead(t *testing.T) {
+	t.Parallel()
+	r := render(t, "overlays/production")
+	reads := map[string]map[string]bool{"control": readsEnv(t, "control"), "edge": readsEnv(t, "edge")}
+	configMaps := map[string]*corev1.ConfigMap{}
+	for _, o := range r.objects {
+		if cm, ok := o.(*corev1.ConfigMap); ok {
+			configMaps[cm.Name] = cm
+		}
+	}
+	for _, name := range []string{"control", "edge"} {
+		d, ok := find[*appsv1.Deployment](r, name)
+		if !ok {
+			t.Fatalf("no %s Deployment", name)
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		var given []string
+		for _, e := range c.Env {
+			given = append(given, e.Name)
+		}
+		for _, src := range c.EnvFrom {
+			cm := configMaps[src.ConfigMapRef.Name]
+			if cm == nil {
+				t.Fatalf("%s reads ConfigMap %s, which is not rendered", name, src.ConfigMapRef.Name)
+			}
+			for k := range cm.Data {
+				given = append(given, k)
+			}
+		}
+		if len(given) == 0 {
+			t.Fatalf("%s gets no environment; the check would be vacuous", name)
+		}
+		for _, k := range given {
+			if strings.HasPrefix(k, "SBX_") && !reads[name][k] {
+				t.Errorf("%s is given %s, which cmd/%s never reads", name, k, name)
+			}
+		}
 	}
 }
