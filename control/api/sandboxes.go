@@ -60,7 +60,7 @@ type sshReach struct {
 func (s *Server) view(sb store.Sandbox) sandboxView {
 	v := sandboxView{
 		ID: sb.ID, Status: sb.State, Platform: sb.Platform, Profile: sb.Profile,
-		DeadlineAt: sb.DeadlineAt.UTC(), Grants: sb.Grants, CreatedAt: sb.CreatedAt.UTC(),
+		DeadlineAt: s.effectiveDeadline(sb), Grants: sb.Grants, CreatedAt: sb.CreatedAt.UTC(),
 		ReadyAt: utc(sb.ReadyAt), SuspendedAt: utc(sb.SuspendedAt), TerminatedAt: utc(sb.TerminatedAt),
 		ProjectID: optional(sb.ProjectID), EndReason: optional(sb.EndReason), Workspace: optional(sb.Workspace),
 	}

@@ -46,17 +46,27 @@ func TestExecWakesSuspended(t *testing.T) {
 			}
 			e.suspend(t, id)
 
-			_, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id, nil)
-			var view struct {
+			type view struct {
 				Status      string     `json:"status"`
 				SuspendedAt *time.Time `json:"suspended_at"`
+				DeadlineAt  time.Time  `json:"deadline_at"`
 			}
-			_ = json.Unmarshal(b, &view)
-			if view.Status != "suspended" || view.SuspendedAt == nil {
-				t.Fatalf("GET suspended sandbox: %s", b)
+			get := func() view {
+				_, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id, nil)
+				var v view
+				_ = json.Unmarshal(b, &v)
+				return v
+			}
+			before := get()
+			if before.Status != "suspended" || before.SuspendedAt == nil {
+				t.Fatalf("GET suspended sandbox: %+v", before)
 			}
 			time.Sleep(1100 * time.Millisecond) // a measurable storage interval
-			_, _, b = e.do("dev", "GET", "/api/v1/usage", nil)
+			// The deadline clock is paused: the deadline shown moves with time.
+			if moved := get().DeadlineAt.Sub(before.DeadlineAt); moved < time.Second {
+				t.Fatalf("deadline moved %v in 1.1s suspended, want about 1.1s", moved)
+			}
+			_, _, b := e.do("dev", "GET", "/api/v1/usage", nil)
 			var usage struct {
 				Compute float64 `json:"compute_seconds"`
 				Storage float64 `json:"storage_seconds"`
