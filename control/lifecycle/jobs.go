@@ -264,18 +264,15 @@ func (w *reapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 // (once across replicas) and may be called directly.
 func (m *Manager) Reap(ctx context.Context) error {
 	now := m.now()
-	expired, err := m.store.ExpiredSandboxes(ctx, now, 500)
+	// The deadline clock is paused while suspended (the wake moves the
+	// deadline by the time spent): the store returns a suspended sandbox
+	// only once the lifetime cap is reached.
+	expired, err := m.store.ExpiredSandboxes(ctx, now, m.cfg.MaxLifetime, 500)
 	if err != nil {
 		return fmt.Errorf("list expired sandboxes: %w", err)
 	}
 	var errs []error
 	for _, sb := range expired {
-		if sb.State == store.StateSuspended && now.Before(sb.CreatedAt.Add(m.cfg.MaxLifetime)) {
-			// The deadline clock is paused while suspended (the wake moves
-			// the deadline by the time spent); only the lifetime cap ends a
-			// suspended sandbox.
-			continue
-		}
 		if _, err := m.end(ctx, sb.ID, ReasonDeadline, "reaper"); err != nil {
 			errs = append(errs, err)
 			continue

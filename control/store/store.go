@@ -78,9 +78,13 @@ type Reader interface {
 	// SandboxesInStates lists sandboxes of any account in the given
 	// states; used by the reaper and by reconciliation.
 	SandboxesInStates(ctx context.Context, states ...State) ([]Sandbox, error)
-	// ExpiredSandboxes lists sandboxes in pending, ready or suspended whose
-	// deadline is before now.
-	ExpiredSandboxes(ctx context.Context, now time.Time, limit int) ([]Sandbox, error)
+	// ExpiredSandboxes lists sandboxes in pending or ready whose deadline
+	// is before now, and suspended ones whose deadline is before now and
+	// that were created maxLifetime or longer ago (the deadline clock is
+	// paused while suspended; only the lifetime cap ends them). Filtering
+	// suspended ones here, not in the caller, keeps a crowd of them from
+	// filling the limit and starving ready sandboxes of the reaper.
+	ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]Sandbox, error)
 
 	Sessions(ctx context.Context, sandboxID string) ([]Session, error)
 	// Usage sums billable seconds of the account's sessions overlapping

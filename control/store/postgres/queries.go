@@ -220,13 +220,14 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 		WHERE state = ANY($1) ORDER BY created_at, id`, ss)
 }
 
-func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, limit int) ([]store.Sandbox, error) {
+func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
 	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE state IN ('pending', 'ready', 'suspended') AND deadline_at < $1
-		ORDER BY deadline_at, id LIMIT $2`, now, limit)
+		WHERE deadline_at < $1
+		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= $2))
+		ORDER BY deadline_at, id LIMIT $3`, now, now.Add(-maxLifetime), limit)
 }
 
 func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {

@@ -266,13 +266,14 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 		WHERE state IN `+in+` ORDER BY created_at, id`, args...)
 }
 
-func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, limit int) ([]store.Sandbox, error) {
+func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
 	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE state IN ('pending', 'ready', 'suspended') AND deadline_at < ?
-		ORDER BY deadline_at, id LIMIT ?`, micros(now), limit)
+		WHERE deadline_at < ?
+		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= ?))
+		ORDER BY deadline_at, id LIMIT ?`, micros(now), micros(now.Add(-maxLifetime)), limit)
 }
 
 func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {

@@ -205,32 +205,41 @@ func testExpiredSandboxes(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	seedAccounts(t, s, "a")
 	now := t0.Add(time.Hour)
+	const maxLifetime = 30 * time.Minute
+	young := now.Add(-10 * time.Minute) // created within the lifetime cap
 	cases := []struct {
 		id       string
 		state    store.State
+		created  time.Time
 		deadline time.Time
 	}{
-		{"late-ready", store.StateReady, now.Add(-time.Minute)},
-		{"later-pending", store.StatePending, now.Add(-2 * time.Minute)},
-		{"late-suspended", store.StateSuspended, now.Add(-time.Second)},
-		{"at-deadline", store.StateReady, now},
-		{"in-time", store.StateReady, now.Add(time.Minute)},
-		{"late-terminating", store.StateTerminating, now.Add(-time.Hour)},
-		{"late-restoring", store.StateRestoring, now.Add(-time.Hour)},
-		{"late-terminated", store.StateTerminated, now.Add(-time.Hour)},
+		{"late-ready", store.StateReady, t0, now.Add(-time.Minute)},
+		{"later-pending", store.StatePending, t0, now.Add(-2 * time.Minute)},
+		{"late-suspended", store.StateSuspended, t0, now.Add(-time.Second)},
+		{"at-deadline", store.StateReady, t0, now},
+		{"in-time", store.StateReady, t0, now.Add(time.Minute)},
+		{"late-terminating", store.StateTerminating, t0, now.Add(-time.Hour)},
+		{"late-restoring", store.StateRestoring, t0, now.Add(-time.Hour)},
+		{"late-terminated", store.StateTerminated, t0, now.Add(-time.Hour)},
+		// Suspended within the cap: the deadline clock is paused, so these
+		// are not due however old their deadline, and being the most
+		// overdue they must not take the places of due sandboxes.
+		{"paused-1", store.StateSuspended, young, now.Add(-3 * time.Hour)},
+		{"paused-2", store.StateSuspended, young, now.Add(-3 * time.Hour)},
+		{"paused-3", store.StateSuspended, young, now.Add(-3 * time.Hour)},
 	}
 	for _, c := range cases {
-		sb := sandbox("a", c.id, t0)
+		sb := sandbox("a", c.id, c.created)
 		sb.State, sb.DeadlineAt = c.state, c.deadline
 		insertSandboxes(t, s, sb)
 	}
-	got, err := s.ExpiredSandboxes(ctx, now, 0)
+	got, err := s.ExpiredSandboxes(ctx, now, maxLifetime, 0)
 	if err != nil {
 		t.Fatalf("ExpiredSandboxes: %v", err)
 	}
 	// Most overdue first, so a limited sweep takes the oldest debts.
 	wantEqual(t, "expired", ids(got), []string{"later-pending", "late-ready", "late-suspended"})
-	got, err = s.ExpiredSandboxes(ctx, now, 2)
+	got, err = s.ExpiredSandboxes(ctx, now, maxLifetime, 2)
 	if err != nil {
 		t.Fatalf("ExpiredSandboxes: %v", err)
 	}
