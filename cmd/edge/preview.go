@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/edge/controlclient"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/edge/preview/previewtls"
+	"github.com/sbxedge/sbx/edge/preview/redistickets"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
@@ -50,7 +51,8 @@ type PreviewConfig struct {
 	// from SBX_PREVIEW_SESSION_KEY_FILE.
 	SessionKey     []byte
 	sessionKeyFile string
-	// RedisURL holds certificates and ACME locks shared by replicas.
+	// RedisURL holds certificates, ACME locks and redeemed login tickets
+	// shared by replicas.
 	// SBX_REDIS_URL.
 	RedisURL string
 	// RouteTTL is how long a resolved route is cached; with Redis,
@@ -72,7 +74,7 @@ func previewFlags(fs *flag.FlagSet, c *PreviewConfig, env func(k, def string) st
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", env("SBX_OIDC_CLIENT_ID", ""), "OIDC client id")
 	fs.StringVar(&c.oidcSecretFile, "oidc-client-secret-file", env("SBX_OIDC_CLIENT_SECRET_FILE", ""), "file holding the OIDC client secret (default: $SBX_OIDC_CLIENT_SECRET)")
 	fs.StringVar(&c.sessionKeyFile, "preview-session-key-file", env("SBX_PREVIEW_SESSION_KEY_FILE", ""), "file holding the cookie-signing key (at least 32 bytes), shared by replicas")
-	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis for certificates and ACME locks (TLS mode)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis for certificates, ACME locks and login tickets shared by replicas (required in TLS mode)")
 	fs.DurationVar(&c.RouteTTL, "preview-route-ttl", 5*time.Second, "how long resolved preview routes are cached")
 	fs.StringVar(&c.ACMECA, "acme-ca", env("SBX_ACME_CA", ""), "ACME directory URL (default: Let's Encrypt)")
 	fs.StringVar(&c.ACMEEmail, "acme-email", env("SBX_ACME_EMAIL", ""), "ACME account contact")
@@ -168,10 +170,6 @@ func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client
 	if c.RouteTTL > 0 {
 		cfg.RouteTTL = c.RouteTTL
 	}
-	if ps.proxy, err = preview.New(ctx, cfg); err != nil {
-		ln.Close()
-		return nil, err
-	}
 	if c.RedisURL != "" {
 		opt, err := redis.ParseURL(c.RedisURL)
 		if err != nil {
@@ -179,6 +177,16 @@ func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client
 			return nil, fmt.Errorf("--redis-url: %w", err)
 		}
 		ps.rdb = redis.NewClient(opt)
+		// A login ticket is good once across all replicas.
+		cfg.Tickets = redistickets.New(ps.rdb, "sbx:preview-tickets:")
+	} else {
+		log.Warn("no --redis-url: preview login tickets are single-use per replica only; run one replica or give them a Redis")
+	}
+	if ps.proxy, err = preview.New(ctx, cfg); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if ps.rdb != nil {
 		ps.subscribe(log)
 	}
 	// servers lists only started servers: close waits for each one's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +144,16 @@ func TestPreviewSplitDeployment(t *testing.T) {
 	}
 	if out := curl("-H", "Authorization: Bearer sbx_at_"+strings.Repeat("A", 43), pv.URL+"/"); !strings.HasSuffix(out, "\n401") {
 		t.Errorf("unknown token through control: %q, want 401", out)
+	}
+
+	// The production edge has no dev sign-in: its login goes to the
+	// provider, and the dev form's endpoint does not exist.
+	apex := "http://preview.localhost:" + strconv.Itoa(previewPort)
+	if out := curl("-o", "/dev/null", "-w", "%{redirect_url}", apex+"/login?rd="+url.QueryEscape(pv.URL+"/")); !strings.HasPrefix(out, oidc.Issuer()) {
+		t.Errorf("edge login: %q, want a redirect to the provider %s", out, oidc.Issuer())
+	}
+	if out := curl("-X", "POST", "-d", "state=x", apex+"/dev-login"); !strings.HasSuffix(out, "\n404") || !strings.Contains(out, "preview_not_found") {
+		t.Errorf("POST /dev-login on the edge: %q, want 404 preview_not_found", out)
 	}
 
 	// alice is a member by the operator's file; the browser signs in

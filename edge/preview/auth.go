@@ -76,10 +76,22 @@ func requestToken(r *http.Request) (string, bool) {
 // name this very host and the sandbox it routes to now.
 func (p *Proxy) redeemTicket(w http.ResponseWriter, r *http.Request, label string, rt Route) {
 	var t ticket
-	now := p.cfg.Now()
 	if err := p.seal.open(purposeTicket, r.URL.Query().Get("t"), &t); err != nil ||
 		t.Label != label || t.SandboxID != rt.SandboxID || t.AccountID != rt.AccountID ||
-		!safePath(t.Path) || !p.used.use(t.Nonce, now, now.Add(ticketTTL)) {
+		!safePath(t.Path) || t.Nonce == "" {
+		writeProblem(w, r, errBadLogin)
+		return
+	}
+	// Checked last, so only a genuine ticket for this host uses up its
+	// nonce. A replay gets exactly the answer a forged ticket gets.
+	first, err := p.tickets.Redeem(r.Context(), t.Nonce, ticketTTL)
+	if err != nil {
+		p.log.ErrorContext(r.Context(), "redeem preview ticket", "err", err)
+		writeProblem(w, r, errControl)
+		return
+	}
+	if !first {
+		p.log.InfoContext(r.Context(), "preview ticket replayed", "subject", t.Subject, "sandbox_id", t.SandboxID)
 		writeProblem(w, r, errBadLogin)
 		return
 	}

@@ -83,6 +83,10 @@ type Config struct {
 	// SessionKey signs cookies and tickets; at least 32 bytes, the same on
 	// every replica.
 	SessionKey []byte
+	// Tickets records redeemed login tickets; shared by every replica
+	// (Redis, see redistickets). Nil: in this process only, which is
+	// right for a single replica such as sbx dev.
+	Tickets Tickets
 	// SessionTTL is how long a preview cookie admits its holder.
 	SessionTTL time.Duration
 
@@ -135,6 +139,10 @@ func (c *Config) Validate() error {
 		return errors.New("preview: SessionKey must be at least 32 bytes")
 	case c.OIDC == nil && c.DevSignIn == nil:
 		return errors.New("preview: OIDC is required (an issuer, client id and secret); the dev sign-in is for sbx dev only")
+	case c.OIDC != nil && c.DevSignIn != nil:
+		// With both, /dev-login would sign anyone in as the dev user
+		// past the real provider (the login state is in the redirect).
+		return errors.New("preview: OIDC and DevSignIn are exclusive; the dev sign-in is for sbx dev without an issuer only")
 	case c.OIDC != nil && (c.OIDC.Issuer == "" || c.OIDC.ClientID == ""):
 		return errors.New("preview: OIDC.Issuer and OIDC.ClientID are required")
 	case c.RouteTTL <= 0 || c.NegativeTTL <= 0 || c.SessionTTL <= 0 || c.WakeTimeout <= 0:

@@ -131,6 +131,10 @@ type envOptions struct {
 	oidc  *preview.OIDCConfig
 	dev   *preview.DevSignIn
 	waker preview.Waker
+	// key signs cookies and tickets (default: random); replicas share it.
+	key []byte
+	// tickets is the redeemed-ticket record (default: in-process).
+	tickets preview.Tickets
 }
 
 func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
@@ -163,8 +167,11 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	go func() { defer close(upDone); _ = up.Serve(upLn) }()
 
 	pool := podssh.NewPool(ca, nil, podssh.WithKeyID("edge"))
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+	key := o.key
+	if key == nil {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+	}
 	cfg := preview.DefaultConfig()
 	cfg.Domain, cfg.Scheme = domain, "http"
 	cfg.Resolver, cfg.Pods = e.res, pool
@@ -172,7 +179,7 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 		tokens:  map[string]string{tokenA: "acct-a", tokenB: "acct-b"},
 		members: map[string]string{"alice": "acct-a", "bob": "acct-b"},
 	}
-	cfg.SessionKey = key
+	cfg.SessionKey, cfg.Tickets = key, o.tickets
 	cfg.OIDC, cfg.DevSignIn, cfg.Waker = o.oidc, o.dev, o.waker
 	if cfg.OIDC == nil && cfg.DevSignIn == nil {
 		cfg.DevSignIn = &preview.DevSignIn{AccountID: "acct-a", User: "dev"}

@@ -19,6 +19,11 @@ import (
 // password at the provider).
 const loginTTL = 10 * time.Minute
 
+// devLoginCSRF refuses cross-origin browser POSTs (Sec-Fetch-Site, or
+// Origin against Host); requests from non-browsers carry neither and pass,
+// which gives them nothing: they still need the login cookie's state.
+var devLoginCSRF = http.NewCrossOriginProtection()
+
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 // serveLogin serves the apex of the preview domain: the login start, the
@@ -30,7 +35,14 @@ func (p *Proxy) serveLogin(w http.ResponseWriter, r *http.Request) {
 		p.startLogin(w, r)
 	case r.URL.Path == "/callback" && r.Method == http.MethodGet && p.oidc != nil:
 		p.callback(w, r)
-	case r.URL.Path == "/dev-login" && r.Method == http.MethodPost && p.cfg.DevSignIn != nil:
+	case r.URL.Path == "/dev-login" && r.Method == http.MethodPost && p.cfg.DevSignIn != nil && p.oidc == nil:
+		// Defence in depth beside the state check: a browser's
+		// cross-origin POST (a sibling preview is same-site, not
+		// same-origin) is refused before the login cookie is read.
+		if devLoginCSRF.Check(r) != nil {
+			writeProblem(w, r, errBadLogin)
+			return
+		}
 		p.devLogin(w, r)
 	default:
 		writeProblem(w, r, errUnknownHost)

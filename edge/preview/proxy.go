@@ -26,7 +26,7 @@ type Proxy struct {
 	log      *slog.Logger
 	routes   *routeCache
 	seal     sealer
-	used     usedTickets
+	tickets  Tickets
 	rp       *httputil.ReverseProxy
 	tr       *http.Transport
 	metrics  *metrics
@@ -77,6 +77,9 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	}
 	if p.waker == nil {
 		p.waker = nopWaker{}
+	}
+	if p.tickets = cfg.Tickets; p.tickets == nil {
+		p.tickets = NewMemoryTickets(cfg.Now)
 	}
 	p.routes.now = cfg.Now
 	if cfg.OIDC != nil {

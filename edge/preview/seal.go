@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -124,32 +123,4 @@ func randomString() string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// usedTickets remembers redeemed ticket nonces until they expire, so a
-// ticket works once per replica. A ticket lives seconds and travels in one
-// redirect, so a replay would need the URL and a different replica within
-// that window.
-type usedTickets struct {
-	mu   sync.Mutex // guards seen
-	seen map[string]time.Time
-}
-
-// use reports whether nonce was unused, and marks it used until exp.
-func (u *usedTickets) use(nonce string, now, exp time.Time) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.seen == nil {
-		u.seen = map[string]time.Time{}
-	}
-	for n, e := range u.seen {
-		if now.After(e) {
-			delete(u.seen, n)
-		}
-	}
-	if _, ok := u.seen[nonce]; ok {
-		return false
-	}
-	u.seen[nonce] = exp
-	return true
 }
