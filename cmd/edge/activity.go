@@ -12,11 +12,11 @@ import (
 
 // openActivity connects the broker's activity marks and connection
 // heartbeats to the Redis of --redis-url, where control's idle detector
-// reads them. Without Redis the edge records nothing, and says so: control
-// would then see SSH sessions through this edge as idle.
+// reads them. With --no-activity (Validate refuses a missing Redis
+// otherwise) it records nothing.
 func openActivity(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*redisstore.Store, func(), error) {
-	if cfg.Preview.RedisURL == "" {
-		log.Warn("no --redis-url: SSH activity is not recorded; run control without idle offload, or give both the same Redis")
+	if cfg.NoActivity {
+		log.Warn("--no-activity: SSH and preview activity is not recorded; control must run without idle offload")
 		return nil, func() {}, nil
 	}
 	client, err := redisstore.NewClient(cfg.Preview.RedisURL)

@@ -52,6 +52,12 @@ type Config struct {
 	// which must match control's (--redis-prefix there).
 	// SBX_ACTIVITY_PREFIX.
 	ActivityPrefix string
+	// NoActivity runs the edge without an activity store: nothing it
+	// serves is recorded. Only for a control plane without idle offload,
+	// which would otherwise see every session through this edge as idle
+	// and suspend it under its user; hence an explicit opt-out rather than
+	// the default when --redis-url is missing. SBX_EDGE_NO_ACTIVITY=1.
+	NoActivity bool
 
 	// Preview configures the preview proxy; empty Preview.Addr disables it.
 	Preview PreviewConfig
@@ -78,6 +84,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	upstreamAlive := fs.String("upstream-alive-interval", env("SBX_EDGE_UPSTREAM_ALIVE", "30s"), "keepalive interval towards sandboxes (0: off)")
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
 	fs.StringVar(&c.ActivityPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (as control's --redis-prefix)")
+	fs.BoolVar(&c.NoActivity, "no-activity", env("SBX_EDGE_NO_ACTIVITY", "") == "1", "record no activity (only when control runs without idle offload)")
 	previewFlags(fs, &c.Preview, env)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -137,6 +144,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Drain < 0 || c.ClientAlive < 0 || c.UpstreamAlive < 0 {
 		errs = append(errs, errors.New("--ssh-drain and the keepalive intervals must not be negative"))
+	}
+	if c.Preview.RedisURL == "" && !c.NoActivity {
+		errs = append(errs, errors.New("--redis-url (SBX_REDIS_URL) is required: control's idle detector reads activity from it "+
+			"and would suspend sandboxes in use through this edge; pass --no-activity only when control runs without idle offload"))
 	}
 	errs = append(errs, c.Preview.validate())
 	return errors.Join(errs...)

@@ -73,6 +73,9 @@ func startStack(t *testing.T) *stack {
 		// The CA key file control made, as a shared Secret would mount it.
 		"--ca-key-file", filepath.Join(dir, "control", "keys", "user_ca"),
 		"--ssh-drain", "1s",
+		// Control's activity here is its own in-memory store, which an edge
+		// process cannot share; the tests suspend and wake explicitly.
+		"--no-activity",
 	}, func(k string) string {
 		if k == "SBX_INTERNAL_SECRET" {
 			return testSecret
@@ -262,7 +265,7 @@ func TestConfigFromFlagsAndEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"SBX_CONTROL_URL": "http://env:1", "SBX_INTERNAL_SECRET": "from-env",
-		"SBX_EDGE_HOST_KEY_DIR": "/keys", "SBX_CA_KEY_FILE": "/ca"}
+		"SBX_EDGE_HOST_KEY_DIR": "/keys", "SBX_CA_KEY_FILE": "/ca", "SBX_REDIS_URL": "redis://env:6379/0"}
 	getenv := func(k string) string { return env[k] }
 	c, err := parseConfig([]string{"--control-url", "http://flag:1"}, getenv)
 	if err != nil {
@@ -276,9 +279,50 @@ func TestConfigFromFlagsAndEnv(t *testing.T) {
 		t.Fatalf("secret file: %q %v", c.InternalSecret, err)
 	}
 	_, err = parseConfig(nil, func(string) string { return "" })
-	for _, want := range []string{"--control-url", "secret", "--host-key-dir", "--ca-key-file"} {
+	for _, want := range []string{"--control-url", "secret", "--host-key-dir", "--ca-key-file", "--redis-url", "--no-activity"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("empty config error %v, want it to name %s", err, want)
 		}
+	}
+}
+
+// TestConfigActivityOptOut: an edge without an activity store would let
+// control suspend sandboxes busy through it, so it starts only with
+// --redis-url or an explicit --no-activity.
+func TestConfigActivityOptOut(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"SBX_CONTROL_URL": "http://c:1", "SBX_INTERNAL_SECRET": "s",
+		"SBX_EDGE_HOST_KEY_DIR": "/keys", "SBX_CA_KEY_FILE": "/ca"}
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr bool
+		noAct   bool
+	}{
+		{"no redis, no opt-out", nil, nil, true, false},
+		{"redis url", []string{"--redis-url", "redis://r:6379/0"}, nil, false, false},
+		{"flag opt-out", []string{"--no-activity"}, nil, false, true},
+		{"env opt-out", nil, map[string]string{"SBX_EDGE_NO_ACTIVITY": "1"}, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if v, ok := c.env[k]; ok {
+					return v
+				}
+				return base[k]
+			}
+			cfg, err := parseConfig(c.args, getenv)
+			if c.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "--no-activity") {
+					t.Fatalf("parseConfig(%q): err %v, want one naming --no-activity", c.args, err)
+				}
+				return
+			}
+			if err != nil || cfg.NoActivity != c.noAct {
+				t.Fatalf("parseConfig(%q): NoActivity %v err %v, want %v and no error", c.args, cfg.NoActivity, err, c.noAct)
+			}
+		})
 	}
 }
