@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,8 +149,10 @@ func checkEdge(t *testing.T, r rendered) {
 	for _, p := range svc.Spec.Ports {
 		ports[p.Port] = p.TargetPort.String()
 	}
-	if ports[22] != "ssh" || ports[443] != "https" || len(ports) != 2 {
-		t.Errorf("edge Service ports %v; want 22->ssh and 443->https only", ports)
+	// 80 answers ACME HTTP-01 and sends browsers to HTTPS; TLS-ALPN-01 on
+	// 443 would do for issuance alone, but people type bare hostnames.
+	if ports[22] != "ssh" || ports[443] != "https" || ports[80] != "acme" || len(ports) != 3 {
+		t.Errorf("edge Service ports %v; want 22->ssh, 443->https and 80->acme only", ports)
 	}
 	d, ok := find[*appsv1.Deployment](r, "edge")
 	if !ok {
@@ -157,6 +160,23 @@ func checkEdge(t *testing.T, r rendered) {
 	}
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
+	// Every Service port must land on a listener the edge is told to open,
+	// or the load balancer forwards into nothing.
+	listens := map[string]string{"ssh": "--ssh-addr=:", "https": "--preview-addr=:", "acme": "--preview-http-addr=:"}
+	for _, cp := range c.Ports {
+		flag, ok := listens[cp.Name]
+		if !ok {
+			continue
+		}
+		want := fmt.Sprintf("%s%d", flag, cp.ContainerPort)
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("edge container port %s (%d) has no listener: args %v lack %s", cp.Name, cp.ContainerPort, c.Args, want)
+		}
+		delete(listens, cp.Name)
+	}
+	if len(listens) > 0 {
+		t.Errorf("edge Service targets ports the container does not declare: %v", listens)
+	}
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
 		t.Fatal("edge has no preStop sleep")
 	}
