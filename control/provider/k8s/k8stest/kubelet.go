@@ -62,10 +62,18 @@ type Kubelet struct {
 	port   int
 	log    *slog.Logger
 
-	mu     sync.Mutex // guards pods, nextIP, failed
+	mu     sync.Mutex // guards pods, nextIP, failed, deleted
 	pods   map[string]*podRun
 	failed map[string]bool
 	nextIP uint32
+	// deleted holds pods the watch saw deleted (name -> the IP we gave
+	// it), for the sync loop to stop. Stopping there rather than in the
+	// watch goroutine keeps every start and stop of a pod's server on one
+	// goroutine: the local provider keys servers by pod name, and a stop
+	// of the deleted pod running late, concurrently with the start of
+	// its same-named successor (restore after suspend), destroyed the
+	// successor's fresh sshd and left its relay dialing nothing.
+	deleted map[string]string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -105,7 +113,7 @@ func Start(t testing.TB, cluster *fake.Clientset, clusterDyn *dynamicfake.FakeDy
 	k := &Kubelet{
 		client: client, dyn: dyn, ns: ns, dir: dir, local: lp, port: port,
 		log:  slog.New(slog.DiscardHandler),
-		pods: map[string]*podRun{}, failed: map[string]bool{},
+		pods: map[string]*podRun{}, failed: map[string]bool{}, deleted: map[string]string{},
 		// Each kubelet hands out its own block of 127/8 so parallel tests
 		// binding the same port never collide.
 		nextIP: 127<<24 | uint32(rand.IntN(200)+20)<<16 | uint32(rand.IntN(250))<<8 | 1,
@@ -141,10 +149,12 @@ func Start(t testing.TB, cluster *fake.Clientset, clusterDyn *dynamicfake.FakeDy
 					}
 					// A pod deleted and created again under the same name
 					// (restore after suspend) must not be mistaken for
-					// the old one, so a deletion stops it at once rather
-					// than at the next sync.
+					// the old one, so the next sync stops the deleted
+					// one's server even if the successor is listed.
 					if pod, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type == watch.Deleted {
-						k.stop(ctx, pod.Name, true)
+						k.mu.Lock()
+						k.deleted[pod.Name] = pod.Status.PodIP
+						k.mu.Unlock()
 					}
 					select {
 					case kick <- struct{}{}:
@@ -215,6 +225,7 @@ func (k *Kubelet) Close() {
 
 // sync converges once: snapshots, new pods, deleted pods.
 func (k *Kubelet) sync(ctx context.Context) error {
+	k.stopDeleted(ctx)
 	var errs []error
 	if err := k.syncSnapshots(ctx); err != nil {
 		errs = append(errs, err)
@@ -442,6 +453,23 @@ func (k *Kubelet) syncSnapshots(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// stopDeleted stops the servers of pods the watch saw deleted, unless the
+// name already serves a successor (a different IP; "" matches any).
+func (k *Kubelet) stopDeleted(ctx context.Context) {
+	k.mu.Lock()
+	var stale []string
+	for name, ip := range k.deleted {
+		if r := k.pods[name]; r == nil || ip == "" || r.ip == ip {
+			stale = append(stale, name)
+		}
+	}
+	clear(k.deleted)
+	k.mu.Unlock()
+	for _, name := range stale {
+		k.stop(ctx, name, true)
+	}
 }
 
 // stop ends a pod's server; with forget it also drops the local server's
