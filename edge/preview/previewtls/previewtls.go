@@ -46,6 +46,11 @@ type Config struct {
 	// DNS, when set, switches to one wildcard certificate over DNS-01,
 	// obtained at Start; no on-demand issuance then.
 	DNS DNSProvider
+	// DNSResolvers ("host:port") are asked for the challenge TXT record
+	// before the CA is told to look, and for the zone's SOA. Empty: the
+	// system's resolvers find the zone and its authoritative servers are
+	// asked directly.
+	DNSResolvers []string
 	// HTTPPort is the public port HTTP-01 validation reaches (80 in
 	// production); the challenge handler must be served there.
 	HTTPPort int
@@ -104,7 +109,7 @@ func New(c Config) (*Manager, error) {
 	}
 	if c.DNS != nil {
 		issuer.DisableHTTPChallenge = true
-		issuer.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{DNSProvider: c.DNS}}
+		issuer.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{DNSProvider: c.DNS, Resolvers: c.DNSResolvers}}
 	}
 	m.issuer = certmagic.NewACMEIssuer(m.cm, issuer)
 	m.cm.Issuers = []certmagic.Issuer{m.issuer}

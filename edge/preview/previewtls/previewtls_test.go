@@ -32,8 +32,9 @@ import (
 const domain = "preview.localhost"
 
 // startDNS answers every A query with 127.0.0.1, so Pebble's validator
-// finds our HTTP listener for any preview host.
-func startDNS(t *testing.T) string {
+// finds our HTTP listener for any preview host; with a zone, it is also
+// that zone's authoritative server (SOA and TXT).
+func startDNS(t *testing.T, zone ...*fakeZone) string {
 	t.Helper()
 	// Pebble's validator asks over TCP; serve both on one port.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,6 +48,9 @@ func startDNS(t *testing.T) string {
 	answer := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(q)
+		if len(zone) > 0 {
+			zone[0].answer(m)
+		}
 		for _, qq := range q.Question {
 			if qq.Qtype == dns.TypeA {
 				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: qq.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: net.IPv4(127, 0, 0, 1)})
