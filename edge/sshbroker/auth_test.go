@@ -39,7 +39,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := run(t, e.ssh(testCtx(t, 30*time.Second), c.k, c.user, c.opts, "echo in"), nil)
+			r := run(t, e.ssh(testCtx(t, sshCeiling), c.k, c.user, c.opts, "echo in"), nil)
 			if r.code != 255 || strings.Contains(r.stdout, "in") || !strings.Contains(r.stderr, "Permission denied") {
 				t.Fatalf("got code %d stdout %q stderr %q, want 255 and Permission denied", r.code, r.stdout, r.stderr)
 			}
@@ -52,7 +52,7 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	// The live key still works: refusals did not poison anything.
-	if r := run(t, e.ssh(testCtx(t, 30*time.Second), live, "alpha", nil, "echo in"), nil); r.code != 0 {
+	if r := run(t, e.ssh(testCtx(t, sshCeiling), live, "alpha", nil, "echo in"), nil); r.code != 0 {
 		t.Fatalf("live key after refusals: code %d stderr %s", r.code, r.stderr)
 	}
 }
@@ -99,7 +99,7 @@ func TestQueryOneKeySignAnother(t *testing.T) {
 			args := e.sshArgs(b, "-v", "-o", "IdentityFile="+a.path+".pub", "-p", e.port, "alpha@127.0.0.1", "echo in")
 			// -i B comes first in sshArgs; put A first so it is offered first.
 			args = reorderIdentities(args, a.path+".pub", b.path)
-			cmd := exec.CommandContext(testCtx(t, 30*time.Second), "ssh", args...)
+			cmd := exec.CommandContext(testCtx(t, sshCeiling), "ssh", args...)
 			cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
 			r := run(t, cmd, nil)
 			if !strings.Contains(r.stderr, "Server accepts key: "+a.path) || !strings.Contains(r.stderr, "agent refused") {
@@ -171,7 +171,7 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	t.Logf("1000 attempts in %v: %d reached auth, %d cut before key exchange", elapsed.Round(time.Millisecond), refusedAtAuth.Load(), cutEarly.Load())
 
 	// Another source is unaffected, with the real client.
-	r := run(t, e.ssh(testCtx(t, 30*time.Second), live, "alpha", []string{"-b", "127.0.0.2"}, "echo fine"), nil)
+	r := run(t, e.ssh(testCtx(t, sshCeiling), live, "alpha", []string{"-b", "127.0.0.2"}, "echo fine"), nil)
 	if r.code != 0 || r.stdout != "fine\n" {
 		t.Fatalf("from 127.0.0.2: code %d stdout %q stderr %q, want fine", r.code, r.stdout, r.stderr)
 	}

@@ -3,7 +3,6 @@ package sshbroker
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestExecExitCodesAndStderr(t *testing.T) {
@@ -21,7 +20,7 @@ func TestExecExitCodesAndStderr(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, c.cmd), nil)
+			r := run(t, e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, c.cmd), nil)
 			if r.code != c.wantCode || r.stdout != c.wantOut || !strings.Contains(r.stderr, c.wantErr) {
 				t.Fatalf("ssh %q: got code %d stdout %q stderr %q, want %d %q %q", c.cmd, r.code, r.stdout, r.stderr, c.wantCode, c.wantOut, c.wantErr)
 			}

@@ -55,7 +55,7 @@ func TestAgentForwarding(t *testing.T) {
 		t.Fatalf("ssh-add: %v: %s", err, out)
 	}
 	t.Run("forwarded with -A", func(t *testing.T) {
-		cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", []string{"-A"}, "ssh-add -l")
+		cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", []string{"-A"}, "ssh-add -l")
 		cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
 		r := run(t, cmd, nil)
 		if r.code != 0 || !strings.Contains(r.stdout, agentKey.fp) {
@@ -63,7 +63,7 @@ func TestAgentForwarding(t *testing.T) {
 		}
 	})
 	t.Run("absent without -A", func(t *testing.T) {
-		cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", []string{"-a"}, "ssh-add -l")
+		cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", []string{"-a"}, "ssh-add -l")
 		cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
 		r := run(t, cmd, nil)
 		if r.code != 2 || strings.Contains(r.stdout, agentKey.fp) {

@@ -273,6 +273,13 @@ func run(t testing.TB, cmd *exec.Cmd, stdin io.Reader) result {
 	return result{out.String(), errb.String(), code}
 }
 
+// sshCeiling bounds one ssh invocation. It is a hang detector, not a
+// speed limit: on a loaded 2-core CI machine a trivial `false` through
+// broker and sshd took 14 s and two commands overran the old 30 s (sshd
+// had started them and not yet sent anything back), failing a broker that
+// behaved correctly.
+const sshCeiling = 2 * time.Minute
+
 func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

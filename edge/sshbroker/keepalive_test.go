@@ -164,7 +164,7 @@ func TestUpstreamKeepalive(t *testing.T) {
 	e.auth.creds[k.fp] = c
 	e.auth.mu.Unlock()
 
-	cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "sleep 60")
+	cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "sleep 60")
 	bg := sshscenario.Background(t, cmd)
 	waitOpen(t, e, "alpha")
 	proxy.freeze()

@@ -88,7 +88,7 @@ func TestConnsPerSandboxCap(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
-	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "true"), nil)
+	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "true"), nil)
 	if r.code != 255 || !strings.Contains(r.stderr, "already has 2 open SSH connections") {
 		t.Fatalf("third connection: code %d stderr %q, want refusal with a message", r.code, r.stderr)
 	}
@@ -96,7 +96,7 @@ func TestConnsPerSandboxCap(t *testing.T) {
 	clients[1].Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r = run(t, e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "true"), nil)
+		r = run(t, e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "true"), nil)
 		if r.code == 0 {
 			break
 		}
@@ -111,7 +111,7 @@ func TestShutdownDrainsThenTellsWhy(t *testing.T) {
 	t.Run("finishes within drain", func(t *testing.T) {
 		e := newEnv(t, nil)
 		k := e.grant("alpha", nil)
-		cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "sleep 1; echo finished")
+		cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "sleep 1; echo finished")
 		var out sshscenario.SyncBuffer
 		cmd.Stdout = &out
 		errb := sshscenario.Background(t, cmd)
@@ -133,7 +133,7 @@ func TestShutdownDrainsThenTellsWhy(t *testing.T) {
 	t.Run("cut after drain with a message", func(t *testing.T) {
 		e := newEnv(t, func(c *Config) { c.DrainPeriod = 300 * time.Millisecond })
 		k := e.grant("alpha", nil)
-		cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "sleep 60")
+		cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "sleep 60")
 		errb := sshscenario.Background(t, cmd)
 		waitOpen(t, e, "alpha")
 		start := time.Now()
@@ -153,9 +153,9 @@ func TestDisconnectSandbox(t *testing.T) {
 	e := newEnv(t, nil)
 	k := e.grant("alpha", nil)
 	other := e.grant("beta", nil)
-	cmd := e.ssh(testCtx(t, 30*time.Second), k, "alpha", []string{"-tt"}, "sleep 60")
+	cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", []string{"-tt"}, "sleep 60")
 	errb := sshscenario.Background(t, cmd)
-	keep := e.ssh(testCtx(t, 30*time.Second), other, "beta", nil, "sleep 3; echo beta-ok")
+	keep := e.ssh(testCtx(t, sshCeiling), other, "beta", nil, "sleep 3; echo beta-ok")
 	var keepOut sshscenario.SyncBuffer
 	keep.Stdout = &keepOut
 	keepBg := sshscenario.Background(t, keep)
@@ -195,8 +195,8 @@ func TestMetricsAndActivity(t *testing.T) {
 	e := newEnv(t, nil)
 	k := e.grant("alpha", nil)
 	stranger := e.newKey("stranger")
-	run(t, e.ssh(testCtx(t, 30*time.Second), k, "alpha", nil, "head -c 100000 /dev/zero"), nil)
-	run(t, e.ssh(testCtx(t, 30*time.Second), stranger, "alpha", nil, "true"), nil)
+	run(t, e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "head -c 100000 /dev/zero"), nil)
+	run(t, e.ssh(testCtx(t, sshCeiling), stranger, "alpha", nil, "true"), nil)
 	checks := []struct {
 		name, label string
 		min         float64

@@ -47,7 +47,7 @@ func TestWakeOnConnect(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Waker = w })
 	w.e = e
 	stranger := e.newKey("stranger")
-	r := run(t, e.ssh(testCtx(t, 30*time.Second), stranger, "sleepy", nil, "echo in"), nil)
+	r := run(t, e.ssh(testCtx(t, sshCeiling), stranger, "sleepy", nil, "echo in"), nil)
 	if r.code != 255 || strings.Contains(r.stderr, "sbx:") {
 		t.Fatalf("stranger: code %d stderr %q, want a silent refusal", r.code, r.stderr)
 	}
@@ -55,7 +55,7 @@ func TestWakeOnConnect(t *testing.T) {
 	if w.calls.Load() != 0 {
 		t.Fatal("an unauthenticated client caused a wake")
 	}
-	r = run(t, e.ssh(testCtx(t, 30*time.Second), k, "sleepy", nil, "echo woke"), nil)
+	r = run(t, e.ssh(testCtx(t, sshCeiling), k, "sleepy", nil, "echo woke"), nil)
 	if r.code != 0 || r.stdout != "woke\n" {
 		t.Fatalf("code %d stdout %q stderr %q, want woke", r.code, r.stdout, r.stderr)
 	}
@@ -72,7 +72,7 @@ func TestWakeFailureIsExplained(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Waker = w })
 	w.e = e
 	k := e.grant("broken", ErrNotReady)
-	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "broken", nil, "echo in"), nil)
+	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "broken", nil, "echo in"), nil)
 	if r.code != 255 || !strings.Contains(r.stderr, "could not be woken") {
 		t.Fatalf("code %d stderr %q, want 255 and the wake failure explained", r.code, r.stderr)
 	}
@@ -82,7 +82,7 @@ func TestWakeFailureIsExplained(t *testing.T) {
 func TestNotReadyWithoutWaker(t *testing.T) {
 	e := newEnv(t, nil)
 	k := e.grant("sleepy", ErrNotReady)
-	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "sleepy", nil, "echo in"), nil)
+	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "sleepy", nil, "echo in"), nil)
 	if r.code != 255 || strings.Contains(r.stderr, "waking") {
 		t.Fatalf("code %d stderr %q, want a refusal without wake", r.code, r.stderr)
 	}
@@ -128,7 +128,7 @@ func TestStaleCachedRouteWakes(t *testing.T) {
 	e.auth.creds[k.fp] = c
 	e.auth.mu.Unlock()
 	// Cached: a route to a pod that is gone.
-	if r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "moved", nil, "echo in"), nil); r.code != 255 {
+	if r := run(t, e.ssh(testCtx(t, sshCeiling), k, "moved", nil, "echo in"), nil); r.code != 255 {
 		t.Fatalf("dial to a dead pod: code %d, want 255", r.code)
 	}
 	e.auth.mu.Lock()
@@ -136,7 +136,7 @@ func TestStaleCachedRouteWakes(t *testing.T) {
 	c.err = ErrNotReady // suspended since
 	e.auth.creds[k.fp] = c
 	e.auth.mu.Unlock()
-	r := run(t, e.ssh(testCtx(t, 30*time.Second), k, "moved", nil, "echo woke"), nil)
+	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "moved", nil, "echo woke"), nil)
 	if r.code != 0 || r.stdout != "woke\n" || !strings.Contains(r.stderr, "waking sandbox moved") {
 		t.Fatalf("code %d stdout %q stderr %q, want woke after the stale route", r.code, r.stdout, r.stderr)
 	}
