@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/edge/controlclient"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/edge/preview/previewtls"
+	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
 	"github.com/sbxedge/sbx/edge/preview/redistickets"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
@@ -62,6 +63,13 @@ type PreviewConfig struct {
 	// ACMECA is the ACME directory (default Let's Encrypt); ACMEEmail the
 	// account contact. SBX_ACME_CA, SBX_ACME_EMAIL.
 	ACMECA, ACMEEmail string
+	// DNS01 gets one wildcard certificate over DNS-01 with RFC 2136
+	// updates to this primary server instead of per-host on-demand
+	// HTTP-01 certificates. SBX_ACME_DNS_SERVER, SBX_ACME_DNS_TSIG_KEY,
+	// SBX_ACME_DNS_TSIG_ALGORITHM and the base64 TSIG secret from
+	// SBX_ACME_DNS_TSIG_SECRET_FILE or SBX_ACME_DNS_TSIG_SECRET.
+	DNS01          rfc2136.Provider
+	tsigSecretFile string
 }
 
 func previewFlags(fs *flag.FlagSet, c *PreviewConfig, env func(k, def string) string) {
@@ -78,6 +86,10 @@ func previewFlags(fs *flag.FlagSet, c *PreviewConfig, env func(k, def string) st
 	fs.DurationVar(&c.RouteTTL, "preview-route-ttl", 5*time.Second, "how long resolved preview routes are cached")
 	fs.StringVar(&c.ACMECA, "acme-ca", env("SBX_ACME_CA", ""), "ACME directory URL (default: Let's Encrypt)")
 	fs.StringVar(&c.ACMEEmail, "acme-email", env("SBX_ACME_EMAIL", ""), "ACME account contact")
+	fs.StringVar(&c.DNS01.Server, "acme-dns-server", env("SBX_ACME_DNS_SERVER", ""), "DNS primary (host:port) taking RFC 2136 updates: one wildcard certificate over DNS-01 instead of on-demand HTTP-01")
+	fs.StringVar(&c.DNS01.KeyName, "acme-dns-tsig-key", env("SBX_ACME_DNS_TSIG_KEY", ""), "TSIG key name for --acme-dns-server")
+	fs.StringVar(&c.DNS01.KeyAlgorithm, "acme-dns-tsig-algorithm", env("SBX_ACME_DNS_TSIG_ALGORITHM", "hmac-sha256"), "TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512")
+	fs.StringVar(&c.tsigSecretFile, "acme-dns-tsig-secret-file", env("SBX_ACME_DNS_TSIG_SECRET_FILE", ""), "file holding the base64 TSIG secret (default: $SBX_ACME_DNS_TSIG_SECRET)")
 }
 
 func (c *PreviewConfig) readSecrets(getenv func(string) string) error {
@@ -91,6 +103,14 @@ func (c *PreviewConfig) readSecrets(getenv func(string) string) error {
 			return fmt.Errorf("--oidc-client-secret-file: %w", err)
 		}
 		c.OIDCClientSecret = strings.TrimSpace(string(b))
+	}
+	c.DNS01.Secret = getenv("SBX_ACME_DNS_TSIG_SECRET")
+	if c.tsigSecretFile != "" {
+		b, err := os.ReadFile(c.tsigSecretFile)
+		if err != nil {
+			return fmt.Errorf("--acme-dns-tsig-secret-file: %w", err)
+		}
+		c.DNS01.Secret = strings.TrimSpace(string(b))
 	}
 	if c.sessionKeyFile != "" {
 		b, err := os.ReadFile(c.sessionKeyFile)
@@ -120,6 +140,14 @@ func (c *PreviewConfig) validate() error {
 	}
 	if !c.PlainHTTP && c.RedisURL == "" {
 		errs = append(errs, errors.New("--redis-url is required for TLS: certificates and ACME locks are shared by replicas"))
+	}
+	if c.DNS01.Server != "" {
+		if c.PlainHTTP {
+			errs = append(errs, errors.New("--acme-dns-server needs TLS: it makes no sense with --preview-plain-http"))
+		}
+		if err := c.DNS01.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--acme-dns-server: %w (--acme-dns-tsig-key, --acme-dns-tsig-secret-file)", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -198,10 +226,20 @@ func startPreview(ctx context.Context, c PreviewConfig, cc *controlclient.Client
 		return ps, nil
 	}
 	ps.certs = certstore.New(ps.rdb, "sbx:certs:")
-	if ps.tls, err = previewtls.New(previewtls.Config{
+	tc := previewtls.Config{
 		Domain: c.Domain, Storage: ps.certs, CA: c.ACMECA, Email: c.ACMEEmail,
 		Allow: ps.proxy.AllowCertificate, Logger: log.With("component", "previewtls"),
-	}); err != nil {
+	}
+	if c.DNS01.Server != "" {
+		tc.DNS = &c.DNS01
+	}
+	if ps.tls, err = previewtls.New(tc); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	// DNS-01: the wildcard is obtained (or loaded from the shared
+	// storage) before serving, so no handshake waits for an order.
+	if err = ps.tls.Start(ctx); err != nil {
 		ln.Close()
 		return nil, err
 	}

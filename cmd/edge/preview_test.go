@@ -196,3 +196,38 @@ func TestPreviewConfigRefusesWithoutIssuer(t *testing.T) {
 		t.Errorf("preview without issuer, key or Redis: %v, want errors naming --oidc-issuer and --redis-url", err)
 	}
 }
+
+// TestPreviewDNS01Config: a DNS-01 server without its TSIG key, or with
+// plain HTTP, is refused; with the key from a file it configures the
+// wildcard path.
+func TestPreviewDNS01Config(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyFile, secretFile := filepath.Join(dir, "session.key"), filepath.Join(dir, "tsig")
+	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, []byte("c2VjcmV0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--control-url", "http://c", "--host-key-dir", "d", "--ca-key-file", "k",
+		"--preview-addr", ":443", "--preview-domain", "sbx-preview.dev", "--oidc-issuer", "https://id.example", "--oidc-client-id", "c",
+		"--preview-session-key-file", keyFile, "--redis-url", "redis://127.0.0.1:6379/0", "--acme-dns-server", "ns1.example:53"}
+	env := func(k string) string { return map[string]string{"SBX_INTERNAL_SECRET": testSecret}[k] }
+	if _, err := parseConfig(base, env); err == nil || !strings.Contains(err.Error(), "--acme-dns-server") {
+		t.Errorf("DNS-01 without a TSIG key: %v, want refused", err)
+	}
+	if _, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile, "--preview-plain-http"), env); err == nil || !strings.Contains(err.Error(), "--preview-plain-http") {
+		t.Errorf("DNS-01 with plain HTTP: %v, want refused", err)
+	}
+	if _, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile, "--acme-dns-tsig-algorithm", "hmac-md5"), env); err == nil {
+		t.Error("DNS-01 with hmac-md5: accepted, want refused")
+	}
+	cfg, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Preview.DNS01; d.Server != "ns1.example:53" || d.KeyName != "edge." || d.Secret != "c2VjcmV0" || d.KeyAlgorithm != "hmac-sha256" {
+		t.Errorf("DNS-01 config %+v", d)
+	}
+}

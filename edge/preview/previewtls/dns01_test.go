@@ -9,11 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libdns/libdns"
 	"github.com/miekg/dns"
 
 	"github.com/sbxedge/sbx/edge/preview/previewtls"
+	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
 )
 
 // fakeZone is a DNS host in-process: a libdns provider whose records
@@ -22,6 +24,7 @@ type fakeZone struct {
 	mu      sync.Mutex          // guards txt
 	txt     map[string][]string // FQDN -> values
 	appends atomic.Int32
+	refused atomic.Int32 // updates refused for their signature
 }
 
 func (z *fakeZone) AppendRecords(_ context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
@@ -59,6 +62,44 @@ func (z *fakeZone) records() int {
 	return len(z.txt)
 }
 
+// The TSIG key the test zone accepts dynamic updates with.
+const (
+	tsigKey    = "edge-acme."
+	tsigSecret = "c2J4LWVkZ2UtdGVzdC10c2lnLXNlY3JldC0zMmJ5dGVzIQ=="
+)
+
+// update applies an RFC 2136 update signed with the zone's TSIG key (the
+// server has verified the signature; TsigStatus says how that went) and
+// signs the reply m. Unsigned or badly signed updates are refused.
+func (z *fakeZone) update(w dns.ResponseWriter, q, m *dns.Msg) {
+	t := q.IsTsig()
+	if t == nil || w.TsigStatus() != nil || t.Hdr.Name != tsigKey || len(q.Question) != 1 || q.Question[0].Name != dns.Fqdn(domain) {
+		m.Rcode = dns.RcodeRefused
+		z.refused.Add(1)
+		return
+	}
+	z.mu.Lock()
+	for _, rr := range q.Ns {
+		txt, ok := rr.(*dns.TXT)
+		if !ok || len(txt.Txt) != 1 {
+			continue
+		}
+		name := txt.Hdr.Name
+		switch txt.Hdr.Class {
+		case dns.ClassINET:
+			z.txt[name] = append(z.txt[name], txt.Txt[0])
+			z.appends.Add(1)
+		case dns.ClassNONE: // delete this value (RFC 2136 2.5.4)
+			z.txt[name] = slices.DeleteFunc(z.txt[name], func(v string) bool { return v == txt.Txt[0] })
+			if len(z.txt[name]) == 0 {
+				delete(z.txt, name)
+			}
+		}
+	}
+	z.mu.Unlock()
+	m.SetTsig(tsigKey, t.Algorithm, 300, time.Now().Unix())
+}
+
 // answer adds the zone's SOA and TXT answers to m.
 func (z *fakeZone) answer(m *dns.Msg) {
 	z.mu.Lock()
@@ -83,7 +124,24 @@ func (z *fakeZone) answer(m *dns.Msg) {
 // any preview host without asking the on-demand gate, and the challenge
 // records are gone afterwards.
 func TestWildcardOverDNS01(t *testing.T) {
-	zone := &fakeZone{txt: map[string][]string{}}
+	t.Run("libdns", func(t *testing.T) {
+		zone := &fakeZone{txt: map[string][]string{}}
+		testWildcard(t, zone, func(string) previewtls.DNSProvider { return zone })
+	})
+	// The edge's own provider: TSIG-signed RFC 2136 updates to the zone's
+	// server, as cmd/edge configures it.
+	t.Run("rfc2136", func(t *testing.T) {
+		zone := &fakeZone{txt: map[string][]string{}}
+		testWildcard(t, zone, func(addr string) previewtls.DNSProvider {
+			return &rfc2136.Provider{Server: addr, KeyName: tsigKey, Secret: tsigSecret}
+		})
+		if zone.refused.Load() != 0 {
+			t.Errorf("%d updates refused", zone.refused.Load())
+		}
+	})
+}
+
+func testWildcard(t *testing.T, zone *fakeZone, provider func(dnsAddr string) previewtls.DNSProvider) {
 	dnsAddr := startDNS(t, zone)
 	p := startPebble(t, 1, dnsAddr) // no HTTP-01 listener: DNS-01 only
 	st := newStorage(t)
@@ -91,7 +149,7 @@ func TestWildcardOverDNS01(t *testing.T) {
 	for i := range mgrs {
 		m, err := previewtls.New(previewtls.Config{
 			Domain: domain, Storage: st, CA: p.dir, Email: "ops@example.com", TrustedRoots: p.roots,
-			DNS: zone, DNSResolvers: []string{dnsAddr},
+			DNS: provider(dnsAddr), DNSResolvers: []string{dnsAddr},
 			Allow: func(context.Context, string) error {
 				t.Error("the on-demand gate was asked in DNS-01 mode")
 				return errors.New("no")
@@ -156,5 +214,24 @@ func TestWildcardOverDNS01(t *testing.T) {
 				t.Errorf("replica %d served %s a certificate for %v, want one for %s", i, host, names, want)
 			}
 		}
+	}
+}
+
+// TestRFC2136RefusedWithoutTheKey: an update signed with another secret
+// fails with an error and changes nothing.
+func TestRFC2136RefusedWithoutTheKey(t *testing.T) {
+	zone := &fakeZone{txt: map[string][]string{}}
+	addr := startDNS(t, zone)
+	rec := []libdns.Record{libdns.TXT{Name: "_acme-challenge", Text: "token"}}
+	bad := &rfc2136.Provider{Server: addr, KeyName: tsigKey, Secret: "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZyE="}
+	if _, err := bad.AppendRecords(t.Context(), domain+".", rec); err == nil || zone.records() != 0 {
+		t.Errorf("update with a wrong secret: err %v, %d records, want an error and none", err, zone.records())
+	}
+	good := &rfc2136.Provider{Server: addr, KeyName: tsigKey, Secret: tsigSecret}
+	if _, err := good.AppendRecords(t.Context(), domain+".", rec); err != nil || zone.records() != 1 {
+		t.Fatalf("update with the key: err %v, %d records, want one", err, zone.records())
+	}
+	if _, err := good.DeleteRecords(t.Context(), domain+".", rec); err != nil || zone.records() != 0 {
+		t.Errorf("delete with the key: err %v, %d records, want none", err, zone.records())
 	}
 }

@@ -48,6 +48,15 @@ func startDNS(t *testing.T, zone ...*fakeZone) string {
 	answer := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(q)
+		if q.Opcode == dns.OpcodeUpdate {
+			if len(zone) == 0 {
+				m.Rcode = dns.RcodeRefused
+			} else {
+				zone[0].update(w, q, m)
+			}
+			_ = w.WriteMsg(m)
+			return
+		}
 		if len(zone) > 0 {
 			zone[0].answer(m)
 		}
@@ -58,7 +67,16 @@ func startDNS(t *testing.T, zone ...*fakeZone) string {
 		}
 		_ = w.WriteMsg(m)
 	})
-	for _, srv := range []*dns.Server{{Listener: ln, Handler: answer}, {PacketConn: pc, Handler: answer}} {
+	tsig := map[string]string{tsigKey: tsigSecret}
+	// miekg/dns answers NOTIMP to anything but queries and notifies
+	// unless told otherwise; the zone takes dynamic updates.
+	accept := func(dh dns.Header) dns.MsgAcceptAction {
+		if int(dh.Bits>>11)&0xF == dns.OpcodeUpdate {
+			return dns.MsgAccept
+		}
+		return dns.DefaultMsgAcceptFunc(dh)
+	}
+	for _, srv := range []*dns.Server{{Listener: ln, Handler: answer, TsigSecret: tsig, MsgAcceptFunc: accept}, {PacketConn: pc, Handler: answer, TsigSecret: tsig, MsgAcceptFunc: accept}} {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
 		go func() { _ = srv.ActivateAndServe() }()
