@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -113,10 +115,16 @@ func TestExecWakesSuspended(t *testing.T) {
 }
 
 // TestWakeTimeoutIs503: a call held past the wake limit gets 503 with
-// Retry-After (here the job queue is off, so the restore never runs).
+// Retry-After. Here the waker's inline restore fails (the snapshot is
+// corrupt) and the job queue that would retry it is off, so the sandbox
+// stays restoring.
 func TestWakeTimeoutIs503(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "sqlite", true, func(c *control.Config) { c.WakeTimeout = 300 * time.Millisecond })
+	dataDir := t.TempDir()
+	e := newEnv(t, "sqlite", true, func(c *control.Config) {
+		c.WakeTimeout = 300 * time.Millisecond
+		c.DataDir = dataDir
+	})
 	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
 	if code != 201 {
 		t.Fatalf("create: %d %s", code, b)
@@ -134,6 +142,13 @@ func TestWakeTimeoutIs503(t *testing.T) {
 		return tx.UpdateSandbox(ctx, cur)
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	sbDir := filepath.Join(dataDir, "sandboxes", sb.ID)
+	if err := os.MkdirAll(sbDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sbDir, "snapshot.tar.gz"), []byte("not a gzip stream"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

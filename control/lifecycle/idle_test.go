@@ -22,8 +22,9 @@ import (
 // optionally failing suspends.
 type suspendProvider struct {
 	*local.Local
-	restores    atomic.Int32
-	failSuspend atomic.Bool
+	restores     atomic.Int32
+	failSuspend  atomic.Bool
+	failRestores atomic.Int32 // how many restores to fail before succeeding
 }
 
 func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
@@ -35,6 +36,9 @@ func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
 
 func (p *suspendProvider) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
 	p.restores.Add(1)
+	if p.failRestores.Add(-1) >= 0 {
+		return provider.Endpoint{}, errors.New("injected: restore failed")
+	}
 	return p.Local.Restore(ctx, spec)
 }
 

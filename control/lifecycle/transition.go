@@ -19,8 +19,9 @@ type step struct {
 	// apply makes the change's other writes (ledger lines, fields) inside
 	// the transaction, before the sandbox row is written; optional.
 	apply func(tx store.Tx, sb *store.Sandbox, now time.Time) error
-	// job is enqueued in the same transaction; optional.
-	job river.JobArgs
+	// job is enqueued in the same transaction with jobOpts; optional.
+	job     river.JobArgs
+	jobOpts *river.InsertOpts
 }
 
 // transition moves id from s.from to s.to in one transaction with its
@@ -55,7 +56,7 @@ func (m *Manager) transition(ctx context.Context, id string, s step) (changed bo
 		if s.job == nil {
 			return nil
 		}
-		return tx.Enqueue(ctx, s.job, nil)
+		return tx.Enqueue(ctx, s.job, s.jobOpts)
 	})
 	if err != nil {
 		return false, state, err

@@ -36,8 +36,9 @@ const wakeRecheck = 5 * time.Second
 
 // Wake returns once the sandbox is ready, restoring it if it is
 // suspended. Any number of concurrent callers, in any number of replicas,
-// cause one restore: the first moves suspended -> restoring and enqueues
-// the job; everyone waits for the state-change notification. It returns
+// cause one restore: the first moves suspended -> restoring and restores
+// it in its own goroutine (see restoreInline); everyone else waits for
+// the state-change notification. It returns
 // ErrNotFound for an unknown sandbox, ErrCannotWake (wrapped in a
 // StateError) for one that ended, and ctx's error when ctx ends first.
 func (m *Manager) Wake(ctx context.Context, id string) error {
@@ -58,10 +59,14 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 		case store.StateReady:
 			return nil
 		case store.StateSuspended:
-			if err := m.beginRestore(ctx, id); err != nil {
+			won, err := m.beginRestore(ctx, id)
+			if err != nil {
 				return err
 			}
-			continue // re-read: restoring now, or already changed again
+			if won {
+				m.restoreInline(ctx, id)
+			}
+			continue // re-read: ready now, restoring, or changed again
 		case store.StatePending, store.StateSuspending, store.StateRestoring:
 		default:
 			return fmt.Errorf("wake %s: %w: %w", id, ErrCannotWake, &StateError{State: string(sb.State), Action: "wake"})
@@ -78,26 +83,62 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 	}
 }
 
-// beginRestore moves a suspended sandbox to restoring and enqueues the
-// restore, in one transaction, once the account rules admit it (ErrLimit
-// and friends are returned to the waker). Losing the race to another
-// waker is fine.
-func (m *Manager) beginRestore(ctx context.Context, id string) error {
+// beginRestore moves a suspended sandbox to restoring, once the account
+// rules admit it (ErrLimit and friends are returned to the waker), and in
+// the same transaction enqueues the restore job as a backstop, scheduled
+// restoreBackstop out. won reports whether this caller made the move and
+// so must restore; losing the race to another waker is fine.
+func (m *Manager) beginRestore(ctx context.Context, id string) (won bool, err error) {
 	changed, _, err := m.transition(ctx, id, step{
 		from: store.StateSuspended, to: store.StateRestoring, reason: ReasonWake, actor: "waker",
 		job: RestoreArgs{SandboxID: id},
+		// River schedules by the wall clock, not the injected one.
+		jobOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(m.restoreBackstop())},
 		// A restoring sandbox counts against the account's limit again.
 		apply: func(tx store.Tx, sb *store.Sandbox, _ time.Time) error {
 			return m.Admit(ctx, tx, sb.AccountID, sb.Platform)
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("begin restore of %s: %w", id, err)
+		return false, fmt.Errorf("begin restore of %s: %w", id, err)
 	}
 	if changed {
 		m.log.InfoContext(ctx, "waking sandbox", "sandbox_id", id)
 	}
-	return nil
+	return changed, nil
+}
+
+// restoreBackstop is how long after a wake the durable restore job looks
+// at the sandbox. It does the restore only if the sandbox is still
+// restoring then, i.e. the waker's process died mid-restore. It is later
+// than an inline attempt may last (ProvisionTimeout), so the two do not
+// overlap; a restore is idempotent in every provider should they.
+func (m *Manager) restoreBackstop() time.Duration {
+	return m.cfg.ProvisionTimeout + time.Minute
+}
+
+// restoreInline makes the first restore attempt in the winning waker's
+// goroutine, so a wake does not wait for a job worker to fetch the job
+// (up to SQLite's fetch poll interval, or River's fetch cooldown after a
+// Postgres notification). It is detached from ctx's cancellation, since a
+// client hanging up must not leave the sandbox restoring until the
+// backstop, and bounded by ProvisionTimeout. A failed attempt hands over
+// to a job enqueued now, which retries with backoff and finally returns
+// the sandbox to suspended.
+func (m *Manager) restoreInline(ctx context.Context, id string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.ProvisionTimeout)
+	defer cancel()
+	err := m.restore(rctx, id, 1, false)
+	if err == nil {
+		return
+	}
+	m.log.WarnContext(ctx, "inline restore failed; a job retries it", "sandbox_id", id, "err", err)
+	err = m.store.InTx(rctx, func(tx store.Tx) error {
+		return tx.Enqueue(rctx, RestoreArgs{SandboxID: id}, nil)
+	})
+	if err != nil {
+		m.log.ErrorContext(ctx, "enqueue restore retry; the backstop job restores later", "sandbox_id", id, "err", err)
+	}
 }
 
 type restoreWorker struct {
@@ -118,8 +159,13 @@ func (w *restoreWorker) Timeout(*river.Job[RestoreArgs]) time.Duration {
 // restore that keeps failing puts the sandbox back to suspended (snapshot
 // intact), so a later wake tries again.
 func (w *restoreWorker) Work(ctx context.Context, job *river.Job[RestoreArgs]) error {
-	m := w.m
-	id := job.Args.SandboxID
+	return w.m.restore(ctx, job.Args.SandboxID, job.Attempt, job.Attempt >= job.MaxAttempts)
+}
+
+// restore restores a restoring sandbox (see restoreWorker.Work); a
+// sandbox in any other state is left alone. attempt is for the log; when
+// last, a failure returns the sandbox to suspended.
+func (m *Manager) restore(ctx context.Context, id string, attempt int, last bool) error {
 	sb, ok, err := m.jobSandbox(ctx, id, store.StateRestoring)
 	if !ok {
 		return err
@@ -135,8 +181,8 @@ func (w *restoreWorker) Work(ctx context.Context, job *river.Job[RestoreArgs]) e
 	start := time.Now()
 	ep, err := sus.Restore(ctx, spec)
 	if err != nil {
-		m.log.WarnContext(ctx, "restore attempt failed", "sandbox_id", id, "attempt", job.Attempt, "err", err)
-		if job.Attempt >= job.MaxAttempts {
+		m.log.WarnContext(ctx, "restore attempt failed", "sandbox_id", id, "attempt", attempt, "err", err)
+		if last {
 			return m.restoreFailed(ctx, id, err)
 		}
 		return fmt.Errorf("restore %s: %w", id, err)

@@ -1,0 +1,63 @@
+package lifecycle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// suspended returns a ready sandbox of h, suspended.
+func (h *idleHarness) suspended(t *testing.T) store.Sandbox {
+	t.Helper()
+	sb := h.readySandbox(t)
+	if err := h.m.Suspend(context.Background(), sb.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return h.waitState(t, sb.ID, store.StateSuspended, 10*time.Second)
+}
+
+// TestWakeRestoresInline: the waker that moves a sandbox to restoring
+// restores it itself, so a wake does not wait for a job worker to pick
+// the restore up: with the job queue stopped, Wake still returns ready.
+func TestWakeRestoresInline(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := newIdleHarness(t, backend, nil)
+			ctx := context.Background()
+			sb := h.suspended(t)
+			if err := h.st.StopJobs(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if err := h.m.Wake(wctx, sb.ID); err != nil {
+				t.Fatalf("wake with the job queue stopped: %v", err)
+			}
+			if n := h.prov.restores.Load(); n != 1 {
+				t.Fatalf("restores: got %d, want 1", n)
+			}
+			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+		})
+	}
+}
+
+// TestWakeInlineFailureRetriedByJob: when the waker's restore fails, a job
+// takes over with the usual retries, and the waiter still gets ready.
+func TestWakeInlineFailureRetriedByJob(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "sqlite", nil)
+	sb := h.suspended(t)
+	h.prov.failRestores.Store(1)
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.m.Wake(wctx, sb.ID); err != nil {
+		t.Fatalf("wake after a failed inline restore: %v", err)
+	}
+	if n := h.prov.restores.Load(); n != 2 {
+		t.Fatalf("restores: got %d, want 2 (the failed inline one, then the job's)", n)
+	}
+	wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+}
