@@ -73,8 +73,8 @@ func (p *devProc) holdsStatus(id, want string, d time.Duration) {
 }
 
 // TestIdleOffloadEndToEnd runs `sbx dev --idle-timeout 3s` and drives a
-// sandbox through idle suspends and wakes by SSH (real OpenSSH) and by
-// the exec API, on SQLite with in-memory activity (embedded server) and
+// sandbox through idle suspends and wakes by SSH (real OpenSSH), by a
+// preview request (curl through the preview proxy) and by the exec API, on SQLite with in-memory activity (embedded server) and
 // on Postgres with Redis (the machine's sshd).
 func TestIdleOffloadEndToEnd(t *testing.T) {
 	cases := []struct{ name, mode, backend string }{
@@ -128,9 +128,12 @@ func TestIdleOffloadEndToEnd(t *testing.T) {
 				t.Fatalf("ledger after ssh wake: %q", got)
 			}
 
-			// 3. Suspended again; exec wakes it.
-			// (A preview request waking it is the preview helper's part;
-			// the preview proxy is given the same Wake.)
+			// 3. Suspended again; a preview request wakes it (see
+			// previewWakes for what a user gets from a dev server that the
+			// suspend ended).
+			previewWakes(t, p, id, func() string { return ledger(t, st, id) })
+
+			// 4. Suspended again; exec wakes it.
 			p.waitStatus(id, "suspended", 30*time.Second)
 			var res struct {
 				Stdout   string `json:"stdout"`
@@ -140,7 +143,7 @@ func TestIdleOffloadEndToEnd(t *testing.T) {
 				t.Fatalf("exec after suspend: %d %+v", code, res)
 			}
 
-			// 4. A quiet open session (ssh -N) is never suspended; once it
+			// 5. A quiet open session (ssh -N) is never suspended; once it
 			// closes, the sandbox is.
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -152,8 +155,8 @@ func TestIdleOffloadEndToEnd(t *testing.T) {
 			cancel()
 			_ = quiet.Wait()
 			p.waitStatus(id, "suspended", 30*time.Second)
-			if got := ledger(t, st, id); got != "compute:idle_offload storage:restored compute:idle_offload storage:restored compute:idle_offload storage:open" {
-				t.Fatalf("ledger after three suspends: %q", got)
+			if got := ledger(t, st, id); got != "compute:idle_offload storage:restored compute:idle_offload storage:restored compute:idle_offload storage:restored compute:idle_offload storage:open" {
+				t.Fatalf("ledger after four suspends: %q", got)
 			}
 			var usage struct {
 				Compute float64 `json:"compute_seconds"`

@@ -73,6 +73,10 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	lw := &logWriter{logger: o.logger}
 	cmd.Stdout, cmd.Stderr = lw, lw
+	// A process a user started in the sandbox and detached (setsid, as dev
+	// servers are) can inherit sshd's log pipe and outlive sshd; Wait must
+	// not wait for it, or suspend and destroy hang for as long as it runs.
+	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start sshd: %w", err)
 	}
