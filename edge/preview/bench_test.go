@@ -43,16 +43,7 @@ func BenchmarkDownload(b *testing.B) {
 		}
 	})
 	b.Run("ssh-channel", func(b *testing.B) {
-		pool := podssh.NewPool(e.ca, nil)
-		defer pool.Close()
-		tgt := podssh.Target{SandboxID: "bench", Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey}
-		c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			cl, err := pool.Client(ctx, tgt)
-			if err != nil {
-				return nil, err
-			}
-			return cl.DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(e.upPort))
-		}}}
+		c := sshChannelClient(b, e)
 		defer c.CloseIdleConnections()
 		b.SetBytes(n)
 		for b.Loop() {
@@ -69,19 +60,34 @@ func BenchmarkDownload(b *testing.B) {
 	})
 }
 
-// BenchmarkSmallRequests sends 1 KiB GETs from parallel clients through
-// the proxy (BenchmarkDownload has the direct and bare-channel floors).
+// sshChannelClient reaches the upstream through bare direct-tcpip
+// channels on one pooled SSH connection: the floor under the proxy.
+func sshChannelClient(b *testing.B, e *env) *http.Client {
+	pool := podssh.NewPool(e.ca, nil)
+	b.Cleanup(func() { _ = pool.Close() })
+	tgt := podssh.Target{SandboxID: "bench", Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey}
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		cl, err := pool.Client(ctx, tgt)
+		if err != nil {
+			return nil, err
+		}
+		return cl.DialContext(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(e.upPort))
+	}}}
+}
+
+// BenchmarkSmallRequests sends 1 KiB GETs from 32 parallel clients
+// straight to the upstream (the baseline), through bare SSH channels (the
+// floor) and through the proxy; compare ns/op within one run.
 func BenchmarkSmallRequests(b *testing.B) {
 	e := newEnv(b, newTestApp())
 	e.expose("bench", "sbx-a", "acct-a", false, false)
-	b.Run("proxy", func(b *testing.B) {
-		c := e.client()
+	run := func(b *testing.B, c *http.Client, url string) {
 		c.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 		defer c.CloseIdleConnections()
 		b.SetParallelism(32)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				req, _ := http.NewRequest("GET", e.url("bench", "/small"), nil)
+				req, _ := http.NewRequest("GET", url, nil)
 				req.Header.Set("Authorization", "Bearer "+tokenA)
 				resp, err := c.Do(req)
 				if err != nil {
@@ -92,5 +98,10 @@ func BenchmarkSmallRequests(b *testing.B) {
 				resp.Body.Close()
 			}
 		})
+	}
+	b.Run("direct", func(b *testing.B) {
+		run(b, &http.Client{Transport: &http.Transport{}}, "http://127.0.0.1:"+strconv.Itoa(e.upPort)+"/small")
 	})
+	b.Run("ssh-channel", func(b *testing.B) { run(b, sshChannelClient(b, e), "http://upstream/small") })
+	b.Run("proxy", func(b *testing.B) { run(b, e.client(), e.url("bench", "/small")) })
 }

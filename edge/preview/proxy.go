@@ -212,9 +212,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.metrics.wsOpen.Inc()
 		defer func() { p.metrics.wsOpen.Dec(); closeWS() }()
 	}
-	ctx := context.WithValue(r.Context(), routeKey, rt)
-	ctx = context.WithValue(ctx, startKey{}, p.cfg.Now())
-	p.rp.ServeHTTP(cw, r.WithContext(ctx))
+	up := &upstreamCall{route: rt, key: rt.upstream, start: p.cfg.Now()}
+	if up.key == "" {
+		up.key = upstreamKey(rt)
+	}
+	// The dialler finds the route by the pool key; stored once per
+	// incarnation of the port, not per request.
+	if v, ok := p.upstreams.Load(up.key); !ok || v.(Route).Target != rt.Target {
+		p.upstreams.Store(up.key, rt)
+	}
+	p.rp.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), routeKey, up)))
 	if isUpgrade(r) && cw.code == 0 {
 		// ReverseProxy writes the 101 to the hijacked connection, past
 		// our writer.
@@ -270,11 +277,10 @@ func upstreamKey(rt Route) string {
 // for our own dialler; the address dialled is always 127.0.0.1:<port>
 // inside the route's sandbox.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	rt := pr.In.Context().Value(routeKey).(Route)
-	key := upstreamKey(rt)
-	p.upstreams.Store(key, rt)
+	up := pr.In.Context().Value(routeKey).(*upstreamCall)
+	rt := up.route
 	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = key
+	pr.Out.URL.Host = up.key
 	// X-Forwarded-For/Host/Proto from this request only; Rewrite has
 	// already removed any the client sent.
 	pr.SetXForwarded()
@@ -339,13 +345,19 @@ func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, err
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	// Time to response headers is the sandbox's latency as users feel it.
-	if start, ok := resp.Request.Context().Value(startKey{}).(time.Time); ok {
-		p.metrics.upstream.Observe(p.cfg.Now().Sub(start).Seconds())
+	if up, ok := resp.Request.Context().Value(routeKey).(*upstreamCall); ok {
+		p.metrics.upstream.Observe(p.cfg.Now().Sub(up.start).Seconds())
 	}
 	return nil
 }
 
-type startKey struct{}
+// upstreamCall is what ServeHTTP hands the ReverseProxy's callbacks, in
+// one context value: the route, its transport pool key and the start.
+type upstreamCall struct {
+	route Route
+	key   string
+	start time.Time
+}
 
 // copyBuffers recycles ReverseProxy's body copy buffers (32 KiB, an SSH
 // packet's worth), which it would otherwise allocate per response.
@@ -364,7 +376,10 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		w.WriteHeader(499)
 		return
 	}
-	rt, _ := r.Context().Value(routeKey).(Route)
+	var rt Route
+	if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok {
+		rt = up.route
+	}
 	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
 	writeProblem(w, r, errUpstream)
 }

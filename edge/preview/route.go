@@ -32,6 +32,10 @@ type Route struct {
 	// only then. Otherwise the proxy asks the Waker and resolves again.
 	Ready  bool
 	Target podssh.Target
+
+	// upstream is upstreamKey of a ready route, computed once when the
+	// route is cached rather than per request.
+	upstream string
 }
 
 // ErrUnknownHost is what a Resolver returns for a label that leads nowhere
@@ -109,6 +113,9 @@ func (c *routeCache) get(ctx context.Context, label string) (Route, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		rt, err := c.res.Resolve(lctx, label)
+		if err == nil && rt.Ready {
+			rt.upstream = upstreamKey(rt)
+		}
 		unknown := errors.Is(err, ErrUnknownHost)
 		if err != nil && !unknown {
 			return Route{}, err // control faults are not cached
