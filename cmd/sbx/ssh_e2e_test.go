@@ -167,7 +167,12 @@ func testSCP(t *testing.T, ta sshTarget, dir, mode string) {
 			name = "legacy-protocol"
 		}
 		t.Run(name, func(t *testing.T) {
-			remote := "scp-" + name + ".bin"
+			// In sshd mode the sandbox's home is the machine's root home,
+			// shared with every other run of this test on the machine: the
+			// sandbox ID keeps the names apart (two concurrent runs once
+			// overwrote each other's upload), and the file is removed.
+			remote := "scp-" + name + "-" + ta.id + ".bin"
+			t.Cleanup(func() { runTool(t, "", "ssh", append(ta.opts("-p"), ta.dest(), "rm -f "+remote)...) })
 			args := append(append(ta.opts("-P"), proto...), up, ta.dest()+":"+remote)
 			if _, errOut, code := runTool(t, "", "scp", args...); code != 0 {
 				t.Fatalf("scp up: exit %d: %s", code, errOut)
@@ -192,7 +197,9 @@ func testSFTP(t *testing.T, ta sshTarget, dir string) {
 	}
 	back := filepath.Join(dir, "sftp-back.txt")
 	batch := filepath.Join(dir, "batch")
-	script := fmt.Sprintf("mkdir sftpdir\nput %s sftpdir/a.txt\nls sftpdir\nget sftpdir/a.txt %s\nrm sftpdir/a.txt\nrmdir sftpdir\n", src, back)
+	// A directory per sandbox: in sshd mode the home is shared (see testSCP).
+	script := strings.ReplaceAll(fmt.Sprintf("mkdir sftpdir\nput %s sftpdir/a.txt\nls sftpdir\nget sftpdir/a.txt %s\nrm sftpdir/a.txt\nrmdir sftpdir\n", src, back),
+		"sftpdir", "sftpdir-"+ta.id)
 	if err := os.WriteFile(batch, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
