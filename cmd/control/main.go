@@ -55,6 +55,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
 	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
 	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis URL for shared activity (empty: in-memory, one replica only)")
+	fs.BoolVar(&c.Lifecycle.NoIdleOffload, "no-idle-offload", env("SBX_NO_IDLE_OFFLOAD", "") == "1", "never suspend idle sandboxes (required without --redis-url: a separate edge's activity is invisible then)")
 	prov := fs.String("provider", env("SBX_PROVIDER", "local"), `where sandboxes run: "local" (this machine) or "k8s" (pods)`)
 	k8sNS := fs.String("k8s-namespace", env("SBX_K8S_NAMESPACE", "sbx-sandboxes"), "namespace of sandbox pods (k8s provider)")
 	k8sCatalog := fs.String("k8s-catalog", env("SBX_K8S_CATALOG", "/etc/sbx/catalog.yaml"), "pools and profiles file (k8s provider)")
@@ -101,7 +102,16 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	} else {
 		c.InternalSecret = getenv("SBX_INTERNAL_SECRET")
 	}
-	return c, lv, c.Validate()
+	// Without Redis, activity lives in this process's memory, where the
+	// edge (another process) cannot record it: the idle detector would
+	// suspend sandboxes in use. Refuse rather than guess.
+	if err := c.Validate(); err != nil {
+		return c, 0, err
+	}
+	if c.RedisURL == "" && !c.Lifecycle.NoIdleOffload {
+		return c, 0, errors.New("--redis-url is required for idle offload (the edge records activity there); give it, or --no-idle-offload to keep sandboxes ready until their deadline")
+	}
+	return c, lv, nil
 }
 
 // run serves until ctx ends. ready, if set, sees the running service.

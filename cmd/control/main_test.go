@@ -18,7 +18,7 @@ func TestInternalAPIListener(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _, err := parseConfig([]string{
 		"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0",
-		"--ssh-public-addr", "127.0.0.1:2222",
+		"--ssh-public-addr", "127.0.0.1:2222", "--no-idle-offload",
 	}, func(k string) string {
 		if k == "SBX_INTERNAL_SECRET" {
 			return secret
@@ -80,5 +80,30 @@ func TestConfigNeedsSecretForInternalAPI(t *testing.T) {
 	_, _, err := parseConfig([]string{"--data-dir", t.TempDir()}, func(string) string { return "" })
 	if err == nil || !strings.Contains(err.Error(), "InternalSecret") {
 		t.Fatalf("parseConfig without a secret: %v, want an InternalSecret error", err)
+	}
+}
+
+// Without Redis the edge's activity is invisible to this process, so idle
+// offload would suspend sandboxes in use: control refuses to start unless
+// offload is turned off, and then the detector does not run.
+func TestConfigIdleOffloadNeedsRedis(t *testing.T) {
+	t.Parallel()
+	env := func(k string) string {
+		if k == "SBX_INTERNAL_SECRET" {
+			return "s3cret"
+		}
+		return ""
+	}
+	base := []string{"--data-dir", t.TempDir()}
+	if _, _, err := parseConfig(base, env); err == nil || !strings.Contains(err.Error(), "--redis-url") || !strings.Contains(err.Error(), "--no-idle-offload") {
+		t.Fatalf("parseConfig without Redis: %v; want an error naming --redis-url and --no-idle-offload", err)
+	}
+	c, _, err := parseConfig(append(base, "--no-idle-offload"), env)
+	if err != nil || !c.Lifecycle.NoIdleOffload {
+		t.Fatalf("--no-idle-offload: %+v, %v; want offload off", c.Lifecycle, err)
+	}
+	c, _, err = parseConfig(append(base, "--redis-url", "redis://127.0.0.1:6379/0"), env)
+	if err != nil || c.Lifecycle.NoIdleOffload {
+		t.Fatalf("--redis-url: %+v, %v; want offload on", c.Lifecycle, err)
 	}
 }

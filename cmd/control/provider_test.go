@@ -13,7 +13,7 @@ func TestProviderFlags(t *testing.T) {
 		}
 		return ""
 	}
-	base := []string{"--data-dir", t.TempDir()}
+	base := []string{"--data-dir", t.TempDir(), "--no-idle-offload"}
 	c, _, err := parseConfig(append(base, "--provider", "k8s", "--k8s-namespace", "sbx-test",
 		"--k8s-catalog", "../../control/provider/k8s/testdata/catalog.yaml"), env)
 	if err != nil {

@@ -97,7 +97,7 @@ func (m *Manager) suspender() (provider.Suspender, bool) {
 // IdleOffload reports whether the idle detector runs.
 func (m *Manager) IdleOffload() bool {
 	_, ok := m.suspender()
-	return ok && m.act != nil
+	return ok && m.act != nil && !m.cfg.NoIdleOffload
 }
 
 // CheckIdle suspends every ready sandbox idle longer than its timeout with

@@ -52,10 +52,13 @@ const idleTimeout = 5 * time.Minute
 
 // newIdleHarness runs the lifecycle with an in-memory activity store on the
 // harness clock and a 1 s idle tick; act replaces the store when non-nil.
-func newIdleHarness(t *testing.T, backend string, act func(now func() time.Time) activity.Store) *idleHarness {
+func newIdleHarness(t *testing.T, backend string, act func(now func() time.Time) activity.Store, tune ...func(*lifecycle.Config)) *idleHarness {
 	t.Helper()
 	ih := &idleHarness{}
 	cfg := lifecycle.Config{ReapInterval: time.Second, IdleTimeout: idleTimeout, IdleCheckInterval: time.Second}
+	for _, f := range tune {
+		f(&cfg)
+	}
 	ih.harness = newHarness(t, backend, cfg,
 		func(p provider.Provider) provider.Provider {
 			ih.prov = &suspendProvider{Local: p.(*local.Local)}
@@ -208,6 +211,19 @@ func TestLiveConnectionNeverSuspended(t *testing.T) {
 	closeConn()
 	h.clock.Advance(idleTimeout + time.Second)
 	h.waitState(t, sb.ID, store.StateSuspended, 10*time.Second)
+}
+
+// TestNoIdleOffload: with offload turned off (control without the shared
+// activity store) an idle sandbox stays ready.
+func TestNoIdleOffload(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "sqlite", nil, func(c *lifecycle.Config) { c.NoIdleOffload = true })
+	if h.m.IdleOffload() {
+		t.Fatal("IdleOffload() = true with NoIdleOffload set")
+	}
+	sb := h.readySandbox(t)
+	h.clock.Advance(3 * idleTimeout)
+	h.holds(t, sb.ID, store.StateReady, 3*time.Second)
 }
 
 // unreadable is an activity store whose reads fail, as Redis down.

@@ -39,6 +39,10 @@ type Config struct {
 	// Idle offload runs only with an Activity store and a provider that
 	// implements provider.Suspender.
 	IdleTimeout time.Duration
+	// NoIdleOffload turns the idle detector off: sandboxes stay ready until
+	// their deadline. For deployments whose activity this process cannot
+	// see (an edge in another process without shared Redis).
+	NoIdleOffload bool
 	// IdleCheckInterval is the idle detector's tick (default a third of
 	// IdleTimeout, between 1 s and 10 s); idleness is judged to within it.
 	IdleCheckInterval time.Duration
