@@ -143,9 +143,14 @@ func reorderIdentities(args []string, first, second string) []string {
 // the Go SSH client, then shows the broker still serves 127.0.0.2 (another
 // source on loopback) with OpenSSH, while 127.0.0.1 is held off.
 func TestFailedAuthRateLimit(t *testing.T) {
+	// One token per 1,000 s: far longer than the test, so the final
+	// "held off" check does not depend on how fast the machine runs the
+	// steps before it (at 0.5/s, a 127.0.0.2 login slower than 2 s under
+	// -race refilled a token and the limited source was admitted).
+	const refill = 0.001
 	e := newEnv(t, func(c *Config) {
 		c.FailedAuthBurst = 20
-		c.FailedAuthRate = 0.5
+		c.FailedAuthRate = refill
 	})
 	live := e.grant("alpha", nil)
 	stranger := e.newKey("stranger")
@@ -164,7 +169,7 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	// Each refused connection spends at least one token; allow the refill.
-	maxAuth := int64(20 + 0.5*elapsed.Seconds() + 2)
+	maxAuth := int64(20 + refill*elapsed.Seconds() + 2)
 	if refusedAtAuth.Load() > maxAuth || cutEarly.Load() < 900 {
 		t.Fatalf("1000 attempts in %v: %d reached auth, %d cut before; want at most %d to reach auth", elapsed, refusedAtAuth.Load(), cutEarly.Load(), maxAuth)
 	}
