@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -59,14 +60,25 @@ func sbxBinary(t *testing.T) string {
 	return binPath
 }
 
+// freeAddr picks a port for `sbx dev` to bind after this returns. It is
+// drawn below Linux's ephemeral range (32768-60999): a port from :0 lies
+// inside it, and any outgoing connection on the machine (ssh, Postgres,
+// HTTP clients of parallel tests) could take it as its source port before
+// sbx dev binds it, which failed TestAdminCLI with "address already in use".
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var last error
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			last = err
+			continue
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free port below the ephemeral range: %v", last)
+	return ""
 }
 
 // devProc is one running `sbx dev`.
