@@ -15,7 +15,7 @@ func (h *idleHarness) suspended(t *testing.T) store.Sandbox {
 	if err := h.m.Suspend(context.Background(), sb.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	return h.waitState(t, sb.ID, store.StateSuspended, 10*time.Second)
+	return h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
 }
 
 // TestWakeRestoresInline: the waker that moves a sandbox to restoring
