@@ -3,18 +3,17 @@
 package sshdtest
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/sshscenario"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -91,7 +90,7 @@ func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 	write(tb, cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644)
 
 	cmd := exec.Command(Binary, "-D", "-e", "-f", cfgPath)
-	var logs syncBuffer
+	var logs sshscenario.SyncBuffer
 	cmd.Stdout = &logs
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
@@ -147,21 +146,4 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
