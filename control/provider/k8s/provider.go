@@ -195,15 +195,7 @@ func (p *Provider) podFor(ctx context.Context, sandboxID string) (*corev1.Pod, e
 // answers with the sandbox's host key. A pod already running for the
 // sandbox is reused (job retries); a pod that ended is replaced.
 func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
-	shape, err := p.shapeFor(spec)
-	if err != nil {
-		return provider.Endpoint{}, err
-	}
-	pinned, err := pinnedKey(spec)
-	if err != nil {
-		return provider.Endpoint{}, err
-	}
-	pod, err := p.podFor(ctx, spec.SandboxID)
+	shape, pinned, pod, err := p.current(ctx, spec)
 	if err != nil {
 		return provider.Endpoint{}, err
 	}
@@ -250,6 +242,24 @@ const (
 	BootWarm = "warm_hit"
 	BootCold = "cold_boot"
 )
+
+// current resolves what Provision and Restore both start from: the
+// profile's shape, the host key to pin, and the sandbox's pod if one exists.
+func (p *Provider) current(ctx context.Context, spec provider.Spec) (Shape, gossh.PublicKey, *corev1.Pod, error) {
+	shape, err := p.shapeFor(spec)
+	if err != nil {
+		return Shape{}, nil, nil, err
+	}
+	pinned, err := pinnedKey(spec)
+	if err != nil {
+		return Shape{}, nil, nil, err
+	}
+	pod, err := p.podFor(ctx, spec.SandboxID)
+	if err != nil {
+		return Shape{}, nil, nil, err
+	}
+	return shape, pinned, pod, nil
+}
 
 func pinnedKey(spec provider.Spec) (gossh.PublicKey, error) {
 	signer, err := gossh.ParsePrivateKey(spec.HostKeyPEM)

@@ -183,15 +183,7 @@ func (p *Provider) deleteSnapshots(ctx context.Context, sandboxID, keep string) 
 // snapshot and a new pod, never a warm pod (the workspace is the
 // sandbox's own). A sandbox whose pod runs already is just waited on.
 func (p *Provider) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
-	shape, err := p.shapeFor(spec)
-	if err != nil {
-		return provider.Endpoint{}, err
-	}
-	pinned, err := pinnedKey(spec)
-	if err != nil {
-		return provider.Endpoint{}, err
-	}
-	pod, err := p.podFor(ctx, spec.SandboxID)
+	shape, pinned, pod, err := p.current(ctx, spec)
 	if err != nil {
 		return provider.Endpoint{}, err
 	}
