@@ -85,12 +85,20 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.edgeHTTP = runEdge(t, ctx, cancel, cfg, log, svc).HTTP.String()
+	return st
+}
+
+// runEdge runs the edge until the test ends and returns where it listens.
+// Cleanup stops the edge first, then control behind it.
+func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg Config, log *slog.Logger, svc *control.Service) listening {
+	t.Helper()
 	ready := make(chan listening, 1)
 	edgeDone := make(chan error, 1)
 	go func() { edgeDone <- run(ctx, cfg, log.With("side", "edge"), func(l listening) { ready <- l }) }()
+	var l listening
 	select {
-	case l := <-ready:
-		st.edgeHTTP = l.HTTP.String()
+	case l = <-ready:
 	case err := <-edgeDone:
 		t.Fatalf("edge did not start: %v", err)
 	}
@@ -105,7 +113,7 @@ func startStack(t *testing.T) *stack {
 			t.Errorf("control shutdown: %v", err)
 		}
 	})
-	return st
+	return l
 }
 
 type testLog struct{ t *testing.T }

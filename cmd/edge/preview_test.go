@@ -89,23 +89,7 @@ func TestPreviewSplitDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan listening, 1)
-	edgeDone := make(chan error, 1)
-	go func() { edgeDone <- run(ctx, cfg, log.With("side", "edge"), func(l listening) { ready <- l }) }()
-	select {
-	case <-ready:
-	case err := <-edgeDone:
-		t.Fatalf("edge did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-edgeDone; err != nil {
-			t.Errorf("edge run: %v", err)
-		}
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = svc.Shutdown(sctx)
-	})
+	runEdge(t, ctx, cancel, cfg, log, svc)
 	s := &stack{api: svc.URL(), token: tok, dir: dir}
 	id := s.readySandbox(t)
 
