@@ -15,8 +15,9 @@ import (
 )
 
 // newOIDCEnv runs a real OIDC provider (mockoidc) and a proxy signing in
-// through it. alice belongs to acct-a, bob to acct-b.
-func newOIDCEnv(t *testing.T) (*env, *mockoidc.MockOIDC) {
+// through it. alice belongs to acct-a, bob to acct-b. The sandbox runs
+// app, or the test app.
+func newOIDCEnv(t *testing.T, app ...http.Handler) (*env, *mockoidc.MockOIDC) {
 	t.Helper()
 	m, err := mockoidc.Run()
 	if err != nil {
@@ -24,7 +25,11 @@ func newOIDCEnv(t *testing.T) (*env, *mockoidc.MockOIDC) {
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
 	cfg := m.Config()
-	e := newEnv(t, newTestApp(), envOptions{oidc: &preview.OIDCConfig{Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret}})
+	var h http.Handler = newTestApp()
+	if len(app) > 0 {
+		h = app[0]
+	}
+	e := newEnv(t, h, envOptions{oidc: &preview.OIDCConfig{Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret}})
 	e.expose("alicepage", "sbx-a", "acct-a", false, false)
 	e.expose("bobpage", "sbx-b", "acct-b", false, false)
 	return e, m
