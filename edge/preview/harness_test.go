@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -271,21 +270,4 @@ func (e *env) get(label, path string, hdr ...string) (*http.Response, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
-}
-
-// rawRequest writes raw bytes to the proxy and returns everything it
-// answers until it closes or goes quiet.
-func (e *env) rawRequest(raw string) string {
-	e.t.Helper()
-	c, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, strings.ReplaceAll(raw, "\n", "\r\n")); err != nil {
-		e.t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(time.Second))
-	b, _ := io.ReadAll(c)
-	return string(b)
 }
