@@ -44,6 +44,12 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, 
 		var s session
 		if p.seal.open(purposeSession, c.Value, &s) == nil &&
 			s.Label == label && s.SandboxID == rt.SandboxID && s.AccountID == rt.AccountID {
+			if !p.sameOrigin(r, label) {
+				p.log.InfoContext(r.Context(), "cross-origin request refused", "sandbox_id", rt.SandboxID, "label", label,
+					"method", r.Method, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+				writeProblem(w, r, errCrossOrigin)
+				return false
+			}
 			return true
 		}
 		// A stale or foreign cookie is treated as none: a browser is sent

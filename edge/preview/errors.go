@@ -23,6 +23,8 @@ var (
 	errUpstream     = problem.New(http.StatusBadGateway, "upstream_unreachable", "nothing answered on this port inside the sandbox")
 	errControl      = problem.New(http.StatusServiceUnavailable, "control_unavailable", "the edge could not reach the control plane; retry shortly")
 	errBadLogin     = problem.New(http.StatusBadRequest, "login_invalid", "the login link or its return address is not valid; open the preview URL again")
+	errCrossOrigin  = problem.New(http.StatusForbidden, "cross_origin_refused", "the preview session cookie only works for requests from the preview's own pages; another origin must send an account token")
+	errBadBody      = problem.New(http.StatusBadRequest, "malformed_body", "the request body's framing is malformed")
 )
 
 // writeProblem answers with a problem document that a browser app on any
@@ -71,8 +73,4 @@ func isNavigation(r *http.Request) bool {
 		return m == "navigate"
 	}
 	return strings.Contains(r.Header.Get("Accept"), "text/html")
-}
-
-func isUpgrade(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect
 }

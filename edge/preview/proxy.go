@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -221,7 +222,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v, ok := p.upstreams.Load(up.key); !ok || v.(Route).Target != rt.Target {
 		p.upstreams.Store(up.key, rt)
 	}
-	p.rp.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), routeKey, up)))
+	out := r.WithContext(context.WithValue(r.Context(), routeKey, up))
+	if r.Body != nil && r.Body != http.NoBody {
+		up.body = &clientBody{ReadCloser: r.Body}
+		out.Body = up.body
+	}
+	p.rp.ServeHTTP(cw, out)
 	if isUpgrade(r) && cw.code == 0 {
 		// ReverseProxy writes the 101 to the hijacked connection, past
 		// our writer.
@@ -281,8 +287,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	rt := up.route
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = up.key
-	// X-Forwarded-For/Host/Proto from this request only; Rewrite has
-	// already removed any the client sent.
+	// X-Forwarded-For/Host/Proto from this request only.
+	dropClientForwarding(pr.Out.Header)
 	pr.SetXForwarded()
 	if p.cfg.Scheme == "https" {
 		pr.Out.Header.Set("X-Forwarded-Proto", "https")
@@ -292,6 +298,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Host = "localhost:" + strconv.Itoa(rt.Port)
 	}
 	stripCredentials(pr.Out.Header)
+	if !isUpgrade(pr.In) {
+		// ReverseProxy relays any Upgrade; only WebSockets pass here
+		// (an h2c upgrade would hand the client a raw tunnel to the
+		// app, past the proxy's per-request checks).
+		pr.Out.Header.Del("Upgrade")
+		pr.Out.Header.Del("Connection")
+	}
 }
 
 // stripCredentials removes everything of ours the sandbox's code must not
@@ -348,6 +361,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if up, ok := resp.Request.Context().Value(routeKey).(*upstreamCall); ok {
 		p.metrics.upstream.Observe(p.cfg.Now().Sub(up.start).Seconds())
 	}
+	hostOnlyCookies(resp.Header)
 	return nil
 }
 
@@ -357,6 +371,32 @@ type upstreamCall struct {
 	route Route
 	key   string
 	start time.Time
+	body  *clientBody // nil without a body
+}
+
+// clientBody remembers why reading the client's body failed, so that a
+// broken body (bad chunk framing, a client gone mid-upload) is answered
+// as the client's fault rather than as an unreachable upstream.
+type clientBody struct {
+	io.ReadCloser
+	mu  sync.Mutex // guards err: the transport reads, the handler asks
+	err error
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		b.err = err
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *clientBody) failed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err != nil
 }
 
 // copyBuffers recycles ReverseProxy's body copy buffers (32 KiB, an SSH
@@ -379,6 +419,10 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	var rt Route
 	if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok {
 		rt = up.route
+		if up.body != nil && up.body.failed() {
+			writeProblem(w, r, errBadBody)
+			return
+		}
 	}
 	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
 	writeProblem(w, r, errUpstream)

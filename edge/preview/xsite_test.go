@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,7 +178,7 @@ func TestCrossOriginCookieRequests(t *testing.T) {
 		switch {
 		case tc.relayed && (resp.StatusCode != tc.status || n != 1):
 			t.Errorf("%s: %d %q, upstream saw it %d times; want %d relayed once", tc.name, resp.StatusCode, body, n, tc.status)
-		case !tc.relayed && (resp.StatusCode != 403 || !strings.Contains(body, `"cross_origin_refused"`) || n != 0):
+		case !tc.relayed && (resp.StatusCode != 403 || !strings.Contains(body, "cross_origin_refused") || n != 0):
 			t.Errorf("%s: %d %q, upstream saw it %d times; want 403 cross_origin_refused and nothing relayed", tc.name, resp.StatusCode, body, n)
 		}
 	}
@@ -227,7 +228,9 @@ func TestBrowserCrossSiteAttacks(t *testing.T) {
 
 	victim := e.host("alicepage")
 	before := e.upstream.seen(victim)
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("openpage", "/"))); err != nil {
+	// B's app also tries to toss a cookie onto every sibling preview.
+	toss := url.Values{"c": {"tossed=1; Domain=" + domain + "; Path=/"}}
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("openpage", "/cookies?"+toss.Encode()))); err != nil {
 		t.Fatal(err)
 	}
 	// The browser's log of B's tab, until the check below has read it.
@@ -282,5 +285,52 @@ func TestBrowserCrossSiteAttacks(t *testing.T) {
 	}
 	if !saw403 {
 		t.Errorf("B's console never reported the WebSocket handshake's 403")
+	}
+
+	// Back on A: still signed in, and without B's cookie.
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("alicepage", "/after"))); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Text("body")); !strings.Contains(body, "path /after") {
+		t.Errorf("A after the attack: %q, want A's page", body)
+	}
+	if r := e.upstream.last(); r == nil || r.Host != victim || strings.Contains(r.Header.Get("Cookie"), "tossed") {
+		t.Errorf("A's upstream got Cookie %q: B's cookie reached A", r.Header.Get("Cookie"))
+	}
+}
+
+// TestUpstreamCookiesStayHostOnly: a sandbox's Set-Cookie reaches only its
+// own preview host. A Domain attribute (the preview domain or a parent
+// would plant the cookie on every sibling preview) is dropped, other
+// attributes stay as the app wrote them, and our own cookie names cannot
+// be set by the app.
+func TestUpstreamCookiesStayHostOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, xsiteApp())
+	e.expose("cookiejar", "sbx-b", "acct-b", true, false)
+	for _, tc := range []struct{ set, want string }{
+		{"a=1; Domain=" + domain + "; Path=/", "a=1; Path=/"},
+		{"a=1; domain=." + domain, "a=1"},
+		{"a=1; Path=/; DOMAIN = localhost; Secure", "a=1; Path=/; Secure"},
+		{"a=1; Domain=cookiejar." + domain + "; HttpOnly", "a=1; HttpOnly"},
+		{"a=1; Domain=otherhost." + domain, "a=1"},
+		{"a=1; Domain=" + domain + "; Domain=cookiejar." + domain, "a=1"},
+		{"a=1; Path=/; SameSite=None; Secure; Partitioned; Priority=High", "a=1; Path=/; SameSite=None; Secure; Partitioned; Priority=High"},
+		{"a=x;domain=" + domain + ";path=/", "a=x;path=/"},
+		{"__Host-sbx-preview=forged; Path=/; Secure", ""},
+		{"__HOST-SBX-login=forged; Path=/; Secure", ""},
+	} {
+		q := url.Values{"c": {tc.set}}
+		resp, _ := e.get("cookiejar", "/cookies?"+q.Encode())
+		got := strings.Join(resp.Header.Values("Set-Cookie"), "\n")
+		if got != tc.want {
+			t.Errorf("sandbox sets %q: the browser gets %q, want %q", tc.set, got, tc.want)
+		}
+	}
+	// Several at once: each is edited on its own.
+	q := url.Values{"c": {"a=1; Domain=" + domain, "b=2", "__Host-sbx-preview=x", "c=3; Max-Age=60; Domain=" + domain}}
+	resp, _ := e.get("cookiejar", "/cookies?"+q.Encode())
+	if got, want := resp.Header.Values("Set-Cookie"), []string{"a=1", "b=2", "c=3; Max-Age=60"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("several cookies: %q, want %q", got, want)
 	}
 }
