@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
 )
 
@@ -333,4 +334,108 @@ func TestUpstreamCookiesStayHostOnly(t *testing.T) {
 	if got, want := resp.Header.Values("Set-Cookie"), []string{"a=1", "b=2", "c=3; Max-Age=60"}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("several cookies: %q, want %q", got, want)
 	}
+}
+
+// devLogin signs in through the sbx dev sign-in form with plain requests
+// and returns the session cookie for label.
+func devLogin(t *testing.T, e *env, label string) string {
+	t.Helper()
+	c := e.client()
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(e.url("", "/login?rd="+url.QueryEscape(e.url(label, "/"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	_, rest, _ := strings.Cut(string(page), `name="state" value="`)
+	state, _, _ := strings.Cut(rest, `"`)
+	var login *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "__Host-sbx-login" {
+			login = ck
+		}
+	}
+	if state == "" || login == nil {
+		t.Fatalf("dev login page: %d %q", resp.StatusCode, page)
+	}
+	req, _ := http.NewRequest("POST", e.url("", "/dev-login"), strings.NewReader(url.Values{"state": {state}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(login)
+	if resp, err = c.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp, err = c.Get(resp.Header.Get("Location")); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "__Host-sbx-preview" {
+			return ck.Name + "=" + ck.Value
+		}
+	}
+	t.Fatalf("ticket redemption: %d, no session cookie", resp.StatusCode)
+	return ""
+}
+
+// TestCrossOriginRefusalWakesNothing: a refused request neither wakes a
+// suspended sandbox nor opens an upstream channel; the same cookie from
+// the preview's own origin then does both.
+func TestCrossOriginRefusalWakesNothing(t *testing.T) {
+	t.Parallel()
+	w := &fakeWaker{}
+	e := newEnv(t, newTestApp(), envOptions{waker: w})
+	e.expose("sleepy", "sbx-a", "acct-a", false, false)
+	cookie := devLogin(t, e, "sleepy")
+	ready, _ := e.res.Resolve(t.Context(), "sleepy")
+	e.res.set("sleepy", preview.Route{SandboxID: ready.SandboxID, AccountID: ready.AccountID, Port: ready.Port})
+	e.proxy.Invalidate("sleepy")
+	w.wake = func() { e.res.set("sleepy", ready) }
+
+	sibling := "http://" + e.host("other")
+	for _, hdr := range [][]string{
+		{"Origin", sibling, "Sec-Fetch-Site", "same-site"},
+		{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Origin", sibling},
+	} {
+		method := "POST"
+		if len(hdr) > 4 {
+			method = "GET"
+		}
+		req, _ := http.NewRequest(method, e.url("sleepy", "/ws"), nil)
+		req.Header.Set("Cookie", cookie)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		if resp, body := e.send(req); resp.StatusCode != 403 || problemCode(t, body) != "cross_origin_refused" {
+			t.Errorf("%s %v: %d %s, want 403 cross_origin_refused", method, hdr, resp.StatusCode, body)
+		}
+	}
+	if n := w.count(); n != 0 {
+		t.Errorf("refused requests woke the sandbox %d times", n)
+	}
+	if n := dials(t, e); n != 0 {
+		t.Errorf("refused requests opened %d upstream channels", n)
+	}
+	req, _ := http.NewRequest("POST", e.url("sleepy", "/"), nil)
+	req.Header.Set("Cookie", cookie)
+	req.Header.Set("Origin", "http://"+e.host("sleepy"))
+	if resp, body := e.send(req); resp.StatusCode != 200 || w.count() != 1 || dials(t, e) != 1 {
+		t.Errorf("same-origin POST: %d %s, %d wakes, %d dials; want 200 after one wake and one dial", resp.StatusCode, body, w.count(), dials(t, e))
+	}
+}
+
+// dials is how many upstream channels the proxy has opened.
+func dials(t *testing.T, e *env) uint64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "sbx_preview_upstream_dial_seconds" {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
 }
