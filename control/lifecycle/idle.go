@@ -36,6 +36,7 @@ type idleMetrics struct {
 	suspendFailures prometheus.Counter
 	idleCheckErrors prometheus.Counter
 	restores        prometheus.Counter
+	restoreFailures prometheus.Counter
 	restoreSeconds  prometheus.Histogram
 }
 
@@ -53,6 +54,9 @@ func newIdleMetrics() *idleMetrics {
 		restores: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sbx_sandboxes_restored_total", Help: "Suspended sandboxes woken.",
 		}),
+		restoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sbx_restore_failures_total", Help: "Wakes that ended with the sandbox failed: restore budget spent or snapshot gone.",
+		}),
 		restoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sbx_restore_seconds", Help: "Time the provider took to restore a suspended sandbox.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60},
@@ -61,7 +65,7 @@ func newIdleMetrics() *idleMetrics {
 }
 
 func (m *idleMetrics) register(reg prometheus.Registerer) {
-	reg.MustRegister(m.suspended, m.suspendFailures, m.idleCheckErrors, m.restores, m.restoreSeconds)
+	reg.MustRegister(m.suspended, m.suspendFailures, m.idleCheckErrors, m.restores, m.restoreFailures, m.restoreSeconds)
 }
 
 // IdleCheckArgs is the periodic idle sweep.
@@ -152,24 +156,15 @@ func (m *Manager) CheckIdle(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Suspend moves a ready sandbox to suspending: in one transaction the
-// compute line closes (idle_offload), a storage line opens, the deadline
-// clock stops (SuspendedAt) and the snapshot job is enqueued. A sandbox
-// no longer ready is left alone.
+// Suspend moves a ready sandbox to suspending and enqueues the snapshot
+// job in the same transaction. The ledger does not change: the sandbox
+// still holds its pod while the snapshot is taken, so the compute line
+// runs on (spec: "session continues") until the suspender closes it. A
+// sandbox no longer ready is left alone.
 func (m *Manager) Suspend(ctx context.Context, id, actor string) error {
 	changed, _, err := m.transition(ctx, id, step{
 		from: store.StateReady, to: store.StateSuspending, reason: ReasonIdleOffload, actor: actor,
 		job: SuspendArgs{SandboxID: id},
-		apply: func(tx store.Tx, sb *store.Sandbox, now time.Time) error {
-			if _, err := tx.CloseSessions(ctx, id, store.SessionCompute, now, ReasonIdleOffload); err != nil {
-				return err
-			}
-			_, err := tx.OpenSession(ctx, store.Session{
-				SandboxID: id, AccountID: sb.AccountID, Platform: sb.Platform, Kind: store.SessionStorage, StartedAt: now,
-			})
-			sb.SuspendedAt = &now
-			return err
-		},
 	})
 	if err != nil {
 		return fmt.Errorf("suspend %s: %w", id, err)
@@ -226,10 +221,22 @@ func (w *suspendWorker) Work(ctx context.Context, job *river.Job[SuspendArgs]) e
 		m.metrics.suspendFailures.Inc()
 		return m.unsuspend(ctx, sb, err)
 	}
-	// A sandbox ended meanwhile is left alone: its terminate job removes
-	// the snapshot.
+	// Snapshot stored, pod released: in one transaction the compute line
+	// closes (idle_offload), the storage line opens at the same instant
+	// and the deadline clock stops (SuspendedAt). A sandbox ended
+	// meanwhile is left alone: its terminate job removes the snapshot.
 	changed, _, err := m.transition(ctx, id, step{
 		from: store.StateSuspending, to: store.StateSuspended, reason: ReasonIdleOffload, actor: "suspender",
+		apply: func(tx store.Tx, sb *store.Sandbox, now time.Time) error {
+			if _, err := tx.CloseSessions(ctx, id, store.SessionCompute, now, ReasonIdleOffload); err != nil {
+				return err
+			}
+			_, err := tx.OpenSession(ctx, store.Session{
+				SandboxID: id, AccountID: sb.AccountID, Platform: sb.Platform, Kind: store.SessionStorage, StartedAt: now,
+			})
+			sb.SuspendedAt = &now
+			return err
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("mark %s suspended: %w", id, err)
@@ -242,8 +249,8 @@ func (w *suspendWorker) Work(ctx context.Context, job *river.Job[SuspendArgs]) e
 }
 
 // unsuspend brings a sandbox whose suspend failed back to ready: its
-// server is started again on the workspace, the storage line closes and a
-// new compute line opens.
+// server is started again on the workspace. The ledger does not change:
+// the compute line never closed.
 func (m *Manager) unsuspend(ctx context.Context, sb store.Sandbox, cause error) error {
 	spec, _, err := m.spec(ctx, sb)
 	if err != nil {
@@ -256,12 +263,19 @@ func (m *Manager) unsuspend(ctx context.Context, sb store.Sandbox, cause error) 
 	_, _, err = m.transition(ctx, sb.ID, step{
 		from: store.StateSuspending, to: store.StateReady, reason: ReasonSuspendFailed, actor: "suspender",
 		message: cause.Error(),
-		apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
-			return m.resume(ctx, tx, cur, ep, now, ReasonSuspendFailed)
+		apply: func(_ store.Tx, cur *store.Sandbox, _ time.Time) error {
+			cur.Endpoint, cur.SSHUser, cur.Workspace = ep.Addr, ep.User, ep.Workspace
+			return nil
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("return %s to ready: %w", sb.ID, err)
+	}
+	// The compute line's start is the floor of idleness, and it did not
+	// move: without a mark the detector would try again at its next tick
+	// and fail the same way. A mark gives the sandbox a full idle timeout.
+	if m.act != nil {
+		m.act.Mark(sb.ID)
 	}
 	return nil
 }

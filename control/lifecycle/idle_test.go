@@ -25,9 +25,17 @@ type suspendProvider struct {
 	restores     atomic.Int32
 	failSuspend  atomic.Bool
 	failRestores atomic.Int32 // how many restores to fail before succeeding
+	// restoreErr, when set, is what the failing restores return.
+	restoreErr atomic.Pointer[error]
+	// suspendGate and restoreGate, when set, hold Suspend and Restore
+	// until the channel is closed.
+	suspendGate, restoreGate atomic.Pointer[chan struct{}]
 }
 
 func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
+	if g := p.suspendGate.Load(); g != nil {
+		<-*g
+	}
 	if p.failSuspend.Load() {
 		return errors.New("injected: snapshot failed")
 	}
@@ -36,7 +44,13 @@ func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
 
 func (p *suspendProvider) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
 	p.restores.Add(1)
+	if g := p.restoreGate.Load(); g != nil {
+		<-*g
+	}
 	if p.failRestores.Add(-1) >= 0 {
+		if err := p.restoreErr.Load(); err != nil {
+			return provider.Endpoint{}, *err
+		}
 		return provider.Endpoint{}, errors.New("injected: restore failed")
 	}
 	return p.Local.Restore(ctx, spec)
@@ -261,7 +275,9 @@ func TestSuspendFailureReturnsToReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := h.waitState(t, sb.ID, store.StateReady, stateCeiling)
-	wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:suspend_failed", "compute:open"})
+	// The compute line never closed: billing continues while suspending
+	// and a failed suspend is no exit from ready.
+	wantSessions(t, h.st, sb.ID, []string{"compute:open"})
 	if in, err := h.prov.Status(context.Background(), sb.ID); err != nil || in.Phase != provider.PhaseRunning {
 		t.Fatalf("provider after failed suspend: %+v, %v; want running", in, err)
 	}

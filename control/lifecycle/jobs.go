@@ -54,11 +54,16 @@ func (m *Manager) Jobs() store.JobsConfig {
 	river.AddWorker(w, &reapWorker{m: m})
 	river.AddWorker(w, &idleCheckWorker{m: m})
 	river.AddWorker(w, &suspendWorker{m: m})
-	river.AddWorker(w, &restoreWorker{m: m})
+	river.AddWorker(w, &restoreSweepWorker{m: m})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReapInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	if _, ok := m.suspender(); ok {
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(m.restoreSweepInterval()),
+			func() (river.JobArgs, *river.InsertOpts) { return RestoreSweepArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	if m.IdleOffload() {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(m.cfg.IdleCheckInterval),

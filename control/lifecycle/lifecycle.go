@@ -46,6 +46,14 @@ type Config struct {
 	// IdleCheckInterval is the idle detector's tick (default a third of
 	// IdleTimeout, between 1 s and 10 s); idleness is judged to within it.
 	IdleCheckInterval time.Duration
+	// RestoreAttempts is the restore budget of one wake (default 5): after
+	// that many failed attempts the sandbox fails (restore_failed).
+	RestoreAttempts int
+	// RestoreLease is how long a restore survives its restorer's silence
+	// (default 3 s): the restoring process renews it three times as
+	// often, and once it lapses the backstop sweep, run every half lease
+	// (at least 1 s), takes the restore over on any replica.
+	RestoreLease time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -69,6 +77,12 @@ func (c *Config) setDefaults() {
 		// At most 10 s, so an account overriding the timeout below the
 		// default is still checked often; a check is one query.
 		c.IdleCheckInterval = min(max(c.IdleTimeout/3, time.Second), 10*time.Second)
+	}
+	if c.RestoreAttempts <= 0 {
+		c.RestoreAttempts = 5
+	}
+	if c.RestoreLease <= 0 {
+		c.RestoreLease = 3 * time.Second
 	}
 }
 
@@ -379,6 +393,7 @@ func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.T
 		}
 		sb.State = store.StateTerminating
 		sb.EndReason = reason
+		clearLease(&sb) // a restore in flight finds the sandbox ended
 		if err := tx.UpdateSandbox(ctx, sb); err != nil {
 			return err
 		}

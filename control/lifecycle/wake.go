@@ -6,28 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/riverqueue/river"
-
+	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
 )
 
 // ErrCannotWake is returned by Wake for a sandbox that has ended or failed.
 var ErrCannotWake = errors.New("sandbox cannot be woken")
-
-// RestoreArgs asks for a restoring sandbox's workspace and server to come
-// back.
-type RestoreArgs struct {
-	SandboxID string `json:"sandbox_id"`
-}
-
-// Kind implements river.JobArgs.
-func (RestoreArgs) Kind() string { return "sandbox.restore" }
-
-// InsertOpts: however many wakers, only the one that moves the sandbox
-// to restoring enqueues this, so it needs no uniqueness (see SuspendArgs).
-func (RestoreArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 5}
-}
 
 // wakeRecheck bounds how long a waiter relies on notifications alone: if
 // one is lost (Redis restarting), the waiter re-reads state this often.
@@ -59,12 +43,12 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 		case store.StateReady:
 			return nil
 		case store.StateSuspended:
-			won, err := m.beginRestore(ctx, id)
+			l, won, err := m.beginRestore(ctx, id)
 			if err != nil {
 				return err
 			}
 			if won {
-				m.restoreInline(ctx, id)
+				m.restoreInline(ctx, l)
 			}
 			continue // re-read: ready now, restoring, or changed again
 		case store.StatePending, store.StateSuspending, store.StateRestoring:
@@ -85,145 +69,176 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 
 // beginRestore moves a suspended sandbox to restoring, once the account
 // rules admit it (ErrLimit and friends are returned to the waker), and in
-// the same transaction enqueues the restore job as a backstop, scheduled
-// restoreBackstop out. won reports whether this caller made the move and
-// so must restore; losing the race to another waker is fine.
-func (m *Manager) beginRestore(ctx context.Context, id string) (won bool, err error) {
+// the same transaction leases the restore to this caller: the lease, not
+// a job scheduled minutes out, is what the backstop watches (see
+// SweepRestores). won reports whether this caller made the move and so
+// must restore; losing the race to another waker is fine.
+func (m *Manager) beginRestore(ctx context.Context, id string) (l restoreLease, won bool, err error) {
+	l = m.newLease(id)
 	changed, _, err := m.transition(ctx, id, step{
 		from: store.StateSuspended, to: store.StateRestoring, reason: ReasonWake, actor: "waker",
-		job: RestoreArgs{SandboxID: id},
-		// River schedules by the wall clock, not the injected one.
-		jobOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(m.restoreBackstop())},
-		// A restoring sandbox counts against the account's limit again.
 		apply: func(tx store.Tx, sb *store.Sandbox, _ time.Time) error {
-			return m.Admit(ctx, tx, sb.AccountID, sb.Platform)
+			// A restoring sandbox counts against the account's limit again.
+			if err := m.Admit(ctx, tx, sb.AccountID, sb.Platform); err != nil {
+				return err
+			}
+			l.attempt = 1
+			l.grant(sb, m.cfg.RestoreLease)
+			return nil
 		},
 	})
 	if err != nil {
-		return false, fmt.Errorf("begin restore of %s: %w", id, err)
+		return l, false, fmt.Errorf("begin restore of %s: %w", id, err)
 	}
 	if changed {
 		m.log.InfoContext(ctx, "waking sandbox", "sandbox_id", id)
 	}
-	return changed, nil
-}
-
-// restoreBackstop is how long after a wake the durable restore job looks
-// at the sandbox. It does the restore only if the sandbox is still
-// restoring then, i.e. the waker's process died mid-restore. It is later
-// than an inline attempt may last (ProvisionTimeout), so the two do not
-// overlap; a restore is idempotent in every provider should they.
-func (m *Manager) restoreBackstop() time.Duration {
-	return m.cfg.ProvisionTimeout + time.Minute
+	return l, changed, nil
 }
 
 // restoreInline makes the first restore attempt in the winning waker's
-// goroutine, so a wake does not wait for a job worker to fetch the job
-// (up to SQLite's fetch poll interval, or River's fetch cooldown after a
-// Postgres notification). It is detached from ctx's cancellation, since a
-// client hanging up must not leave the sandbox restoring until the
-// backstop, and bounded by ProvisionTimeout. A failed attempt hands over
-// to a job enqueued now, which retries with backoff and finally returns
-// the sandbox to suspended.
-func (m *Manager) restoreInline(ctx context.Context, id string) {
+// goroutine, so a wake does not wait for a job worker. It is detached
+// from ctx's cancellation, since a client hanging up must not leave the
+// sandbox restoring, and bounded by ProvisionTimeout. A failed attempt
+// releases the lease for the backstop sweep to retry after a backoff.
+func (m *Manager) restoreInline(ctx context.Context, l restoreLease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.ProvisionTimeout)
 	defer cancel()
-	err := m.restore(rctx, id, 1, false)
-	if err == nil {
-		return
-	}
-	m.log.WarnContext(ctx, "inline restore failed; a job retries it", "sandbox_id", id, "err", err)
-	err = m.store.InTx(rctx, func(tx store.Tx) error {
-		return tx.Enqueue(rctx, RestoreArgs{SandboxID: id}, nil)
-	})
-	if err != nil {
-		m.log.ErrorContext(ctx, "enqueue restore retry; the backstop job restores later", "sandbox_id", id, "err", err)
+	if err := m.restoreLeased(rctx, l); err != nil {
+		m.log.WarnContext(ctx, "inline restore failed", "sandbox_id", l.id, "err", err)
 	}
 }
 
-type restoreWorker struct {
-	river.WorkerDefaults[RestoreArgs]
-	m *Manager
-}
-
-func (w *restoreWorker) NextRetry(job *river.Job[RestoreArgs]) time.Time {
-	return time.Now().Add(retryBackoff(job.Attempt))
-}
-
-func (w *restoreWorker) Timeout(*river.Job[RestoreArgs]) time.Duration {
-	return w.m.cfg.ProvisionTimeout
-}
-
-// Work restores the workspace and server, then in one transaction closes
-// the storage line, opens a compute line and marks the sandbox ready. A
-// restore that keeps failing puts the sandbox back to suspended (snapshot
-// intact), so a later wake tries again.
-func (w *restoreWorker) Work(ctx context.Context, job *river.Job[RestoreArgs]) error {
-	return w.m.restore(ctx, job.Args.SandboxID, job.Attempt, job.Attempt >= job.MaxAttempts)
-}
-
-// restore restores a restoring sandbox (see restoreWorker.Work); a
-// sandbox in any other state is left alone. attempt is for the log; when
-// last, a failure returns the sandbox to suspended.
-func (m *Manager) restore(ctx context.Context, id string, attempt int, last bool) error {
-	sb, ok, err := m.jobSandbox(ctx, id, store.StateRestoring)
-	if !ok {
+// restoreLeased restores a restoring sandbox whose lease l holds,
+// renewing the lease while the provider works. Success closes the storage
+// line, opens a compute line and marks it ready in one transaction; a
+// failure is settled by restoreAttemptFailed (retry later, or failed).
+func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
+	sb, ok, err := m.jobSandbox(ctx, l.id, store.StateRestoring)
+	if !ok || err != nil {
 		return err
-	}
-	sus, can := m.suspender()
-	if !can {
-		return river.JobCancel(fmt.Errorf("restore %s: provider cannot restore", id))
 	}
 	spec, _, err := m.spec(ctx, sb)
 	if err != nil {
-		return err
+		return m.restoreAttemptFailed(ctx, l, err)
+	}
+	sus, can := m.suspender()
+	if !can {
+		return m.restoreAttemptFailed(ctx, l, errors.New("provider cannot restore"))
 	}
 	start := time.Now()
-	ep, err := sus.Restore(ctx, spec)
+	var ep provider.Endpoint
+	err = m.holdLease(ctx, l, func(ctx context.Context) error {
+		var err error
+		ep, err = sus.Restore(ctx, spec)
+		return err
+	})
 	if err != nil {
-		m.log.WarnContext(ctx, "restore attempt failed", "sandbox_id", id, "attempt", attempt, "err", err)
-		if last {
-			return m.restoreFailed(ctx, id, err)
-		}
-		return fmt.Errorf("restore %s: %w", id, err)
+		m.log.WarnContext(ctx, "restore attempt failed", "sandbox_id", l.id, "attempt", l.attempt, "err", err)
+		return m.restoreAttemptFailed(ctx, l, err)
 	}
 	took := time.Since(start)
 	if m.conns != nil {
-		m.conns.Forget(id) // the endpoint may have moved
+		m.conns.Forget(l.id) // the endpoint may have moved
 	}
-	changed, state, err := m.transition(ctx, id, step{
+	// Not checked against the lease: a restore that succeeded is as good
+	// as another process's (restores are idempotent in every provider),
+	// and whichever marks ready first wins.
+	changed, state, err := m.transition(ctx, l.id, step{
 		from: store.StateRestoring, to: store.StateReady, reason: ReasonWake, actor: "restorer",
 		apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
+			clearLease(cur)
 			return m.resume(ctx, tx, cur, ep, now, ReasonRestored)
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("mark %s ready after restore: %w", id, err)
+		return fmt.Errorf("mark %s ready after restore: %w", l.id, err)
 	}
 	if state == store.StateTerminating || state.Final() {
 		// Deleted while restoring: the terminate job may already have run,
 		// so release what the restore started.
-		if err := m.prov.Destroy(ctx, id); err != nil {
-			return fmt.Errorf("destroy %s restored after it ended: %w", id, err)
+		if err := m.prov.Destroy(ctx, l.id); err != nil {
+			return fmt.Errorf("destroy %s restored after it ended: %w", l.id, err)
 		}
 		return nil
 	}
 	if changed {
 		m.metrics.restores.Inc()
 		m.metrics.restoreSeconds.Observe(took.Seconds())
-		m.log.InfoContext(ctx, "sandbox woken", "sandbox_id", id, "restore_took", took)
+		m.log.InfoContext(ctx, "sandbox woken", "sandbox_id", l.id, "restore_took", took)
 	}
 	return nil
 }
 
-func (m *Manager) restoreFailed(ctx context.Context, id string, cause error) error {
-	_, _, err := m.transition(ctx, id, step{
-		from: store.StateRestoring, to: store.StateSuspended, reason: "restore_failed", actor: "restorer",
-		message: cause.Error(),
+// restoreAttemptFailed settles a failed attempt under l. A snapshot that
+// is gone fails the sandbox at once (snapshot_expired); a spent budget
+// fails it with restore_failed. Failing closes the storage line, records
+// the end reason and enqueues the cleanup of what the provider holds, in
+// one transaction. Otherwise the lease is released with a backoff, and
+// the sweep makes the next attempt. A sandbox whose lease another process
+// holds by now is left to it.
+func (m *Manager) restoreAttemptFailed(ctx context.Context, l restoreLease, cause error) error {
+	failed := false
+	reason := ReasonRestoreFailed
+	if errors.Is(cause, provider.ErrSnapshotGone) {
+		reason = ReasonSnapshotExpired
+	}
+	err := m.store.InTx(ctx, func(tx store.Tx) error {
+		sb, err := tx.SandboxForUpdate(ctx, l.id)
+		if err != nil {
+			return err
+		}
+		if sb.State != store.StateRestoring || sb.LeaseHolder != l.holder {
+			return nil
+		}
+		if reason == ReasonRestoreFailed && sb.RestoreAttempts < m.cfg.RestoreAttempts {
+			// Retry after a backoff: the lease, expiring then, says when.
+			sb.LeaseHolder = ""
+			until := time.Now().Add(retryBackoff(sb.RestoreAttempts)).UTC()
+			sb.LeaseUntil = &until
+			return tx.UpdateSandbox(ctx, sb)
+		}
+		failed = true
+		return m.failRestore(ctx, tx, sb, reason, cause.Error())
 	})
 	if err != nil {
-		return fmt.Errorf("return %s to suspended: %w", id, err)
+		return fmt.Errorf("settle failed restore of %s (%v): %w", l.id, cause, err)
 	}
-	m.log.ErrorContext(ctx, "restore failed; sandbox stays suspended", "sandbox_id", id, "err", cause)
-	return nil
+	if failed {
+		m.restoreFailedNow(ctx, l.id, reason, cause)
+		return nil
+	}
+	return fmt.Errorf("restore %s: %w", l.id, cause)
+}
+
+// failRestore moves sb, locked in tx, from restoring to failed: the
+// storage line closes with reason, the sandbox records it as its end
+// reason, and the cleanup of the snapshot and of whatever the restore
+// started is enqueued. No compute line opened, so none closes.
+func (m *Manager) failRestore(ctx context.Context, tx store.Tx, sb store.Sandbox, reason, why string) error {
+	now := m.now().UTC()
+	if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionStorage, now, reason); err != nil {
+		return err
+	}
+	sb.State = store.StateFailed
+	sb.EndReason = reason
+	sb.TerminatedAt = &now
+	clearLease(&sb)
+	if err := tx.UpdateSandbox(ctx, sb); err != nil {
+		return err
+	}
+	ev := stateEvent(sb, reason, "restorer", now)
+	ev.Message = why
+	if err := tx.InsertEvent(ctx, ev); err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, TerminateArgs{SandboxID: sb.ID}, nil)
+}
+
+// restoreFailedNow reports a sandbox failRestore moved to failed, once its
+// transaction committed, and tells its waiters.
+func (m *Manager) restoreFailedNow(ctx context.Context, id, reason string, cause error) {
+	m.metrics.restoreFailures.Inc()
+	m.log.ErrorContext(ctx, "restore failed; sandbox failed", "sandbox_id", id, "reason", reason, "err", cause)
+	m.publish(ctx, id)
 }

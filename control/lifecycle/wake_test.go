@@ -44,8 +44,9 @@ func TestWakeRestoresInline(t *testing.T) {
 	}
 }
 
-// TestWakeInlineFailureRetriedByJob: when the waker's restore fails, a job
-// takes over with the usual retries, and the waiter still gets ready.
+// TestWakeInlineFailureRetriedByJob: when the waker's restore fails, the
+// backstop sweep retries it once the backoff lapses, and the waiter still
+// gets ready.
 func TestWakeInlineFailureRetriedByJob(t *testing.T) {
 	t.Parallel()
 	h := newIdleHarness(t, "sqlite", nil)
@@ -57,7 +58,7 @@ func TestWakeInlineFailureRetriedByJob(t *testing.T) {
 		t.Fatalf("wake after a failed inline restore: %v", err)
 	}
 	if n := h.prov.restores.Load(); n != 2 {
-		t.Fatalf("restores: got %d, want 2 (the failed inline one, then the job's)", n)
+		t.Fatalf("restores: got %d, want 2 (the failed inline one, then the sweep's)", n)
 	}
 	wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
 }

@@ -93,6 +93,11 @@ type Provider interface {
 // platform cannot be offloaded (macOS in v1: such a sandbox stays ready).
 var ErrSuspendUnsupported = errors.New("suspend is not supported for this platform")
 
+// ErrSnapshotGone is returned (wrapped) by Restore when the sandbox's
+// snapshot no longer exists (expired or deleted): retrying cannot help,
+// and lifecycle fails the sandbox with snapshot_expired.
+var ErrSnapshotGone = errors.New("snapshot no longer exists")
+
 // PlatformSuspender is implemented by Suspenders that can offload only
 // some platforms (the k8s provider: Linux, not macOS in v1). Idle offload
 // leaves sandboxes of other platforms ready instead of trying and failing.

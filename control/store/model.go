@@ -139,6 +139,15 @@ type Sandbox struct {
 	// IdempotencyKey and RequestHash make POST /sandboxes safe to retry.
 	IdempotencyKey string
 	RequestHash    string
+
+	// LeaseHolder and LeaseUntil lease a restoring sandbox to the process
+	// restoring it, which renews LeaseUntil while it works; once it has
+	// passed, another process may take the restore over. RestoreAttempts
+	// counts the attempts of the current wake against the restore budget.
+	// All three are zero outside restoring.
+	LeaseHolder     string
+	LeaseUntil      *time.Time
+	RestoreAttempts int
 }
 
 // GrantsJSON encodes the grants for storage.

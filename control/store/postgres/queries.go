@@ -132,7 +132,7 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 
 const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
 	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash, consumer`
+	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts`
 
 func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -141,13 +141,15 @@ func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		&sb.CreatedAt, &sb.DeadlineAt, &sb.ReadyAt, &sb.SuspendedAt, &sb.TerminatedAt,
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer)
+		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
+		&sb.LeaseHolder, &sb.LeaseUntil, &sb.RestoreAttempts)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
 	sb.State = store.State(state)
 	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
 	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = utcPtr(sb.ReadyAt), utcPtr(sb.SuspendedAt), utcPtr(sb.TerminatedAt)
+	sb.LeaseUntil = utcPtr(sb.LeaseUntil)
 	if err := json.Unmarshal(grants, &sb.Grants); err != nil {
 		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
 	}

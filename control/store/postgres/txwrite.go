@@ -51,12 +51,13 @@ func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, er
 
 func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	tag, err := t.q.Exec(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		orNow(sb.CreatedAt), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt,
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
-		sb.GrantsJSON(), sb.IdempotencyKey, sb.RequestHash, sb.Consumer.JSON())
+		sb.GrantsJSON(), sb.IdempotencyKey, sb.RequestHash, sb.Consumer.JSON(),
+		sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
 	if err != nil {
 		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
 	}
@@ -70,11 +71,11 @@ func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 	tag, err := t.q.Exec(ctx, `UPDATE sandboxes SET
 			project_id = $2, state = $3, deadline_at = $4, ready_at = $5, suspended_at = $6,
 			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
-			host_key = $12, grants = $13
+			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16
 		WHERE id = $1`,
 		sb.ID, sb.ProjectID, string(sb.State), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt,
 		sb.TerminatedAt, sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
-		sb.HostKey, sb.GrantsJSON())
+		sb.HostKey, sb.GrantsJSON(), sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 	}

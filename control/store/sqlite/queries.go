@@ -173,23 +173,25 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 
 const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
 	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash, consumer`
+	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts`
 
 func scanSandbox(row scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var state, grants, consumer string
 	var created, deadline int64
-	var ready, suspended, terminated sql.NullInt64
+	var ready, suspended, terminated, leaseUntil sql.NullInt64
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		&created, &deadline, &ready, &suspended, &terminated,
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer)
+		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
+		&sb.LeaseHolder, &leaseUntil, &sb.RestoreAttempts)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
 	sb.State = store.State(state)
 	sb.CreatedAt, sb.DeadlineAt = fromMicros(created), fromMicros(deadline)
 	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = fromNullMicros(ready), fromNullMicros(suspended), fromNullMicros(terminated)
+	sb.LeaseUntil = fromNullMicros(leaseUntil)
 	if err := json.Unmarshal([]byte(grants), &sb.Grants); err != nil {
 		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
 	}

@@ -34,6 +34,7 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 	upd.ReadyAt, upd.SuspendedAt, upd.TerminatedAt = ptr(t0.Add(time.Minute)), ptr(t0.Add(2*time.Minute)), ptr(t0.Add(3*time.Minute))
 	upd.EndReason, upd.Endpoint, upd.SSHUser = "explicit_delete", "127.0.0.1:2222", "sbx"
 	upd.Workspace, upd.HostKey, upd.Grants = "/home/sbx", "ssh-ed25519 AAAA", nil
+	upd.LeaseHolder, upd.LeaseUntil, upd.RestoreAttempts = "restorer-1", ptr(t0.Add(4*time.Minute)), 2
 	var locked store.Sandbox
 	inTx(t, s, func(tx store.Tx) error {
 		var err error
