@@ -154,6 +154,16 @@ func TestSuspendRestore(t *testing.T) {
 	if _, _, _, v := count(t, e, "sbx-susp"); v != 1 {
 		t.Errorf("after second suspend %d snapshots; want 1", v)
 	}
+	// A snapshot deleted behind the provider's back is gone for good.
+	snaps, _ = e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	for _, s := range snaps.Items {
+		if err := e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).Delete(ctx, s.GetName(), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.prov.Restore(ctx, spec); !errors.Is(err, provider.ErrSnapshotGone) {
+		t.Errorf("restore without a snapshot: %v; want ErrSnapshotGone", err)
+	}
 	if err := e.prov.Destroy(ctx, "sbx-susp"); err != nil {
 		t.Fatal(err)
 	}

@@ -219,6 +219,10 @@ func (p *Provider) readySnapshot(ctx context.Context, sandboxID string) (string,
 	if err != nil {
 		return "", err
 	}
+	if len(snaps) == 0 {
+		// Gone, not just not ready yet: retrying cannot bring it back.
+		return "", provider.ErrSnapshotGone
+	}
 	for _, s := range snaps {
 		if ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse"); ready {
 			return s.GetName(), nil

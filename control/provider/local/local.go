@@ -183,6 +183,12 @@ func (l *Local) lock(id string) (unlock func(), err error) {
 // Provision writes the sandbox's files and starts its server, or returns
 // the endpoint of the one already running. A suspended sandbox is restored.
 func (l *Local) Provision(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
+	return l.provision(ctx, spec, false)
+}
+
+// provision is Provision; with restore set, a sandbox with neither a
+// workspace nor a snapshot is ErrSnapshotGone rather than a fresh start.
+func (l *Local) provision(ctx context.Context, spec provider.Spec, restore bool) (provider.Endpoint, error) {
 	if err := validID(spec.SandboxID); err != nil {
 		return provider.Endpoint{}, err
 	}
@@ -193,6 +199,9 @@ func (l *Local) Provision(ctx context.Context, spec provider.Spec) (provider.End
 	defer unlock()
 	if ep, ok := l.runningEndpoint(spec.SandboxID); ok {
 		return ep, nil
+	}
+	if dir := l.dir(spec.SandboxID); restore && !exists(filepath.Join(dir, "workspace")) && !exists(filepath.Join(dir, snapshotName)) {
+		return provider.Endpoint{}, fmt.Errorf("restore %s: %w", spec.SandboxID, provider.ErrSnapshotGone)
 	}
 	if err := l.writeSpec(spec); err != nil {
 		return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)
@@ -207,9 +216,10 @@ func (l *Local) Provision(ctx context.Context, spec provider.Spec) (provider.End
 	return ep, nil
 }
 
-// Restore brings a suspended sandbox back; it is Provision.
+// Restore brings a suspended sandbox back; it is Provision, except that
+// a sandbox whose snapshot is gone is not restored as an empty one.
 func (l *Local) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
-	return l.Provision(ctx, spec)
+	return l.provision(ctx, spec, true)
 }
 
 // Start restarts the server of every sandbox on disk that has a workspace

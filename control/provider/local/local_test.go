@@ -151,6 +151,18 @@ func TestLifecycle(t *testing.T) {
 			}
 			pool.Forget(id)
 
+			// A snapshot that vanished while suspended is reported as gone,
+			// not replaced by an empty workspace.
+			if err := l.Suspend(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(f.dataDir, "sandboxes", id, "snapshot.tar.gz")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Restore(ctx, f.spec(id)); !errors.Is(err, provider.ErrSnapshotGone) {
+				t.Fatalf("Restore without its snapshot = %v, want ErrSnapshotGone", err)
+			}
+
 			if err := l.Destroy(ctx, id); err != nil {
 				t.Fatal(err)
 			}
