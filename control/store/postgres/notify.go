@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sbxedge/sbx/control/store/internal/eventhub"
+	"github.com/sbxedge/sbx/internal/fanout"
 )
 
 // eventsChannel is the NOTIFY channel InsertEvent signals on; the payload
@@ -15,7 +15,7 @@ const eventsChannel = "sbx_events"
 // subscription, so stores that never stream (the admin CLI, most tests)
 // hold no extra connection, and stops in Close.
 type listener struct {
-	hub    eventhub.Hub
+	hub    fanout.Hub
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -67,13 +67,13 @@ func (s *Store) listenOnceConn(ctx context.Context, listening func()) error {
 		return err
 	}
 	listening()
-	s.listen.hub.PublishAll()
+	s.listen.hub.NotifyAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		s.listen.hub.Publish(n.Payload)
+		s.listen.hub.Notify(n.Payload)
 	}
 }
 

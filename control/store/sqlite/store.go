@@ -25,8 +25,8 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/internal/eventhub"
 	"github.com/sbxedge/sbx/control/store/internal/jobqueue"
+	"github.com/sbxedge/sbx/internal/fanout"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -55,7 +55,7 @@ type Store struct {
 	jobs     jobqueue.Runner[*sql.Tx]
 	// events signals event streams after commit. SQLite has no
 	// cross-process notification; `sbx dev` is one process.
-	events eventhub.Hub
+	events fanout.Hub
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,7 +141,7 @@ func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	committed = true
 	for _, id := range t.eventSandboxes {
-		s.events.Publish(id)
+		s.events.Notify(id)
 	}
 	return nil
 }

@@ -1,8 +1,9 @@
-// Package eventhub fans "sandbox X has new events" signals out to the
-// streams waiting on X. A signal carries no data: subscribers re-read the
-// store, which stays the one source of truth, so a coalesced or spurious
-// signal costs a query and never loses an event.
-package eventhub
+// Package fanout delivers keyed, data-free signals ("sandbox X changed")
+// to this process's subscribers of that key. A signal carries nothing:
+// subscribers re-read their source of truth, so a coalesced or spurious
+// signal costs a read and never loses a change. The activity stores (wake
+// notifications) and the control stores (event streams) share it.
+package fanout
 
 import "sync"
 
@@ -12,20 +13,20 @@ type Hub struct {
 	subs map[string]map[chan struct{}]struct{}
 }
 
-// Subscribe returns a channel signalled after each Publish(sandboxID) and
-// a cancel func that must be called once the channel is no longer read.
-func (h *Hub) Subscribe(sandboxID string) (<-chan struct{}, func()) {
-	// Buffer 1: Publish never blocks, and a signal arriving while the
+// Subscribe returns a channel signalled after each Notify(key) and a
+// cancel func (idempotent) to call once the channel is no longer read.
+func (h *Hub) Subscribe(key string) (<-chan struct{}, func()) {
+	// Buffer 1: Notify never blocks, and a signal arriving while the
 	// subscriber is busy is kept (coalesced with later ones).
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
 	if h.subs == nil {
 		h.subs = map[string]map[chan struct{}]struct{}{}
 	}
-	set := h.subs[sandboxID]
+	set := h.subs[key]
 	if set == nil {
 		set = map[chan struct{}]struct{}{}
-		h.subs[sandboxID] = set
+		h.subs[key] = set
 	}
 	set[ch] = struct{}{}
 	h.mu.Unlock()
@@ -33,29 +34,29 @@ func (h *Hub) Subscribe(sandboxID string) (<-chan struct{}, func()) {
 	return ch, func() {
 		once.Do(func() {
 			h.mu.Lock()
-			// set is still h.subs[sandboxID]: a set leaves the map only
-			// once empty, and it held ch until now.
+			// set is still h.subs[key]: a set leaves the map only once
+			// empty, and it held ch until now.
 			delete(set, ch)
 			if len(set) == 0 {
-				delete(h.subs, sandboxID)
+				delete(h.subs, key)
 			}
 			h.mu.Unlock()
 		})
 	}
 }
 
-// Publish signals every subscriber of sandboxID without blocking.
-func (h *Hub) Publish(sandboxID string) {
+// Notify signals every subscriber of key without blocking.
+func (h *Hub) Notify(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs[sandboxID] {
+	for ch := range h.subs[key] {
 		signal(ch)
 	}
 }
 
-// PublishAll signals every subscriber, e.g. after a notification
+// NotifyAll signals every subscriber, e.g. after a notification
 // connection was lost and signals may have been missed.
-func (h *Hub) PublishAll() {
+func (h *Hub) NotifyAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, set := range h.subs {

@@ -1,14 +1,14 @@
-package eventhub
+package fanout
 
 import "testing"
 
-func TestPublishReachesOnlyThatSandbox(t *testing.T) {
+func TestNotifyReachesOnlyThatKey(t *testing.T) {
 	var h Hub
 	a, cancelA := h.Subscribe("a")
 	b, cancelB := h.Subscribe("b")
 	defer cancelB()
-	h.Publish("a")
-	h.Publish("a") // coalesced, must not block
+	h.Notify("a")
+	h.Notify("a") // coalesced, must not block
 	select {
 	case <-a:
 	default:
@@ -16,7 +16,7 @@ func TestPublishReachesOnlyThatSandbox(t *testing.T) {
 	}
 	select {
 	case <-a:
-		t.Fatal("two publishes gave two signals; want one coalesced")
+		t.Fatal("two notifies gave two signals; want one coalesced")
 	default:
 	}
 	select {
@@ -24,9 +24,9 @@ func TestPublishReachesOnlyThatSandbox(t *testing.T) {
 		t.Fatal("subscriber of b got a's signal")
 	default:
 	}
-	h.PublishAll()
+	h.NotifyAll()
 	if len(b) != 1 {
-		t.Fatal("PublishAll missed b")
+		t.Fatal("NotifyAll missed b")
 	}
 	cancelA()
 	cancelA() // idempotent
