@@ -194,10 +194,6 @@ type suspendWorker struct {
 	m *Manager
 }
 
-func (w *suspendWorker) NextRetry(job *river.Job[SuspendArgs]) time.Time {
-	return time.Now().Add(retryBackoff(job.Attempt))
-}
-
 // Work snapshots and releases the sandbox. If the provider fails, the
 // sandbox goes back to ready (its server restarted on the workspace that
 // is still there) and the failure is reported; it is never left without

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
@@ -70,28 +71,30 @@ func (m *Manager) Jobs() store.JobsConfig {
 			func() (river.JobArgs, *river.InsertOpts) { return IdleCheckArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
-	return store.JobsConfig{Workers: w, Periodic: periodic}
+	// One retry and timeout policy for every worker: a job's work is a
+	// provider call bounded like provisioning.
+	return store.JobsConfig{Workers: w, Periodic: periodic, RetryPolicy: retryPolicy{}, JobTimeout: m.cfg.ProvisionTimeout}
 }
 
-// retryBackoff keeps provisioning retries short: a pod that is not up
-// within seconds is usually up within a minute, and the sandbox has a
-// provisioning deadline anyway.
+// retryPolicy retries every lifecycle job after retryBackoff.
+type retryPolicy struct{}
+
+func (retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	return time.Now().Add(retryBackoff(job.Attempt))
+}
+
+// retryBackoff keeps retries short: a pod that is not up within seconds
+// is usually up within a minute, the sandbox has a provisioning deadline
+// anyway, and a teardown or snapshot that fails for long alerts through
+// the job-failure metric rather than by waiting.
 func retryBackoff(attempt int) time.Duration {
-	d := time.Second << min(attempt-1, 5)
+	d := time.Second << min(max(attempt, 1)-1, 5)
 	return min(d, 30*time.Second)
 }
 
 type provisionWorker struct {
 	river.WorkerDefaults[ProvisionArgs]
 	m *Manager
-}
-
-func (w *provisionWorker) NextRetry(job *river.Job[ProvisionArgs]) time.Time {
-	return time.Now().Add(retryBackoff(job.Attempt))
-}
-
-func (w *provisionWorker) Timeout(*river.Job[ProvisionArgs]) time.Duration {
-	return w.m.cfg.ProvisionTimeout
 }
 
 func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs]) error {
@@ -219,10 +222,6 @@ func (m *Manager) fail(ctx context.Context, id, why string) error {
 type terminateWorker struct {
 	river.WorkerDefaults[TerminateArgs]
 	m *Manager
-}
-
-func (w *terminateWorker) NextRetry(job *river.Job[TerminateArgs]) time.Time {
-	return time.Now().Add(retryBackoff(job.Attempt))
 }
 
 func (w *terminateWorker) Work(ctx context.Context, job *river.Job[TerminateArgs]) error {

@@ -125,12 +125,6 @@ type restoreSweepWorker struct {
 	m *Manager
 }
 
-// Timeout covers restores taken over (each bounded by ProvisionTimeout,
-// run side by side).
-func (w *restoreSweepWorker) Timeout(*river.Job[RestoreSweepArgs]) time.Duration {
-	return w.m.cfg.ProvisionTimeout + time.Minute
-}
-
 func (w *restoreSweepWorker) Work(ctx context.Context, _ *river.Job[RestoreSweepArgs]) error {
 	if err := w.m.SweepRestores(ctx); err != nil {
 		w.m.log.WarnContext(ctx, "restore sweep failed", "err", err)

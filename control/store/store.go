@@ -44,9 +44,12 @@ type JobsConfig struct {
 	Workers    *river.Workers
 	Periodic   []*river.PeriodicJob
 	MaxWorkers int // per process; default 10
-	// RetryPolicy overrides River's default exponential backoff, mainly so
-	// tests do not wait minutes between attempts.
+	// RetryPolicy overrides River's default exponential backoff (hours
+	// apart by the tenth attempt) for every worker.
 	RetryPolicy river.ClientRetryPolicy
+	// JobTimeout bounds each job's run for every worker that does not set
+	// its own; zero is River's default (1 min).
+	JobTimeout time.Duration
 }
 
 // ListOptions pages through an account's sandboxes, newest first.

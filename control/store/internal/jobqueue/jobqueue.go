@@ -52,6 +52,7 @@ func Config(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
 		PeriodicJobs: cfg.Periodic,
 		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		RetryPolicy:  cfg.RetryPolicy,
+		JobTimeout:   cfg.JobTimeout,
 	}
 }
 
