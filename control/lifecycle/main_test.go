@@ -1,0 +1,11 @@
+package lifecycle_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if a test leaves a goroutine running: every
+// goroutine here has an owner that stops it.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
