@@ -139,7 +139,7 @@ type Store struct {
 	lastBeat time.Time
 	closed   bool
 
-	lost     bool // marks were dropped: start a new epoch at the next flush
+	lost bool // marks were dropped: start a new epoch at the next flush
 
 	flushMu sync.Mutex // serialises flushes so retries merge in order
 	// epoch and flushSeq are what the last successful flush read back;
