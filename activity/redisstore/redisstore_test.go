@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/activity/activitytest"
 	"github.com/sbxedge/sbx/activity/redisstore"
+	"github.com/sbxedge/sbx/internal/tcpproxy"
 )
 
 const redisAddr = "127.0.0.1:6379"
@@ -308,17 +308,17 @@ func TestRedisUnreachable(t *testing.T) {
 func TestRetriedAfterOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	px := newProxy(t, redisAddr)
+	px := tcpproxy.New(t, redisAddr)
 	p := prefix(t)
-	s := newStore(t, redisstore.Config{Client: client(t, px.addr), Prefix: p})
+	s := newStore(t, redisstore.Config{Client: client(t, px.Addr), Prefix: p})
 	reader := newStore(t, redisstore.Config{Prefix: p})
 
-	px.stop()
+	px.Stop()
 	s.Mark("sbx-held")
 	if err := s.Flush(ctx); err == nil {
 		t.Fatal("flush through a stopped proxy succeeded")
 	}
-	px.start(t)
+	px.Start(t)
 	if err := s.Flush(ctx); err != nil {
 		t.Fatalf("flush after Redis came back: %v", err)
 	}
@@ -393,73 +393,6 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		}
 		return next(ctx, cmds)
 	}
-}
-
-// proxy is a TCP proxy to Redis that a test can stop (closing every
-// connection) and start again on the same port.
-type proxy struct {
-	addr, target string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]struct{}
-	wg           sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
-	p.serve(ln)
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *proxy) start(t *testing.T) {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serve(ln)
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
-		}
-	})
-}
-
-func (p *proxy) stop() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[net.Conn]struct{}{}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // Every process sharing a prefix reads the same epoch, whoever wrote
@@ -594,17 +527,17 @@ func TestLossResendsHeartbeats(t *testing.T) {
 func TestDroppedMarksStartNewEpoch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	px := newProxy(t, redisAddr)
+	px := tcpproxy.New(t, redisAddr)
 	p := prefix(t)
 	var clk fakeClock
-	edge := newStore(t, redisstore.Config{Client: client(t, px.addr), Prefix: p, RetryFor: 10 * time.Second, Now: clk.Now})
+	edge := newStore(t, redisstore.Config{Client: client(t, px.Addr), Prefix: p, RetryFor: 10 * time.Second, Now: clk.Now})
 	ctl := newStore(t, redisstore.Config{Prefix: p, Now: clk.Now})
 	edge.Mark("sbx-d")
 	if err := edge.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	before := status(t, ctl, "sbx-d")
-	px.stop()
+	px.Stop()
 	edge.Mark("sbx-d")
 	if err := edge.Flush(ctx); err == nil {
 		t.Fatal("flush through a stopped proxy succeeded")
@@ -616,7 +549,7 @@ func TestDroppedMarksStartNewEpoch(t *testing.T) {
 	if edge.Stats().Dropped == 0 {
 		t.Fatal("no mark dropped after the retry window")
 	}
-	px.start(t)
+	px.Start(t)
 	if err := edge.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
