@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,4 +175,69 @@ func replaceHost(t *testing.T, rawURL, hostPort string) string {
 	}
 	u.Host = hostPort
 	return u.String()
+}
+
+// TestCrashMidRestore kills `sbx dev` with SIGKILL while an exec is
+// restoring a suspended sandbox (its restore in flight, state restoring),
+// and restarts it on the same database: the restore is taken over, the
+// sandbox becomes ready with its workspace, and the billing rule holds
+// before the crash and after. The workspace holds 64 MB so that the
+// restore lasts long enough to be caught in flight.
+func TestCrashMidRestore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		dataDir := t.TempDir()
+		st := openStore(t, dataDir, dbURL)
+		other := lifecycle.New(lifecycle.Config{}, lifecycle.Deps{Store: st})
+		p := startDev(t, dataDir, dbURL)
+		id := createReady(t, p)
+		if code := p.call("POST", "/api/v1/sandboxes/"+id+"/exec",
+			map[string]any{"command": "head -c 67108864 /dev/urandom > big && sha256sum big > big.sum"}, nil); code != 200 {
+			t.Fatalf("exec writing the workspace: %d", code)
+		}
+		if err := other.Suspend(ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+		p.waitStatus(id, "suspended", 2*time.Minute)
+
+		woke := make(chan struct{})
+		go func() { // the waker; its exec dies with the process
+			defer close(woke)
+			c := &http.Client{Timeout: 2 * time.Minute}
+			req, _ := http.NewRequest("POST", p.API+"/api/v1/sandboxes/"+id+"/exec", strings.NewReader(`{"command":"true"}`))
+			req.Header.Set("Authorization", "Bearer "+p.Token)
+			if resp, err := c.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			sb, err := st.Sandbox(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.State == store.StateRestoring {
+				break
+			}
+			if sb.State != store.StateSuspended || time.Now().After(deadline) {
+				t.Fatalf("sandbox is %s, want to catch it restoring", sb.State)
+			}
+		}
+		p.crash()
+		<-woke
+		checkLedgers(t, st, "after the crash mid-restore")
+		if sb, _ := st.Sandbox(ctx, id); sb.State != store.StateRestoring {
+			t.Fatalf("the crash left the sandbox %s, want restoring (the restore finished before the kill)", sb.State)
+		}
+
+		p = startDev(t, dataDir, dbURL)
+		p.waitStatus(id, "ready", time.Minute)
+		checkLedgers(t, st, "after the restart mid-restore")
+		var res struct {
+			ExitCode int `json:"exit_code"`
+		}
+		if code := p.call("POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{"command": "sha256sum -c big.sum"}, &res); code != 200 || res.ExitCode != 0 {
+			t.Fatalf("workspace after the restored restore: exec %d, exit %d", code, res.ExitCode)
+		}
+		p.stop()
+	})
 }
