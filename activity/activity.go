@@ -27,6 +27,16 @@ type Status struct {
 	LastSeen time.Time
 	// Live reports an open connection whose heartbeat has not lapsed.
 	Live bool
+	// Epoch names the record LastSeen and Live were read from, and
+	// EpochStart is when that record began. A store starts a new epoch
+	// whenever records may have been lost: Redis restarted empty, flushed,
+	// or failed over to a replica that missed writes; marks dropped while
+	// Redis was unreachable; a new process for the in-memory store. Nothing
+	// is known about activity before EpochStart, so no sandbox counts as
+	// idle since earlier than that: missing data reads as "unknown", never
+	// as "idle". Every sandbox read in one Status call has the same epoch.
+	Epoch      string
+	EpochStart time.Time
 }
 
 // Store is the extension point with two implementations. Mark and Open

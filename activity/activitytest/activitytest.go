@@ -19,10 +19,22 @@ func id(t *testing.T) string {
 	return fmt.Sprintf("sbx-test-%d-%d", time.Now().UnixNano(), seq.Add(1))
 }
 
-// Run runs the suite. newStore returns a fresh store (its own keys) that
-// the suite closes; it is called once per subtest.
-func Run(t *testing.T, newStore func(t *testing.T) activity.Store) {
+// Backend makes stores for the suite.
+type Backend struct {
+	// New returns a fresh store (its own keys) that the suite closes; it
+	// is called once per subtest.
+	New func(t *testing.T) activity.Store
+	// Lose makes s's backend lose every record it holds, as a Redis that
+	// restarts empty or is flushed, or an in-memory store whose process
+	// restarts, and returns the store to use from then on (s itself, or
+	// its successor).
+	Lose func(t *testing.T, s activity.Store) activity.Store
+}
+
+// Run runs the suite.
+func Run(t *testing.T, b Backend) {
 	ctx := context.Background()
+	newStore := b.New
 	status := func(t *testing.T, s activity.Store, id string) activity.Status {
 		t.Helper()
 		m, err := s.Status(ctx, []string{id})
@@ -84,6 +96,64 @@ func Run(t *testing.T, newStore func(t *testing.T) activity.Store) {
 		}
 		if got := status(t, s, sb); got.Live || got.LastSeen.IsZero() {
 			t.Fatalf("after close got %+v, want not live, seen", got)
+		}
+	})
+
+	t.Run("epoch is named and stable while nothing is lost", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		sb := id(t)
+		before := time.Now().Add(-time.Second)
+		first := status(t, s, sb)
+		if first.Epoch == "" || first.EpochStart.IsZero() {
+			t.Fatalf("got %+v, want a named epoch with a start", first)
+		}
+		if first.EpochStart.Before(before.Add(-time.Minute)) || first.EpochStart.After(time.Now().Add(time.Second)) {
+			t.Fatalf("EpochStart = %v, want about now (%v) for a fresh store", first.EpochStart, before)
+		}
+		s.Mark(sb)
+		done := s.Open(sb)
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		done()
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := status(t, s, sb); got.Epoch != first.Epoch || !got.EpochStart.Equal(first.EpochStart) {
+			t.Fatalf("epoch moved from %s@%v to %s@%v with nothing lost", first.Epoch, first.EpochStart, got.Epoch, got.EpochStart)
+		}
+	})
+
+	// The idle detector's safety rests on this: records that vanish must
+	// not read as a sandbox idle since before they vanished.
+	t.Run("lost records start a new epoch", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		sb := id(t)
+		s.Mark(sb)
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := status(t, s, sb)
+		if before.LastSeen.IsZero() {
+			t.Fatalf("got %+v before the loss, want seen", before)
+		}
+		lostAt := time.Now()
+		s = b.Lose(t, s)
+		after := status(t, s, sb)
+		if after.Epoch == before.Epoch {
+			t.Fatalf("epoch %s survived the loss of its records", after.Epoch)
+		}
+		if after.EpochStart.Before(lostAt.Add(-time.Second)) {
+			t.Fatalf("new EpochStart %v is before the loss at %v", after.EpochStart, lostAt)
+		}
+		s.Mark(sb)
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := status(t, s, sb); got.Epoch != after.Epoch || got.LastSeen.IsZero() {
+			t.Fatalf("after marking in the new epoch got %+v, want epoch %s and seen", got, after.Epoch)
 		}
 	})
 

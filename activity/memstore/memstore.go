@@ -1,10 +1,13 @@
 // Package memstore is the in-memory activity store for `sbx dev` and
 // single-process tests: marks and connections live in this process only,
-// and notifications reach only this process's subscribers.
+// and notifications reach only this process's subscribers. Each store is
+// its own epoch, begun when it was made: a restarted process knows nothing
+// of the activity before it.
 package memstore
 
 import (
 	"context"
+	"crypto/rand"
 	"sync"
 	"time"
 
@@ -18,6 +21,8 @@ var _ activity.Store = (*Store)(nil)
 type Store struct {
 	now    func() time.Time
 	fanout activity.Fanout
+	epoch  string
+	start  time.Time
 
 	mu     sync.Mutex // guards seen, open, closed
 	seen   map[string]time.Time
@@ -30,7 +35,10 @@ func New(now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{now: now, seen: map[string]time.Time{}, open: map[string]int{}}
+	return &Store{
+		now: now, epoch: rand.Text(), start: now(),
+		seen: map[string]time.Time{}, open: map[string]int{},
+	}
 }
 
 // Mark records use of id now.
@@ -71,7 +79,7 @@ func (s *Store) Status(_ context.Context, ids []string) (map[string]activity.Sta
 	}
 	out := make(map[string]activity.Status, len(ids))
 	for _, id := range ids {
-		out[id] = activity.Status{LastSeen: s.seen[id], Live: s.open[id] > 0}
+		out[id] = activity.Status{LastSeen: s.seen[id], Live: s.open[id] > 0, Epoch: s.epoch, EpochStart: s.start}
 	}
 	return out, nil
 }

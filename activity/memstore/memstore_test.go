@@ -9,9 +9,18 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	activitytest.Run(t, func(t *testing.T) activity.Store {
+	newStore := func(t *testing.T) activity.Store {
 		s := memstore.New(nil)
 		t.Cleanup(func() { _ = s.Close() })
 		return s
+	}
+	activitytest.Run(t, activitytest.Backend{
+		New: newStore,
+		// An in-memory store loses its records when its process ends: the
+		// next process starts a fresh store.
+		Lose: func(t *testing.T, s activity.Store) activity.Store {
+			_ = s.Close()
+			return newStore(t)
+		},
 	})
 }

@@ -10,11 +10,21 @@
 //	       expiry (Unix ms). One member per process per sandbox with open
 //	       connections, refreshed every HeartbeatTTL/3; a crashed process's
 //	       members lapse after HeartbeatTTL.
+//	epoch  string "<random>.<start, Unix ms>": the record the keys above
+//	       belong to (see activity.Status.Epoch). Whoever finds it
+//	       missing (Redis restarted empty or flushed) writes a new one.
+//	flushes:<instance>
+//	       counter: one process's flushes, expiring RetryFor+HeartbeatTTL
+//	       after its last flush. A process that sees its own counter go
+//	       back (a failover to a replica that missed its last flushes; the
+//	       key lapsed while Redis was out of reach) writes a new epoch, as
+//	       it does after dropping marks.
 //	wake   pub/sub channel: payload sandbox ID, published on state changes.
 //
-// One flush is one pipelined round trip of at most four commands whatever
+// One flush is one pipelined round trip of at most five commands whatever
 // the number of sandboxes, so Redis load grows with the flush rate, not
-// with requests or bytes.
+// with requests or bytes. A flush runs every interval even with nothing to
+// write, so a loss is noticed within one interval.
 package redisstore
 
 import (
@@ -129,7 +139,13 @@ type Store struct {
 	lastBeat time.Time
 	closed   bool
 
+	lost bool // marks were dropped: start a new epoch at the next flush
+
 	flushMu sync.Mutex // serialises flushes so retries merge in order
+	// epoch and flushSeq are what the last successful flush read back;
+	// flushMu guards them.
+	epoch    string
+	flushSeq int64
 
 	flushed, dropped, flushErrors atomic.Uint64
 
@@ -240,6 +256,9 @@ func (s *Store) Open(id string) func() {
 	}
 }
 
+// Prefix is the prefix of the store's keys.
+func (s *Store) Prefix() string { return s.cfg.Prefix }
+
 func (s *Store) key(name string) string { return s.cfg.Prefix + name }
 
 func (s *Store) member(id string) string { return id + "|" + s.cfg.Instance }
@@ -250,6 +269,7 @@ type batch struct {
 	beat     []string // sandboxes to heartbeat
 	release  []string // sandboxes whose member to remove
 	fullBeat bool     // a heartbeat round: every open sandbox, plus trimming
+	lost     bool     // marks were dropped since the last flush
 }
 
 // take moves pending work out under the lock.
@@ -281,6 +301,7 @@ func (s *Store) take(now time.Time, releaseAll bool) batch {
 	if b.fullBeat {
 		s.lastBeat = now
 	}
+	b.lost, s.lost = s.lost, false
 	return b
 }
 
@@ -301,6 +322,7 @@ func (s *Store) giveBack(b batch, now time.Time) {
 		s.pending[id] = m // keeps the older since
 	}
 	s.dropped.Add(dropped)
+	s.lost = s.lost || b.lost || dropped > 0
 	for _, id := range b.beat {
 		if s.open[id] > 0 {
 			s.fresh[id] = struct{}{}
@@ -325,10 +347,19 @@ func (s *Store) flush(ctx context.Context, releaseAll bool) error {
 	defer s.flushMu.Unlock()
 	now := s.cfg.Now()
 	b := s.take(now, releaseAll)
-	if len(b.marks) == 0 && len(b.beat) == 0 && len(b.release) == 0 && !b.fullBeat {
-		return nil
-	}
 	pipe := s.rdb.Pipeline()
+	// First, so that the marks below are written in the epoch it returns.
+	rotate := "0"
+	if b.lost {
+		rotate = "1"
+	}
+	var mine int64 // start of the epoch we last wrote in, Unix ms
+	if t, err := epochStart(s.epoch); err == nil {
+		mine = t.UnixMilli()
+	}
+	ep := flushEpochScript.Eval(ctx, pipe,
+		[]string{s.key("epoch"), s.key("flushes:" + s.cfg.Instance)},
+		newEpoch(now), s.flushSeq, (s.cfg.RetryFor + s.cfg.HeartbeatTTL).Milliseconds(), rotate, mine)
 	if len(b.marks) > 0 {
 		zs := make([]redis.Z, 0, len(b.marks))
 		for id, m := range b.marks {
@@ -361,7 +392,72 @@ func (s *Store) flush(ctx context.Context, releaseAll bool) error {
 		return fmt.Errorf("flush activity to redis: %w", err)
 	}
 	s.flushed.Add(uint64(len(b.marks)))
+	res, err := ep.Slice()
+	if err != nil || len(res) != 2 {
+		return fmt.Errorf("flush activity to redis: epoch check answered %v, %v", res, err)
+	}
+	epoch, _ := res[0].(string)
+	seq, _ := res[1].(int64)
+	if s.epoch != "" && epoch != s.epoch {
+		// Our heartbeats may be gone with the old records: send them all
+		// at the next flush rather than the next heartbeat round.
+		s.mu.Lock()
+		s.lastBeat = time.Time{}
+		s.mu.Unlock()
+		s.cfg.Logger.Warn("activity records were lost; counting idleness afresh", "epoch", epoch)
+	}
+	s.epoch, s.flushSeq = epoch, seq
 	return nil
+}
+
+// flushEpochScript counts this process's flush and returns the epoch the
+// flush writes in. It starts a new one (ARGV[1]) when there is none, when
+// asked to (ARGV[4] "1": marks were dropped), and when the counter did not
+// move past the value this process last read back (ARGV[2]): the flushes
+// that set it were lost. In that last case an epoch that started after
+// the one this process last wrote in (ARGV[5]) is kept: another process
+// started it after the loss, so it already covers what was lost, and N
+// processes learning of one loss start one epoch, not N.
+var flushEpochScript = redis.NewScript(`
+local n = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local e = redis.call('GET', KEYS[1])
+local regressed = false
+if e and n <= tonumber(ARGV[2]) then
+	local start = tonumber(string.match(e, '%.(%d+)$')) or 0
+	regressed = start <= tonumber(ARGV[5])
+end
+if (not e) or ARGV[4] == '1' or regressed then
+	e = ARGV[1]
+	redis.call('SET', KEYS[1], e)
+end
+return {e, n}
+`)
+
+// readEpochScript returns the epoch, starting one (ARGV[1]) if there is
+// none, so that readers and writers agree on it whoever comes first.
+var readEpochScript = redis.NewScript(`
+local e = redis.call('GET', KEYS[1])
+if not e then
+	e = ARGV[1]
+	redis.call('SET', KEYS[1], e)
+end
+return e
+`)
+
+// newEpoch names an epoch starting at now.
+func newEpoch(now time.Time) string {
+	return rand.Text() + "." + strconv.FormatInt(now.UnixMilli(), 10)
+}
+
+// epochStart reads the start out of an epoch value.
+func epochStart(epoch string) (time.Time, error) {
+	_, ms, ok := strings.Cut(epoch, ".")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil {
+		return time.Time{}, fmt.Errorf("malformed activity epoch %q", epoch)
+	}
+	return time.UnixMilli(n), nil
 }
 
 func (s *Store) flushLoop(ctx context.Context) {
@@ -397,12 +493,20 @@ func (s *Store) Status(ctx context.Context, ids []string) (map[string]activity.S
 	}
 	now := s.cfg.Now()
 	pipe := s.rdb.Pipeline()
+	// First: marks read below belong to this epoch or a later one, never
+	// to an earlier one.
+	ep := readEpochScript.Eval(ctx, pipe, []string{s.key("epoch")}, newEpoch(now))
 	seen := pipe.ZMScore(ctx, s.key("seen"), ids...)
 	live := pipe.ZRangeArgs(ctx, redis.ZRangeArgs{
 		Key: s.key("live"), ByScore: true,
 		Start: "(" + strconv.FormatInt(now.UnixMilli(), 10), Stop: "+inf",
 	})
 	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read activity from redis: %w", err)
+	}
+	epoch, _ := ep.Val().(string)
+	start, err := epochStart(epoch)
+	if err != nil {
 		return nil, fmt.Errorf("read activity from redis: %w", err)
 	}
 	liveIDs := map[string]bool{}
@@ -416,7 +520,7 @@ func (s *Store) Status(ctx context.Context, ids []string) (map[string]activity.S
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, id := range ids {
-		var st activity.Status
+		st := activity.Status{Epoch: epoch, EpochStart: start}
 		if i < len(scores) && scores[i] > 0 {
 			st.LastSeen = time.UnixMilli(int64(scores[i]))
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/activity/activitytest"
 	"github.com/sbxedge/sbx/activity/redisstore"
+	"github.com/sbxedge/sbx/internal/tcpproxy"
 )
 
 const redisAddr = "127.0.0.1:6379"
@@ -39,19 +39,24 @@ func prefix(t *testing.T) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	p := "sbxtest:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		c := redis.NewClient(&redis.Options{Addr: redisAddr})
-		defer c.Close()
-		ctx := context.Background()
-		keys, err := c.Keys(ctx, p+"*").Result()
-		if err == nil && len(keys) > 0 {
-			err = c.Del(ctx, keys...).Err()
-		}
-		if err != nil {
-			t.Errorf("clean up %s*: %v", p, err)
-		}
-	})
+	t.Cleanup(func() { deletePrefix(t, p) })
 	return p
+}
+
+// deletePrefix deletes every key under p on the shared Redis: the test's
+// own FLUSHALL.
+func deletePrefix(t *testing.T, p string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer c.Close()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, p+"*").Result()
+	if err == nil && len(keys) > 0 {
+		err = c.Del(ctx, keys...).Err()
+	}
+	if err != nil {
+		t.Errorf("delete %s*: %v", p, err)
+	}
 }
 
 func client(t *testing.T, addr string) *redis.Client {
@@ -84,7 +89,15 @@ func newStore(t *testing.T, cfg redisstore.Config) *redisstore.Store {
 }
 
 func TestConformance(t *testing.T) {
-	activitytest.Run(t, func(t *testing.T) activity.Store { return newStore(t, redisstore.Config{}) })
+	activitytest.Run(t, activitytest.Backend{
+		New: func(t *testing.T) activity.Store { return newStore(t, redisstore.Config{}) },
+		// The store's keys vanish under it, as in a FLUSHALL or a restart
+		// of an unpersisted Redis; the same store goes on.
+		Lose: func(t *testing.T, s activity.Store) activity.Store {
+			deletePrefix(t, s.(*redisstore.Store).Prefix())
+			return s
+		},
+	})
 }
 
 // fakeClock is a settable clock.
@@ -238,9 +251,10 @@ func TestMarksCoalesce(t *testing.T) {
 	if got := s.Stats().Flushed; got != 3 {
 		t.Fatalf("flushed %d marks for 40000 calls on 3 sandboxes, want 3", got)
 	}
-	// ZADD seen, and on the first flush the two trims of a heartbeat round.
-	if got := cmds.Load() - before; got > 3 {
-		t.Fatalf("flush sent %d commands, want at most 3 (ZADD and two trims)", got)
+	// The epoch check, ZADD seen, and on the first flush the two trims of a
+	// heartbeat round.
+	if got := cmds.Load() - before; got > 4 {
+		t.Fatalf("flush sent %d commands, want at most 4 (epoch, ZADD and two trims)", got)
 	}
 }
 
@@ -294,17 +308,17 @@ func TestRedisUnreachable(t *testing.T) {
 func TestRetriedAfterOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	px := newProxy(t, redisAddr)
+	px := tcpproxy.New(t, redisAddr)
 	p := prefix(t)
-	s := newStore(t, redisstore.Config{Client: client(t, px.addr), Prefix: p})
+	s := newStore(t, redisstore.Config{Client: client(t, px.Addr), Prefix: p})
 	reader := newStore(t, redisstore.Config{Prefix: p})
 
-	px.stop()
+	px.Stop()
 	s.Mark("sbx-held")
 	if err := s.Flush(ctx); err == nil {
 		t.Fatal("flush through a stopped proxy succeeded")
 	}
-	px.start(t)
+	px.Start(t)
 	if err := s.Flush(ctx); err != nil {
 		t.Fatalf("flush after Redis came back: %v", err)
 	}
@@ -381,69 +395,165 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// proxy is a TCP proxy to Redis that a test can stop (closing every
-// connection) and start again on the same port.
-type proxy struct {
-	addr, target string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]struct{}
-	wg           sync.WaitGroup
+// Every process sharing a prefix reads the same epoch, whoever wrote
+// first.
+func TestEpochShared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	edge := newStore(t, redisstore.Config{Prefix: p})
+	ctl := newStore(t, redisstore.Config{Prefix: p})
+	edge.Mark("sbx-e")
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, b := status(t, ctl, "sbx-e"), status(t, edge, "sbx-e")
+	if a.Epoch == "" || a.Epoch != b.Epoch || !a.EpochStart.Equal(b.EpochStart) {
+		t.Fatalf("control reads epoch %s@%v, edge %s@%v; want one named epoch", a.Epoch, a.EpochStart, b.Epoch, b.EpochStart)
+	}
 }
 
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// snapshot copies every key under p (DUMP), and restore puts them back
+// (RESTORE REPLACE), deleting keys written since: what a replica that
+// missed the latest writes looks like once it is promoted.
+func snapshot(t *testing.T, c *redis.Client, p string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, p+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
-	p.serve(ln)
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *proxy) start(t *testing.T) {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serve(ln)
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+	out := map[string]string{}
+	for _, k := range keys {
+		if typ := c.Type(ctx, k).Val(); typ == "none" {
+			continue
 		}
-	})
+		v, err := c.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("dump %s: %v", k, err)
+		}
+		out[k] = v
+	}
+	return out
 }
 
-func (p *proxy) stop() {
-	p.mu.Lock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
+func restore(t *testing.T, c *redis.Client, p string, snap map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, p+"*").Result()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for c := range p.conns {
-		c.Close()
+	for _, k := range keys {
+		if _, ok := snap[k]; !ok {
+			c.Del(ctx, k)
+		}
 	}
-	p.conns = map[net.Conn]struct{}{}
-	p.mu.Unlock()
-	p.wg.Wait()
+	for k, v := range snap {
+		if err := c.RestoreReplace(ctx, k, 0, v).Err(); err != nil {
+			t.Fatalf("restore %s: %v", k, err)
+		}
+	}
+}
+
+// A failover to a replica that missed the latest writes keeps the epoch
+// key but loses marks. The writer whose flush was lost sees its own flush
+// counter go back and starts a new epoch, so the stale last-seen cannot
+// make a sandbox used seconds ago look idle.
+func TestStaleReplicaStartsNewEpoch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	c := client(t, redisAddr)
+	edge := newStore(t, redisstore.Config{Prefix: p})
+	ctl := newStore(t, redisstore.Config{Prefix: p})
+
+	edge.Mark("sbx-r")
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replica := snapshot(t, c, p) // replication stops here
+	edge.Mark("sbx-r")
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := status(t, ctl, "sbx-r")
+	restore(t, c, p, replica) // the replica is promoted
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := status(t, ctl, "sbx-r")
+	if after.Epoch == before.Epoch {
+		t.Fatalf("epoch %s kept after a failover lost a flush", after.Epoch)
+	}
+	if !after.EpochStart.After(before.EpochStart) {
+		t.Fatalf("new EpochStart %v is not after the old %v", after.EpochStart, before.EpochStart)
+	}
+	// Nothing lost since: the epoch holds.
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, ctl, "sbx-r"); got.Epoch != after.Epoch {
+		t.Fatalf("epoch moved again (%s -> %s) with nothing lost", after.Epoch, got.Epoch)
+	}
+}
+
+// A writer that finds its records lost re-sends the heartbeats of its open
+// connections at its next flush instead of the next heartbeat round, so an
+// open session reads live again within a flush interval.
+func TestLossResendsHeartbeats(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := prefix(t)
+	edge := newStore(t, redisstore.Config{Prefix: p})
+	ctl := newStore(t, redisstore.Config{Prefix: p})
+	defer edge.Open("sbx-open")()
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deletePrefix(t, p)
+	for range 2 { // the first flush learns of the loss, the second repairs
+		if err := edge.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !status(t, ctl, "sbx-open").Live {
+		t.Fatal("open connection not live two flushes after the records were lost")
+	}
+}
+
+// Marks dropped after the retry window are lost activity too: the writer
+// starts a new epoch once it reaches Redis again.
+func TestDroppedMarksStartNewEpoch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	px := tcpproxy.New(t, redisAddr)
+	p := prefix(t)
+	var clk fakeClock
+	edge := newStore(t, redisstore.Config{Client: client(t, px.Addr), Prefix: p, RetryFor: 10 * time.Second, Now: clk.Now})
+	ctl := newStore(t, redisstore.Config{Prefix: p, Now: clk.Now})
+	edge.Mark("sbx-d")
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := status(t, ctl, "sbx-d")
+	px.Stop()
+	edge.Mark("sbx-d")
+	if err := edge.Flush(ctx); err == nil {
+		t.Fatal("flush through a stopped proxy succeeded")
+	}
+	clk.Advance(11 * time.Second)
+	if err := edge.Flush(ctx); err == nil {
+		t.Fatal("flush through a stopped proxy succeeded")
+	}
+	if edge.Stats().Dropped == 0 {
+		t.Fatal("no mark dropped after the retry window")
+	}
+	px.Start(t)
+	if err := edge.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, ctl, "sbx-d"); got.Epoch == before.Epoch {
+		t.Fatalf("epoch %s kept after marks were dropped", got.Epoch)
+	}
 }

@@ -2,54 +2,242 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/tcpproxy"
+	"github.com/sbxedge/sbx/internal/testdb"
 )
 
-// TestCrashKeepsLedgerExact kills control with SIGKILL right after state
-// changes whose follow-up jobs have not run, restarts it, and checks that
-// the work resumes and the ledger holds exactly one interval.
+// allStates is every state a sandbox can be in.
+var allStates = []store.State{
+	store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended,
+	store.StateRestoring, store.StateTerminating, store.StateTerminated, store.StateFailed,
+}
+
+// checkLedgers fails t unless every sandbox in st keeps the billing rule
+// (lifecycle.CheckLedger): one open compute line while ready, one open
+// storage line while offloaded, none otherwise, none for a sandbox never
+// ready. when names the moment for the failure message.
+func checkLedgers(t *testing.T, st store.Store, when string) {
+	t.Helper()
+	ctx := context.Background()
+	sbs, err := st.SandboxesInStates(ctx, allStates...)
+	if err != nil {
+		t.Fatalf("%s: list sandboxes: %v", when, err)
+	}
+	for _, sb := range sbs {
+		ss, err := st.Sessions(ctx, sb.ID)
+		if err != nil {
+			t.Fatalf("%s: sessions of %s: %v", when, sb.ID, err)
+		}
+		if err := lifecycle.CheckLedger(sb, ss); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+}
+
+// TestCrashKeepsLedgerExact kills `sbx dev` with SIGKILL at each point of
+// the lifecycle where a state change has committed and the work it implies
+// has not run (mid-create, mid-delete, mid-suspend), restarts it on the
+// same database, and checks the billing rule on every sandbox before the
+// crash and after the restart, and that the work finishes. Suspends start
+// in another control (this test process, on the same database), as the
+// idle detector of another replica would.
 func TestCrashKeepsLedgerExact(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
 		dataDir := t.TempDir()
+		st := openStore(t, dataDir, dbURL)
+		other := lifecycle.New(lifecycle.Config{}, lifecycle.Deps{Store: st})
+		crashAt := func(p *devProc, when string) {
+			t.Helper()
+			checkLedgers(t, st, "before the crash "+when)
+			p.crash()
+		}
 
-		// 1. Create with the job queue off: the sandbox row and its
-		// provisioning job are committed, nothing runs. Crash.
+		// 1. Mid-create: the sandbox row and its provisioning job are
+		// committed, nothing runs (job queue off). Crash; the restart
+		// provisions it.
 		p := startDev(t, dataDir, dbURL, "--run-jobs=false")
 		var sb sbView
 		if code := p.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-small"}, &sb); code != 201 {
 			t.Fatalf("create: %d", code)
 		}
-		p.crash()
-
-		// 2. Restart with jobs: the committed job provisions it.
+		crashAt(p, "mid-create")
 		p = startDev(t, dataDir, dbURL)
-		p.waitStatus(sb.ID, "ready", 10*time.Second)
-		p.crash() // crash while ready: the open interval must survive as is
+		p.waitStatus(sb.ID, "ready", 30*time.Second)
+		checkLedgers(t, st, "after the restart mid-create")
 
-		// 3. Restart with jobs off, delete (session closes in the same
-		// transaction as the state change), crash before teardown.
+		// 2. While ready: the open interval survives as is.
+		crashAt(p, "while ready")
+		p = startDev(t, dataDir, dbURL, "--run-jobs=false")
+		p.waitStatus(sb.ID, "ready", 5*time.Second)
+		checkLedgers(t, st, "after the restart while ready")
+
+		// 3. Mid-suspend: ready -> suspending committed (compute line
+		// closed, storage line open, snapshot job queued), not worked.
+		if err := other.Suspend(ctx, sb.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+		p.waitStatus(sb.ID, "suspending", 5*time.Second)
+		crashAt(p, "mid-suspend")
+		p = startDev(t, dataDir, dbURL)
+		p.waitStatus(sb.ID, "suspended", 30*time.Second)
+		checkLedgers(t, st, "after the restart mid-suspend")
+		if got := ledger(t, st, sb.ID); got != "compute:idle_offload storage:open" {
+			t.Fatalf("ledger after the suspend finished: %q", got)
+		}
+
+		// 4. Woken (exec), then mid-delete: terminating committed with its
+		// lines closed, teardown job queued, not worked.
+		if code := p.call("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", map[string]any{"command": "true"}, nil); code != 200 {
+			t.Fatalf("exec waking the sandbox: %d", code)
+		}
+		p.crash() // while ready again; no check needed beyond the next one
 		p = startDev(t, dataDir, dbURL, "--run-jobs=false")
 		p.waitStatus(sb.ID, "ready", 5*time.Second)
 		if code := p.call("DELETE", "/api/v1/sandboxes/"+sb.ID, nil, nil); code != 200 {
 			t.Fatalf("delete: %d", code)
 		}
-		p.crash()
+		crashAt(p, "mid-delete")
 
-		// 4. Restart: the teardown job finishes the sandbox.
+		// 5. The restart finishes the sandbox.
 		p = startDev(t, dataDir, dbURL)
-		p.waitStatus(sb.ID, "terminated", 10*time.Second)
+		p.waitStatus(sb.ID, "terminated", 30*time.Second)
 		p.stop()
+		checkLedgers(t, st, "after the restart mid-delete")
+		if got := ledger(t, st, sb.ID); got != "compute:idle_offload storage:restored compute:explicit_delete" {
+			t.Fatalf("ledger after crashes = %q, want one closed line per interval", got)
+		}
+	})
+}
 
-		st := openStore(t, dataDir, dbURL)
-		sessions, err := st.Sessions(context.Background(), sb.ID)
+// TestPostgresRestartMidCreate cuts control off from Postgres (a TCP proxy
+// between them closes every connection and refuses new ones, as a restart
+// of the server does) right after a create is accepted, while its
+// provisioning runs, and restores it seconds later. The sandbox still
+// becomes ready, and the ledger holds exactly one open line for it. The
+// shared Postgres is never restarted: the proxy is this test's own.
+func TestPostgresRestartMidCreate(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.Postgres(t)
+	px := tcpproxy.New(t, "127.0.0.1:5432")
+	viaProxy := replaceHost(t, dbURL, px.Addr)
+	dataDir := t.TempDir()
+	p := startDev(t, dataDir, viaProxy)
+	st := openStore(t, dataDir, dbURL) // direct, so the check sees through the outage
+
+	var sbs []sbView
+	for range 3 {
+		var sb sbView
+		if code := p.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-small"}, &sb); code != 201 {
+			t.Fatalf("create: %d", code)
+		}
+		sbs = append(sbs, sb)
+	}
+	px.Stop() // Postgres "restarts"
+	for _, sb := range sbs {
+		cur, err := st.Sandbox(context.Background(), sb.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(sessions) != 1 || sessions[0].EndedAt == nil || sessions[0].EndReason != "explicit_delete" || sessions[0].Kind != store.SessionCompute {
-			t.Fatalf("ledger after crashes = %+v, want exactly one closed compute interval (explicit_delete)", sessions)
+		t.Logf("%s was %s when Postgres went away", sb.ID, cur.State)
+	}
+	checkLedgers(t, st, "during the outage")
+	time.Sleep(3 * time.Second)
+	px.Start(t)
+	back := time.Now()
+	for _, sb := range sbs {
+		p.waitStatus(sb.ID, "ready", 2*time.Minute)
+	}
+	t.Logf("all ready %v after Postgres came back", time.Since(back).Round(time.Millisecond))
+	checkLedgers(t, st, "after the outage")
+	for _, sb := range sbs {
+		if got := ledger(t, st, sb.ID); got != "compute:open" {
+			t.Fatalf("ledger of %s after the outage: %q, want one open compute line", sb.ID, got)
 		}
+	}
+	p.stop()
+}
+
+// replaceHost points a database URL at another host:port.
+func replaceHost(t *testing.T, rawURL, hostPort string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = hostPort
+	return u.String()
+}
+
+// TestCrashMidRestore kills `sbx dev` with SIGKILL while an exec is
+// restoring a suspended sandbox (its restore in flight, state restoring),
+// and restarts it on the same database: the restore is taken over, the
+// sandbox becomes ready with its workspace, and the billing rule holds
+// before the crash and after. The workspace holds 64 MB so that the
+// restore lasts long enough to be caught in flight.
+func TestCrashMidRestore(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		dataDir := t.TempDir()
+		st := openStore(t, dataDir, dbURL)
+		other := lifecycle.New(lifecycle.Config{}, lifecycle.Deps{Store: st})
+		p := startDev(t, dataDir, dbURL)
+		id := createReady(t, p)
+		if code := p.call("POST", "/api/v1/sandboxes/"+id+"/exec",
+			map[string]any{"command": "head -c 67108864 /dev/urandom > big && sha256sum big > big.sum"}, nil); code != 200 {
+			t.Fatalf("exec writing the workspace: %d", code)
+		}
+		if err := other.Suspend(ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+		p.waitStatus(id, "suspended", 2*time.Minute)
+
+		woke := make(chan struct{})
+		go func() { // the waker; its exec dies with the process
+			defer close(woke)
+			c := &http.Client{Timeout: 2 * time.Minute}
+			req, _ := http.NewRequest("POST", p.API+"/api/v1/sandboxes/"+id+"/exec", strings.NewReader(`{"command":"true"}`))
+			req.Header.Set("Authorization", "Bearer "+p.Token)
+			if resp, err := c.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			sb, err := st.Sandbox(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.State == store.StateRestoring {
+				break
+			}
+			if sb.State != store.StateSuspended || time.Now().After(deadline) {
+				t.Fatalf("sandbox is %s, want to catch it restoring", sb.State)
+			}
+		}
+		p.crash()
+		<-woke
+		checkLedgers(t, st, "after the crash mid-restore")
+		if sb, _ := st.Sandbox(ctx, id); sb.State != store.StateRestoring {
+			t.Fatalf("the crash left the sandbox %s, want restoring (the restore finished before the kill)", sb.State)
+		}
+
+		p = startDev(t, dataDir, dbURL)
+		p.waitStatus(id, "ready", time.Minute)
+		checkLedgers(t, st, "after the restart mid-restore")
+		var res struct {
+			ExitCode int `json:"exit_code"`
+		}
+		if code := p.call("POST", "/api/v1/sandboxes/"+id+"/exec", map[string]any{"command": "sha256sum -c big.sum"}, &res); code != 200 || res.ExitCode != 0 {
+			t.Fatalf("workspace after the restored restore: exec %d, exit %d", code, res.ExitCode)
+		}
+		p.stop()
 	})
 }

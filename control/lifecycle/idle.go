@@ -107,7 +107,11 @@ func (m *Manager) IdleOffload() bool {
 // CheckIdle suspends every ready sandbox idle longer than its timeout with
 // no live connection. It runs from the periodic job (once across
 // replicas). When activity cannot be read it suspends nothing and returns
-// the error: a sandbox is never suspended on missing data.
+// the error: a sandbox is never suspended on missing data. Nor on lost
+// data: idleness counts from the latest of the compute line's start, the
+// last mark and the start of the activity store's epoch, before which
+// nothing is known (Redis restarted empty, flushed or failed over; a
+// restarted `sbx dev`).
 func (m *Manager) CheckIdle(ctx context.Context) error {
 	if !m.IdleOffload() {
 		return nil
@@ -140,8 +144,10 @@ func (m *Manager) CheckIdle(ctx context.Context) error {
 			timeout = m.cfg.IdleTimeout
 		}
 		last := c.ComputeSince
-		if st.LastSeen.After(last) {
-			last = st.LastSeen
+		for _, t := range []time.Time{st.LastSeen, st.EpochStart} {
+			if t.After(last) {
+				last = t
+			}
 		}
 		if now.Sub(last) < timeout {
 			continue

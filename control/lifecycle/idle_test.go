@@ -328,3 +328,82 @@ func TestSuspendedDeadlinePausedCapApplies(t *testing.T) {
 		})
 	}
 }
+
+// lossyActivity is an in-memory activity store that a test can make lose
+// every record, as a Redis that restarts empty or is flushed, or a
+// restarted `sbx dev`, does.
+type lossyActivity struct {
+	now func() time.Time
+	cur atomic.Pointer[memstore.Store]
+}
+
+func newLossyActivity(now func() time.Time) *lossyActivity {
+	l := &lossyActivity{now: now}
+	l.lose()
+	return l
+}
+
+// lose replaces the records with an empty store.
+func (l *lossyActivity) lose() { l.cur.Store(memstore.New(l.now)) }
+
+func (l *lossyActivity) Mark(id string)                  { l.cur.Load().Mark(id) }
+func (l *lossyActivity) Open(id string) func()           { return l.cur.Load().Open(id) }
+func (l *lossyActivity) Flush(ctx context.Context) error { return l.cur.Load().Flush(ctx) }
+func (l *lossyActivity) Close() error                    { return l.cur.Load().Close() }
+func (l *lossyActivity) Status(ctx context.Context, ids []string) (map[string]activity.Status, error) {
+	return l.cur.Load().Status(ctx, ids)
+}
+func (l *lossyActivity) Publish(ctx context.Context, id string) error {
+	return l.cur.Load().Publish(ctx, id)
+}
+func (l *lossyActivity) Subscribe(id string) (<-chan struct{}, func()) {
+	return l.cur.Load().Subscribe(id)
+}
+
+// TestLostActivityIsUnknown: when the activity records vanish, a sandbox
+// used a moment before is not suspended as "idle since it became ready";
+// an idle one is still suspended, one full timeout after the loss.
+func TestLostActivityIsUnknown(t *testing.T) {
+	t.Parallel()
+	var lossy *lossyActivity
+	h := newIdleHarness(t, "sqlite", func(now func() time.Time) activity.Store {
+		lossy = newLossyActivity(now)
+		return lossy
+	}, func(c *lifecycle.Config) { c.IdleCheckInterval = time.Hour }) // the test runs every check
+	ctx := context.Background()
+	busy, idle := h.readySandbox(t), h.readySandbox(t)
+	check := func() {
+		t.Helper()
+		if err := h.m.CheckIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantReady := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			sb, err := h.st.Sandbox(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.State != store.StateReady {
+				t.Fatalf("sandbox %s is %s, want ready", id, sb.State)
+			}
+		}
+	}
+
+	h.clock.Advance(4 * time.Minute)
+	h.act.Mark(busy.ID)
+	check()
+	wantReady(busy.ID, idle.ID)
+	lossy.lose()                     // the mark of a moment ago is gone
+	h.clock.Advance(2 * time.Minute) // 6 minutes ready, 2 since used
+	check()
+	wantReady(busy.ID, idle.ID)
+
+	h.clock.Advance(2 * time.Minute)
+	h.act.Mark(busy.ID)                        // traffic goes on
+	h.clock.Advance(time.Minute + time.Second) // a full timeout since the loss
+	check()
+	h.waitState(t, idle.ID, store.StateSuspended, stateCeiling)
+	wantReady(busy.ID)
+}
