@@ -13,10 +13,8 @@ import (
 // keep this true in the same transaction, so it holds at every commit,
 // whatever crashes in between.
 var (
-	computeOpenIn = map[store.State]bool{store.StateReady: true}
-	storageOpenIn = map[store.State]bool{
-		store.StateSuspending: true, store.StateSuspended: true, store.StateRestoring: true,
-	}
+	computeOpenIn = map[store.State]bool{store.StateReady: true, store.StateSuspending: true}
+	storageOpenIn = map[store.State]bool{store.StateSuspended: true, store.StateRestoring: true}
 )
 
 // CheckLedger reports every way a sandbox's billing lines break the rule
