@@ -56,8 +56,8 @@ type Config struct {
 	// previewroute.Membership); the internal API answers the edge from it.
 	PreviewMembersFile string
 	// InternalAddr is where the internal API (/internal/v1, for the edge)
-	// listens; empty means it is not served (sbx dev wires the edge in
-	// process). Bind it to a private address: it must never be public.
+	// listens; empty means it is not served. Bind it to a private address
+	// (sbx dev: loopback): it must never be public.
 	InternalAddr string
 	// InternalSecret is the bearer token the edge presents to the internal
 	// API; required when InternalAddr is set.
@@ -85,7 +85,10 @@ type Config struct {
 	// WakeTimeout bounds how long an API call on a suspended sandbox is
 	// held while it wakes (default 60 s).
 	WakeTimeout time.Duration
-	Logger      *slog.Logger
+	// AlsoReady, when set, must report true too before /readyz answers
+	// 200: sbx dev waits for the edge it runs next to control.
+	AlsoReady func() bool
+	Logger    *slog.Logger
 	// Registry receives every metric; nil makes a fresh one.
 	Registry *prometheus.Registry
 }
@@ -208,7 +211,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		WakeTimeout: cfg.WakeTimeout,
 	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
-		Registry: cfg.Registry, Ready: s.ready.Load, PreviewChanged: previewChanged,
+		Registry: cfg.Registry, Ready: s.isReady, PreviewChanged: previewChanged,
 		Activity: s.Activity,
 	})
 	return s, nil
@@ -256,6 +259,10 @@ func (s *Service) Start(ctx context.Context) error {
 	s.ready.Store(true)
 	s.log.InfoContext(ctx, "control ready", "api", s.URL())
 	return nil
+}
+
+func (s *Service) isReady() bool {
+	return s.ready.Load() && (s.cfg.AlsoReady == nil || s.cfg.AlsoReady())
 }
 
 // URL is the API's base URL.

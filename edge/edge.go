@@ -157,6 +157,12 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	defer func() {
 		if err != nil {
 			_ = e.close()
+			// Listeners handed in are the edge's from here on.
+			for _, ln := range []net.Listener{cfg.SSHListener, cfg.Preview.Listener} {
+				if ln != nil {
+					_ = ln.Close()
+				}
+			}
 		}
 	}()
 	if cfg.CA == nil {
@@ -239,6 +245,10 @@ func (e *Edge) HTTPAddr() net.Addr {
 	}
 	return e.health.ln.Addr()
 }
+
+// Ready reports whether the edge serves (Start succeeded, Shutdown not
+// begun).
+func (e *Edge) Ready() bool { return e.ready.Load() }
 
 // Invalidate drops what the edge cached about a preview host (its route),
 // at once. The Redis subscription calls it for control's invalidations;

@@ -1,8 +1,7 @@
 // Package sshauth answers the SSH broker's question "may this key, offered
 // for this username, reach a sandbox, and where is it?" from control's
-// store. It deliberately does not import the edge: cmd/* adapts its Route
-// and sentinel errors to the broker's, so the edge binary never links the
-// store and control never links the broker.
+// store, for control's internal API. It does not import the edge; its
+// refusals are the ones internal/edgeapi declares for both sides.
 package sshauth
 
 import (
@@ -13,20 +12,18 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
-// Refusal reasons, one per distinct thing the broker may do about it. Only
-// ErrExpired and ErrSandboxEnded are about the key holder's own credential
-// and worth explaining; the others must look alike to a prober.
+// Refusal reasons, one per distinct thing the broker may do about it,
+// declared once for both sides in internal/edgeapi.
 var (
-	ErrUnknownKey     = errors.New("unknown credential")
-	ErrExpired        = errors.New("credential expired")
-	ErrSandboxEnded   = errors.New("sandbox ended")
-	ErrWrongSandbox   = errors.New("credential belongs to another sandbox")
-	ErrUnknownSandbox = errors.New("unknown sandbox")
-	// ErrNotReady: the credential is good but the sandbox has no running
-	// server to relay to (pending, suspended, restoring).
-	ErrNotReady = errors.New("sandbox not ready")
+	ErrUnknownKey     = edgeapi.ErrSSHUnknownKey
+	ErrExpired        = edgeapi.ErrSSHExpired
+	ErrSandboxEnded   = edgeapi.ErrSSHSandboxEnded
+	ErrWrongSandbox   = edgeapi.ErrSSHWrongSandbox
+	ErrUnknownSandbox = edgeapi.ErrSSHUnknownSandbox
+	ErrNotReady       = edgeapi.ErrSSHNotReady
 )
 
 // Route is where an accepted credential leads.
