@@ -25,11 +25,20 @@ type suspendProvider struct {
 	restores     atomic.Int32
 	failSuspend  atomic.Bool
 	failRestores atomic.Int32 // how many restores to fail before succeeding
+	// holdSuspend, when set, holds suspends until the channel closes.
+	holdSuspend atomic.Pointer[chan struct{}]
 }
 
 func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
 	if p.failSuspend.Load() {
 		return errors.New("injected: snapshot failed")
+	}
+	if hold := p.holdSuspend.Load(); hold != nil {
+		select {
+		case <-*hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return p.Local.Suspend(ctx, id)
 }
