@@ -64,9 +64,9 @@ type Config struct {
 	InternalSecret string
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
-	// Kubernetes, when set, runs sandboxes as pods (the k8s provider)
-	// instead of on this machine.
-	Kubernetes *KubernetesConfig
+	// Provider, when set, builds where sandboxes run instead of the local
+	// provider (cmd/control injects Kubernetes).
+	Provider ProviderOpener
 	// NoJobs serves the API without working the job queue: state changes
 	// and their jobs are committed but nothing carries them forward. For
 	// maintenance windows and crash tests.
@@ -112,17 +112,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("control: ProviderMode %q: want embedded or sshd", c.ProviderMode)
 	}
-	if c.Kubernetes != nil {
-		if err := c.Kubernetes.validate(); err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-type closingProvider interface {
-	provider.Provider
-	io.Closer
 }
 
 // Service is a running control plane.
@@ -132,7 +122,6 @@ type Service struct {
 	Store    store.Store
 	CA       *sshca.CA
 	Provider provider.Provider
-	prov     closingProvider
 	Pool     *podssh.Pool
 	Life     *lifecycle.Manager
 	Registry *prometheus.Registry
@@ -185,10 +174,9 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	if s.prov, err = openProvider(ctx, cfg, s.Store); err != nil {
+	if s.Provider, err = openProvider(ctx, cfg, s.Store); err != nil {
 		return nil, err
 	}
-	s.Provider = s.prov
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
 	if s.Activity, s.closeActStore, err = openActivity(cfg); err != nil {
 		return nil, err
@@ -300,8 +288,8 @@ func (s *Service) closeParts() error {
 	if s.Pool != nil {
 		errs = append(errs, s.Pool.Close())
 	}
-	if s.prov != nil {
-		errs = append(errs, s.prov.Close())
+	if c, ok := s.Provider.(io.Closer); ok {
+		errs = append(errs, c.Close())
 	}
 	if s.closeActStore != nil {
 		errs = append(errs, s.closeActStore())

@@ -44,8 +44,8 @@ func TestKubernetesEndToEnd(t *testing.T) {
 		DataDir: dir, DatabaseURL: testdb.Postgres(t), APIAddr: "127.0.0.1:0",
 		SSHHost: "127.0.0.1", SSHPort: 2222,
 		Lifecycle: lifecycle.Config{ReapInterval: time.Second},
-		Kubernetes: &control.KubernetesConfig{
-			Provider: k8s.Config{
+		Provider: k8stest.Opener{
+			Config: k8s.Config{
 				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},

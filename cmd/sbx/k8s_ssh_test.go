@@ -47,8 +47,8 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		DataDir: dir, APIAddr: "127.0.0.1:0", SSHAddr: "127.0.0.1:0", PreviewAddr: "127.0.0.1:0",
 		PreviewDomain: "preview.localhost", SSHDrain: 2 * time.Second,
 	}, slog.New(slog.DiscardHandler), func(c *control.Config) {
-		c.Kubernetes = &control.KubernetesConfig{
-			Provider: k8s.Config{
+		c.Provider = k8stest.Opener{
+			Config: k8s.Config{
 				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/api"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/apicheck"
@@ -89,7 +90,7 @@ func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Con
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	e.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t)}}
+	e.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t, api.OpenAPI())}}
 	return e
 }
 
