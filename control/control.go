@@ -13,13 +13,16 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/control/api"
@@ -125,10 +128,9 @@ type Service struct {
 	Pool     *podssh.Pool
 	Life     *lifecycle.Manager
 	Registry *prometheus.Registry
-	// Activity is shared with the edge parts run in the same process.
-	Activity      activity.Store
-	closeActStore func() error
-	closePreview  func() error // the preview invalidation publisher
+	// Activity is shared with the edge run in the same process (sbx dev).
+	Activity activity.Store
+	rdb      *redis.Client // the process's one Redis client; nil without RedisURL
 
 	api   *api.Server
 	srv   *http.Server
@@ -137,6 +139,9 @@ type Service struct {
 	done  chan error
 
 	internal *internalServer // nil unless Config.InternalAddr is set
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // Open builds every part but starts nothing.
@@ -178,7 +183,12 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
-	if s.Activity, s.closeActStore, err = openActivity(cfg); err != nil {
+	if cfg.RedisURL != "" {
+		if s.rdb, err = redisstore.NewClient(cfg.RedisURL); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+	}
+	if s.Activity, err = openActivity(cfg, s.rdb); err != nil {
 		return nil, err
 	}
 	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
@@ -189,9 +199,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	cfg.Registry.MustRegister(s.Life.NewGauges())
 	previewChanged := cfg.PreviewChanged
 	if previewChanged == nil {
-		if previewChanged, s.closePreview, err = openPreviewPublisher(cfg); err != nil {
-			return nil, err
-		}
+		previewChanged = previewPublisher(s.rdb)
 	}
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
@@ -259,7 +267,14 @@ func (s *Service) URL() string { return "http://" + s.ln.Addr().String() }
 // Shutdown stops serving, stops the job queue (running jobs finish or are
 // retried on the next start), closes pod connections and the provider's
 // servers (workspaces stay), then the store.
+//
+// Shutdown may be called again; later calls return the first's result.
 func (s *Service) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Service) shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	var errs []error
 	if s.srv != nil {
@@ -291,11 +306,11 @@ func (s *Service) closeParts() error {
 	if c, ok := s.Provider.(io.Closer); ok {
 		errs = append(errs, c.Close())
 	}
-	if s.closeActStore != nil {
-		errs = append(errs, s.closeActStore())
+	if s.Activity != nil {
+		errs = append(errs, s.Activity.Close())
 	}
-	if s.closePreview != nil {
-		errs = append(errs, s.closePreview())
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
 	}
 	if s.Store != nil {
 		errs = append(errs, s.Store.Close())

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/edge"
 )
 
@@ -50,21 +50,10 @@ func startStack(t *testing.T) *stack {
 	sshAddr := sshLn.Addr().(*net.TCPAddr)
 	sshLn.Close()
 
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: filepath.Join(dir, "control"), APIAddr: "127.0.0.1:0",
-		InternalAddr: "127.0.0.1:0", InternalSecret: testSecret,
+	svc, tok := controltest.Start(t, control.Config{
+		DataDir: filepath.Join(dir, "control"), InternalAddr: "127.0.0.1:0", InternalSecret: testSecret,
 		SSHHost: "127.0.0.1", SSHPort: sshAddr.Port, Logger: log.With("side", "control"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	st := &stack{api: svc.URL(), token: tok, edgeSSH: sshAddr.String(), dir: dir, svc: svc}
 
 	cfg, _, err := parseConfig([]string{
@@ -86,13 +75,13 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.edgeHTTP = runEdge(t, ctx, cancel, cfg, log, svc).HTTPAddr().String()
+	st.edgeHTTP = runEdge(t, ctx, cancel, cfg, log).HTTPAddr().String()
 	return st
 }
 
-// runEdge runs the edge until the test ends and returns it. Cleanup
-// stops the edge first, then control behind it.
-func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg edge.Config, log *slog.Logger, svc *control.Service) *edge.Edge {
+// runEdge runs the edge until the test ends and returns it; it stops
+// before control (controltest) behind it.
+func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg edge.Config, log *slog.Logger) *edge.Edge {
 	t.Helper()
 	ready := make(chan *edge.Edge, 1)
 	edgeDone := make(chan error, 1)
@@ -108,11 +97,6 @@ func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg e
 		cancel()
 		if err := <-edgeDone; err != nil {
 			t.Errorf("edge run: %v", err)
-		}
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		if err := svc.Shutdown(sctx); err != nil {
-			t.Errorf("control shutdown: %v", err)
 		}
 	})
 	return e

@@ -17,6 +17,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
 )
@@ -56,24 +57,14 @@ func TestPreviewSplitDeployment(t *testing.T) {
 	previewPort := reservePort(t)
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: filepath.Join(dir, "control"), APIAddr: "127.0.0.1:0",
+	svc, tok := controltest.Start(t, control.Config{
+		DataDir:      filepath.Join(dir, "control"),
 		InternalAddr: "127.0.0.1:0", InternalSecret: testSecret, SSHHost: "127.0.0.1", SSHPort: 22,
 		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort, PreviewMembersFile: members,
 		// Redis carries activity and preview invalidations between the two.
 		RedisURL: "redis://127.0.0.1:6379/0", RedisPrefix: "sbxtest:edgepreview:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
 		Logger: log.With("side", "control"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	cfg, _, err := parseConfig([]string{
 		"--ssh-addr", "127.0.0.1:0", "--http-addr", "", "--control-url", svc.InternalURL(),
 		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"), "--ca-key-file", filepath.Join(dir, "control", "keys", "user_ca"),
@@ -89,7 +80,7 @@ func TestPreviewSplitDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runEdge(t, ctx, cancel, cfg, log, svc)
+	runEdge(t, ctx, cancel, cfg, log)
 	s := &stack{api: svc.URL(), token: tok, dir: dir}
 	id := s.readySandbox(t)
 
