@@ -2,39 +2,49 @@ package control
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/activity/memstore"
 	"github.com/sbxedge/sbx/activity/redisstore"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
-// openActivity builds the activity store: Redis when a URL is configured,
-// shared by every replica, else in memory for one process. close stops
-// the store, then its client.
-func openActivity(cfg Config) (activity.Store, func() error, error) {
-	if cfg.RedisURL == "" {
-		s := memstore.New(nil)
-		return s, s.Close, nil
-	}
-	client, err := redisstore.NewClient(cfg.RedisURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("activity store: %w", err)
+// openActivity builds the activity store: on rdb when Redis is configured,
+// shared by every replica, else in memory for one process.
+func openActivity(cfg Config, rdb *redis.Client) (activity.Store, error) {
+	if rdb == nil {
+		return memstore.New(nil), nil
 	}
 	s, err := redisstore.New(redisstore.Config{
-		Client: client, Prefix: cfg.RedisPrefix, RetryFor: cfg.ActivityRetry,
+		Client: rdb, Prefix: cfg.RedisPrefix, RetryFor: cfg.ActivityRetry,
 		Registry: cfg.Registry, Logger: cfg.Logger.With("component", "activity"),
 	})
 	if err != nil {
-		_ = client.Close()
-		return nil, nil, fmt.Errorf("activity store: %w", err)
+		return nil, fmt.Errorf("activity store: %w", err)
 	}
-	return s, func() error { return errors.Join(s.Close(), client.Close()) }, nil
+	return s, nil
+}
+
+// previewPublisher tells every edge replica about changed preview hosts
+// over Redis pub/sub; the edge's route cache TTL bounds staleness when
+// there is no Redis (nil then) or a message is lost.
+func previewPublisher(rdb *redis.Client) func(ctx context.Context, label string) error {
+	if rdb == nil {
+		return nil
+	}
+	return func(ctx context.Context, label string) error {
+		if err := rdb.Publish(ctx, edgeapi.PreviewInvalidateChannel, label).Err(); err != nil {
+			return fmt.Errorf("publish preview invalidation: %w", err)
+		}
+		return nil
+	}
 }
 
 // Wake blocks until the sandbox is ready, restoring it if it is
-// suspended; see lifecycle.Manager.Wake. Edge packages are handed this.
+// suspended; see lifecycle.Manager.Wake. The internal API is handed this.
 func (s *Service) Wake(ctx context.Context, sandboxID string) error {
 	return s.Life.Wake(ctx, sandboxID)
 }

@@ -13,13 +13,16 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/control/api"
@@ -56,17 +59,17 @@ type Config struct {
 	// previewroute.Membership); the internal API answers the edge from it.
 	PreviewMembersFile string
 	// InternalAddr is where the internal API (/internal/v1, for the edge)
-	// listens; empty means it is not served (sbx dev wires the edge in
-	// process). Bind it to a private address: it must never be public.
+	// listens; empty means it is not served. Bind it to a private address
+	// (sbx dev: loopback): it must never be public.
 	InternalAddr string
 	// InternalSecret is the bearer token the edge presents to the internal
 	// API; required when InternalAddr is set.
 	InternalSecret string
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
-	// Kubernetes, when set, runs sandboxes as pods (the k8s provider)
-	// instead of on this machine.
-	Kubernetes *KubernetesConfig
+	// Provider, when set, builds where sandboxes run instead of the local
+	// provider (cmd/control injects Kubernetes).
+	Provider ProviderOpener
 	// NoJobs serves the API without working the job queue: state changes
 	// and their jobs are committed but nothing carries them forward. For
 	// maintenance windows and crash tests.
@@ -85,7 +88,10 @@ type Config struct {
 	// WakeTimeout bounds how long an API call on a suspended sandbox is
 	// held while it wakes (default 60 s).
 	WakeTimeout time.Duration
-	Logger      *slog.Logger
+	// AlsoReady, when set, must report true too before /readyz answers
+	// 200: sbx dev waits for the edge it runs next to control.
+	AlsoReady func() bool
+	Logger    *slog.Logger
 	// Registry receives every metric; nil makes a fresh one.
 	Registry *prometheus.Registry
 }
@@ -109,17 +115,7 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("control: ProviderMode %q: want embedded or sshd", c.ProviderMode)
 	}
-	if c.Kubernetes != nil {
-		if err := c.Kubernetes.validate(); err != nil {
-			return err
-		}
-	}
 	return nil
-}
-
-type closingProvider interface {
-	provider.Provider
-	io.Closer
 }
 
 // Service is a running control plane.
@@ -129,14 +125,12 @@ type Service struct {
 	Store    store.Store
 	CA       *sshca.CA
 	Provider provider.Provider
-	prov     closingProvider
 	Pool     *podssh.Pool
 	Life     *lifecycle.Manager
 	Registry *prometheus.Registry
-	// Activity is shared with the edge parts run in the same process.
-	Activity      activity.Store
-	closeActStore func() error
-	closePreview  func() error // the preview invalidation publisher
+	// Activity is shared with the edge run in the same process (sbx dev).
+	Activity activity.Store
+	rdb      *redis.Client // the process's one Redis client; nil without RedisURL
 
 	api   *api.Server
 	srv   *http.Server
@@ -145,6 +139,9 @@ type Service struct {
 	done  chan error
 
 	internal *internalServer // nil unless Config.InternalAddr is set
+
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // Open builds every part but starts nothing.
@@ -182,12 +179,16 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	if s.prov, err = openProvider(ctx, cfg, s.Store); err != nil {
+	if s.Provider, err = openProvider(ctx, cfg, s.Store); err != nil {
 		return nil, err
 	}
-	s.Provider = s.prov
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
-	if s.Activity, s.closeActStore, err = openActivity(cfg); err != nil {
+	if cfg.RedisURL != "" {
+		if s.rdb, err = redisstore.NewClient(cfg.RedisURL); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+	}
+	if s.Activity, err = openActivity(cfg, s.rdb); err != nil {
 		return nil, err
 	}
 	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
@@ -198,9 +199,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	cfg.Registry.MustRegister(s.Life.NewGauges())
 	previewChanged := cfg.PreviewChanged
 	if previewChanged == nil {
-		if previewChanged, s.closePreview, err = openPreviewPublisher(cfg); err != nil {
-			return nil, err
-		}
+		previewChanged = previewPublisher(s.rdb)
 	}
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
@@ -208,7 +207,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		WakeTimeout: cfg.WakeTimeout,
 	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
-		Registry: cfg.Registry, Ready: s.ready.Load, PreviewChanged: previewChanged,
+		Registry: cfg.Registry, Ready: s.isReady, PreviewChanged: previewChanged,
 		Activity: s.Activity,
 	})
 	return s, nil
@@ -258,13 +257,24 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
+func (s *Service) isReady() bool {
+	return s.ready.Load() && (s.cfg.AlsoReady == nil || s.cfg.AlsoReady())
+}
+
 // URL is the API's base URL.
 func (s *Service) URL() string { return "http://" + s.ln.Addr().String() }
 
 // Shutdown stops serving, stops the job queue (running jobs finish or are
 // retried on the next start), closes pod connections and the provider's
 // servers (workspaces stay), then the store.
+//
+// Shutdown may be called again; later calls return the first's result.
 func (s *Service) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Service) shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	var errs []error
 	if s.srv != nil {
@@ -293,14 +303,14 @@ func (s *Service) closeParts() error {
 	if s.Pool != nil {
 		errs = append(errs, s.Pool.Close())
 	}
-	if s.prov != nil {
-		errs = append(errs, s.prov.Close())
+	if c, ok := s.Provider.(io.Closer); ok {
+		errs = append(errs, c.Close())
 	}
-	if s.closeActStore != nil {
-		errs = append(errs, s.closeActStore())
+	if s.Activity != nil {
+		errs = append(errs, s.Activity.Close())
 	}
-	if s.closePreview != nil {
-		errs = append(errs, s.closePreview())
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
 	}
 	if s.Store != nil {
 		errs = append(errs, s.Store.Close())

@@ -35,7 +35,7 @@ func (s *Service) startInternal() error {
 			return err
 		}
 	}
-	api, err := internalapi.New(internalapi.Config{Secret: s.cfg.InternalSecret, Logger: s.log},
+	api, err := internalapi.New(internalapi.Config{Secret: s.cfg.InternalSecret, Logger: s.log, Registry: s.Registry},
 		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log), Preview: previewroute.New(s.Store, nil), PreviewMembers: members,
 			Waker: s})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
@@ -39,35 +39,17 @@ func TestKubernetesEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: dir, DatabaseURL: testdb.Postgres(t), APIAddr: "127.0.0.1:0",
-		SSHHost: "127.0.0.1", SSHPort: 2222,
+	svc, tok := controltest.Start(t, control.Config{
+		DatabaseURL: testdb.Postgres(t),
+		SSHHost:     "127.0.0.1", SSHPort: 2222,
 		Lifecycle: lifecycle.Config{ReapInterval: time.Second},
-		Kubernetes: &control.KubernetesConfig{
-			Provider: k8s.Config{
+		Provider: k8stest.Opener{
+			Config: k8s.Config{
 				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},
 			Client: client, Dynamic: dyn,
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
 	})
 	c := &apiClient{t: t, base: svc.URL(), token: tok}
 

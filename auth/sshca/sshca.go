@@ -54,7 +54,21 @@ func LoadOrCreate(path string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read CA key: %w", err)
 	}
-	signer, err := ssh.ParsePrivateKey(b)
+	return parse(path, b)
+}
+
+// Load reads the CA key at path (OpenSSH PEM), which must exist: the edge
+// signs with the key control made, mounted from the same Secret.
+func Load(path string) (*CA, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA key: %w", err)
+	}
+	return parse(path, b)
+}
+
+func parse(path string, pemBytes []byte) (*CA, error) {
+	signer, err := ssh.ParsePrivateKey(pemBytes)
 	if err != nil {
 		return nil, fmt.Errorf("parse CA key %s: %w", path, err)
 	}

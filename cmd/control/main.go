@@ -13,12 +13,13 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
+	"github.com/sbxedge/sbx/internal/flagenv"
 )
 
 func main() {
@@ -39,12 +40,7 @@ func main() {
 // parseConfig maps flags and SBX_* variables onto control.Config; a flag
 // wins over its variable.
 func parseConfig(args []string, getenv func(string) string) (control.Config, slog.Level, error) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
+	env := flagenv.Env(getenv)
 	var c control.Config
 	fs := flag.NewFlagSet("control", flag.ContinueOnError)
 	fs.StringVar(&c.DataDir, "data-dir", env("SBX_DATA_DIR", "/var/lib/sbx"), "keys (CA, host-key secret) and local-provider workspaces")
@@ -55,6 +51,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
 	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
 	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis URL for shared activity (empty: in-memory, one replica only)")
+	fs.StringVar(&c.RedisPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (the edge's --activity-prefix must match)")
 	fs.BoolVar(&c.Lifecycle.NoIdleOffload, "no-idle-offload", env("SBX_NO_IDLE_OFFLOAD", "") == "1", "never suspend idle sandboxes (required without --redis-url: a separate edge's activity is invisible then)")
 	prov := fs.String("provider", env("SBX_PROVIDER", "local"), `where sandboxes run: "local" (this machine) or "k8s" (pods)`)
 	k8sNS := fs.String("k8s-namespace", env("SBX_K8S_NAMESPACE", "sbx-sandboxes"), "namespace of sandbox pods (k8s provider)")
@@ -86,21 +83,16 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		if err != nil {
 			return c, 0, fmt.Errorf("--k8s-catalog: %w", err)
 		}
-		c.Kubernetes = &control.KubernetesConfig{
-			Provider:   k8s.Config{Namespace: *k8sNS, Catalog: cat},
-			Kubeconfig: *kubeconfig,
+		kc := &kubernetes{Config: k8s.Config{Namespace: *k8sNS, Catalog: cat}, Kubeconfig: *kubeconfig}
+		if err := kc.Config.Validate(); err != nil {
+			return c, 0, fmt.Errorf("--provider k8s: %w", err)
 		}
+		c.Provider = kc
 	default:
 		return c, 0, fmt.Errorf("--provider %q: want local or k8s", *prov)
 	}
-	if *secretFile != "" {
-		b, err := os.ReadFile(*secretFile)
-		if err != nil {
-			return c, 0, fmt.Errorf("--internal-secret-file: %w", err)
-		}
-		c.InternalSecret = strings.TrimSpace(string(b))
-	} else {
-		c.InternalSecret = getenv("SBX_INTERNAL_SECRET")
+	if c.InternalSecret, err = flagenv.Secret("--internal-secret-file", *secretFile, getenv("SBX_INTERNAL_SECRET")); err != nil {
+		return c, 0, err
 	}
 	// Without Redis, activity lives in this process's memory, where the
 	// edge (another process) cannot record it: the idle detector would
@@ -112,6 +104,14 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		return c, 0, errors.New("--redis-url is required for idle offload (the edge records activity there); give it, or --no-idle-offload to keep sandboxes ready until their deadline")
 	}
 	return c, lv, nil
+}
+
+// kubernetes runs sandboxes as pods: the k8s provider, injected into
+// control so only this binary links client-go.
+type kubernetes k8s.Setup
+
+func (k *kubernetes) Open(ctx context.Context, d control.ProviderDeps) (provider.Provider, error) {
+	return k8s.Open(ctx, k8s.Setup(*k), d.Store, d.Registry, d.Logger)
 }
 
 // run serves until ctx ends. ready, if set, sees the running service.

@@ -19,12 +19,12 @@ func TestProviderFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Kubernetes == nil || c.Kubernetes.Provider.Namespace != "sbx-test" || len(c.Kubernetes.Provider.Catalog.Profiles) != 3 {
-		t.Errorf("k8s config %+v; want namespace sbx-test and the catalog's 3 profiles", c.Kubernetes)
+	if k, ok := c.Provider.(*kubernetes); !ok || k.Config.Namespace != "sbx-test" || len(k.Config.Catalog.Profiles) != 3 {
+		t.Errorf("k8s config %+v; want namespace sbx-test and the catalog's 3 profiles", c.Provider)
 	}
 	c, _, err = parseConfig(base, env)
-	if err != nil || c.Kubernetes != nil {
-		t.Errorf("default provider: %+v, %v; want local (no Kubernetes config)", c.Kubernetes, err)
+	if err != nil || c.Provider != nil {
+		t.Errorf("default provider: %+v, %v; want local (no provider injected)", c.Provider, err)
 	}
 	for _, bad := range [][]string{
 		{"--provider", "nomad"},

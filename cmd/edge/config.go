@@ -5,150 +5,133 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
+
+	"github.com/sbxedge/sbx/edge"
+	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
+	"github.com/sbxedge/sbx/internal/flagenv"
 )
 
-// Config is cmd/edge's configuration. Flags and SBX_* environment
-// variables map onto it here and nowhere else; a flag wins over its
-// variable.
-type Config struct {
-	// SSHAddr is where the SSH broker listens (brokers.<domain>:22 behind
-	// a TCP load balancer). SBX_EDGE_SSH_ADDR.
-	SSHAddr string
-	// HTTPAddr serves /healthz, /readyz and /metrics for the orchestrator
-	// and Prometheus. Empty disables it. SBX_EDGE_HTTP_ADDR.
-	HTTPAddr string
-	// ControlURL is control's internal API (its internal listener, not the
-	// public API). SBX_CONTROL_URL.
-	ControlURL string
-	// InternalSecret is the shared bearer for the internal API; read from
-	// SecretFile when set (a mounted Kubernetes Secret), else from
-	// SBX_INTERNAL_SECRET.
-	InternalSecret string
-	SecretFile     string
-	// HostKeyDir holds the broker's ssh_host_*_key files, shared by every
-	// replica (a mounted Secret) so clients never see a host-key change.
-	// SBX_EDGE_HOST_KEY_DIR.
-	HostKeyDir string
-	// CAKeyFile is the internal user CA's private key (OpenSSH PEM), the
-	// same file control signs with, mounted from the same Secret. The edge
-	// signs each upstream certificate itself, so a handshake never waits on
-	// control for a signature; the price is that the edge holds the CA key,
-	// which is why certificates are short-lived and sandboxes trust nothing
-	// else. SBX_CA_KEY_FILE.
-	CAKeyFile string
-	// Drain is how long open SSH sessions may finish on SIGTERM before
-	// they are closed with a message. SBX_EDGE_SSH_DRAIN.
-	Drain time.Duration
-	// ClientAlive and UpstreamAlive are the broker's keepalive intervals
-	// towards clients and sandboxes (three unanswered end the connection;
-	// 0 disables). SBX_EDGE_CLIENT_ALIVE, SBX_EDGE_UPSTREAM_ALIVE.
-	ClientAlive, UpstreamAlive time.Duration
-	// LogLevel is debug, info, warn or error. SBX_LOG_LEVEL.
-	LogLevel slog.Level
-	// ActivityPrefix starts the activity keys in the Redis of --redis-url,
-	// which must match control's (--redis-prefix there).
-	// SBX_ACTIVITY_PREFIX.
-	ActivityPrefix string
-	// NoActivity runs the edge without an activity store: nothing it
-	// serves is recorded. Only for a control plane without idle offload,
-	// which would otherwise see every session through this edge as idle
-	// and suspend it under its user; hence an explicit opt-out rather than
-	// the default when --redis-url is missing. SBX_EDGE_NO_ACTIVITY=1.
-	NoActivity bool
-
-	// Preview configures the preview proxy; empty Preview.Addr disables it.
-	Preview PreviewConfig
-}
-
-// parseConfig maps args and the environment onto a Config.
-func parseConfig(args []string, getenv func(string) string) (Config, error) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
-	var c Config
+// parseConfig maps args and SBX_* variables onto edge.Config, here and
+// nowhere else; a flag wins over its variable. Secrets come from files
+// (mounted Secrets) or variables, never from flag values.
+func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.Level, error) {
+	env := flagenv.Env(getenv)
+	c := edge.DefaultConfig()
+	p := &c.Preview
+	var (
+		secretFile, oidcSecretFile, sessionKeyFile, tsigSecretFile string
+		oidc                                                       preview.OIDCConfig
+		dns                                                        rfc2136.Provider
+		level                                                      slog.Level
+	)
+	var errs []error // bad defaults from the environment
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	fs.StringVar(&c.SSHAddr, "ssh-addr", env("SBX_EDGE_SSH_ADDR", ":2222"), "SSH broker listen address")
 	fs.StringVar(&c.HTTPAddr, "http-addr", env("SBX_EDGE_HTTP_ADDR", ":9090"), "health and metrics listen address (empty: off)")
 	fs.StringVar(&c.ControlURL, "control-url", env("SBX_CONTROL_URL", ""), "control's internal API base URL")
-	fs.StringVar(&c.SecretFile, "internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
+	fs.StringVar(&secretFile, "internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
 	fs.StringVar(&c.HostKeyDir, "host-key-dir", env("SBX_EDGE_HOST_KEY_DIR", ""), "directory of the broker's shared ssh_host_*_key files")
 	fs.StringVar(&c.CAKeyFile, "ca-key-file", env("SBX_CA_KEY_FILE", ""), "the internal user CA's private key, shared with control")
-	drain := fs.String("ssh-drain", env("SBX_EDGE_SSH_DRAIN", "30s"), "how long SSH sessions may finish on shutdown")
-	clientAlive := fs.String("client-alive-interval", env("SBX_EDGE_CLIENT_ALIVE", "30s"), "keepalive interval towards SSH clients (0: off)")
-	upstreamAlive := fs.String("upstream-alive-interval", env("SBX_EDGE_UPSTREAM_ALIVE", "30s"), "keepalive interval towards sandboxes (0: off)")
-	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
-	fs.StringVar(&c.ActivityPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (as control's --redis-prefix)")
+	errs = append(errs, durationFlag(fs, &c.Drain, "ssh-drain", env("SBX_EDGE_SSH_DRAIN", "30s"), "how long SSH sessions may finish on shutdown"))
+	errs = append(errs, durationFlag(fs, &c.ClientAlive, "client-alive-interval", env("SBX_EDGE_CLIENT_ALIVE", "30s"), "keepalive interval towards SSH clients (0: off)"))
+	errs = append(errs, durationFlag(fs, &c.UpstreamAlive, "upstream-alive-interval", env("SBX_EDGE_UPSTREAM_ALIVE", "30s"), "keepalive interval towards sandboxes (0: off)"))
+	errs = append(errs, level.UnmarshalText([]byte(env("SBX_LOG_LEVEL", "info"))))
+	fs.TextVar(&level, "log-level", level, "debug, info, warn or error")
+	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis for activity, preview invalidations, login tickets, certificates and ACME locks, shared with control and other replicas")
+	fs.StringVar(&c.ActivityPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (must match control's --activity-prefix)")
 	fs.BoolVar(&c.NoActivity, "no-activity", env("SBX_EDGE_NO_ACTIVITY", "") == "1", "record no activity (only when control runs without idle offload)")
-	previewFlags(fs, &c.Preview, env)
+
+	fs.StringVar(&p.Addr, "preview-addr", env("SBX_PREVIEW_ADDR", ""), "preview proxy listen address (empty: previews off)")
+	fs.BoolVar(&p.PlainHTTP, "preview-plain-http", env("SBX_PREVIEW_PLAIN_HTTP", "") == "1", "serve previews over plain HTTP/h2c (TLS terminated in front)")
+	fs.StringVar(&p.HTTPAddr, "preview-http-addr", env("SBX_PREVIEW_HTTP_ADDR", ":80"), "ACME HTTP-01 and redirect-to-HTTPS listener (TLS mode)")
+	fs.StringVar(&p.Domain, "preview-domain", env("SBX_PREVIEW_DOMAIN", ""), "preview base domain")
+	fs.IntVar(&p.PublicPort, "preview-public-port", 0, "port browsers use, when not the scheme's default")
+	fs.StringVar(&oidc.Issuer, "oidc-issuer", env("SBX_OIDC_ISSUER", ""), "OIDC issuer URL for preview sign-in")
+	fs.StringVar(&oidc.ClientID, "oidc-client-id", env("SBX_OIDC_CLIENT_ID", ""), "OIDC client id")
+	fs.StringVar(&oidcSecretFile, "oidc-client-secret-file", env("SBX_OIDC_CLIENT_SECRET_FILE", ""), "file holding the OIDC client secret (default: $SBX_OIDC_CLIENT_SECRET)")
+	fs.StringVar(&sessionKeyFile, "preview-session-key-file", env("SBX_PREVIEW_SESSION_KEY_FILE", ""), "file holding the cookie-signing key (at least 32 bytes), shared by replicas")
+	fs.DurationVar(&p.RouteTTL, "preview-route-ttl", p.RouteTTL, "how long resolved preview routes are cached")
+	fs.StringVar(&p.ACMECA, "acme-ca", env("SBX_ACME_CA", ""), "ACME directory URL (default: Let's Encrypt)")
+	fs.StringVar(&p.ACMEEmail, "acme-email", env("SBX_ACME_EMAIL", ""), "ACME account contact")
+	fs.StringVar(&dns.Server, "acme-dns-server", env("SBX_ACME_DNS_SERVER", ""), "DNS primary (host:port) taking RFC 2136 updates: one wildcard certificate over DNS-01 instead of on-demand HTTP-01")
+	fs.StringVar(&dns.KeyName, "acme-dns-tsig-key", env("SBX_ACME_DNS_TSIG_KEY", ""), "TSIG key name for --acme-dns-server")
+	fs.StringVar(&dns.KeyAlgorithm, "acme-dns-tsig-algorithm", env("SBX_ACME_DNS_TSIG_ALGORITHM", "hmac-sha256"), "TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512")
+	fs.StringVar(&tsigSecretFile, "acme-dns-tsig-secret-file", env("SBX_ACME_DNS_TSIG_SECRET_FILE", ""), "file holding the base64 TSIG secret (default: $SBX_ACME_DNS_TSIG_SECRET)")
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
-	}
-	if err := c.Preview.readSecrets(getenv); err != nil {
-		return Config{}, err
+		return c, 0, err
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return c, 0, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var err error
-	for _, d := range []struct {
-		flag string
-		in   string
-		out  *time.Duration
-	}{
-		{"--ssh-drain", *drain, &c.Drain},
-		{"--client-alive-interval", *clientAlive, &c.ClientAlive},
-		{"--upstream-alive-interval", *upstreamAlive, &c.UpstreamAlive},
+	for _, r := range []struct{ flag, value string }{
+		{"--ssh-addr", c.SSHAddr}, {"--control-url (SBX_CONTROL_URL)", c.ControlURL},
+		{"--host-key-dir (SBX_EDGE_HOST_KEY_DIR)", c.HostKeyDir}, {"--ca-key-file (SBX_CA_KEY_FILE)", c.CAKeyFile},
 	} {
-		if *d.out, err = time.ParseDuration(d.in); err != nil {
-			return Config{}, fmt.Errorf("%s: %w", d.flag, err)
+		if r.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", r.flag))
 		}
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
-		return Config{}, fmt.Errorf("--log-level: %w", err)
-	}
-	if c.SecretFile != "" {
-		b, err := os.ReadFile(c.SecretFile)
-		if err != nil {
-			return Config{}, fmt.Errorf("--internal-secret-file: %w", err)
-		}
-		c.InternalSecret = strings.TrimSpace(string(b))
-	} else {
-		c.InternalSecret = getenv("SBX_INTERNAL_SECRET")
-	}
-	return c, c.Validate()
-}
-
-// Validate names every missing or bad field. It has no side effects.
-func (c *Config) Validate() error {
-	var errs []error
-	if c.SSHAddr == "" {
-		errs = append(errs, errors.New("--ssh-addr is empty"))
-	}
-	if c.ControlURL == "" {
-		errs = append(errs, errors.New("--control-url (SBX_CONTROL_URL) is required"))
-	}
-	if c.InternalSecret == "" {
-		errs = append(errs, errors.New("the internal API secret is required: --internal-secret-file or SBX_INTERNAL_SECRET"))
-	}
-	if c.HostKeyDir == "" {
-		errs = append(errs, errors.New("--host-key-dir (SBX_EDGE_HOST_KEY_DIR) is required"))
-	}
-	if c.CAKeyFile == "" {
-		errs = append(errs, errors.New("--ca-key-file (SBX_CA_KEY_FILE) is required"))
-	}
-	if c.Drain < 0 || c.ClientAlive < 0 || c.UpstreamAlive < 0 {
-		errs = append(errs, errors.New("--ssh-drain and the keepalive intervals must not be negative"))
-	}
-	if c.Preview.RedisURL == "" && !c.NoActivity {
+	if c.RedisURL == "" && !c.NoActivity {
 		errs = append(errs, errors.New("--redis-url (SBX_REDIS_URL) is required: control's idle detector reads activity from it "+
 			"and would suspend sandboxes in use through this edge; pass --no-activity only when control runs without idle offload"))
 	}
-	errs = append(errs, c.Preview.validate())
+	secret, err := flagenv.Secret("--internal-secret-file", secretFile, getenv("SBX_INTERNAL_SECRET"))
+	c.InternalSecret = secret
+	if err == nil && secret == "" {
+		err = errors.New("the internal API secret is required: --internal-secret-file or SBX_INTERNAL_SECRET")
+	}
+	errs = append(errs, err)
+	if p.Addr != "" {
+		errs = append(errs, previewSecrets(p, &oidc, &dns, oidcSecretFile, sessionKeyFile, tsigSecretFile, getenv))
+		if c.RedisURL == "" && !p.PlainHTTP {
+			errs = append(errs, errors.New("--redis-url is required for TLS: certificates and ACME locks are shared by replicas"))
+		}
+	}
+	return c, level, errors.Join(errs...)
+}
+
+// previewSecrets reads the preview's secrets and refuses a proxy without
+// a real OIDC issuer: the dev sign-in exists only in sbx dev.
+func previewSecrets(p *edge.PreviewConfig, oidc *preview.OIDCConfig, dns *rfc2136.Provider, oidcFile, keyFile, tsigFile string, getenv func(string) string) error {
+	var errs []error
+	if p.Domain == "" {
+		errs = append(errs, errors.New("--preview-domain (SBX_PREVIEW_DOMAIN) is required with --preview-addr"))
+	}
+	if oidc.Issuer == "" || oidc.ClientID == "" {
+		errs = append(errs, errors.New("--oidc-issuer and --oidc-client-id are required with --preview-addr: private previews need a real identity provider"))
+	}
+	var err error
+	oidc.ClientSecret, err = flagenv.Secret("--oidc-client-secret-file", oidcFile, getenv("SBX_OIDC_CLIENT_SECRET"))
+	p.OIDC = oidc
+	errs = append(errs, err)
+	key, err := flagenv.Secret("--preview-session-key-file", keyFile, "")
+	if p.SessionKey = []byte(key); err == nil && len(key) < 32 {
+		err = errors.New("--preview-session-key-file must hold at least 32 bytes")
+	}
+	errs = append(errs, err)
+	if dns.Server != "" {
+		dns.Secret, err = flagenv.Secret("--acme-dns-tsig-secret-file", tsigFile, getenv("SBX_ACME_DNS_TSIG_SECRET"))
+		errs = append(errs, err)
+		if p.PlainHTTP {
+			errs = append(errs, errors.New("--acme-dns-server needs TLS: it makes no sense with --preview-plain-http"))
+		}
+		if err := dns.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--acme-dns-server: %w (--acme-dns-tsig-key, --acme-dns-tsig-secret-file)", err))
+		}
+		p.DNS01 = dns
+	}
 	return errors.Join(errs...)
+}
+
+// durationFlag is fs.DurationVar with a default given as text (from the
+// environment); it returns the default's parse error.
+func durationFlag(fs *flag.FlagSet, d *time.Duration, name, def, usage string) error {
+	var err error
+	if *d, err = time.ParseDuration(def); err != nil {
+		err = fmt.Errorf("--%s: %w", name, err)
+	}
+	fs.DurationVar(d, name, *d, usage)
+	return err
 }

@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/controltest"
+	"github.com/sbxedge/sbx/edge"
 )
 
 const testSecret = "edge-test-secret-edge-test-secret-0123"
@@ -49,24 +50,13 @@ func startStack(t *testing.T) *stack {
 	sshAddr := sshLn.Addr().(*net.TCPAddr)
 	sshLn.Close()
 
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: filepath.Join(dir, "control"), APIAddr: "127.0.0.1:0",
-		InternalAddr: "127.0.0.1:0", InternalSecret: testSecret,
+	svc, tok := controltest.Start(t, control.Config{
+		DataDir: filepath.Join(dir, "control"), InternalAddr: "127.0.0.1:0", InternalSecret: testSecret,
 		SSHHost: "127.0.0.1", SSHPort: sshAddr.Port, Logger: log.With("side", "control"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	st := &stack{api: svc.URL(), token: tok, edgeSSH: sshAddr.String(), dir: dir, svc: svc}
 
-	cfg, err := parseConfig([]string{
+	cfg, _, err := parseConfig([]string{
 		"--ssh-addr", sshAddr.String(), "--http-addr", "127.0.0.1:0",
 		"--control-url", svc.InternalURL(),
 		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"),
@@ -85,20 +75,21 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.edgeHTTP = runEdge(t, ctx, cancel, cfg, log, svc).HTTP.String()
+	st.edgeHTTP = runEdge(t, ctx, cancel, cfg, log).HTTPAddr().String()
 	return st
 }
 
-// runEdge runs the edge until the test ends and returns where it listens.
-// Cleanup stops the edge first, then control behind it.
-func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg Config, log *slog.Logger, svc *control.Service) listening {
+// runEdge runs the edge until the test ends and returns it; it stops
+// before control (controltest) behind it.
+func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg edge.Config, log *slog.Logger) *edge.Edge {
 	t.Helper()
-	ready := make(chan listening, 1)
+	ready := make(chan *edge.Edge, 1)
 	edgeDone := make(chan error, 1)
-	go func() { edgeDone <- run(ctx, cfg, log.With("side", "edge"), func(l listening) { ready <- l }) }()
-	var l listening
+	cfg.Logger = log.With("side", "edge")
+	go func() { edgeDone <- edge.Run(ctx, cfg, func(e *edge.Edge) { ready <- e }) }()
+	var e *edge.Edge
 	select {
-	case l = <-ready:
+	case e = <-ready:
 	case err := <-edgeDone:
 		t.Fatalf("edge did not start: %v", err)
 	}
@@ -107,13 +98,8 @@ func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg C
 		if err := <-edgeDone; err != nil {
 			t.Errorf("edge run: %v", err)
 		}
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		if err := svc.Shutdown(sctx); err != nil {
-			t.Errorf("control shutdown: %v", err)
-		}
 	})
-	return l
+	return e
 }
 
 type testLog struct{ t *testing.T }
@@ -275,18 +261,18 @@ func TestConfigFromFlagsAndEnv(t *testing.T) {
 	env := map[string]string{"SBX_CONTROL_URL": "http://env:1", "SBX_INTERNAL_SECRET": "from-env",
 		"SBX_EDGE_HOST_KEY_DIR": "/keys", "SBX_CA_KEY_FILE": "/ca", "SBX_REDIS_URL": "redis://env:6379/0"}
 	getenv := func(k string) string { return env[k] }
-	c, err := parseConfig([]string{"--control-url", "http://flag:1"}, getenv)
+	c, _, err := parseConfig([]string{"--control-url", "http://flag:1"}, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.ControlURL != "http://flag:1" || c.InternalSecret != "from-env" || c.HostKeyDir != "/keys" || c.Drain != 30*time.Second {
 		t.Fatalf("config %+v", c)
 	}
-	c, err = parseConfig([]string{"--internal-secret-file", secretFile}, getenv)
+	c, _, err = parseConfig([]string{"--internal-secret-file", secretFile}, getenv)
 	if err != nil || c.InternalSecret != "from-file" {
 		t.Fatalf("secret file: %q %v", c.InternalSecret, err)
 	}
-	_, err = parseConfig(nil, func(string) string { return "" })
+	_, _, err = parseConfig(nil, func(string) string { return "" })
 	for _, want := range []string{"--control-url", "secret", "--host-key-dir", "--ca-key-file", "--redis-url", "--no-activity"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("empty config error %v, want it to name %s", err, want)
@@ -321,7 +307,7 @@ func TestConfigActivityOptOut(t *testing.T) {
 				}
 				return base[k]
 			}
-			cfg, err := parseConfig(c.args, getenv)
+			cfg, _, err := parseConfig(c.args, getenv)
 			if c.wantErr {
 				if err == nil || !strings.Contains(err.Error(), "--no-activity") {
 					t.Fatalf("parseConfig(%q): err %v, want one naming --no-activity", c.args, err)

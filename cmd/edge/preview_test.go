@@ -17,6 +17,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
 )
@@ -56,25 +57,15 @@ func TestPreviewSplitDeployment(t *testing.T) {
 	previewPort := reservePort(t)
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: filepath.Join(dir, "control"), APIAddr: "127.0.0.1:0",
+	svc, tok := controltest.Start(t, control.Config{
+		DataDir:      filepath.Join(dir, "control"),
 		InternalAddr: "127.0.0.1:0", InternalSecret: testSecret, SSHHost: "127.0.0.1", SSHPort: 22,
 		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort, PreviewMembersFile: members,
 		// Redis carries activity and preview invalidations between the two.
 		RedisURL: "redis://127.0.0.1:6379/0", RedisPrefix: "sbxtest:edgepreview:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
 		Logger: log.With("side", "control"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := parseConfig([]string{
+	cfg, _, err := parseConfig([]string{
 		"--ssh-addr", "127.0.0.1:0", "--http-addr", "", "--control-url", svc.InternalURL(),
 		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"), "--ca-key-file", filepath.Join(dir, "control", "keys", "user_ca"),
 		"--ssh-drain", "1s",
@@ -89,7 +80,7 @@ func TestPreviewSplitDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runEdge(t, ctx, cancel, cfg, log, svc)
+	runEdge(t, ctx, cancel, cfg, log)
 	s := &stack{api: svc.URL(), token: tok, dir: dir}
 	id := s.readySandbox(t)
 
@@ -173,7 +164,7 @@ func TestPreviewSplitDeployment(t *testing.T) {
 
 func TestPreviewConfigRefusesWithoutIssuer(t *testing.T) {
 	t.Parallel()
-	_, err := parseConfig([]string{"--control-url", "http://c", "--host-key-dir", "d", "--ca-key-file", "k",
+	_, _, err := parseConfig([]string{"--control-url", "http://c", "--host-key-dir", "d", "--ca-key-file", "k",
 		"--preview-addr", ":443", "--preview-domain", "sbx-preview.dev"},
 		func(k string) string { return map[string]string{"SBX_INTERNAL_SECRET": testSecret}[k] })
 	if err == nil || !strings.Contains(err.Error(), "--oidc-issuer") || !strings.Contains(err.Error(), "--redis-url") {
@@ -198,16 +189,16 @@ func TestPreviewDNS01Config(t *testing.T) {
 		"--preview-addr", ":443", "--preview-domain", "sbx-preview.dev", "--oidc-issuer", "https://id.example", "--oidc-client-id", "c",
 		"--preview-session-key-file", keyFile, "--redis-url", "redis://127.0.0.1:6379/0", "--acme-dns-server", "ns1.example:53"}
 	env := func(k string) string { return map[string]string{"SBX_INTERNAL_SECRET": testSecret}[k] }
-	if _, err := parseConfig(base, env); err == nil || !strings.Contains(err.Error(), "--acme-dns-server") {
+	if _, _, err := parseConfig(base, env); err == nil || !strings.Contains(err.Error(), "--acme-dns-server") {
 		t.Errorf("DNS-01 without a TSIG key: %v, want refused", err)
 	}
-	if _, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile, "--preview-plain-http"), env); err == nil || !strings.Contains(err.Error(), "--preview-plain-http") {
+	if _, _, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile, "--preview-plain-http"), env); err == nil || !strings.Contains(err.Error(), "--preview-plain-http") {
 		t.Errorf("DNS-01 with plain HTTP: %v, want refused", err)
 	}
-	if _, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile, "--acme-dns-tsig-algorithm", "hmac-md5"), env); err == nil {
+	if _, _, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile, "--acme-dns-tsig-algorithm", "hmac-md5"), env); err == nil {
 		t.Error("DNS-01 with hmac-md5: accepted, want refused")
 	}
-	cfg, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile), env)
+	cfg, _, err := parseConfig(append(base, "--acme-dns-tsig-key", "edge.", "--acme-dns-tsig-secret-file", secretFile), env)
 	if err != nil {
 		t.Fatal(err)
 	}

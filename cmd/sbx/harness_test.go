@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	controlapi "github.com/sbxedge/sbx/control/api"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
@@ -160,7 +161,7 @@ func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 		t.Fatal(err)
 	}
 	p.Token = strings.TrimSpace(string(tok))
-	p.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t)}}
+	p.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t, controlapi.OpenAPI())}}
 	return p
 }
 

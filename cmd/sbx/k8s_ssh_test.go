@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
 )
@@ -44,62 +43,27 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	sshLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, err := publicSSHAddr(sshLn.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	previewLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	previewPort := previewLn.Addr().(*net.TCPAddr).Port
-	var inv previewInvalidator
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: dir, APIAddr: "127.0.0.1:0", SSHHost: host, SSHPort: port,
-		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort, PreviewChanged: inv.changed,
-		Kubernetes: &control.KubernetesConfig{
-			Provider: k8s.Config{
+	d, err := startDevStack(ctx, devConfig{
+		DataDir: dir, APIAddr: "127.0.0.1:0", SSHAddr: "127.0.0.1:0", PreviewAddr: "127.0.0.1:0",
+		PreviewDomain: "preview.localhost", SSHDrain: 2 * time.Second,
+	}, slog.New(slog.DiscardHandler), func(c *control.Config) {
+		c.Provider = k8stest.Opener{
+			Config: k8s.Config{
 				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},
 			Client: client, Dynamic: dyn,
-		},
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b, err := startBroker(svc, sshLn, dir, 2*time.Second, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev, err := startPreview(ctx, svc, &inv, previewLn, dir, previewOptions{domain: "preview.localhost"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := prev.shutdown(sctx); err != nil {
-			t.Errorf("preview shutdown: %v", err)
-		}
-		if err := b.shutdown(sctx); err != nil {
-			t.Errorf("broker shutdown: %v", err)
-		}
-		if err := svc.Shutdown(sctx); err != nil {
-			t.Errorf("control shutdown: %v", err)
+		if err := d.shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
 		}
 	})
+	svc, tok, previewPort := d.svc, d.token, d.edge.PreviewAddr().(*net.TCPAddr).Port
 	call := func(method, path, body string, out any) int {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, method, svc.URL()+path, strings.NewReader(body))

@@ -17,9 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/control/devseed"
-	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/testdb"
 )
@@ -45,38 +42,18 @@ func BenchmarkWakeLatency(b *testing.B) {
 func benchWake(b *testing.B, dbURL string) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	reg := prometheus.NewRegistry()
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: filepath.Join(dir, "data"), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", DatabaseURL: dbURL,
+	d, err := startDevStack(ctx, devConfig{
+		DataDir: filepath.Join(dir, "data"), APIAddr: "127.0.0.1:0", SSHAddr: "127.0.0.1:0", PreviewAddr: "127.0.0.1:0",
+		DatabaseURL: dbURL, PreviewDomain: "preview.localhost", SSHDrain: time.Second,
 		// The benchmark suspends explicitly; the detector stays out of it.
-		Lifecycle: lifecycle.Config{IdleTimeout: time.Hour, ReapInterval: time.Minute},
-		Registry:  reg,
-	})
+		IdleTimeout: time.Hour, ReapInterval: time.Minute,
+	}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sshLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(sshLn.Addr().String())
-	broker, err := startBroker(svc, sshLn, filepath.Join(dir, "data"), time.Second, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	if err != nil {
-		b.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "data", "token"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = broker.shutdown(sctx)
-		_ = svc.Shutdown(sctx)
-	})
+	b.Cleanup(func() { _ = d.shutdown() })
+	svc, tok, reg := d.svc, d.token, d.svc.Registry
+	_, port, _ := net.SplitHostPort(d.edge.SSHAddr().String())
 
 	api := func(method, path, body string, out any) {
 		req, _ := http.NewRequest(method, svc.URL()+path, bytes.NewBufferString(body))

@@ -13,7 +13,8 @@ import (
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/api"
+	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/apicheck"
 	"github.com/sbxedge/sbx/internal/testdb"
@@ -32,7 +33,7 @@ type env struct {
 func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
-	cfg := control.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs,
+	cfg := control.Config{SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs,
 		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, string) error { return nil }}
 	if backend == "postgres" {
 		cfg.DatabaseURL = testdb.Postgres(t)
@@ -40,17 +41,9 @@ func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Con
 	for _, o := range opts {
 		o(&cfg)
 	}
-	svc, err := control.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, svc: svc, tokens: map[string]string{}}
-	devTok, _, err := devseed.Seed(ctx, svc.Store, "", cfg.DataDir+"/token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.tokens["dev"] = devTok
-	err = svc.Store.InTx(ctx, func(tx store.Tx) error {
+	svc, devTok := controltest.Start(t, cfg)
+	e := &env{t: t, svc: svc, tokens: map[string]string{"dev": devTok}}
+	err := svc.Store.InTx(ctx, func(tx store.Tx) error {
 		for _, a := range []store.Account{
 			{ID: "acct-other", Name: "other", SandboxesEnabled: true, ConcurrentLimit: 1},
 			{ID: "acct-off", Name: "off", SandboxesEnabled: false, ConcurrentLimit: 1},
@@ -79,17 +72,7 @@ func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	e.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t)}}
+	e.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t, api.OpenAPI())}}
 	return e
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
@@ -494,18 +495,7 @@ func TestHundredRacingCreatesAdmitTheLimit(t *testing.T) {
 // deadline; the stream ends at once.
 func TestShutdownEndsEventStreams(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	svc, err := control.Open(ctx, control.Config{DataDir: dir, APIAddr: "127.0.0.1:0", NoJobs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", dir+"/token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	svc, tok := controltest.Start(t, control.Config{NoJobs: true})
 	e := &env{t: t, svc: svc, tokens: map[string]string{"dev": tok}, client: &http.Client{}}
 	sb := e.create("dev", map[string]any{"profile": "tuist-linux-small"})
 	sctx, cancel := context.WithCancel(ctx)

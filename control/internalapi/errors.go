@@ -5,8 +5,6 @@ import (
 	"net/http"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
-	"github.com/sbxedge/sbx/control/previewroute"
-	"github.com/sbxedge/sbx/control/sshauth"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -22,26 +20,18 @@ func badRequest(detail string) *problem.Problem {
 	return problem.New(http.StatusBadRequest, edgeapi.CodeInvalidRequest, detail)
 }
 
-// refusals maps each endpoint's sentinel errors to a status and code. New
-// endpoints add their rows here.
-var refusals = []struct {
+// wakeRefusals maps lifecycle's errors to the wake endpoint's codes; the
+// other endpoints' refusals are edgeapi.Refusal values already.
+var wakeRefusals = []struct {
 	err    error
 	status int
 	code   string
 }{
-	{sshauth.ErrUnknownKey, http.StatusForbidden, edgeapi.CodeSSHUnknownKey},
-	{sshauth.ErrExpired, http.StatusForbidden, edgeapi.CodeSSHExpired},
-	{sshauth.ErrSandboxEnded, http.StatusForbidden, edgeapi.CodeSSHSandboxEnded},
-	{sshauth.ErrWrongSandbox, http.StatusForbidden, edgeapi.CodeSSHWrongSandbox},
-	{sshauth.ErrUnknownSandbox, http.StatusForbidden, edgeapi.CodeSSHUnknownSandbox},
-	{sshauth.ErrNotReady, http.StatusConflict, edgeapi.CodeSSHNotReady},
 	{lifecycle.ErrNotFound, http.StatusNotFound, edgeapi.CodeWakeUnknownSandbox},
 	{lifecycle.ErrCannotWake, http.StatusConflict, edgeapi.CodeWakeEnded},
 	{lifecycle.ErrLimit, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
 	{lifecycle.ErrDisabled, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
 	{lifecycle.ErrPlatformNotAllowed, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
-	{previewroute.ErrUnknownHost, http.StatusNotFound, edgeapi.CodePreviewUnknownHost},
-	{previewroute.ErrBadToken, http.StatusForbidden, edgeapi.CodePreviewInvalidToken},
 }
 
 // toProblem is the one place an error becomes a response. Unknown errors
@@ -51,7 +41,10 @@ func (s *Server) toProblem(r *http.Request, err error) *problem.Problem {
 	if errors.As(err, &p) {
 		return p
 	}
-	for _, m := range refusals {
+	if r := (*edgeapi.Refusal)(nil); errors.As(err, &r) {
+		return problem.New(r.Status, r.Code, r.Error())
+	}
+	for _, m := range wakeRefusals {
 		if errors.Is(err, m.err) {
 			return problem.New(m.status, m.code, m.err.Error())
 		}

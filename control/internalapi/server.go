@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/internal/edgeapi"
@@ -43,6 +44,8 @@ type Config struct {
 	Secret string
 	// Logger receives request failures. Nil discards.
 	Logger *slog.Logger
+	// Registry receives the request counter; nil leaves it unregistered.
+	Registry prometheus.Registerer
 }
 
 // Validate names the bad field. It has no side effects.
@@ -71,6 +74,7 @@ type Server struct {
 	secretSum [sha256.Size]byte
 	log       *slog.Logger
 	deps      Deps
+	metrics   *metrics
 }
 
 // New validates cfg and builds the server.
@@ -81,13 +85,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{secretSum: sha256.Sum256([]byte(cfg.Secret)), log: cfg.Logger, deps: deps}, nil
+	return &Server{secretSum: sha256.Sum256([]byte(cfg.Secret)), log: cfg.Logger, deps: deps, metrics: newMetrics(cfg.Registry)}, nil
 }
 
 // Handler returns the routed, authenticated handler.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.authenticate)
+	r.Use(s.metrics.count, s.authenticate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errRouteNotFound)
 	})

@@ -27,7 +27,7 @@ func (f fakeSSHAuth) Authorize(_ context.Context, username, fp string) (sshauth.
 		return sshauth.Route{}, err
 	}
 	if _, ok := f[fp]; !ok {
-		return sshauth.Route{}, sshauth.ErrUnknownKey
+		return sshauth.Route{}, edgeapi.ErrSSHUnknownKey
 	}
 	return sshauth.Route{SandboxID: username, Addr: "127.0.0.1:2200", User: "sbx", HostKey: "ssh-ed25519 AAAA",
 		ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}, nil
@@ -113,11 +113,11 @@ func TestSSHAuthorize(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, Deps{SSHAuth: fakeSSHAuth{
 		"SHA256:good":    nil,
-		"SHA256:expired": sshauth.ErrExpired,
-		"SHA256:ended":   sshauth.ErrSandboxEnded,
-		"SHA256:other":   sshauth.ErrWrongSandbox,
-		"SHA256:nosb":    sshauth.ErrUnknownSandbox,
-		"SHA256:waking":  fmt.Errorf("sandbox sb1 is suspended: %w", sshauth.ErrNotReady),
+		"SHA256:expired": edgeapi.ErrSSHExpired,
+		"SHA256:ended":   edgeapi.ErrSSHSandboxEnded,
+		"SHA256:other":   edgeapi.ErrSSHWrongSandbox,
+		"SHA256:nosb":    edgeapi.ErrSSHUnknownSandbox,
+		"SHA256:waking":  fmt.Errorf("sandbox sb1 is suspended: %w", edgeapi.ErrSSHNotReady),
 		"SHA256:broken":  errors.New("database on fire: secret detail"),
 	}})
 	auth := "Bearer " + testSecret

@@ -30,6 +30,8 @@ type suspendProvider struct {
 	// suspendGate and restoreGate, when set, hold Suspend and Restore
 	// until the channel is closed.
 	suspendGate, restoreGate atomic.Pointer[chan struct{}]
+	// holdSuspend, when set, holds suspends until the channel closes.
+	holdSuspend atomic.Pointer[chan struct{}]
 }
 
 func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
@@ -38,6 +40,13 @@ func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
 	}
 	if p.failSuspend.Load() {
 		return errors.New("injected: snapshot failed")
+	}
+	if hold := p.holdSuspend.Load(); hold != nil {
+		select {
+		case <-*hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return p.Local.Suspend(ctx, id)
 }

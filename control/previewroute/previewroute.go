@@ -1,8 +1,8 @@
 // Package previewroute answers the preview proxy's questions from
 // control's store: where does a preview host lead, whose is an account
-// token, and which accounts does a signed-in person belong to. Like
-// control/sshauth it does not import the edge: cmd/* adapts these types to
-// edge/preview's, so neither side links the other.
+// token, and which accounts does a signed-in person belong to, for
+// control's internal API. Like control/sshauth it does not import the
+// edge; its refusals are declared for both sides in internal/edgeapi.
 package previewroute
 
 import (
@@ -13,16 +13,13 @@ import (
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
-// Errors the proxy maps to its responses.
+// Refusals the proxy maps to its responses.
 var (
-	// ErrUnknownHost: no exposed port has this label (never had, or was
-	// removed, or its sandbox ended).
-	ErrUnknownHost = errors.New("unknown preview host")
-	// ErrBadToken: the token is malformed, unknown, revoked, expired or
-	// not an account agent token.
-	ErrBadToken = errors.New("invalid token")
+	ErrUnknownHost = edgeapi.ErrPreviewUnknownHost
+	ErrBadToken    = edgeapi.ErrPreviewInvalidToken
 )
 
 // Route is where a preview host leads.

@@ -1,8 +1,7 @@
 // Package sshauth answers the SSH broker's question "may this key, offered
 // for this username, reach a sandbox, and where is it?" from control's
-// store. It deliberately does not import the edge: cmd/* adapts its Route
-// and sentinel errors to the broker's, so the edge binary never links the
-// store and control never links the broker.
+// store, for control's internal API. It does not import the edge; its
+// refusals are the ones internal/edgeapi declares for both sides.
 package sshauth
 
 import (
@@ -13,20 +12,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
-)
-
-// Refusal reasons, one per distinct thing the broker may do about it. Only
-// ErrExpired and ErrSandboxEnded are about the key holder's own credential
-// and worth explaining; the others must look alike to a prober.
-var (
-	ErrUnknownKey     = errors.New("unknown credential")
-	ErrExpired        = errors.New("credential expired")
-	ErrSandboxEnded   = errors.New("sandbox ended")
-	ErrWrongSandbox   = errors.New("credential belongs to another sandbox")
-	ErrUnknownSandbox = errors.New("unknown sandbox")
-	// ErrNotReady: the credential is good but the sandbox has no running
-	// server to relay to (pending, suspended, restoring).
-	ErrNotReady = errors.New("sandbox not ready")
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // Route is where an accepted credential leads.
@@ -64,7 +50,7 @@ func New(r Reader, now func() time.Time, log *slog.Logger) *Authorizer {
 }
 
 // Authorize maps (username, fingerprint) to a Route or a refusal wrapping
-// one of the Err* sentinels. Any other error is a store fault.
+// one of edgeapi's ErrSSH* refusals. Any other error is a store fault.
 //
 // The order of checks matters: the credential must belong to the sandbox
 // named before anything about that sandbox (expiry, state) is revealed, so
@@ -72,37 +58,37 @@ func New(r Reader, now func() time.Time, log *slog.Logger) *Authorizer {
 func (a *Authorizer) Authorize(ctx context.Context, username, fingerprint string) (Route, error) {
 	cred, err := a.store.SSHCredential(ctx, fingerprint)
 	if errors.Is(err, store.ErrNotFound) {
-		return Route{}, ErrUnknownKey
+		return Route{}, edgeapi.ErrSSHUnknownKey
 	}
 	if err != nil {
 		return Route{}, fmt.Errorf("look up ssh credential: %w", err)
 	}
 	if cred.SandboxID != username {
-		return Route{}, ErrWrongSandbox
+		return Route{}, edgeapi.ErrSSHWrongSandbox
 	}
 	sb, err := a.store.Sandbox(ctx, cred.SandboxID)
 	if errors.Is(err, store.ErrNotFound) {
 		// The credential row references the sandbox, so this is only
 		// reachable if rows were removed by hand; refuse quietly.
-		return Route{}, ErrUnknownSandbox
+		return Route{}, edgeapi.ErrSSHUnknownSandbox
 	}
 	if err != nil {
 		return Route{}, fmt.Errorf("look up sandbox %s: %w", cred.SandboxID, err)
 	}
 	if sb.AccountID != cred.AccountID {
 		a.log.ErrorContext(ctx, "ssh credential account differs from its sandbox's", "sandbox_id", sb.ID, "credential_id", cred.ID)
-		return Route{}, ErrUnknownKey
+		return Route{}, edgeapi.ErrSSHUnknownKey
 	}
 	// An ended sandbox is reported before expiry: "create a new sandbox"
 	// is the advice that helps, a new credential would not.
 	if sb.State.Final() || sb.State == store.StateTerminating {
-		return Route{}, ErrSandboxEnded
+		return Route{}, edgeapi.ErrSSHSandboxEnded
 	}
 	if !a.now().Before(cred.ExpiresAt) {
-		return Route{}, ErrExpired
+		return Route{}, edgeapi.ErrSSHExpired
 	}
 	if sb.State != store.StateReady || sb.Endpoint == "" || sb.HostKey == "" {
-		return Route{}, fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, ErrNotReady)
+		return Route{}, fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, edgeapi.ErrSSHNotReady)
 	}
 	return Route{
 		SandboxID: sb.ID, Addr: sb.Endpoint, User: sb.SSHUser, HostKey: sb.HostKey,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/sshauth"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // fakeStore holds credentials by fingerprint and sandboxes by ID.
@@ -67,14 +68,14 @@ func TestAuthorize(t *testing.T) {
 		want           error
 	}{
 		{"live", "sb-a", "fp-a", nil},
-		{"unknown key", "sb-a", "fp-nope", sshauth.ErrUnknownKey},
-		{"key of A used for B", "sb-b", "fp-a", sshauth.ErrWrongSandbox},
-		{"expired at the instant", "sb-a", "fp-old", sshauth.ErrExpired},
-		{"expired key for another sandbox reveals nothing", "sb-b", "fp-old", sshauth.ErrWrongSandbox},
-		{"ended sandbox", "sb-ended", "fp-ended", sshauth.ErrSandboxEnded},
-		{"pending sandbox", "sb-pending", "fp-pending", sshauth.ErrNotReady},
-		{"sandbox row gone", "sb-gone", "fp-gone", sshauth.ErrUnknownSandbox},
-		{"account mismatch", "sb-a", "fp-stolen", sshauth.ErrUnknownKey},
+		{"unknown key", "sb-a", "fp-nope", edgeapi.ErrSSHUnknownKey},
+		{"key of A used for B", "sb-b", "fp-a", edgeapi.ErrSSHWrongSandbox},
+		{"expired at the instant", "sb-a", "fp-old", edgeapi.ErrSSHExpired},
+		{"expired key for another sandbox reveals nothing", "sb-b", "fp-old", edgeapi.ErrSSHWrongSandbox},
+		{"ended sandbox", "sb-ended", "fp-ended", edgeapi.ErrSSHSandboxEnded},
+		{"pending sandbox", "sb-pending", "fp-pending", edgeapi.ErrSSHNotReady},
+		{"sandbox row gone", "sb-gone", "fp-gone", edgeapi.ErrSSHUnknownSandbox},
+		{"account mismatch", "sb-a", "fp-stolen", edgeapi.ErrSSHUnknownKey},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

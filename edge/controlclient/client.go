@@ -1,10 +1,11 @@
 // Package controlclient is the edge's client for control's internal API
 // (/internal/v1, see internal/edgeapi). It authenticates with the shared
 // secret and turns problem documents into errors the edge's packages
-// understand: for SSH, the broker's refusal sentinels.
+// understand: the refusals declared in internal/edgeapi, which the
+// broker's and the proxy's sentinels are.
 //
 // Adding an endpoint: a method that calls c.Do with the edgeapi path and
-// types, and maps the problem codes it expects (see Authorize).
+// types; its refusals arrive as edgeapi.Refusal values (see Authorize).
 package controlclient
 
 import (
@@ -88,6 +89,16 @@ type Error struct {
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("control internal API: %d %s: %s", e.Status, e.Code, e.Detail)
+}
+
+// Unwrap returns the refusal the problem's code names (see
+// edgeapi.Refusal), so the edge's packages recognise control's refusals
+// with errors.Is; nil for a fault.
+func (e *Error) Unwrap() error {
+	if r := edgeapi.RefusalOf(e.Code); r != nil {
+		return r
+	}
+	return nil
 }
 
 // Do sends in as JSON to path (one of the edgeapi.Path* constants) with

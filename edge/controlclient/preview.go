@@ -2,7 +2,6 @@ package controlclient
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/sbxedge/sbx/edge/preview"
@@ -20,10 +19,7 @@ var (
 func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, error) {
 	var out edgeapi.PreviewRoute
 	if err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewRoute, edgeapi.PreviewRouteRequest{Label: label}, &out); err != nil {
-		if Code(err) == edgeapi.CodePreviewUnknownHost {
-			return preview.Route{}, fmt.Errorf("%w (%w)", preview.ErrUnknownHost, err)
-		}
-		return preview.Route{}, err
+		return preview.Route{}, err // a refusal is preview.ErrUnknownHost
 	}
 	rt := preview.Route{
 		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port,
@@ -39,10 +35,7 @@ func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, erro
 func (c *Client) TokenAccount(ctx context.Context, secret string) (string, error) {
 	var out edgeapi.PreviewTokenResponse
 	if err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewToken, edgeapi.PreviewTokenRequest{Token: secret}, &out); err != nil {
-		if Code(err) == edgeapi.CodePreviewInvalidToken {
-			return "", fmt.Errorf("%w (%w)", preview.ErrInvalidToken, err)
-		}
-		return "", err
+		return "", err // a refusal is preview.ErrInvalidToken
 	}
 	return out.AccountID, nil
 }

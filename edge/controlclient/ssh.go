@@ -2,7 +2,6 @@ package controlclient
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/sbxedge/sbx/edge/sshbroker"
@@ -11,27 +10,15 @@ import (
 
 var _ sshbroker.Authorizer = (*Client)(nil)
 
-// sshRefusals maps control's refusal codes to the broker's sentinels.
-var sshRefusals = map[string]error{
-	edgeapi.CodeSSHUnknownKey:     sshbroker.ErrUnknownKey,
-	edgeapi.CodeSSHExpired:        sshbroker.ErrExpired,
-	edgeapi.CodeSSHSandboxEnded:   sshbroker.ErrSandboxEnded,
-	edgeapi.CodeSSHWrongSandbox:   sshbroker.ErrWrongSandbox,
-	edgeapi.CodeSSHUnknownSandbox: sshbroker.ErrUnknownSandbox,
-	edgeapi.CodeSSHNotReady:       sshbroker.ErrNotReady,
-}
-
 // Authorize asks control whether the key with fingerprint may reach the
 // sandbox username names. It implements sshbroker.Authorizer; the broker
-// caches its answers.
+// caches its answers. Refusals wrap the broker's sentinels (*Error
+// unwraps to them).
 func (c *Client) Authorize(ctx context.Context, username, fingerprint string) (sshbroker.Route, error) {
 	var out edgeapi.SSHAuthorizeResponse
 	err := c.Do(ctx, http.MethodPost, edgeapi.PathSSHAuthorize,
 		edgeapi.SSHAuthorizeRequest{Username: username, Fingerprint: fingerprint}, &out)
 	if err != nil {
-		if s, ok := sshRefusals[Code(err)]; ok {
-			return sshbroker.Route{}, fmt.Errorf("%w (%w)", s, err)
-		}
 		return sshbroker.Route{}, err
 	}
 	return sshbroker.Route{

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -39,7 +40,7 @@ type Accounts interface {
 
 // ErrInvalidToken is what Accounts.TokenAccount wraps for a token that is
 // not a live agent token.
-var ErrInvalidToken = errors.New("invalid token")
+var ErrInvalidToken = edgeapi.ErrPreviewInvalidToken
 
 // OIDCConfig configures browser sign-in.
 type OIDCConfig struct {

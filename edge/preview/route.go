@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -40,7 +41,7 @@ type Route struct {
 
 // ErrUnknownHost is what a Resolver returns for a label that leads nowhere
 // (never existed, removed, or its sandbox ended).
-var ErrUnknownHost = errors.New("unknown preview host")
+var ErrUnknownHost = edgeapi.ErrPreviewUnknownHost
 
 // Resolver maps a host label to its route. Implementations talk to
 // control; the proxy caches their answers briefly.

@@ -12,8 +12,9 @@ package sshbroker
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // Route is where an authenticated credential leads.
@@ -38,18 +39,19 @@ type Authorizer interface {
 	Authorize(ctx context.Context, username, fingerprint string) (Route, error)
 }
 
-// Refusal reasons an Authorizer reports. Only ErrExpired and ErrSandboxEnded
-// are explained to the client (and only after it proved it holds the key);
-// the others look identical to the client, so probing learns nothing.
+// Refusal reasons an Authorizer reports: control's, declared in
+// internal/edgeapi. Only ErrExpired and ErrSandboxEnded are explained to
+// the client (and only after it proved it holds the key); the others look
+// identical to the client, so probing learns nothing.
 var (
-	ErrUnknownKey     = errors.New("unknown credential")
-	ErrExpired        = errors.New("credential expired")
-	ErrSandboxEnded   = errors.New("sandbox ended")
-	ErrWrongSandbox   = errors.New("credential belongs to another sandbox")
-	ErrUnknownSandbox = errors.New("unknown sandbox")
+	ErrUnknownKey     = edgeapi.ErrSSHUnknownKey
+	ErrExpired        = edgeapi.ErrSSHExpired
+	ErrSandboxEnded   = edgeapi.ErrSSHSandboxEnded
+	ErrWrongSandbox   = edgeapi.ErrSSHWrongSandbox
+	ErrUnknownSandbox = edgeapi.ErrSSHUnknownSandbox
 	// ErrNotReady: the credential is good but the sandbox has no running
 	// server to relay to (pending, suspended, restoring).
-	ErrNotReady = errors.New("sandbox not ready")
+	ErrNotReady = edgeapi.ErrSSHNotReady
 )
 
 // Activity is told when a sandbox is in use. Mark is called on relayed

@@ -14,8 +14,6 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/sbxedge/sbx/control/api"
 )
 
 // Checker validates JSON bodies against the response schemas of the
@@ -31,14 +29,15 @@ type Checker struct {
 
 const docURL = "mem://openapi.json"
 
-// New loads the embedded OpenAPI document.
-func New(t testing.TB) *Checker {
+// New loads an OpenAPI document (control/api's OpenAPI()). It is passed
+// in, so this kit under internal/ imports neither control nor the edge.
+func New(t testing.TB, openapi []byte) *Checker {
 	t.Helper()
 	var doc map[string]any
-	if err := json.Unmarshal(api.OpenAPI(), &doc); err != nil {
+	if err := json.Unmarshal(openapi, &doc); err != nil {
 		t.Fatalf("openapi.json does not parse: %v", err)
 	}
-	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(api.OpenAPI()))
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(openapi))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/edge"
+	"github.com/sbxedge/sbx/edge/preview"
+)
+
+// devConfig is `sbx dev`'s configuration, filled from its flags.
+type devConfig struct {
+	DataDir     string // SQLite database, keys and sandbox workspaces
+	APIAddr     string // REST API
+	SSHAddr     string // SSH broker
+	PreviewAddr string // preview proxy (plain HTTP and h2c)
+	DatabaseURL string // Postgres; empty: SQLite in DataDir
+	// SandboxServer is the local provider's SSH server: embedded or sshd.
+	SandboxServer string
+	ReapInterval  time.Duration
+	// NoJobs serves the API without working the job queue.
+	NoJobs        bool
+	SSHDrain      time.Duration
+	LogLevel      slog.Level
+	IdleTimeout   time.Duration
+	PreviewDomain string
+	// OIDC sign-in for previews; an empty issuer offers the dev sign-in
+	// for the dev account instead.
+	OIDCIssuer, OIDCClientID, OIDCClientSecret string
+	PreviewMembersFile                         string
+	// RedisURL holds activity and wake notifications; empty: in memory.
+	RedisURL, RedisPrefix string
+	ActivityRetry         time.Duration
+	// DevToken is the dev account's token to seed (SBX_DEV_TOKEN); empty:
+	// a fresh one, or the one in the token file.
+	DevToken string
+}
+
+// devStack is a running `sbx dev`: control and the production edge in
+// one process. The edge talks to control over the internal API on
+// loopback, exactly as cmd/edge talks to cmd/control; only the activity
+// store and preview invalidations are handed over in process.
+type devStack struct {
+	svc       *control.Service
+	edge      *edge.Edge
+	token     string
+	fresh     bool // the token was made now
+	tokenFile string
+	drain     time.Duration
+}
+
+// startDevStack starts control and then the edge. tweak, if set, adjusts
+// control's configuration first (tests give it a provider of their own).
+func startDevStack(ctx context.Context, c devConfig, log *slog.Logger, tweak func(*control.Config)) (*devStack, error) {
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	// Listen before anything else: the API reports the broker's and the
+	// proxy's real ports (the flags may say :0).
+	sshLn, err := net.Listen("tcp", c.SSHAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for SSH on %s: %w", c.SSHAddr, err)
+	}
+	previewLn, err := net.Listen("tcp", c.PreviewAddr)
+	if err != nil {
+		sshLn.Close()
+		return nil, fmt.Errorf("listen for previews on %s: %w", c.PreviewAddr, err)
+	}
+	sshHost, sshPort := publicAddr(sshLn.Addr())
+	_, previewPort := publicAddr(previewLn.Addr())
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	var running atomic.Pointer[edge.Edge] // set once the edge serves
+	cfg := control.Config{
+		DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIAddr: c.APIAddr,
+		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
+		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs,
+		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,
+		// One process: removed ports reach the edge's cache directly.
+		PreviewChanged: func(_ context.Context, label string) error {
+			if e := running.Load(); e != nil {
+				e.Invalidate(label)
+			}
+			return nil
+		},
+		// readyz answers 200 once the edge serves too.
+		AlsoReady: func() bool { e := running.Load(); return e != nil && e.Ready() },
+		Lifecycle: lifecycle.Config{ReapInterval: c.ReapInterval, IdleTimeout: c.IdleTimeout},
+		RedisURL:  c.RedisURL, RedisPrefix: c.RedisPrefix, ActivityRetry: c.ActivityRetry,
+		Logger: log,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	svc, err := control.Open(ctx, cfg)
+	if err != nil {
+		sshLn.Close()
+		previewLn.Close()
+		return nil, err
+	}
+	d := &devStack{svc: svc, tokenFile: filepath.Join(c.DataDir, "token"), drain: c.SSHDrain}
+	d.token, d.fresh, err = devseed.Seed(ctx, svc.Store, c.DevToken, d.tokenFile)
+	if err == nil {
+		d.edge, err = startDevEdge(ctx, c, svc, cfg.InternalSecret, sshLn, previewLn, log)
+	}
+	if err != nil {
+		sshLn.Close()
+		previewLn.Close()
+		return nil, errors.Join(err, svc.Shutdown(context.Background()))
+	}
+	running.Store(d.edge)
+	return d, nil
+}
+
+// shutdown stops the edge first (its sessions need the sandbox servers
+// that control's shutdown stops), then control.
+func (d *devStack) shutdown() error {
+	ectx, cancel := context.WithTimeout(context.Background(), d.drain+5*time.Second)
+	defer cancel()
+	err := d.edge.Shutdown(ectx)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(err, d.svc.Shutdown(sctx))
+}
+
+// runDevStack runs the stack until ctx ends.
+func runDevStack(ctx context.Context, c devConfig) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+	d, err := startDevStack(ctx, c, log, nil)
+	if err != nil {
+		return err
+	}
+	sshHost, sshPort := publicAddr(d.edge.SSHAddr())
+	_, previewPort := publicAddr(d.edge.PreviewAddr())
+	fmt.Fprintf(os.Stderr, "\nsbx dev is up\n  API:        %s\n  SSH broker: %s\n  previews:   http://<label>.%s:%d\n  data dir:   %s\n  token file: %s\n",
+		d.svc.URL(), net.JoinHostPort(sshHost, strconv.Itoa(sshPort)), c.PreviewDomain, previewPort, c.DataDir, d.tokenFile)
+	if d.fresh {
+		fmt.Fprintf(os.Stderr, "  token:      %s   (shown once; also in the token file)\n", d.token)
+	}
+	fmt.Fprintf(os.Stderr, "\nTry:\n  export SBX_API=%s SBX_TOKEN=$(cat %s)\n  sbx create && sbx list\n  sbx ssh <id>\n\n", d.svc.URL(), d.tokenFile)
+	select {
+	case <-ctx.Done():
+	case err = <-d.edge.Failed():
+	}
+	fmt.Fprintln(os.Stderr, "shutting down; sandboxes keep their workspaces")
+	return errors.Join(err, d.shutdown())
+}
+
+// startDevEdge starts control (its API and internal API) and then the
+// edge in front of it on the given listeners.
+func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret string, sshLn, previewLn net.Listener, log *slog.Logger) (*edge.Edge, error) {
+	key, err := loadOrCreateKey(filepath.Join(c.DataDir, "keys", "preview_session"))
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, err
+	}
+	cfg := edge.DefaultConfig()
+	cfg.SSHListener = sshLn
+	cfg.ControlURL, cfg.InternalSecret = svc.InternalURL(), secret
+	// Host keys stay in the data dir, so clients see the same key across
+	// restarts.
+	cfg.HostKeyDir = filepath.Join(c.DataDir, "keys", "broker")
+	cfg.CA = svc.CA
+	cfg.Drain = c.SSHDrain
+	// Control's activity store, in memory unless Redis is given: the edge
+	// marks SSH and preview traffic where the idle detector reads it.
+	cfg.Activity = svc.Activity
+	cfg.Preview = edge.PreviewConfig{
+		Listener: previewLn, PlainHTTP: true, Domain: c.PreviewDomain, PublicPort: previewLn.Addr().(*net.TCPAddr).Port,
+		SessionKey: key, RouteTTL: cfg.Preview.RouteTTL,
+	}
+	if c.OIDCIssuer != "" {
+		cfg.Preview.OIDC = &preview.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret}
+	} else {
+		cfg.Preview.DevSignIn = &preview.DevSignIn{AccountID: devseed.AccountID, User: "dev"}
+	}
+	cfg.Logger, cfg.Registry = log, svc.Registry
+	e, err := edge.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Start(ctx); err != nil {
+		return nil, errors.Join(err, e.Shutdown(context.Background()))
+	}
+	return e, nil
+}
+
+// publicAddr is the address clients are told to connect to: the
+// listener's, with a wildcard host replaced by loopback, which is what a
+// laptop user can reach.
+func publicAddr(a net.Addr) (string, int) {
+	t := a.(*net.TCPAddr)
+	if t.IP.IsUnspecified() {
+		return "127.0.0.1", t.Port
+	}
+	return t.IP.String(), t.Port
+}
+
+// loadOrCreateKey keeps the cookie-signing key across restarts, so a
+// restart of sbx dev does not sign everyone out.
+func loadOrCreateKey(path string) ([]byte, error) {
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("preview session key: %w", err)
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("preview session key: %w", err)
+	}
+	return b, nil
+}

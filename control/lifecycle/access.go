@@ -1,0 +1,211 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// ErrPortNotFound: the port is not exposed on the sandbox.
+var ErrPortNotFound = errors.New("port not exposed")
+
+// MaxSSHCredentialMinutes is both the default and the ceiling of an SSH
+// credential's lifetime: one that leaks (a laptop backup, a pasted
+// terminal) is useful for an hour at most, and minting another is one
+// call.
+const MaxSSHCredentialMinutes = 60
+
+// live reports whether access (an SSH credential, an exposed port) may be
+// granted to a sandbox in state s: every state that is or becomes ready.
+// Traffic to one that is not ready waits for it or wakes it.
+func live(s store.State) bool {
+	switch s {
+	case store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended, store.StateRestoring:
+		return true
+	}
+	return false
+}
+
+// SSHCredential is a freshly minted credential. PrivateKeyPEM exists only
+// here: the store keeps the public key's fingerprint.
+type SSHCredential struct {
+	store.SSHCredential
+	PrivateKeyPEM []byte
+}
+
+// MintSSHCredential mints an ed25519 key pair bound to one sandbox of
+// acct, valid for minutes (1 to MaxSSHCredentialMinutes), in any live
+// state: a connection to a sandbox that is not ready waits for it, or
+// wakes it.
+func (m *Manager) MintSSHCredential(ctx context.Context, acct store.Account, id string, minutes int) (SSHCredential, error) {
+	if minutes < 1 || minutes > MaxSSHCredentialMinutes {
+		return SSHCredential{}, invalid("ttl_minutes", "must be from 1 to %d", MaxSSHCredentialMinutes)
+	}
+	if _, err := m.Get(ctx, acct, id); err != nil {
+		return SSHCredential{}, err
+	}
+	pemKey, signer, err := sshca.GenerateKey()
+	if err != nil {
+		return SSHCredential{}, fmt.Errorf("mint ssh key for %s: %w", id, err)
+	}
+	now := m.now().UTC()
+	cred := store.SSHCredential{
+		ID: newPrefixedID("sshc-"), SandboxID: id, AccountID: acct.ID,
+		Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()),
+		CreatedAt:   now, ExpiresAt: now.Add(time.Duration(minutes) * time.Minute).Truncate(time.Microsecond),
+	}
+	// The state is checked under the row lock, so a credential is never
+	// minted for a sandbox that a concurrent DELETE just ended.
+	err = m.underLock(ctx, id, "open SSH to", func(tx store.Tx, sb store.Sandbox) (store.Event, error) {
+		if err := tx.InsertSSHCredential(ctx, cred); err != nil {
+			return store.Event{}, err
+		}
+		return store.Event{Type: "ssh_credential", Actor: "account:" + acct.ID, At: now,
+			Message: "SSH credential " + cred.ID + " " + cred.Fingerprint + " until " + cred.ExpiresAt.Format(time.RFC3339)}, nil
+	})
+	if err != nil {
+		return SSHCredential{}, err
+	}
+	return SSHCredential{SSHCredential: cred, PrivateKeyPEM: pemKey}, nil
+}
+
+// PortSpec is what ExposePort is asked for; empty Access and HostPolicy
+// take the defaults (private, forward).
+type PortSpec struct {
+	Port       int
+	Access     store.PortAccess
+	HostPolicy store.HostPolicy
+}
+
+// ExposePort exposes a port of acct's sandbox as a preview host, or
+// changes the access of one already exposed (created is false then, and
+// the label stays). Callers tell the edge the label changed.
+func (m *Manager) ExposePort(ctx context.Context, acct store.Account, id string, spec PortSpec) (p store.PreviewPort, created bool, err error) {
+	if _, err := m.Get(ctx, acct, id); err != nil {
+		return store.PreviewPort{}, false, err
+	}
+	err = m.underLock(ctx, id, "expose a port of", func(tx store.Tx, sb store.Sandbox) (store.Event, error) {
+		if err := validatePort(&spec, sb); err != nil {
+			return store.Event{}, err
+		}
+		now := m.now().UTC()
+		label := newLabel()
+		p, err = tx.PutPreviewPort(ctx, store.PreviewPort{
+			SandboxID: id, AccountID: acct.ID, Port: spec.Port, Label: label,
+			Access: spec.Access, HostPolicy: spec.HostPolicy, CreatedAt: now.Truncate(time.Microsecond),
+		})
+		if err != nil {
+			return store.Event{}, err
+		}
+		created = p.Label == label
+		return store.Event{Type: "preview_port", Actor: "account:" + acct.ID, At: now,
+			Message: fmt.Sprintf("port %d exposed (%s, host %s)", p.Port, p.Access, p.HostPolicy)}, nil
+	})
+	return p, created, err
+}
+
+// UnexposePort removes an exposed port and returns its label, for the
+// edge to drop; ErrPortNotFound if it was not exposed. Any state may
+// unexpose.
+func (m *Manager) UnexposePort(ctx context.Context, acct store.Account, id string, port int) (label string, err error) {
+	if _, err := m.Get(ctx, acct, id); err != nil {
+		return "", err
+	}
+	err = m.underLock(ctx, id, "", func(tx store.Tx, sb store.Sandbox) (store.Event, error) {
+		ps, err := tx.PreviewPorts(ctx, id)
+		if err != nil {
+			return store.Event{}, err
+		}
+		for _, p := range ps {
+			if p.Port == port {
+				label = p.Label
+			}
+		}
+		if err := tx.DeletePreviewPort(ctx, id, port); errors.Is(err, store.ErrNotFound) {
+			return store.Event{}, ErrPortNotFound
+		} else if err != nil {
+			return store.Event{}, err
+		}
+		return store.Event{Type: "preview_port", Actor: "account:" + acct.ID, At: m.now().UTC(),
+			Message: fmt.Sprintf("port %d unexposed", port)}, nil
+	})
+	return label, err
+}
+
+// underLock runs change with the sandbox's row locked and records the
+// event it returns, in one transaction. A non-empty action requires a
+// live state (see live) and names what was refused otherwise.
+func (m *Manager) underLock(ctx context.Context, id, action string, change func(store.Tx, store.Sandbox) (store.Event, error)) error {
+	return m.store.InTx(ctx, func(tx store.Tx) error {
+		sb, err := tx.SandboxForUpdate(ctx, id)
+		if err != nil {
+			return fmt.Errorf("lock sandbox %s: %w", id, err)
+		}
+		if action != "" && !live(sb.State) {
+			return &StateError{State: string(sb.State), Action: action}
+		}
+		ev, err := change(tx, sb)
+		if err != nil {
+			return err
+		}
+		ev.SandboxID, ev.AccountID, ev.State = sb.ID, sb.AccountID, sb.State
+		return tx.InsertEvent(ctx, ev)
+	})
+}
+
+// validatePort checks and completes spec. The sandbox's own sshd port is
+// never a preview: exposing it would hand SSH to anyone holding a preview
+// cookie.
+func validatePort(spec *PortSpec, sb store.Sandbox) error {
+	if spec.Port < 1 || spec.Port > 65535 {
+		return invalid("port", "must be from 1 to 65535")
+	}
+	if spec.Port == 22 || spec.Port == sshdPort(sb) {
+		return invalid("port", "is the sandbox's SSH server, which cannot be exposed")
+	}
+	switch spec.Access {
+	case "":
+		spec.Access = store.AccessPrivate
+	case store.AccessPrivate, store.AccessPublic:
+	default:
+		return invalid("access", `must be "private" or "public"`)
+	}
+	switch spec.HostPolicy {
+	case "":
+		spec.HostPolicy = store.HostForward
+	case store.HostForward, store.HostLocalhost:
+	default:
+		return invalid("host_policy", `must be "forward" or "localhost"`)
+	}
+	return nil
+}
+
+func sshdPort(sb store.Sandbox) int {
+	_, p, err := net.SplitHostPort(sb.Endpoint)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// newLabel returns 20 random lowercase base32 characters (100 bits), a
+// valid DNS label: unguessable, and unrelated to the sandbox ID, so an ID
+// seen in a log or a URL does not lead to its previews.
+func newLabel() string {
+	var b [13]byte
+	_, _ = rand.Read(b[:])
+	return idEncoding.EncodeToString(b[:])[:20]
+}

@@ -1,0 +1,403 @@
+// Package edge wires the network edge: the SSH broker, the preview proxy
+// (with its TLS), activity recording and the preview invalidation
+// subscription, all talking to control through its internal API
+// (edge/controlclient). It is to the edge what package control is to the
+// control plane: cmd/edge maps flags onto a Config and calls Run, and
+// `sbx dev` runs this same edge next to control in one process.
+//
+// The edge is stateless: everything it knows about sandboxes comes from
+// control, cached briefly, and every replica serves any host.
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/edge/controlclient"
+	"github.com/sbxedge/sbx/edge/sshbroker"
+)
+
+// Config is the edge's configuration. DefaultConfig sets the durations;
+// callers fill in addresses, control and secrets.
+type Config struct {
+	// SSHAddr is where the SSH broker listens; SSHListener, when set, is
+	// used instead (sbx dev binds it before control starts, because
+	// control reports the broker's port).
+	SSHAddr     string
+	SSHListener net.Listener
+	// HTTPAddr serves /healthz, /readyz and /metrics; empty: not served.
+	HTTPAddr string
+	// ControlURL is control's internal API; InternalSecret its bearer.
+	ControlURL     string
+	InternalSecret string
+	// HostKeyDir holds the broker's ssh_host_*_key files (created when
+	// missing), shared by every replica so clients never see a change.
+	HostKeyDir string
+	// CA signs upstream certificates: the internal user CA sandboxes
+	// trust. When nil it is read from CAKeyFile (OpenSSH PEM), the key
+	// control made, mounted from the same Secret. The edge signs each
+	// upstream certificate itself, so a handshake never waits on control;
+	// the price is holding the CA key, which is why certificates are
+	// short-lived and sandboxes trust nothing else.
+	CA        *sshca.CA
+	CAKeyFile string
+	// Drain is how long open SSH sessions may finish on shutdown.
+	Drain time.Duration
+	// ClientAlive and UpstreamAlive are the broker's keepalive intervals
+	// (0 disables).
+	ClientAlive, UpstreamAlive time.Duration
+	// RedisURL is the one Redis the edge uses: activity marks (read by
+	// control's idle detector), preview invalidations, login tickets and
+	// certificates.
+	RedisURL string
+	// ActivityPrefix starts the activity keys; it must match control's
+	// RedisPrefix.
+	ActivityPrefix string
+	// Activity, when set, records activity instead of a store on RedisURL
+	// (sbx dev hands over control's in-process store). The edge does not
+	// close it.
+	Activity activity.Store
+	// NoActivity records nothing. Only for a control plane without idle
+	// offload, which would otherwise suspend sandboxes in use.
+	NoActivity bool
+	// Preview configures the preview proxy; empty Addr and nil Listener
+	// disable it.
+	Preview PreviewConfig
+	Logger  *slog.Logger
+	// Registry receives every metric; nil makes a fresh one with the Go
+	// and process collectors.
+	Registry *prometheus.Registry
+}
+
+// DefaultConfig returns a Config with every duration set.
+func DefaultConfig() Config {
+	return Config{
+		Drain: 30 * time.Second, ClientAlive: 30 * time.Second, UpstreamAlive: 30 * time.Second,
+		ActivityPrefix: "sbx:activity:",
+		Preview:        PreviewConfig{RouteTTL: 5 * time.Second},
+	}
+}
+
+// Validate names every missing or bad field. It has no side effects.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.SSHAddr == "" && c.SSHListener == nil {
+		errs = append(errs, errors.New("edge: SSHAddr is empty"))
+	}
+	if c.ControlURL == "" {
+		errs = append(errs, errors.New("edge: ControlURL is required"))
+	}
+	if c.InternalSecret == "" {
+		errs = append(errs, errors.New("edge: InternalSecret is required"))
+	}
+	if c.HostKeyDir == "" {
+		errs = append(errs, errors.New("edge: HostKeyDir is required"))
+	}
+	if c.CA == nil && c.CAKeyFile == "" {
+		errs = append(errs, errors.New("edge: CA or CAKeyFile is required"))
+	}
+	if c.Drain < 0 || c.ClientAlive < 0 || c.UpstreamAlive < 0 {
+		errs = append(errs, errors.New("edge: Drain and the keepalive intervals must not be negative"))
+	}
+	if c.RedisURL == "" && c.Activity == nil && !c.NoActivity {
+		errs = append(errs, errors.New("edge: a Redis URL is required: control's idle detector reads activity from it "+
+			"and would suspend sandboxes in use through this edge; opt out only when control runs without idle offload"))
+	}
+	errs = append(errs, c.Preview.validate(c.RedisURL != ""))
+	return errors.Join(errs...)
+}
+
+// Edge is a running (or ready to run) edge.
+type Edge struct {
+	cfg    Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	ready  atomic.Bool
+	cc     *controlclient.Client
+	rdb    *redis.Client // nil without RedisURL
+	act    activity.Store
+	closeA func() error // closes act when the edge opened it
+
+	broker *sshbroker.Broker
+	sshLn  net.Listener
+	prev   *previewServer // nil when previews are off
+	health *server        // nil without HTTPAddr
+
+	servers []*server      // started, in start order
+	failed  chan error     // the first server that stopped on its own
+	stopSub func()         // stops the invalidation subscription
+	inv     []func(string) // told about invalidated preview labels
+}
+
+// Open builds every part, checks that control answers, and binds the
+// listeners; it serves nothing until Start.
+func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	e := &Edge{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, failed: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			_ = e.close()
+			// Listeners handed in are the edge's from here on.
+			for _, ln := range []net.Listener{cfg.SSHListener, cfg.Preview.Listener} {
+				if ln != nil {
+					_ = ln.Close()
+				}
+			}
+		}
+	}()
+	if cfg.CA == nil {
+		if e.cfg.CA, err = sshca.Load(cfg.CAKeyFile); err != nil {
+			return nil, err
+		}
+		cfg.CA = e.cfg.CA
+	}
+	hostKeys, err := sshbroker.LoadOrCreateHostKeys(cfg.HostKeyDir)
+	if err != nil {
+		return nil, fmt.Errorf("broker host keys: %w", err)
+	}
+	if e.cc, err = controlclient.New(controlclient.Config{BaseURL: cfg.ControlURL, Secret: cfg.InternalSecret}); err != nil {
+		return nil, err
+	}
+	// Fail fast on a wrong URL or secret instead of refusing every SSH
+	// login later with an opaque error.
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = e.cc.Health(hctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("reach control's internal API: %w", err)
+	}
+	if err := e.openRedis(); err != nil {
+		return nil, err
+	}
+
+	bcfg := sshbroker.DefaultConfig()
+	bcfg.HostKeys = hostKeys
+	bcfg.Authorizer = e.cc
+	// Key holders connecting to a suspended sandbox wait while control
+	// restores it.
+	bcfg.Waker = e.cc
+	if e.act != nil {
+		bcfg.Activity = e.act
+	}
+	bcfg.CA = cfg.CA
+	bcfg.Registry = e.reg
+	bcfg.Logger = e.log.With("component", "sshbroker")
+	bcfg.DrainPeriod = cfg.Drain
+	bcfg.ClientAliveInterval = cfg.ClientAlive
+	bcfg.UpstreamAliveInterval = cfg.UpstreamAlive
+	if e.broker, err = sshbroker.New(bcfg); err != nil {
+		return nil, err
+	}
+	if e.sshLn = cfg.SSHListener; e.sshLn == nil {
+		if e.sshLn, err = net.Listen("tcp", cfg.SSHAddr); err != nil {
+			return nil, fmt.Errorf("listen for SSH on %s: %w", cfg.SSHAddr, err)
+		}
+	}
+	if cfg.Preview.enabled() {
+		if e.prev, err = e.openPreview(ctx); err != nil {
+			return nil, err
+		}
+		e.inv = append(e.inv, e.prev.proxy.Invalidate)
+	}
+	if cfg.HTTPAddr != "" {
+		if e.health, err = e.openHealth(cfg.HTTPAddr); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// SSHAddr is where the broker listens.
+func (e *Edge) SSHAddr() net.Addr { return e.sshLn.Addr() }
+
+// PreviewAddr is where previews are served, nil when they are off.
+func (e *Edge) PreviewAddr() net.Addr {
+	if e.prev == nil {
+		return nil
+	}
+	return e.prev.ln.Addr()
+}
+
+// HTTPAddr is the health and metrics listener's address, nil when off.
+func (e *Edge) HTTPAddr() net.Addr {
+	if e.health == nil {
+		return nil
+	}
+	return e.health.ln.Addr()
+}
+
+// Ready reports whether the edge serves (Start succeeded, Shutdown not
+// begun).
+func (e *Edge) Ready() bool { return e.ready.Load() }
+
+// Invalidate drops what the edge cached about a preview host (its route),
+// at once. The Redis subscription calls it for control's invalidations;
+// sbx dev without Redis calls it from control in process.
+func (e *Edge) Invalidate(label string) {
+	for _, f := range e.inv {
+		f(label)
+	}
+	e.log.Debug("preview route invalidated", "label", label)
+}
+
+// Start subscribes to invalidations and serves. /readyz turns 200 once
+// everything serves.
+func (e *Edge) Start(ctx context.Context) error {
+	if e.rdb != nil && e.prev != nil {
+		// Subscribed before serving, so an invalidation published right
+		// after start is not missed.
+		e.stopSub = subscribeInvalidations(e.rdb, e.Invalidate, e.log)
+	}
+	e.serve(&server{name: "SSH broker", ln: e.sshLn, serve: e.broker.Serve, closed: sshbroker.ErrServerClosed})
+	if e.prev != nil {
+		if err := e.prev.start(ctx, e.log, e.serve); err != nil {
+			return err
+		}
+	}
+	if e.health != nil {
+		e.serve(e.health)
+	}
+	e.ready.Store(true)
+	e.log.InfoContext(ctx, "edge ready", "ssh", e.sshLn.Addr().String(), "control", e.cfg.ControlURL)
+	return nil
+}
+
+// serve runs s until it is shut down; a server that stops on its own is
+// reported on e.failed.
+func (e *Edge) serve(s *server) {
+	s.done = make(chan error, 1)
+	e.servers = append(e.servers, s)
+	go func() {
+		err := s.serve(s.ln)
+		if err != nil && !errors.Is(err, s.closed) {
+			select {
+			case e.failed <- fmt.Errorf("serve %s: %w", s.name, err):
+				err = nil // reported once, there
+			default:
+			}
+		}
+		s.done <- err
+	}()
+}
+
+// Failed receives the error of a server that stopped without Shutdown.
+func (e *Edge) Failed() <-chan error { return e.failed }
+
+// Shutdown turns /readyz to 503 (so the load balancer stops sending new
+// connections), lets open SSH sessions drain and requests finish until
+// ctx ends, then releases everything.
+func (e *Edge) Shutdown(ctx context.Context) error {
+	e.ready.Store(false)
+	e.log.Info("edge shutting down", "drain", e.cfg.Drain)
+	var errs []error
+	if err := e.broker.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shutdown SSH broker: %w", err))
+	}
+	for _, s := range e.servers {
+		if s.shutdown != nil {
+			if err := s.shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("shutdown %s: %w", s.name, err))
+			}
+		}
+	}
+	errs = append(errs, e.close())
+	return errors.Join(errs...)
+}
+
+// close stops every server that still runs, waits for each, and releases
+// the parts in reverse order of Open.
+func (e *Edge) close() error {
+	var errs []error
+	if e.broker != nil {
+		_ = e.broker.Close()
+	}
+	for _, s := range e.servers {
+		if s.close != nil {
+			_ = s.close()
+		}
+		if err := <-s.done; err != nil && !errors.Is(err, s.closed) {
+			errs = append(errs, fmt.Errorf("serve %s: %w", s.name, err))
+		}
+	}
+	e.servers = nil
+	if e.sshLn != nil {
+		_ = e.sshLn.Close() // when Start never ran
+	}
+	if e.stopSub != nil {
+		e.stopSub()
+		e.stopSub = nil
+	}
+	if e.prev != nil {
+		errs = append(errs, e.prev.close())
+		e.prev = nil
+	}
+	if e.health != nil {
+		_ = e.health.ln.Close()
+		e.health = nil
+	}
+	if e.closeA != nil {
+		errs = append(errs, e.closeA())
+		e.closeA = nil
+	}
+	if e.rdb != nil {
+		errs = append(errs, e.rdb.Close())
+		e.rdb = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Run opens and starts the edge, serves until ctx ends (or a server
+// fails), then shuts down with the drain period. ready, if set, sees the
+// running edge.
+func Run(ctx context.Context, cfg Config, ready func(*Edge)) error {
+	e, err := Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := e.Start(ctx); err != nil {
+		return errors.Join(err, e.close())
+	}
+	if ready != nil {
+		ready(e)
+	}
+	var errs []error
+	select {
+	case <-ctx.Done():
+	case err := <-e.failed:
+		errs = append(errs, err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Drain+5*time.Second)
+	defer cancel()
+	return errors.Join(append(errs, e.Shutdown(sctx))...)
+}
+
+// server is one listener the edge serves.
+type server struct {
+	name     string
+	ln       net.Listener
+	serve    func(net.Listener) error
+	closed   error                           // what serve returns after shutdown
+	shutdown func(ctx context.Context) error // graceful; nil: close only
+	close    func() error
+	done     chan error
+}

@@ -1,0 +1,55 @@
+package edgeapi
+
+import "net/http"
+
+// Refusal is an answer of the internal API that is not a fault: the reason
+// control refuses, with the problem code and status it travels under. The
+// reasons are declared here once; control's packages return them, the
+// server turns them into problems, the client (edge/controlclient) turns
+// problems back into them, and the edge's packages compare with errors.Is,
+// so both sides of the seam name the same values.
+type Refusal struct {
+	Code   string
+	Status int
+	msg    string
+}
+
+func (r *Refusal) Error() string { return r.msg }
+
+// SSH refusals. Only ErrSSHExpired and ErrSSHSandboxEnded are about the key
+// holder's own credential and worth explaining; the others must look
+// alike to a prober.
+var (
+	ErrSSHUnknownKey     = &Refusal{CodeSSHUnknownKey, http.StatusForbidden, "unknown credential"}
+	ErrSSHExpired        = &Refusal{CodeSSHExpired, http.StatusForbidden, "credential expired"}
+	ErrSSHSandboxEnded   = &Refusal{CodeSSHSandboxEnded, http.StatusForbidden, "sandbox ended"}
+	ErrSSHWrongSandbox   = &Refusal{CodeSSHWrongSandbox, http.StatusForbidden, "credential belongs to another sandbox"}
+	ErrSSHUnknownSandbox = &Refusal{CodeSSHUnknownSandbox, http.StatusForbidden, "unknown sandbox"}
+	// ErrSSHNotReady: the credential is good but the sandbox has no
+	// running server to relay to (pending, suspended, restoring).
+	ErrSSHNotReady = &Refusal{CodeSSHNotReady, http.StatusConflict, "sandbox not ready"}
+)
+
+// Preview refusals.
+var (
+	// ErrPreviewUnknownHost: no exposed port has this label (never had,
+	// was removed, or its sandbox ended).
+	ErrPreviewUnknownHost = &Refusal{CodePreviewUnknownHost, http.StatusNotFound, "unknown preview host"}
+	// ErrPreviewInvalidToken: the token is malformed, unknown, revoked,
+	// expired or not an account's agent token.
+	ErrPreviewInvalidToken = &Refusal{CodePreviewInvalidToken, http.StatusForbidden, "invalid token"}
+)
+
+var refusals = map[string]*Refusal{}
+
+func init() {
+	for _, r := range []*Refusal{
+		ErrSSHUnknownKey, ErrSSHExpired, ErrSSHSandboxEnded, ErrSSHWrongSandbox, ErrSSHUnknownSandbox, ErrSSHNotReady,
+		ErrPreviewUnknownHost, ErrPreviewInvalidToken,
+	} {
+		refusals[r.Code] = r
+	}
+}
+
+// RefusalOf returns the refusal a problem code names, or nil.
+func RefusalOf(code string) *Refusal { return refusals[code] }
