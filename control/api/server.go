@@ -191,8 +191,10 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/ports", s.listPorts)
 			r.Delete("/ports/{port}", s.deletePort)
 			r.Get("/events", s.events)
+			r.Get("/usage", s.sandboxUsage)
 		})
 		r.Get("/api/v1/usage", s.usage)
+		r.Get("/api/v1/profiles", s.listProfiles)
 		r.Get("/api/v1/projects/{id}/audit", s.projectAudit)
 	})
 	return r

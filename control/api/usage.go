@@ -3,6 +3,10 @@ package api
 import (
 	"net/http"
 	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbxedge/sbx/control/store"
 )
 
 type usageView struct {
@@ -83,6 +87,60 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out.SoftCap = &softCapView{MonthlyMinutes: acct.MonthlyMinutes, UsedMinutes: used, Exceeded: used > float64(acct.MonthlyMinutes)}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ledgerLine is one row of a sandbox's billing ledger: a compute interval
+// while it was ready, or a storage interval while it was suspended.
+type ledgerLine struct {
+	Kind      string     `json:"kind"`
+	Platform  string     `json:"platform"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	// EndReason says why the interval closed (explicit_delete, deadline,
+	// idle_offload, …); empty while it is open.
+	EndReason string `json:"end_reason"`
+	// Seconds counts an open interval up to now.
+	Seconds float64 `json:"seconds"`
+}
+
+type sandboxUsageView struct {
+	SandboxID string       `json:"sandbox_id"`
+	Lines     []ledgerLine `json:"lines"`
+	Compute   float64      `json:"compute_seconds"`
+	Storage   float64      `json:"storage_seconds"`
+}
+
+// sandboxUsage lists every ledger line of one sandbox, oldest first, so a
+// caller can see each interval and why it closed, not only the totals.
+func (s *Server) sandboxUsage(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	sessions, err := s.store.Sessions(r.Context(), sb.ID)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	now := s.now().UTC()
+	out := sandboxUsageView{SandboxID: sb.ID, Lines: []ledgerLine{}}
+	for _, ss := range sessions {
+		end := now
+		if ss.EndedAt != nil {
+			end = *ss.EndedAt
+		}
+		l := ledgerLine{Kind: string(ss.Kind), Platform: ss.Platform, StartedAt: ss.StartedAt, EndedAt: ss.EndedAt,
+			EndReason: ss.EndReason, Seconds: max(0, end.Sub(ss.StartedAt).Seconds())}
+		out.Lines = append(out.Lines, l)
+		switch ss.Kind {
+		case store.SessionCompute:
+			out.Compute += l.Seconds
+		case store.SessionStorage:
+			out.Storage += l.Seconds
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -1,0 +1,28 @@
+package api
+
+import "net/http"
+
+type profileView struct {
+	Name     string  `json:"name"`
+	Platform string  `json:"platform"`
+	CPU      float64 `json:"cpu"`
+	MemoryMB int     `json:"memory_mb"`
+	DiskGB   int     `json:"disk_gb"`
+}
+
+// listProfiles answers which profiles a create may name, so clients can
+// offer them (and say which were meant after a typo).
+func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.store.Profiles(r.Context())
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Profiles []profileView `json:"profiles"`
+	}{Profiles: make([]profileView, 0, len(ps))}
+	for _, p := range ps {
+		out.Profiles = append(out.Profiles, profileView{Name: p.Name, Platform: p.Platform, CPU: p.CPU, MemoryMB: p.MemoryMB, DiskGB: p.DiskGB})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
