@@ -56,6 +56,11 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		fs.Usage()
 		return errors.New("admin: want a noun and a verb, e.g. `account create`")
 	}
+	if helpRequested(fs.Args()) {
+		// Help needs no database.
+		fs.Usage()
+		return nil
+	}
 	st, err := openAdminStore(ctx, *dbURL, *dataDir)
 	if err != nil {
 		return err
@@ -174,7 +179,7 @@ func (f *accountFlags) apply(a *store.Account, only map[string]bool) error {
 func (a *admin) accountCreate(ctx context.Context, args []string) error {
 	f := newAccountFlags("create")
 	f.fs.BoolFunc("disabled", "create with the sandboxes flag off", func(string) error { f.enabled = false; return nil })
-	if err := f.fs.Parse(args); err != nil {
+	if err := parseAnywhere(f.fs, args); err != nil {
 		return err
 	}
 	id, err := arg(f.fs, 0, "account ID")
@@ -204,7 +209,7 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 
 func (a *admin) accountSet(ctx context.Context, args []string) error {
 	f := newAccountFlags("set")
-	if err := f.fs.Parse(args); err != nil {
+	if err := parseAnywhere(f.fs, args); err != nil {
 		return err
 	}
 	id, err := arg(f.fs, 0, "account ID")
@@ -285,7 +290,7 @@ func (a *admin) projectCreate(ctx context.Context, args []string) error {
 	acctID := fs.String("account", "", "owning account ID (required)")
 	name := fs.String("name", "", "project name, unique in the account (required)")
 	id := fs.String("id", "", "project UUID (default: a new random one)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseAnywhere(fs, args); err != nil {
 		return err
 	}
 	if *acctID == "" || *name == "" {
@@ -324,7 +329,7 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 	acctID := fs.String("account", "", "account ID (required)")
 	name := fs.String("name", "", "what the token is for (shown in listings and audit)")
 	kind := fs.String("kind", "agent", "agent (the sandbox API) or project (refused by the sandbox API)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseAnywhere(fs, args); err != nil {
 		return err
 	}
 	if *acctID == "" {
@@ -366,4 +371,46 @@ func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintf(a.out, "revoked %s\n", args[0])
 	return err
+}
+
+// parseAnywhere parses fs from args with flags before, between or after
+// the positional arguments (the flag package alone stops at the first
+// positional one and would silently ignore the rest).
+func parseAnywhere(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+// arg is the i-th positional argument; the admin commands take one, and
+// anything more is refused rather than ignored.
+func arg(fs *flag.FlagSet, i int, name string) (string, error) {
+	if fs.NArg() <= i || fs.Arg(i) == "" {
+		return "", fmt.Errorf("missing %s", name)
+	}
+	if fs.NArg() > i+1 {
+		return "", fmt.Errorf("unexpected argument %q", fs.Arg(i+1))
+	}
+	return fs.Arg(i), nil
+}
+
+func helpRequested(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
 }

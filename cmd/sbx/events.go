@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // event is one lifecycle event as the API renders it.
@@ -47,7 +46,7 @@ func followEvents(ctx context.Context, c *apiClient, id string, lastID int64, fn
 // streamOnce reads one connection's worth of events. done is true when fn
 // asked to stop or the server ended the stream.
 func (c *apiClient) streamOnce(ctx context.Context, id string, lastID *int64, fn func(event) bool) (done bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/sandboxes/"+url.PathEscape(id)+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+sandboxPath(id, "/events"), nil)
 	if err != nil {
 		return true, err
 	}
@@ -55,7 +54,7 @@ func (c *apiClient) streamOnce(ctx context.Context, id string, lastID *int64, fn
 	if *lastID > 0 {
 		req.Header.Set("Last-Event-ID", fmt.Sprint(*lastID))
 	}
-	resp, err := c.send(req)
+	resp, err := c.send(req, 0)
 	if err != nil {
 		return false, err
 	}
@@ -83,56 +82,40 @@ func (c *apiClient) streamOnce(ctx context.Context, id string, lastID *int64, fn
 	return true, nil
 }
 
-// waitReady waits on the event stream until the sandbox is ready (or
-// ends), then returns it as GET shows it.
-func waitReady(ctx context.Context, c *apiClient, id string, limit time.Duration) (sandbox, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	var last string
-	err := followEvents(ctx, c, id, 0, func(ev event) bool {
-		if ev.State != nil {
-			last = *ev.State
-		}
-		return last != "pending" && last != ""
-	})
-	var sb sandbox
-	if err == nil && ctx.Err() == nil {
-		err = c.json(ctx, http.MethodGet, "/api/v1/sandboxes/"+url.PathEscape(id), nil, &sb)
+func newEventsCmd(a *app) *cobra.Command {
+	var follow bool
+	c := &cobra.Command{
+		Use:   "events ID",
+		Short: "A sandbox's lifecycle events, one JSON object a line",
+		Long: `A sandbox's lifecycle events, one JSON object a line. With --follow, live
+events as they happen, until the sandbox ends (terminated or failed) or Ctrl-C.`,
+		Example:           "  sbx events $ID\n  sbx events --follow $ID",
+		Args:              args([]string{"ID"}),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			id := got[0]
+			if follow {
+				return followEvents(c.Context(), cl, id, 0, func(ev event) bool {
+					fmt.Fprintln(a.out, string(ev.raw))
+					return false
+				})
+			}
+			var out struct {
+				Events []json.RawMessage `json:"events"`
+			}
+			if err := cl.json(c.Context(), http.MethodGet, sandboxPath(id, "/events"), nil, &out); err != nil {
+				return err
+			}
+			for _, e := range out.Events {
+				fmt.Fprintln(a.out, string(e))
+			}
+			return nil
+		},
 	}
-	switch {
-	case ctx.Err() != nil:
-		return sb, fmt.Errorf("sandbox %s still %s after %s", id, last, limit)
-	case err != nil:
-		return sb, err
-	case sb.Status != "ready":
-		return sb, fmt.Errorf("sandbox %s is %s", id, sb.Status)
-	}
-	return sb, nil
-}
-
-func runEvents(ctx context.Context, c *apiClient, fs *flag.FlagSet, args []string, finish func() error) error {
-	follow := fs.Bool("follow", false, "keep streaming until the sandbox ends (Ctrl-C to stop)")
-	if err := parse(fs, args, finish); err != nil {
-		return err
-	}
-	id, err := arg(fs, 0, "ID")
-	if err != nil {
-		return err
-	}
-	if *follow {
-		return followEvents(ctx, c, id, 0, func(ev event) bool {
-			fmt.Fprintln(os.Stdout, string(ev.raw))
-			return false
-		})
-	}
-	var out struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if err := c.json(ctx, http.MethodGet, "/api/v1/sandboxes/"+url.PathEscape(id)+"/events", nil, &out); err != nil {
-		return err
-	}
-	for _, e := range out.Events {
-		fmt.Fprintln(os.Stdout, string(e))
-	}
-	return nil
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "stream live events until the sandbox ends")
+	return c
 }

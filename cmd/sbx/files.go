@@ -1,112 +1,249 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
 )
 
+// filesPath is the API path of p in the workspace.
 func filesPath(id, p string) string {
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for i, s := range parts {
 		parts[i] = url.PathEscape(s)
 	}
-	return "/api/v1/sandboxes/" + url.PathEscape(id) + "/files/" + strings.Join(parts, "/")
+	return sandboxPath(id, "/files/", strings.Join(parts, "/"))
 }
 
-func runFiles(ctx context.Context, c *apiClient, fs *flag.FlagSet, args []string, finish func() error) error {
-	if len(args) == 0 {
-		return errors.New("usage: sbx files ls|get|put|rm ID PATH")
+// workspacePath checks a path argument: paths are relative to the
+// workspace, and an absolute one is refused rather than silently taken
+// as relative (/etc/x would otherwise land at <workspace>/etc/x).
+func workspacePath(c *cobra.Command, p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		return "", usageErrorf(c, "PATH %q is absolute; paths are relative to the sandbox's workspace (write %q for <workspace>/%s); files outside the workspace are reachable with sbx exec or sbx ssh",
+			p, strings.TrimLeft(p, "/"), strings.TrimLeft(p, "/"))
 	}
-	verb := args[0]
-	recursive := fs.Bool("recursive", false, "rm: delete a folder and everything in it")
-	if err := parse(fs, args[1:], finish); err != nil {
-		return err
+	return p, nil
+}
+
+func newFilesCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "files",
+		Short: "List, download, upload and delete files in the workspace",
+		Long: `List, download, upload and delete files in the sandbox's workspace. PATH is
+relative to the workspace; absolute paths are refused.`,
+		Example: `  sbx files put $ID notes.txt ./notes.txt
+  sbx files get $ID notes.txt -
+  sbx files ls $ID
+  sbx files rm --recursive $ID build`,
+		Args: args(nil),
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	id, err := arg(fs, 0, "ID")
-	if err != nil {
-		return err
-	}
-	p := fs.Arg(1)
-	switch verb {
-	case "ls":
-		var out struct {
-			Entries []struct {
-				Name  string `json:"name"`
-				Size  int64  `json:"size"`
-				IsDir bool   `json:"is_dir"`
-			} `json:"entries"`
-		}
-		if err := c.json(ctx, http.MethodGet, filesPath(id, p), nil, &out); err != nil {
-			return err
-		}
-		for _, e := range out.Entries {
-			suffix := ""
-			if e.IsDir {
-				suffix = "/"
+	c.AddCommand(newFilesLsCmd(a), newFilesGetCmd(a), newFilesPutCmd(a), newFilesRmCmd(a))
+	return c
+}
+
+func newFilesLsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "ls ID [PATH]",
+		Short:             "List a folder of the workspace (default: its root)",
+		Example:           "  sbx files ls $ID\n  sbx files ls $ID docs -o json",
+		Args:              args([]string{"ID"}, "PATH"),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			p := ""
+			if len(got) > 1 {
+				var err error
+				if p, err = workspacePath(c, got[1]); err != nil {
+					return err
+				}
 			}
-			fmt.Printf("%12d  %s%s\n", e.Size, e.Name, suffix)
-		}
-		return nil
-	case "get":
-		if p == "" {
-			return errors.New("usage: sbx files get ID PATH [DEST]")
-		}
-		resp, err := c.do(ctx, http.MethodGet, filesPath(id, p), nil, "")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var dst io.Writer = os.Stdout
-		if d := fs.Arg(2); d != "" && d != "-" {
-			f, err := os.Create(d)
+			cl, err := a.api()
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			dst = f
-		}
-		_, err = io.Copy(dst, resp.Body)
-		return err
-	case "put":
-		if p == "" {
-			return errors.New("usage: sbx files put ID PATH [SRC]")
-		}
-		var src io.Reader = os.Stdin
-		if s := fs.Arg(2); s != "" && s != "-" {
-			f, err := os.Open(s)
+			var raw map[string]any
+			if err := cl.json(c.Context(), http.MethodGet, filesPath(got[0], p), nil, &raw); err != nil {
+				return err
+			}
+			var out struct {
+				Entries []struct {
+					Name    string    `json:"name"`
+					Size    int64     `json:"size"`
+					Mode    uint32    `json:"mode"`
+					IsDir   bool      `json:"is_dir"`
+					ModTime time.Time `json:"mod_time"`
+				} `json:"entries"`
+			}
+			if err := remarshal(raw, &out); err != nil {
+				return err
+			}
+			return a.render(raw, func(w io.Writer) error {
+				t := newTable(w, "MODE", "SIZE", "MODIFIED", "NAME")
+				for _, e := range out.Entries {
+					name := e.Name
+					if e.IsDir {
+						name += "/"
+					}
+					t.row(modeString(e.Mode), e.Size, localTime(e.ModTime), name)
+				}
+				return t.flush()
+			})
+		},
+	}
+}
+
+func newFilesGetCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "get ID PATH [DEST]",
+		Short:             "Download a file (DEST absent or -: stdout)",
+		Example:           "  sbx files get $ID notes.txt ./notes.txt\n  sbx files get $ID notes.txt - | head",
+		Args:              args([]string{"ID", "PATH"}, "DEST"),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			p, err := workspacePath(c, got[1])
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			src = f
-		}
-		resp, err := c.do(ctx, http.MethodPut, filesPath(id, p), src, "application/octet-stream")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, err = io.Copy(os.Stdout, resp.Body)
-		return err
-	case "rm":
-		if p == "" {
-			return errors.New("usage: sbx files rm ID PATH [--recursive]")
-		}
-		path := filesPath(id, p)
-		if *recursive {
-			path += "?recursive=true"
-		}
-		resp, err := c.do(ctx, http.MethodDelete, path, nil, "")
-		if err != nil {
-			return err
-		}
-		return resp.Body.Close()
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			prog := a.newProgress("downloading " + p)
+			defer prog.Stop("")
+			resp, err := cl.doWait(c.Context(), http.MethodGet, filesPath(got[0], p), nil, "", wakeHold)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				return fmt.Errorf("%s is a folder: sbx files ls %s %s", p, got[0], p)
+			}
+			var dst io.Writer = a.out
+			dest := ""
+			if len(got) > 2 && got[2] != "-" {
+				dest = got[2]
+				f, err := os.Create(dest)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				dst = f
+			}
+			n, err := io.Copy(dst, &countingReader{r: resp.Body, p: prog, label: "downloading " + p, total: resp.ContentLength})
+			if err != nil {
+				return fmt.Errorf("download %s: %w", p, err)
+			}
+			if dest != "" {
+				prog.Stop(fmt.Sprintf("downloaded %s to %s, %s", p, dest, sizeString(n)))
+			}
+			return nil
+		},
 	}
-	return fmt.Errorf("unknown files command %q", verb)
+}
+
+func newFilesPutCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "put ID PATH [SRC]",
+		Short: "Upload a file to PATH in the workspace (SRC absent or -: stdin)",
+		Long: `Upload a file to PATH, relative to the workspace; folders on the way are
+created. An absolute PATH is refused.`,
+		Example:           "  sbx files put $ID notes.txt ./notes.txt\n  echo hi | sbx files put $ID hello.txt",
+		Args:              args([]string{"ID", "PATH"}, "SRC"),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			p, err := workspacePath(c, got[1])
+			if err != nil {
+				return err
+			}
+			var src io.Reader = a.in
+			size := int64(-1)
+			if len(got) > 2 && got[2] != "-" {
+				f, err := os.Open(got[2])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if st, err := f.Stat(); err == nil {
+					if st.IsDir() {
+						return usageErrorf(c, "SRC %s is a folder; upload files one at a time (or tar them: tar c . | sbx exec ID -- tar x)", got[2])
+					}
+					size = st.Size()
+				}
+				src = f
+			}
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			prog := a.newProgress("uploading " + p)
+			defer prog.Stop("")
+			body := &countingReader{r: src, p: prog, label: "uploading " + p, total: size}
+			req, err := http.NewRequestWithContext(c.Context(), http.MethodPut, cl.base+filesPath(got[0], p), io.NopCloser(body))
+			if err != nil {
+				return err
+			}
+			if size >= 0 {
+				req.ContentLength = size
+			}
+			req.Header.Set("Content-Type", "application/octet-stream")
+			resp, err := cl.send(req, wakeHold)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var raw map[string]any
+			if err := jsonDecode(resp.Body, &raw); err != nil {
+				return err
+			}
+			prog.Stop(fmt.Sprintf("uploaded %s, %s", p, sizeString(body.n)))
+			if a.output == "json" {
+				return printJSON(a.out, raw)
+			}
+			return nil
+		},
+	}
+}
+
+func newFilesRmCmd(a *app) *cobra.Command {
+	var recursive bool
+	c := &cobra.Command{
+		Use:               "rm ID PATH",
+		Short:             "Delete a file, or a folder with --recursive",
+		Example:           "  sbx files rm $ID notes.txt\n  sbx files rm --recursive $ID build",
+		Args:              args([]string{"ID", "PATH"}),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			p, err := workspacePath(c, got[1])
+			if err != nil {
+				return err
+			}
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			path := filesPath(got[0], p)
+			if recursive {
+				path += "?recursive=true"
+			}
+			resp, err := cl.do(c.Context(), http.MethodDelete, path, nil, "")
+			if err != nil {
+				var pe *apiError
+				if errors.As(err, &pe) && pe.Code == "directory_not_empty" {
+					return fmt.Errorf("%s is a folder that is not empty: sbx files rm --recursive %s %s", p, got[0], p)
+				}
+				return err
+			}
+			return resp.Body.Close()
+		},
+	}
+	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "delete a folder and everything in it")
+	return c
 }

@@ -1,71 +1,100 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"net/http"
-	"net/url"
 	"strconv"
+
+	"github.com/spf13/cobra"
 )
 
-// runPorts is `sbx ports`: list, expose or unexpose a sandbox's preview
-// ports.
-//
-//	sbx ports ID                                   list
-//	sbx ports [--public] [--host-localhost] ID PORT expose; prints the URL
-//	sbx ports --rm ID PORT                         unexpose
-func runPorts(ctx context.Context, c *apiClient, fs *flag.FlagSet, args []string, finish func() error) error {
-	public := fs.Bool("public", false, "anyone with the URL may open it (default: your account only)")
-	localhost := fs.Bool("host-localhost", false, "send Host: localhost:PORT (for dev servers that insist)")
-	rm := fs.Bool("rm", false, "stop exposing PORT")
-	if err := parse(fs, args, finish); err != nil {
-		return err
-	}
-	id, err := arg(fs, 0, "ID")
-	if err != nil {
-		return err
-	}
-	base := "/api/v1/sandboxes/" + url.PathEscape(id) + "/ports"
-	if fs.NArg() < 2 {
-		if *rm {
-			return errors.New("usage: sbx ports --rm ID PORT")
-		}
-		var out struct {
-			Ports []struct {
-				Port       int
-				URL        string
-				Access     string
-				HostPolicy string `json:"host_policy"`
+func newPortsCmd(a *app) *cobra.Command {
+	var public, hostLocalhost, rm bool
+	c := &cobra.Command{
+		Use:   "ports ID [PORT]",
+		Short: "List, expose or unexpose a sandbox's preview ports",
+		Long: `Without PORT: list the exposed ports and their preview URLs.
+With PORT: expose 127.0.0.1:PORT inside the sandbox at its own URL (printed),
+private to your account unless --public; with --rm, stop exposing it.
+
+Browsers resolve *.preview.localhost to loopback by themselves; other clients
+(wscat, Go or Python programs) may not: connect to 127.0.0.1 and send the
+preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
+		Example: `  sbx ports $ID
+  sbx ports $ID 3000
+  sbx ports $ID 5173 --public --host-localhost
+  sbx ports $ID 3000 --rm`,
+		Args:              args([]string{"ID"}, "PORT"),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			id := got[0]
+			base := sandboxPath(id, "/ports")
+			if len(got) == 1 {
+				if rm || public || hostLocalhost {
+					return usageErrorf(c, "--rm, --public and --host-localhost need a PORT")
+				}
+				cl, err := a.api()
+				if err != nil {
+					return err
+				}
+				var raw map[string]any
+				if err := cl.json(c.Context(), http.MethodGet, base, nil, &raw); err != nil {
+					return err
+				}
+				var out struct {
+					Ports []struct {
+						Port       int    `json:"port"`
+						URL        string `json:"url"`
+						Access     string `json:"access"`
+						HostPolicy string `json:"host_policy"`
+					} `json:"ports"`
+				}
+				if err := remarshal(raw, &out); err != nil {
+					return err
+				}
+				return a.render(raw, func(w io.Writer) error {
+					t := newTable(w, "PORT", "ACCESS", "HOST", "URL")
+					for _, p := range out.Ports {
+						t.row(p.Port, p.Access, p.HostPolicy, p.URL)
+					}
+					return t.flush()
+				})
 			}
-		}
-		if err := c.json(ctx, http.MethodGet, base, nil, &out); err != nil {
+			port, err := strconv.Atoi(got[1])
+			if err != nil || port < 1 || port > 65535 {
+				return usageErrorf(c, "PORT %q: want a port number from 1 to 65535", got[1])
+			}
+			if rm && (public || hostLocalhost) {
+				return usageErrorf(c, "--rm takes no --public or --host-localhost")
+			}
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			if rm {
+				return cl.json(c.Context(), http.MethodDelete, base+"/"+strconv.Itoa(port), nil, nil)
+			}
+			body := map[string]any{"port": port, "access": "private", "host_policy": "forward"}
+			if public {
+				body["access"] = "public"
+			}
+			if hostLocalhost {
+				body["host_policy"] = "localhost"
+			}
+			var raw map[string]any
+			if err := cl.json(c.Context(), http.MethodPost, base, body, &raw); err != nil {
+				return err
+			}
+			if a.output == "json" {
+				return printJSON(a.out, raw)
+			}
+			_, err = fmt.Fprintln(a.out, raw["url"])
 			return err
-		}
-		for _, p := range out.Ports {
-			fmt.Printf("%-6d %-8s %-10s %s\n", p.Port, p.Access, p.HostPolicy, p.URL)
-		}
-		return nil
+		},
 	}
-	port, err := strconv.Atoi(fs.Arg(1))
-	if err != nil {
-		return fmt.Errorf("PORT %q is not a number", fs.Arg(1))
-	}
-	if *rm {
-		return c.json(ctx, http.MethodDelete, base+"/"+strconv.Itoa(port), nil, nil)
-	}
-	body := map[string]any{"port": port, "access": "private", "host_policy": "forward"}
-	if *public {
-		body["access"] = "public"
-	}
-	if *localhost {
-		body["host_policy"] = "localhost"
-	}
-	var out struct{ URL string }
-	if err := c.json(ctx, http.MethodPost, base, body, &out); err != nil {
-		return err
-	}
-	fmt.Println(out.URL)
-	return nil
+	c.Flags().BoolVar(&public, "public", false, "anyone with the URL may open it (default: your account only)")
+	c.Flags().BoolVar(&hostLocalhost, "host-localhost", false, "send Host: localhost:PORT (for dev servers that insist)")
+	c.Flags().BoolVar(&rm, "rm", false, "stop exposing PORT")
+	return c
 }

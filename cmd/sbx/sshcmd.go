@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 type sshToken struct {
@@ -24,71 +27,171 @@ type sshToken struct {
 	SSHCommand    string    `json:"ssh_command"`
 }
 
-func mintSSHToken(ctx context.Context, c *apiClient, id string, ttl int) (sshToken, error) {
+// mintSSHToken mints a credential. A sandbox on its way into suspension
+// (or back out) cannot be given one yet: it waits for that to finish,
+// saying so, then mints; a suspended sandbox wakes on the connection.
+func (a *app) mintSSHToken(ctx context.Context, cl *apiClient, id string, ttl int) (sshToken, error) {
 	body := map[string]int{}
 	if ttl > 0 {
 		body["ttl_minutes"] = ttl
 	}
 	var tok sshToken
-	err := c.json(ctx, http.MethodPost, "/api/v1/sandboxes/"+url.PathEscape(id)+"/ssh_tokens", body, &tok)
-	return tok, err
+	for attempt := 0; ; attempt++ {
+		err := cl.json(ctx, http.MethodPost, sandboxPath(id, "/ssh_tokens"), body, &tok)
+		var pe *apiError
+		if !errors.As(err, &pe) || pe.Code != "sandbox_state" || attempt >= 3 {
+			return tok, err
+		}
+		sb, gerr := cl.sandbox(ctx, id)
+		if gerr != nil || (sb.Status != "suspending" && sb.Status != "restoring") {
+			return tok, err
+		}
+		fmt.Fprintf(a.errw, "sbx: sandbox %s is %s; waiting for that to finish before connecting...\n", id, sb.Status)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		werr := followEvents(wctx, cl, id, 0, func(ev event) bool {
+			return ev.State != nil && *ev.State != "suspending" && *ev.State != "restoring"
+		})
+		cancel()
+		if werr != nil {
+			return tok, fmt.Errorf("wait for sandbox %s: %w", id, werr)
+		}
+	}
 }
 
-// knownHostsFile is where `sbx ssh` keeps the broker's host key. It is
-// our own file, not ~/.ssh/known_hosts, and lives in the sbx data dir, so
-// wiping a dev stack (which makes a new broker key) also forgets the old
-// key instead of tripping OpenSSH's "host identification changed" alarm.
-func knownHostsFile() string { return filepath.Join(defaultDataDir(), "known_hosts") }
+// knownHostsFile is the one place sbx pins SSH brokers' host keys, for
+// every stack: entries are keyed by the broker's host:port, so each stack
+// has its own pin.
+func knownHostsFile() string { return filepath.Join(configDir(), "known_hosts") }
+
+// hostKeyChangedError is a broker presenting another key than the pinned
+// one: a fresh sbx dev data dir, or someone else on that address.
+type hostKeyChangedError struct{ addr, file string }
+
+func (e *hostKeyChangedError) Error() string {
+	return fmt.Sprintf("the SSH broker at %s presents a different host key than the one pinned in %s. "+
+		"If you just started sbx dev with a fresh data dir (a new stack has a new key), forget the old key: "+
+		"ssh-keygen -R '%s' -f %s. Otherwise do not connect: something else may be answering there.",
+		e.addr, e.file, knownhosts.Normalize(e.addr), e.file)
+}
+
+// errKeyChecked ends the probe handshake once the key was seen: the probe
+// never authenticates.
+var errKeyChecked = errors.New("host key checked")
+
+// pinBrokerKey checks the broker's host key against the pinned one before
+// OpenSSH connects, so OpenSSH can run with StrictHostKeyChecking=yes: the
+// first connection to a stack pins its key, a changed key is refused with
+// what to do.
+func pinBrokerKey(ctx context.Context, host string, port int) error {
+	kh := knownHostsFile()
+	if err := os.MkdirAll(filepath.Dir(kh), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(kh), err)
+	}
+	f, err := os.OpenFile(kh, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", kh, err)
+	}
+	f.Close()
+	check, err := knownhosts.New(kh)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", kh, err)
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	var verdict error
+	cfg := &ssh.ClientConfig{
+		User: "sbx-host-key-check",
+		HostKeyCallback: func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+			err := check(hostname, remote, key)
+			var ke *knownhosts.KeyError
+			switch {
+			case err == nil:
+			case errors.As(err, &ke) && len(ke.Want) == 0:
+				line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, key) + "\n"
+				f, ferr := os.OpenFile(kh, os.O_APPEND|os.O_WRONLY, 0o600)
+				if ferr != nil {
+					verdict = fmt.Errorf("pin broker key: %w", ferr)
+					break
+				}
+				_, ferr = f.WriteString(line)
+				verdict = errors.Join(ferr, f.Close())
+			case errors.As(err, &ke):
+				verdict = &hostKeyChangedError{addr: addr, file: kh}
+			default:
+				verdict = err
+			}
+			return errKeyChecked
+		},
+		Timeout: 10 * time.Second,
+	}
+	d := net.Dialer{Timeout: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("reach the SSH broker at %s: %w", addr, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _, _, err = ssh.NewClientConn(conn, addr, cfg)
+	if err != nil && !errors.Is(err, errKeyChecked) && verdict == nil {
+		return fmt.Errorf("check the SSH broker's host key at %s: %w", addr, err)
+	}
+	return verdict
+}
+
+// sshOptions are the arguments up to and including the destination.
+func sshOptions(keyFile string, tok sshToken) []string {
+	return []string{
+		"-i", keyFile,
+		// Only this key: an agent full of keys would burn the broker's
+		// auth attempts before ours is offered.
+		"-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile=" + knownHostsFile(),
+		// pinBrokerKey has pinned the key already; anything else is a
+		// change that must not be accepted silently.
+		"-o", "StrictHostKeyChecking=yes",
+		"-p", strconv.Itoa(tok.Port),
+		tok.Username + "@" + tok.Host,
+	}
+}
+
+type sshRunOptions struct{ ttl int }
 
 // runSSH mints a credential, writes its key to a private temporary file,
-// runs the system ssh with it and exits with ssh's status. Arguments after
-// the ID go to ssh after the destination (OpenSSH still reads options
+// runs the system ssh with it and returns ssh's status as an exitStatus.
+// extra goes to ssh after the destination (OpenSSH still reads options
 // there, then the remote command).
-func runSSH(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sbx ssh", flag.ContinueOnError)
-	c, finish := newClient(fs)
-	ttl := fs.Int("ttl", 0, "credential lifetime in minutes, 1 to 60 (default 60)")
-	if err := parse(fs, args, finish); err != nil {
-		return err
-	}
-	id, err := arg(fs, 0, "ID")
-	if err != nil {
-		return errors.New("usage: sbx ssh [--ttl M] ID [ssh args...]")
-	}
+func (a *app) runSSH(ctx context.Context, id string, o sshRunOptions, extra []string) error {
 	sshPath, err := exec.LookPath("ssh")
 	if err != nil {
-		return fmt.Errorf("OpenSSH client not found: %w", err)
+		return fmt.Errorf("OpenSSH client (ssh) not found on PATH: %w", err)
 	}
-	tok, err := mintSSHToken(ctx, c, id, *ttl)
+	cl, err := a.api()
 	if err != nil {
+		return err
+	}
+	tok, err := a.mintSSHToken(ctx, cl, id, o.ttl)
+	if err != nil {
+		return err
+	}
+	if err := pinBrokerKey(ctx, tok.Host, tok.Port); err != nil {
 		return err
 	}
 	keyDir, err := os.MkdirTemp("", "sbx-ssh-")
 	if err != nil {
 		return fmt.Errorf("create key dir: %w", err)
 	}
-	// Removed below, not deferred: os.Exit skips defers.
-	cleanup := func() { os.RemoveAll(keyDir) }
+	defer os.RemoveAll(keyDir)
 	keyFile := filepath.Join(keyDir, "id_ed25519")
 	if err := os.WriteFile(keyFile, []byte(tok.PrivateKeyPEM), 0o600); err != nil {
-		cleanup()
 		return fmt.Errorf("write key: %w", err)
 	}
-	kh := knownHostsFile()
-	if err := os.MkdirAll(filepath.Dir(kh), 0o700); err != nil {
-		cleanup()
-		return fmt.Errorf("create %s: %w", filepath.Dir(kh), err)
-	}
-	argv := append(sshOptions(keyFile, kh, tok), fs.Args()[1:]...)
-	cmd := exec.Command(sshPath, argv...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd := exec.Command(sshPath, append(sshOptions(keyFile, tok), extra...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.in, a.out, a.errw
 	// Not CommandContext: Ctrl-C belongs to the remote shell, which ssh
 	// forwards; killing ssh on our own signal would cut the session.
 	err = cmd.Run()
-	cleanup()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		os.Exit(ee.ExitCode())
+		return &exitStatus{code: ee.ExitCode()}
 	}
 	if err != nil {
 		return fmt.Errorf("run ssh: %w", err)
@@ -96,62 +199,152 @@ func runSSH(ctx context.Context, args []string) error {
 	return nil
 }
 
-// sshOptions are the arguments up to and including the destination.
-func sshOptions(keyFile, knownHosts string, tok sshToken) []string {
-	return []string{
-		"-i", keyFile,
-		// Only this key: an agent full of keys would burn the broker's
-		// auth attempts before ours is offered.
-		"-o", "IdentitiesOnly=yes",
-		"-o", "UserKnownHostsFile=" + knownHosts,
-		// Trust on first use, then pinned: the API cannot hand us the
-		// broker's key yet (see the README's SSH section).
-		"-o", "StrictHostKeyChecking=accept-new",
-		"-p", strconv.Itoa(tok.Port),
-		tok.Username + "@" + tok.Host,
+func newSSHCmd(a *app) *cobra.Command {
+	var ttl int
+	c := &cobra.Command{
+		Use:   "ssh ID [SSH ARG...]",
+		Short: "Open a shell (or run a command) over SSH with a fresh credential",
+		Long: `Mint a credential, run the system ssh with it, and exit with ssh's status.
+The key lives in a private temporary file for the session only.
+
+Everything after the ID goes to ssh (options, then the remote command), so
+sbx's own flags go before the ID. The broker's host key is pinned per stack
+in ~/.config/sbx/known_hosts on first use; a changed key is refused with what
+to do (after a fresh sbx dev data dir: ssh-keygen -R as the message says).
+A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
+		Example: `  sbx ssh $ID
+  sbx ssh $ID 'make test'
+  sbx ssh $ID -L 3000:127.0.0.1:3000 -N`,
+		Args: func(c *cobra.Command, got []string) error {
+			if len(got) == 0 {
+				return usageErrorf(c, "missing ID")
+			}
+			return nil
+		},
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			if ttl < 0 || ttl > 60 {
+				return usageErrorf(c, "--ttl %d: want minutes from 1 to 60", ttl)
+			}
+			return a.runSSH(c.Context(), got[0], sshRunOptions{ttl: ttl}, got[1:])
+		},
 	}
+	// ssh's own options follow the ID.
+	c.Flags().SetInterspersed(false)
+	c.Flags().IntVar(&ttl, "ttl", 0, "credential lifetime in minutes, 1 to 60 (default 60)")
+	return c
 }
 
-// runSSHConfig writes a Host entry and its key for editors' Remote-SSH.
-func runSSHConfig(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sbx ssh-config", flag.ContinueOnError)
-	c, finish := newClient(fs)
+func newSSHKeyCmd(a *app) *cobra.Command {
+	var ttl int
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "ssh-key ID FILE",
+		Short: "Mint an SSH credential and save its private key to FILE",
+		Long: `Mint an SSH credential for the sandbox, save its private key to FILE (mode
+0600) and pin the broker's host key. Prints the ssh command that uses it.
+sbx ssh-config runs this on every connection, so its host entry never goes stale.`,
+		Example: `  sbx ssh-key $ID sbx.key
+  ssh -i sbx.key -p 2222 $ID@127.0.0.1`,
+		Args:              args([]string{"ID", "FILE"}),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			if ttl < 0 || ttl > 60 {
+				return usageErrorf(c, "--ttl %d: want minutes from 1 to 60", ttl)
+			}
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			tok, err := a.mintSSHToken(c.Context(), cl, got[0], ttl)
+			if err != nil {
+				return err
+			}
+			if err := pinBrokerKey(c.Context(), tok.Host, tok.Port); err != nil {
+				return err
+			}
+			if err := writeFileAtomic(got[1], []byte(tok.PrivateKeyPEM), 0o600); err != nil {
+				return err
+			}
+			if !quiet {
+				fmt.Fprintf(a.out, "ssh -i %s -o UserKnownHostsFile=%s -p %d %s@%s\n", shellQuote(got[1]), shellQuote(knownHostsFile()), tok.Port, tok.Username, tok.Host)
+				fmt.Fprintf(a.errw, "key valid until %s\n", localTime(tok.ExpiresAt))
+			}
+			return nil
+		},
+	}
+	c.Flags().IntVar(&ttl, "ttl", 0, "credential lifetime in minutes, 1 to 60 (default 60)")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing")
+	return c
+}
+
+func newSSHConfigCmd(a *app) *cobra.Command {
 	home, _ := os.UserHomeDir()
-	defDir := filepath.Join(home, ".ssh", "sbx")
-	dir := fs.String("dir", defDir, "where the Host entry, key and known_hosts are written")
-	sshConfig := fs.String("ssh-config", filepath.Join(home, ".ssh", "config"),
-		`ssh config that gets "Include <dir>/*.conf" if missing (empty: leave it alone)`)
-	ttl := fs.Int("ttl", 0, "credential lifetime in minutes, 1 to 60 (default 60)")
-	if err := parse(fs, args, finish); err != nil {
-		return err
+	dir := filepath.Join(home, ".ssh", "sbx")
+	userConfig := filepath.Join(home, ".ssh", "config")
+	c := &cobra.Command{
+		Use:   "ssh-config ID",
+		Short: "Write a Host entry for VS Code / Cursor Remote-SSH and plain ssh",
+		Long: `Write <dir>/<ID>.conf, a Host entry named after the sandbox, add
+"Include <dir>/*.conf" to your ssh config once, and print the host alias.
+
+The entry never goes stale: a Match exec line runs "sbx ssh-key" before every
+connection, which mints a fresh credential (and waits while the sandbox is
+suspending), so Remote-SSH reconnects hours later. A suspended sandbox wakes on
+connect and ssh shows the broker's message while it does. The broker's host key
+is pinned in ~/.config/sbx/known_hosts.`,
+		Example: `  sbx ssh-config $ID       # then "Remote-SSH: Connect to Host..." -> sbx-...
+  ssh $(sbx ssh-config $ID) uname -a`,
+		Args:              args([]string{"ID"}),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			id := got[0]
+			// One credential now checks the sandbox and pins the broker;
+			// each connection mints its own.
+			tok, err := a.mintSSHToken(c.Context(), cl, id, 0)
+			if err != nil {
+				return err
+			}
+			if err := pinBrokerKey(c.Context(), tok.Host, tok.Port); err != nil {
+				return err
+			}
+			alias, err := writeSSHConfig(dir, a.apiURL(), tok)
+			if err != nil {
+				return err
+			}
+			if userConfig != "" {
+				if err := ensureInclude(userConfig, filepath.Join(dir, "*.conf")); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(a.errw, "wrote %s (each connection mints a fresh credential)\n", filepath.Join(dir, alias+".conf"))
+			fmt.Fprintln(a.out, alias)
+			return nil
+		},
 	}
-	id, err := arg(fs, 0, "ID")
-	if err != nil {
-		return errors.New("usage: sbx ssh-config [--dir D] [--ssh-config F] ID")
+	c.Flags().StringVar(&dir, "dir", dir, "where the Host entry and its key are written")
+	c.Flags().StringVar(&userConfig, "ssh-config", userConfig, `ssh config that gets "Include <dir>/*.conf" if missing (empty: leave it alone)`)
+	return c
+}
+
+// selfPath is how the written config calls sbx again: this binary's path,
+// unless it is a `go run` build that will be gone, then "sbx" on PATH.
+func selfPath() string {
+	p, err := os.Executable()
+	if err != nil || strings.Contains(p, string(filepath.Separator)+"go-build") {
+		return "sbx"
 	}
-	tok, err := mintSSHToken(ctx, c, id, *ttl)
-	if err != nil {
-		return err
-	}
-	alias, err := writeSSHConfig(*dir, tok)
-	if err != nil {
-		return err
-	}
-	if *sshConfig != "" {
-		if err := ensureInclude(*sshConfig, filepath.Join(*dir, "*.conf")); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(os.Stderr, "wrote %s (credential valid until %s; run again for a new one)\n",
-		filepath.Join(*dir, alias+".conf"), tok.ExpiresAt.Local().Format(time.DateTime))
-	fmt.Println(alias)
-	return nil
+	return p
 }
 
 // writeSSHConfig writes <dir>/<alias>.key and <dir>/<alias>.conf and
 // returns the alias. Sandbox IDs already start with "sbx-", so the ID is
 // the alias.
-func writeSSHConfig(dir string, tok sshToken) (string, error) {
+func writeSSHConfig(dir, apiURL string, tok sshToken) (string, error) {
 	alias := tok.Username
 	if !strings.HasPrefix(alias, "sbx-") {
 		alias = "sbx-" + alias
@@ -160,12 +353,18 @@ func writeSSHConfig(dir string, tok sshToken) (string, error) {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
 	keyFile := filepath.Join(dir, alias+".key")
-	// Write to a temp name and rename, so a Remote-SSH session reading
-	// the old key never sees half a file.
 	if err := writeFileAtomic(keyFile, []byte(tok.PrivateKeyPEM), 0o600); err != nil {
 		return "", err
 	}
-	conf := fmt.Sprintf(`# Written by sbx ssh-config; the key expires %s.
+	// Match exec runs before OpenSSH reads the IdentityFile, and its
+	// command line expands %-tokens, so a literal % is doubled. A failed
+	// refresh leaves the Host entry in force with the old key, and the
+	// broker then says the credential expired; our stderr says why.
+	hook := strings.ReplaceAll(fmt.Sprintf("%s --api %s ssh-key --quiet %s %s",
+		shellQuote(selfPath()), shellQuote(apiURL), shellQuote(tok.Username), shellQuote(keyFile)), "%", "%%")
+	conf := fmt.Sprintf(`# Written by sbx ssh-config for sandbox %s on %s.
+# Every connection mints a fresh credential first (the Match exec line).
+Match originalhost %s exec "%s"
 Host %s
   HostName %s
   Port %d
@@ -173,9 +372,8 @@ Host %s
   IdentityFile "%s"
   IdentitiesOnly yes
   UserKnownHostsFile "%s"
-  StrictHostKeyChecking accept-new
-`, tok.ExpiresAt.UTC().Format(time.RFC3339), alias, tok.Host, tok.Port, tok.Username,
-		keyFile, filepath.Join(dir, "known_hosts"))
+  StrictHostKeyChecking yes
+`, tok.Username, apiURL, alias, strings.ReplaceAll(hook, `"`, `\"`), alias, tok.Host, tok.Port, tok.Username, keyFile, knownHostsFile())
 	if err := writeFileAtomic(filepath.Join(dir, alias+".conf"), []byte(conf), 0o600); err != nil {
 		return "", err
 	}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+)
+
+var termIsTerminal = term.IsTerminal
+
+// app is what every command shares: the standard streams, the global
+// flags and, built on first use, the API client.
+type app struct {
+	in   io.Reader
+	out  io.Writer
+	errw io.Writer
+
+	apiFlag string
+	output  string
+	debug   bool
+	timeout time.Duration
+
+	client *apiClient
+}
+
+func newApp(in io.Reader, out, errw io.Writer) *app {
+	return &app{in: in, out: out, errw: errw}
+}
+
+// cliConfig is the file sbx login writes: where the API is and the token
+// for it. It holds a secret, so it is written 0600 in a 0700 folder.
+type cliConfig struct {
+	API   string `json:"api,omitempty"`
+	Token string `json:"token,omitempty"`
+}
+
+// configDir is where sbx keeps its config and the brokers' pinned host
+// keys: $SBX_CONFIG_DIR, else ~/.config/sbx.
+func configDir() string {
+	if d := os.Getenv("SBX_CONFIG_DIR"); d != "" {
+		return d
+	}
+	d, err := os.UserConfigDir()
+	if err != nil {
+		return ".sbx-config"
+	}
+	return filepath.Join(d, "sbx")
+}
+
+func configFile() string { return filepath.Join(configDir(), "config.json") }
+
+func readConfig() (cliConfig, error) {
+	var c cliConfig
+	b, err := os.ReadFile(configFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("config %s: %w", configFile(), err)
+	}
+	return c, nil
+}
+
+func writeConfig(c cliConfig) error {
+	if err := os.MkdirAll(configDir(), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", configDir(), err)
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(configFile(), append(b, '\n'), 0o600)
+}
+
+const defaultAPI = "http://127.0.0.1:8080"
+
+// apiURL is the API base URL: --api, SBX_API, the config file, the default.
+func (a *app) apiURL() string {
+	if a.apiFlag != "" {
+		return strings.TrimRight(a.apiFlag, "/")
+	}
+	if v := os.Getenv("SBX_API"); v != "" {
+		return strings.TrimRight(v, "/")
+	}
+	if c, err := readConfig(); err == nil && c.API != "" {
+		return strings.TrimRight(c.API, "/")
+	}
+	return defaultAPI
+}
+
+// errNoToken is exit code 4.
+var errNoToken = errors.New("no API token: set SBX_TOKEN, run `sbx login`, or start `sbx dev` (it writes ~/.sbx/dev/token)")
+
+// token finds the account token: SBX_TOKEN, the config file, or the token
+// file a local sbx dev wrote. It is never a flag, so it cannot end up in
+// shell history, ps output or a help text.
+func (a *app) token() (string, error) {
+	if v := strings.TrimSpace(os.Getenv("SBX_TOKEN")); v != "" {
+		return v, nil
+	}
+	c, err := readConfig()
+	if err != nil {
+		return "", err
+	}
+	if c.Token != "" {
+		return c.Token, nil
+	}
+	if b, err := os.ReadFile(filepath.Join(defaultDataDir(), "token")); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", errNoToken
+}
+
+// api returns the client, building it on first use.
+func (a *app) api() (*apiClient, error) {
+	if a.client != nil {
+		return a.client, nil
+	}
+	tok, err := a.token()
+	if err != nil {
+		return nil, err
+	}
+	a.client = a.newClient(a.apiURL(), tok)
+	return a.client, nil
+}
+
+// newClient builds a client for base with tok, with the global flags'
+// timeouts and debug log.
+func (a *app) newClient(base, tok string) *apiClient {
+	var rt http.RoundTripper = &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		// A dead address fails in seconds instead of the OS's minutes.
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConns:        10,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	if a.debug {
+		rt = debugTransport{next: rt, w: a.errw}
+	}
+	return &apiClient{base: base, token: tok, http: &http.Client{Transport: rt}, timeout: a.timeout}
+}
+
+// debugTransport logs each request's method, URL, headers and status to
+// stderr with the Authorization header redacted. Bodies are not logged:
+// an SSH credential's private key travels in one.
+type debugTransport struct {
+	next http.RoundTripper
+	w    io.Writer
+}
+
+func (d debugTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	fmt.Fprintf(d.w, "> %s %s\n", req.Method, req.URL)
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			if strings.EqualFold(k, "Authorization") || strings.EqualFold(k, "X-Sbx-Preview-Token") || strings.EqualFold(k, "Cookie") {
+				v = "[REDACTED]"
+			}
+			fmt.Fprintf(d.w, "> %s: %s\n", k, v)
+		}
+	}
+	resp, err := d.next.RoundTrip(req)
+	if err != nil {
+		fmt.Fprintf(d.w, "< error after %s: %v\n", time.Since(start).Round(time.Millisecond), err)
+		return nil, err
+	}
+	fmt.Fprintf(d.w, "< %s (%s)\n", resp.Status, time.Since(start).Round(time.Millisecond))
+	return resp, nil
+}
+
+// explain turns an error into an exit code and one line that says what
+// to do about it.
+func (a *app) explain(err error) (int, string) {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return 2, ue.Error()
+	}
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		return 2, err.Error() + " (see 'sbx --help')"
+	}
+	if errors.Is(err, errNoToken) {
+		return 4, err.Error()
+	}
+	var pe *apiError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Status == http.StatusUnauthorized:
+			return 4, fmt.Sprintf("the API at %s refused the token (%s): check SBX_TOKEN, or run `sbx login` with a valid token", a.apiURL(), pe.Detail)
+		case pe.Status == http.StatusForbidden && pe.Code != "permission_denied":
+			return 4, fmt.Sprintf("not allowed: %s (%s)", pe.Detail, pe.Code)
+		case pe.Status == http.StatusNotFound:
+			return 5, pe.Detail
+		case pe.Code == "unknown_profile":
+			return 1, pe.Detail + "; " + a.validProfiles()
+		}
+		return 1, fmt.Sprintf("%s (%s)", pe.Detail, pe.Code)
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return 3, fmt.Sprintf("cannot reach the API at %s (connection refused): start it with `sbx dev`, or point --api / SBX_API at a running API", a.apiURL())
+	}
+	var apiTimeout *apiTimeoutError
+	if errors.As(err, &apiTimeout) {
+		return 3, apiTimeout.Error()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return 3, fmt.Sprintf("cannot reach the API at %s: %v", a.apiURL(), err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return 1, "interrupted"
+	}
+	return 1, err.Error()
+}
+
+// validProfiles lists the profiles for an error message.
+func (a *app) validProfiles() string {
+	c, err := a.api()
+	if err != nil {
+		return "list them with `sbx profiles`"
+	}
+	ps, err := c.profiles(context.Background())
+	if err != nil || len(ps) == 0 {
+		return "list them with `sbx profiles`"
+	}
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return "valid profiles are " + strings.Join(names, ", ")
+}

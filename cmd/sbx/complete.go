@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// completeSandboxes offers the IDs of live sandboxes for the first
+// argument. Completion must never hang a shell: one short request.
+func (a *app) completeSandboxes(c *cobra.Command, got []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	if len(got) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	cl, err := a.api()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out struct {
+		Sandboxes []sandbox `json:"sandboxes"`
+	}
+	if cl.json(ctx, http.MethodGet, "/api/v1/sandboxes?limit=200", nil, &out) != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var ids []string
+	for _, sb := range out.Sandboxes {
+		if sb.Status != "terminated" && sb.Status != "failed" && strings.HasPrefix(sb.ID, prefix) {
+			ids = append(ids, sb.ID+"\t"+sb.Status+" "+sb.Profile)
+		}
+	}
+	return ids, cobra.ShellCompDirectiveNoFileComp
+}
+
+func (a *app) completeProfiles(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	cl, err := a.api()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ps, err := cl.profiles(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name + "\t" + p.Platform
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// remarshal decodes a generic JSON value into a typed one, so a command
+// can print the API's whole answer with -o json and use typed fields for
+// the table.
+func remarshal(from, to any) error {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, to)
+}
+
+func jsonDecode(r io.Reader, v any) error {
+	if err := json.NewDecoder(r).Decode(v); err != nil {
+		return fmt.Errorf("decode the API's answer: %w", err)
+	}
+	return nil
+}

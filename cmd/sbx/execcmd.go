@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+)
+
+// maxExecStdin bounds what `sbx exec` reads from a pipe: the request
+// carries stdin whole.
+const maxExecStdin = 8 << 20
+
+func newExecCmd(a *app) *cobra.Command {
+	var timeout float64
+	var tty, interactive, noStdin bool
+	c := &cobra.Command{
+		Use:   "exec ID [--] CMD [ARG...]",
+		Short: "Run a command in the sandbox's workspace",
+		Long: `Run a command in the sandbox's workspace and exit with its status.
+
+One word after the ID is a shell line (run by sh -c, so $VARS and ; work);
+two or more are a program and its arguments, passed verbatim. Put the command
+after -- when it has flags of its own. When stdin is not a terminal it is
+sent to the command (up to 8 MiB); --no-stdin sends nothing.
+
+-it opens an interactive terminal (over SSH, like sbx ssh). A suspended
+sandbox is woken first; on a terminal sbx says so while it waits.`,
+		Example: `  sbx exec $ID -- ls -la
+  sbx exec $ID 'uname -a; echo $HOME'
+  echo hello | sbx exec $ID -- cat
+  sbx exec -it $ID -- bash
+  sbx exec --timeout 300 $ID -- make test`,
+		Args: func(c *cobra.Command, got []string) error {
+			if len(got) == 0 {
+				return usageErrorf(c, "missing ID and CMD")
+			}
+			if dash := c.ArgsLenAtDash(); dash == 0 {
+				return usageErrorf(c, "the ID goes before --: sbx exec ID -- CMD")
+			} else if dash > 1 {
+				return usageErrorf(c, "unexpected argument %q before --: sbx exec ID -- CMD", got[1])
+			}
+			if len(got) < 2 {
+				return usageErrorf(c, "missing CMD: sbx exec ID -- CMD [ARG...]")
+			}
+			return nil
+		},
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			id, argv := got[0], got[1:]
+			if timeout <= 0 {
+				return usageErrorf(c, "--timeout %g: want seconds, more than 0", timeout)
+			}
+			if tty || interactive {
+				if !tty || !interactive {
+					return usageErrorf(c, "-i and -t go together (-it): an interactive terminal")
+				}
+				return a.execTTY(c.Context(), id, argv)
+			}
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			body := map[string]any{"command": argv[0], "timeout_seconds": timeout}
+			if len(argv) > 1 {
+				body["args"] = argv[1:]
+			}
+			if !noStdin && !isTerminal(a.in) && a.in != nil {
+				b, err := io.ReadAll(io.LimitReader(a.in, maxExecStdin+1))
+				if err != nil {
+					return fmt.Errorf("read stdin: %w", err)
+				}
+				if len(b) > maxExecStdin {
+					return fmt.Errorf("stdin is over %s; use sbx files put for large input, or --no-stdin", sizeString(maxExecStdin))
+				}
+				if len(b) > 0 {
+					if utf8.Valid(b) {
+						body["stdin"] = string(b)
+					} else {
+						body["stdin"], body["stdin_encoding"] = base64.StdEncoding.EncodeToString(b), "base64"
+					}
+				}
+			}
+			res, err := a.execOnce(c.Context(), cl, id, body, time.Duration(timeout*float64(time.Second)))
+			if err != nil {
+				return err
+			}
+			writeOut(a.out, res.Stdout, res.StdoutEncoding)
+			writeOut(a.errw, res.Stderr, res.StderrEncoding)
+			if res.Truncated {
+				fmt.Fprintln(a.errw, "sbx: output truncated")
+			}
+			if res.TimedOut {
+				return fmt.Errorf("the command timed out after %gs (--timeout gives it longer)", timeout)
+			}
+			if res.ExitCode != 0 {
+				return &exitStatus{code: res.ExitCode}
+			}
+			return nil
+		},
+	}
+	c.Flags().Float64Var(&timeout, "timeout", 60, "seconds before the command's process group is killed")
+	c.Flags().BoolVarP(&tty, "tty", "t", false, "allocate a terminal (with -i)")
+	c.Flags().BoolVarP(&interactive, "interactive", "i", false, "keep stdin open, interactively (with -t)")
+	c.Flags().BoolVar(&noStdin, "no-stdin", false, "do not send stdin to the command")
+	return c
+}
+
+type execOutcome struct {
+	ExitCode       int    `json:"exit_code"`
+	Stdout         string `json:"stdout"`
+	Stderr         string `json:"stderr"`
+	StdoutEncoding string `json:"stdout_encoding"`
+	StderrEncoding string `json:"stderr_encoding"`
+	TimedOut       bool   `json:"timed_out"`
+	Truncated      bool   `json:"truncated"`
+}
+
+// wakeHold is how long a call may be held while a sandbox wakes: the API
+// holds up to 60 s, then answers 503 with Retry-After.
+const wakeHold = 90 * time.Second
+
+// execOnce runs one exec call, saying so if the sandbox must wake first
+// and retrying while the API answers "still waking".
+func (a *app) execOnce(ctx context.Context, cl *apiClient, id string, body map[string]any, timeout time.Duration) (execOutcome, error) {
+	p := a.wakeNotice(ctx, cl, id)
+	defer p.Stop("")
+	var res execOutcome
+	for attempt := 0; ; attempt++ {
+		err := cl.jsonWait(ctx, http.MethodPost, sandboxPath(id, "/exec"), body, &res, timeout+wakeHold)
+		var pe *apiError
+		if errors.As(err, &pe) && pe.Code == "sandbox_waking" && attempt < 10 {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(max(pe.retryAfter, time.Second)):
+			}
+			continue
+		}
+		return res, err
+	}
+}
+
+// wakeNotice looks at the sandbox first: when it is suspended (or on its
+// way in or out) the call will wait for a restore, and a person at a
+// terminal is told so at once rather than left looking at a silent
+// prompt. Scripts see nothing.
+func (a *app) wakeNotice(ctx context.Context, cl *apiClient, id string) *progress {
+	p := a.newProgress("waking " + id)
+	if !isTerminal(a.errw) {
+		return p
+	}
+	sb, err := cl.sandbox(ctx, id)
+	if err != nil {
+		return p // the call itself will report it
+	}
+	switch sb.Status {
+	case "suspended", "suspending", "restoring":
+		fmt.Fprintf(a.errw, "sbx: sandbox %s is %s; waking it (this takes a few seconds)...\n", id, sb.Status)
+		p.set("waking %s", id)
+	}
+	return p
+}
+
+func writeOut(w io.Writer, s, enc string) {
+	if enc == "base64" {
+		b, _ := base64.StdEncoding.DecodeString(s)
+		_, _ = w.Write(b)
+		return
+	}
+	_, _ = io.WriteString(w, s)
+}
+
+// execTTY runs argv on a terminal in the sandbox over SSH (ssh -tt).
+func (a *app) execTTY(ctx context.Context, id string, argv []string) error {
+	if !isTerminal(a.in) {
+		fmt.Fprintln(a.errw, "sbx: stdin is not a terminal; running with a terminal anyway")
+	}
+	quoted := make([]string, len(argv))
+	for i, s := range argv {
+		quoted[i] = shellQuote(s)
+	}
+	if len(argv) == 1 {
+		quoted[0] = argv[0] // one word is a shell line, as without -it
+	}
+	return a.runSSH(ctx, id, sshRunOptions{ttl: 0}, []string{"-tt", "--", strings.Join(quoted, " ")})
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// printJSON writes v indented, for scripts (-o json).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes rows under a header, in aligned columns.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	fmt.Fprintln(t.tw, strings.Join(header, "\t"))
+	return t
+}
+
+func (t *table) row(cells ...any) {
+	s := make([]string, len(cells))
+	for i, c := range cells {
+		s[i] = fmt.Sprint(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(s, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// render prints v as JSON with -o json, else calls human.
+func (a *app) render(v any, human func(w io.Writer) error) error {
+	if a.output == "json" {
+		return printJSON(a.out, v)
+	}
+	return human(a.out)
+}
+
+func localTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func optTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return localTime(*t)
+}
+
+// until says how far away t is, for deadlines.
+func until(t time.Time, now time.Time) string {
+	d := t.Sub(now).Round(time.Minute)
+	if d <= 0 {
+		return "passed"
+	}
+	return "in " + strings.TrimSuffix(d.String(), "0s")
+}
+
+// sizeString is a byte count for people: 512 B, 3.4 KiB, 1.2 MiB.
+func sizeString(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// modeString renders a Go os.FileMode as the API sends it (a number) the
+// way ls does: drwxr-xr-x.
+func modeString(m uint32) string { return os.FileMode(m).String() }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time: go build -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  the request failed (the API refused it, a sandbox ended, a timeout waiting for it)
+  2  usage: an unknown command or flag, a missing or extra argument
+  3  the API cannot be reached or did not answer in time
+  4  authentication: no token, or the API refused it (401/403)
+  5  not found (404): no such sandbox, file or port for this account
+  sbx exec and sbx ssh exit with the remote command's status.`
+
+// newRootCmd builds the command tree. Each command group lives in its own
+// file and is added here, in help order.
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sbx",
+		Short: "Cloud development sandboxes: create, drive and destroy them, or run the whole stack locally",
+		Long: `sbx drives sandboxes through the REST API, and runs the whole stack on a laptop (sbx dev).
+
+The API commands find the API in --api, SBX_API, the config file written by
+sbx login, or http://127.0.0.1:8080; the token in SBX_TOKEN, the config file,
+or the token file of a local sbx dev (~/.sbx/dev/token, or $SBX_DATA_DIR/token).
+
+` + exitCodesHelp,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// No default completion command: ours documents how to install it.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetIn(a.in)
+	root.SetOut(a.out)
+	root.SetErr(a.errw)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErrorf(c, "%v", err)
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.apiFlag, "api", "", "API base URL (default: SBX_API, the config file, or http://127.0.0.1:8080)")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json, or id (sandbox IDs only, for scripts)")
+	pf.BoolVar(&a.debug, "debug", false, "log each HTTP request to stderr (credentials redacted)")
+	pf.DurationVar(&a.timeout, "api-timeout", 30*time.Second, "how long to wait for the API to start answering a request")
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if a.output != "table" && a.output != "json" && a.output != "id" {
+			return usageErrorf(c, "--output %q: want table, json or id", a.output)
+		}
+		return nil
+	}
+
+	root.AddGroup(&cobra.Group{ID: "sandbox", Title: "Sandboxes:"}, &cobra.Group{ID: "connect", Title: "Working in a sandbox:"},
+		&cobra.Group{ID: "account", Title: "Account:"}, &cobra.Group{ID: "stack", Title: "Running the stack:"})
+	for _, c := range []*cobra.Command{
+		newCreateCmd(a), newListCmd(a), newGetCmd(a), newExtendCmd(a), newDestroyCmd(a), newEventsCmd(a),
+	} {
+		c.GroupID = "sandbox"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{
+		newExecCmd(a), newFilesCmd(a), newSSHCmd(a), newSSHConfigCmd(a), newSSHKeyCmd(a), newPortsCmd(a),
+	} {
+		c.GroupID = "connect"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newLoginCmd(a), newLogoutCmd(a), newProfilesCmd(a), newUsageCmd(a)} {
+		c.GroupID = "account"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newDevCmd(a), newAdminCmd(a)} {
+		c.GroupID = "stack"
+		root.AddCommand(c)
+	}
+	root.AddCommand(newVersionCmd(a), newCompletionCmd(a))
+	return root
+}
+
+// execute runs the CLI and returns the process exit code.
+func execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) int {
+	a := newApp(in, out, errw)
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ex *exitStatus
+	if errors.As(err, &ex) {
+		return ex.code
+	}
+	code, msg := a.explain(err)
+	fmt.Fprintln(errw, "sbx: "+msg)
+	return code
+}
+
+// exitStatus ends the process with a remote command's status, printing
+// nothing more.
+type exitStatus struct{ code int }
+
+func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// usageError is a mistake in the command line: exit code 2, with a hint
+// pointing at --help.
+type usageError struct {
+	cmd string
+	msg string
+}
+
+func (e *usageError) Error() string {
+	return fmt.Sprintf("%s (see '%s --help')", e.msg, e.cmd)
+}
+
+func usageErrorf(c *cobra.Command, format string, args ...any) error {
+	return &usageError{cmd: c.CommandPath(), msg: fmt.Sprintf(format, args...)}
+}
+
+// args builds a cobra.PositionalArgs that wants exactly the named
+// arguments, then up to len(optional) more, and names what is missing or
+// extra.
+func args(required []string, optional ...string) cobra.PositionalArgs {
+	return func(c *cobra.Command, got []string) error {
+		if len(got) < len(required) {
+			return usageErrorf(c, "missing %s", strings.Join(required[len(got):], " and "))
+		}
+		if max := len(required) + len(optional); len(got) > max {
+			return usageErrorf(c, "unexpected argument %q", got[max])
+		}
+		return nil
+	}
+}
+
+func newVersionCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the sbx version",
+		Args:  args(nil),
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintf(a.out, "sbx %s\n", version)
+			return nil
+		},
+	}
+}
+
+func newCompletionCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "completion bash|zsh|fish|powershell",
+		Short: "Print a shell completion script",
+		Long: `Print a shell completion script.
+
+  bash:  source <(sbx completion bash)          (or save it to /etc/bash_completion.d/sbx)
+  zsh:   sbx completion zsh > "${fpath[1]}/_sbx"
+  fish:  sbx completion fish > ~/.config/fish/completions/sbx.fish`,
+		Example:   "  source <(sbx completion bash)",
+		ValidArgs: []string{"bash", "zsh", "fish", "powershell"},
+		Args: func(c *cobra.Command, got []string) error {
+			if err := args([]string{"SHELL"})(c, got); err != nil {
+				return err
+			}
+			return cobra.OnlyValidArgs(c, got)
+		},
+		RunE: func(c *cobra.Command, got []string) error {
+			root := c.Root()
+			switch got[0] {
+			case "bash":
+				return root.GenBashCompletionV2(a.out, true)
+			case "zsh":
+				return root.GenZshCompletion(a.out)
+			case "fish":
+				return root.GenFishCompletion(a.out, true)
+			default:
+				return root.GenPowerShellCompletionWithDesc(a.out)
+			}
+		},
+	}
+}
+
+// isTerminal reports whether w is a terminal (for progress and prompts).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && termIsTerminal(int(f.Fd()))
+}

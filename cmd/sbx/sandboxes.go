@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// printSandbox prints one sandbox: its fields (table), the API's JSON, or
+// its ID alone (-o id, for $(...) in scripts).
+func (a *app) printSandbox(sb sandbox) error {
+	switch a.output {
+	case "json":
+		return printJSON(a.out, sb)
+	case "id":
+		_, err := fmt.Fprintln(a.out, sb.ID)
+		return err
+	}
+	t := newTable(a.out, "ID", "STATUS", "PROFILE", "PLATFORM", "DEADLINE")
+	t.row(sb.ID, sb.Status, sb.Profile, sb.Platform, deadlineCell(sb))
+	return t.flush()
+}
+
+func deadlineCell(sb sandbox) string {
+	switch sb.Status {
+	case "terminating", "terminated", "failed":
+		if sb.EndReason != nil {
+			return "ended: " + *sb.EndReason
+		}
+		return "-"
+	}
+	return localTime(sb.DeadlineAt) + " (" + until(sb.DeadlineAt, time.Now()) + ")"
+}
+
+func newCreateCmd(a *app) *cobra.Command {
+	var profileName string
+	var deadline int
+	var wait time.Duration
+	c := &cobra.Command{
+		Use:   "create",
+		Short: "Create a sandbox and wait until it is ready",
+		Long: `Create a sandbox and wait until it is ready, following its event stream
+(pending, then ready). On a terminal the states are shown on stderr as they come.`,
+		Example: `  sbx create
+  sbx create --profile tuist-linux-medium --deadline 120
+  ID=$(sbx create -o id)`,
+		Args: args(nil),
+		RunE: func(c *cobra.Command, _ []string) error {
+			body := map[string]any{"profile": profileName}
+			if c.Flags().Changed("deadline") {
+				if deadline < 1 {
+					return usageErrorf(c, "--deadline %d: want minutes from now, at least 1", deadline)
+				}
+				body["deadline_minutes"] = deadline
+			}
+			if wait < 0 {
+				return usageErrorf(c, "--wait %s: want a duration of 0 or more", wait)
+			}
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			var sb sandbox
+			if err := cl.json(c.Context(), http.MethodPost, "/api/v1/sandboxes", body, &sb); err != nil {
+				return err
+			}
+			if wait > 0 {
+				if sb, err = a.waitReady(c.Context(), cl, sb.ID, wait); err != nil {
+					return err
+				}
+			}
+			return a.printSandbox(sb)
+		},
+	}
+	c.Flags().StringVar(&profileName, "profile", "tuist-linux-small", "sandbox profile (sbx profiles lists them)")
+	c.Flags().IntVar(&deadline, "deadline", 0, "minutes until the sandbox is ended (default: the server's, 60)")
+	c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for ready (0: return at once, pending)")
+	_ = c.RegisterFlagCompletionFunc("profile", a.completeProfiles)
+	return c
+}
+
+// waitReady follows the event stream until the sandbox is ready (or
+// ends), showing each state, then returns it as GET shows it.
+func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time.Duration) (sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	p := a.newProgress("creating " + id + ": pending")
+	last := "pending"
+	trail := "pending"
+	err := followEvents(ctx, c, id, 0, func(ev event) bool {
+		if ev.State != nil && *ev.State != last {
+			last = *ev.State
+			trail += " → " + last
+			p.set("creating %s: %s", id, trail)
+		}
+		return last != "pending" && last != ""
+	})
+	var sb sandbox
+	if err == nil && ctx.Err() == nil {
+		sb, err = c.sandbox(ctx, id)
+	}
+	switch {
+	case ctx.Err() != nil:
+		p.Stop("")
+		return sb, fmt.Errorf("sandbox %s still %s after %s; `sbx events --follow %s` shows what it does", id, last, limit, id)
+	case err != nil:
+		p.Stop("")
+		return sb, err
+	case sb.Status != "ready":
+		p.Stop("")
+		reason := ""
+		if sb.EndReason != nil {
+			reason = " (" + *sb.EndReason + ")"
+		}
+		return sb, fmt.Errorf("sandbox %s is %s%s; `sbx events %s` says why", id, sb.Status, reason, id)
+	}
+	p.Stop("created " + id + ": " + trail)
+	return sb, nil
+}
+
+func newListCmd(a *app) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List your sandboxes",
+		Example: "  sbx list\n  sbx list --all -o json",
+		Args:    args(nil),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Sandboxes []sandbox `json:"sandboxes"`
+			}
+			if err := cl.json(c.Context(), http.MethodGet, "/api/v1/sandboxes?limit=200", nil, &out); err != nil {
+				return err
+			}
+			if !all {
+				out.Sandboxes = slices.DeleteFunc(out.Sandboxes, func(sb sandbox) bool {
+					return sb.Status == "terminated" || sb.Status == "failed"
+				})
+			}
+			switch a.output {
+			case "json":
+				return printJSON(a.out, out.Sandboxes)
+			case "id":
+				for _, sb := range out.Sandboxes {
+					fmt.Fprintln(a.out, sb.ID)
+				}
+				return nil
+			}
+			t := newTable(a.out, "ID", "STATUS", "PROFILE", "PLATFORM", "CREATED", "DEADLINE")
+			for _, sb := range out.Sandboxes {
+				t.row(sb.ID, sb.Status, sb.Profile, sb.Platform, localTime(sb.CreatedAt), deadlineCell(sb))
+			}
+			return t.flush()
+		},
+	}
+	c.Flags().BoolVarP(&all, "all", "a", false, "include ended sandboxes (terminated, failed)")
+	return c
+}
+
+func newGetCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "get ID",
+		Short:             "Show one sandbox",
+		Example:           "  sbx get sbx-k7q2xw9m4t8r1p6zab3cdefghi\n  sbx get $ID -o json",
+		Args:              args([]string{"ID"}),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			sb, err := cl.sandbox(c.Context(), got[0])
+			if err != nil {
+				return err
+			}
+			return a.printSandbox(sb)
+		},
+	}
+}
+
+func newDestroyCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "destroy ID",
+		Aliases:           []string{"rm", "delete"},
+		Short:             "Destroy a sandbox (its workspace is deleted)",
+		Example:           "  sbx destroy $ID",
+		Args:              args([]string{"ID"}),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			var sb sandbox
+			if err := cl.json(c.Context(), http.MethodDelete, sandboxPath(got[0]), nil, &sb); err != nil {
+				return err
+			}
+			return a.printSandbox(sb)
+		},
+	}
+}
+
+func newExtendCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "extend ID MINUTES",
+		Short: "Add MINUTES to a sandbox's deadline",
+		Long: `Add MINUTES to a sandbox's current deadline (not to now): extending a
+sandbox due in 10 minutes by 45 makes it due in 55. The 7-day cap from
+creation still holds.`,
+		Example:           "  sbx extend $ID 45",
+		Args:              args([]string{"ID", "MINUTES"}),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(c *cobra.Command, got []string) error {
+			minutes, err := strconv.Atoi(got[1])
+			if err != nil || minutes < 1 {
+				return usageErrorf(c, "MINUTES %q: want a whole number of minutes, at least 1", got[1])
+			}
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			var sb sandbox
+			if err := cl.json(c.Context(), http.MethodPatch, sandboxPath(got[0]), map[string]int{"extend_minutes": minutes}, &sb); err != nil {
+				return err
+			}
+			return a.printSandbox(sb)
+		},
+	}
+}
+
+func newProfilesCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "profiles",
+		Short:   "List the profiles a sandbox can be created with",
+		Example: "  sbx profiles\n  sbx create --profile tuist-linux-medium",
+		Args:    args(nil),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			ps, err := cl.profiles(c.Context())
+			if err != nil {
+				return err
+			}
+			return a.render(ps, func(w io.Writer) error {
+				t := newTable(w, "NAME", "PLATFORM", "CPU", "MEMORY", "DISK")
+				for _, p := range ps {
+					t.row(p.Name, p.Platform, p.CPU, fmt.Sprintf("%d MiB", p.MemoryMB), fmt.Sprintf("%d GiB", p.DiskGB))
+				}
+				return t.flush()
+			})
+		},
+	}
+}
+
+func newUsageCmd(a *app) *cobra.Command {
+	var id string
+	c := &cobra.Command{
+		Use:   "usage",
+		Short: "Billable time: this month by platform, or each ledger line of one sandbox",
+		Long: `Billable time from the ledger. Without --sandbox: compute and storage seconds
+this calendar month (UTC) by platform, and the monthly soft cap if the account
+has one. With --sandbox ID: every ledger line of that sandbox, a compute
+interval while it was ready or a storage interval while suspended, with the
+reason each one closed.`,
+		Example: "  sbx usage\n  sbx usage --sandbox $ID",
+		Args:    args(nil),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := a.api()
+			if err != nil {
+				return err
+			}
+			if id != "" {
+				return a.sandboxUsage(c.Context(), cl, id)
+			}
+			var u struct {
+				From      time.Time `json:"from"`
+				To        time.Time `json:"to"`
+				Compute   float64   `json:"compute_seconds"`
+				Storage   float64   `json:"storage_seconds"`
+				Platforms []struct {
+					Platform string  `json:"platform"`
+					Compute  float64 `json:"compute_seconds"`
+					Storage  float64 `json:"storage_seconds"`
+				} `json:"platforms"`
+				SoftCap *struct {
+					MonthlyMinutes int     `json:"monthly_minutes"`
+					UsedMinutes    float64 `json:"used_minutes"`
+					Exceeded       bool    `json:"exceeded"`
+				} `json:"soft_cap"`
+			}
+			var raw map[string]any
+			if err := cl.json(c.Context(), http.MethodGet, "/api/v1/usage", nil, &raw); err != nil {
+				return err
+			}
+			if err := remarshal(raw, &u); err != nil {
+				return err
+			}
+			return a.render(raw, func(w io.Writer) error {
+				fmt.Fprintf(w, "From %s to %s\n\n", localTime(u.From), localTime(u.To))
+				t := newTable(w, "PLATFORM", "COMPUTE", "STORAGE")
+				for _, p := range u.Platforms {
+					t.row(p.Platform, seconds(p.Compute), seconds(p.Storage))
+				}
+				t.row("total", seconds(u.Compute), seconds(u.Storage))
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if u.SoftCap != nil {
+					fmt.Fprintf(w, "\nMonthly soft cap: %.0f of %d minutes used", u.SoftCap.UsedMinutes, u.SoftCap.MonthlyMinutes)
+					if u.SoftCap.Exceeded {
+						fmt.Fprint(w, " (exceeded)")
+					}
+					fmt.Fprintln(w)
+				}
+				return nil
+			})
+		},
+	}
+	c.Flags().StringVar(&id, "sandbox", "", "show each ledger line of this sandbox")
+	_ = c.RegisterFlagCompletionFunc("sandbox", a.completeSandboxes)
+	return c
+}
+
+func (a *app) sandboxUsage(ctx context.Context, cl *apiClient, id string) error {
+	var raw map[string]any
+	if err := cl.json(ctx, http.MethodGet, sandboxPath(id, "/usage"), nil, &raw); err != nil {
+		return err
+	}
+	var u struct {
+		Lines []struct {
+			Kind      string     `json:"kind"`
+			Platform  string     `json:"platform"`
+			StartedAt time.Time  `json:"started_at"`
+			EndedAt   *time.Time `json:"ended_at"`
+			EndReason string     `json:"end_reason"`
+			Seconds   float64    `json:"seconds"`
+		} `json:"lines"`
+		Compute float64 `json:"compute_seconds"`
+		Storage float64 `json:"storage_seconds"`
+	}
+	if err := remarshal(raw, &u); err != nil {
+		return err
+	}
+	return a.render(raw, func(w io.Writer) error {
+		t := newTable(w, "KIND", "PLATFORM", "STARTED", "ENDED", "DURATION", "REASON")
+		for _, l := range u.Lines {
+			reason, ended := l.EndReason, optTime(l.EndedAt)
+			if l.EndedAt == nil {
+				reason, ended = "(open)", "-"
+			}
+			t.row(l.Kind, l.Platform, localTime(l.StartedAt), ended, seconds(l.Seconds), reason)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\ncompute %s, storage %s\n", seconds(u.Compute), seconds(u.Storage))
+		return nil
+	})
+}
+
+// seconds renders a duration in seconds for people: 42s, 1h2m3s.
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
+}
