@@ -151,16 +151,16 @@ func sandboxPath(id string, rest ...string) string {
 }
 
 type sandbox struct {
-	ID           string     `json:"id"`
-	Status       string     `json:"status"`
-	Profile      string     `json:"profile"`
-	Platform     string     `json:"platform"`
-	CreatedAt    time.Time  `json:"created_at"`
-	DeadlineAt   time.Time  `json:"deadline_at"`
-	SuspendedAt  *time.Time `json:"suspended_at,omitempty"`
-	EndReason    *string    `json:"end_reason"`
-	Workspace    *string    `json:"workspace"`
-	raw json.RawMessage
+	ID          string     `json:"id"`
+	Status      string     `json:"status"`
+	Profile     string     `json:"profile"`
+	Platform    string     `json:"platform"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DeadlineAt  time.Time  `json:"deadline_at"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
+	EndReason   *string    `json:"end_reason"`
+	Workspace   *string    `json:"workspace"`
+	raw         json.RawMessage
 }
 
 func (s *sandbox) UnmarshalJSON(b []byte) error {
