@@ -190,8 +190,13 @@ func (a *app) explain(err error) (int, string) {
 	if errors.As(err, &ue) {
 		return 2, ue.Error()
 	}
-	if strings.HasPrefix(err.Error(), "unknown command") {
-		return 2, err.Error() + " (see 'sbx --help')"
+	if msg := err.Error(); strings.HasPrefix(msg, "unknown command") {
+		// cobra's suggestion spans lines; one line for us.
+		msg, suggestions, _ := strings.Cut(msg, "\n\nDid you mean this?\n")
+		if s := strings.Fields(suggestions); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return 2, msg + " (see 'sbx --help')"
 	}
 	if errors.Is(err, errNoToken) {
 		return 4, err.Error()

@@ -168,7 +168,10 @@ func newCompletionCmd(a *app) *cobra.Command {
 			if err := args([]string{"SHELL"})(c, got); err != nil {
 				return err
 			}
-			return cobra.OnlyValidArgs(c, got)
+			if err := cobra.OnlyValidArgs(c, got); err != nil {
+				return usageErrorf(c, "%v", err)
+			}
+			return nil
 		},
 		RunE: func(c *cobra.Command, got []string) error {
 			root := c.Root()

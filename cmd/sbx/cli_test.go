@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// fakeToken is what the tests put in SBX_TOKEN and the config file; it
+// must never show up in any output.
+const fakeToken = "sbx_at_FAKE0SECRET0TOKEN0MATERIAL0xyz"
+
+// cliEnv isolates a test's CLI from the machine: its own config dir,
+// data dir and HOME, SBX_TOKEN set to fakeToken.
+func cliEnv(t *testing.T, api string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("HOME", dir)
+	t.Setenv("SBX_CONFIG_DIR", filepath.Join(dir, "config"))
+	t.Setenv("SBX_DATA_DIR", filepath.Join(dir, "data"))
+	t.Setenv("SBX_API", api)
+	t.Setenv("SBX_TOKEN", fakeToken)
+	if err := writeConfig(cliConfig{Token: fakeToken}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runCLI runs the CLI in-process and returns its exit code and output.
+func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = execute(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// commandPaths lists every command of the tree, e.g. "files put".
+func commandPaths() [][]string {
+	var paths [][]string
+	var walk func(c *cobra.Command, prefix []string)
+	walk = func(c *cobra.Command, prefix []string) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" {
+				continue
+			}
+			p := append(append([]string(nil), prefix...), sub.Name())
+			paths = append(paths, p)
+			walk(sub, p)
+		}
+	}
+	walk(newRootCmd(newApp(nil, io.Discard, io.Discard)), nil)
+	return paths
+}
+
+// TestEveryHelp: every command's --help (and -h) exits 0, shows its
+// usage with the positional arguments it takes and an example, and never
+// shows the token, which sits in SBX_TOKEN and the config file.
+func TestEveryHelp(t *testing.T) {
+	cliEnv(t, "http://127.0.0.1:1")
+	paths := commandPaths()
+	if len(paths) < 20 {
+		t.Fatalf("found %d commands, want the whole tree", len(paths))
+	}
+	for _, p := range append(paths, []string{}) {
+		for _, flag := range []string{"--help", "-h"} {
+			args := append(append([]string(nil), p...), flag)
+			name := strings.Join(args, " ")
+			if len(p) > 0 && (p[0] == "dev" || p[0] == "admin") {
+				continue // their own flag sets print to the process's stderr: TestStdFlagHelp
+			}
+			code, out, errOut := runCLI(t, "", args...)
+			if code != 0 {
+				t.Errorf("sbx %s: exit %d, want 0 (stderr %q)", name, code, errOut)
+			}
+			if strings.Contains(out+errOut, fakeToken) || strings.Contains(out+errOut, "sbx_at_") {
+				t.Errorf("sbx %s: output shows token material:\n%s%s", name, out, errOut)
+			}
+			if !strings.Contains(out, "Usage:") {
+				t.Errorf("sbx %s: no usage in %q", name, out)
+			}
+		}
+	}
+	// Positional arguments are named in the usage line.
+	for cmd, want := range map[string]string{
+		"get": "sbx get ID", "exec": "sbx exec ID [--] CMD [ARG...]", "files put": "sbx files put ID PATH [SRC]",
+		"extend": "sbx extend ID MINUTES", "ssh": "sbx ssh ID [SSH ARG...]", "ports": "sbx ports ID [PORT]",
+		"ssh-key": "sbx ssh-key ID FILE", "files get": "sbx files get ID PATH [DEST]", "destroy": "sbx destroy ID",
+	} {
+		_, out, _ := runCLI(t, "", append(strings.Fields(cmd), "--help")...)
+		if !strings.Contains(out, want) {
+			t.Errorf("sbx %s --help: usage does not show %q:\n%s", cmd, want, out)
+		}
+		if !strings.Contains(out, "Examples:") {
+			t.Errorf("sbx %s --help: no examples", cmd)
+		}
+	}
+}
+
+// TestStdFlagHelp: dev and admin (own flag sets) answer --help with exit 0
+// from the real binary, admin without a database.
+func TestStdFlagHelp(t *testing.T) {
+	for _, args := range [][]string{{"dev", "--help"}, {"admin", "--help"}, {"admin", "account", "create", "--help"}, {"admin", "token", "mint", "-h"}} {
+		cmd := execCommand(t, args...)
+		cmd.Env = append(os.Environ(), "SBX_TOKEN="+fakeToken, "SBX_DATA_DIR="+t.TempDir(), "SBX_DATABASE_URL=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("sbx %v: %v\n%s", args, err, out)
+		}
+		if strings.Contains(string(out), fakeToken) || !strings.Contains(string(out), "sbx") {
+			t.Errorf("sbx %v: %s", args, out)
+		}
+	}
+}
+
+// fakeAPI records requests and answers with canned JSON.
+type fakeAPI struct {
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+type recorded struct {
+	Method, Path, Auth string
+	Body               map[string]any
+}
+
+func (f *fakeAPI) last(t *testing.T) recorded {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reqs) == 0 {
+		t.Fatal("no request reached the API")
+	}
+	return f.reqs[len(f.reqs)-1]
+}
+
+const fakeID = "sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := recorded{Method: r.Method, Path: r.URL.Path, Auth: r.Header.Get("Authorization")}
+	_ = json.NewDecoder(r.Body).Decode(&rec.Body)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, rec)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Header.Get("Authorization") != "Bearer "+fakeToken:
+		w.WriteHeader(401)
+		_, _ = io.WriteString(w, `{"status":401,"code":"unauthenticated","detail":"missing or invalid token"}`)
+	case strings.HasSuffix(r.URL.Path, "/exec"):
+		_, _ = io.WriteString(w, `{"exit_code":0,"stdout":"ok\n","stderr":"","stdout_encoding":"utf-8","stderr_encoding":"utf-8"}`)
+	case strings.HasSuffix(r.URL.Path, "/ports"):
+		_, _ = io.WriteString(w, `{"port":3000,"url":"http://x.preview.localhost:8081"}`)
+	default:
+		_, _ = io.WriteString(w, `{"id":"`+fakeID+`","status":"ready","profile":"p","platform":"linux","deadline_at":"2030-01-01T00:00:00Z"}`)
+	}
+}
+
+// TestFlagsAndArguments: flags work before and after positional
+// arguments, `--` ends them, and wrong arguments are refused with exit 2
+// before anything reaches the API.
+func TestFlagsAndArguments(t *testing.T) {
+	api := &fakeAPI{}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	cliEnv(t, srv.URL)
+	accepted := []struct {
+		name   string
+		args   []string
+		method string
+		path   string
+		body   map[string]any
+	}{
+		{"public after the port", []string{"ports", fakeID, "3000", "--public"}, "POST", "/api/v1/sandboxes/" + fakeID + "/ports",
+			map[string]any{"port": 3000.0, "access": "public", "host_policy": "forward"}},
+		{"public before the ID", []string{"ports", "--public", fakeID, "3000"}, "POST", "/api/v1/sandboxes/" + fakeID + "/ports",
+			map[string]any{"port": 3000.0, "access": "public", "host_policy": "forward"}},
+		{"exec flag between ID and --", []string{"exec", fakeID, "--timeout", "2", "--", "sleep", "1"}, "POST", "/api/v1/sandboxes/" + fakeID + "/exec",
+			map[string]any{"command": "sleep", "args": []any{"1"}, "timeout_seconds": 2.0}},
+		{"exec flags of the command after --", []string{"exec", fakeID, "--", "ls", "-la", "--timeout"}, "POST", "/api/v1/sandboxes/" + fakeID + "/exec",
+			map[string]any{"command": "ls", "args": []any{"-la", "--timeout"}, "timeout_seconds": 60.0}},
+		{"exec shell line", []string{"exec", fakeID, "echo $HOME"}, "POST", "/api/v1/sandboxes/" + fakeID + "/exec",
+			map[string]any{"command": "echo $HOME", "timeout_seconds": 60.0}},
+		{"create deadline after", []string{"create", "--wait", "0", "--deadline", "30"}, "POST", "/api/v1/sandboxes",
+			map[string]any{"profile": "tuist-linux-small", "deadline_minutes": 30.0}},
+		{"global flag after the ID", []string{"get", fakeID, "-o", "json"}, "GET", "/api/v1/sandboxes/" + fakeID, nil},
+		{"extend adds", []string{"extend", fakeID, "45"}, "PATCH", "/api/v1/sandboxes/" + fakeID, map[string]any{"extend_minutes": 45.0}},
+		{"rm recursive after the path", []string{"files", "rm", fakeID, "build", "-r"}, "DELETE", "/api/v1/sandboxes/" + fakeID + "/files/build", nil},
+	}
+	for _, tc := range accepted {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", tc.args...)
+			if code != 0 {
+				t.Fatalf("sbx %v: exit %d, stderr %q", tc.args, code, errOut)
+			}
+			got := api.last(t)
+			if got.Method != tc.method || got.Path != tc.path {
+				t.Errorf("sbx %v: sent %s %s, want %s %s", tc.args, got.Method, got.Path, tc.method, tc.path)
+			}
+			if tc.body != nil {
+				gb, _ := json.Marshal(got.Body)
+				wb, _ := json.Marshal(tc.body)
+				if string(gb) != string(wb) {
+					t.Errorf("sbx %v: body %s, want %s", tc.args, gb, wb)
+				}
+			}
+			if strings.Contains(out+errOut, fakeToken) {
+				t.Errorf("sbx %v: token in output", tc.args)
+			}
+		})
+	}
+
+	refused := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"destroy", fakeID, "--force"}, "unknown flag: --force"},
+		{"extra argument", []string{"get", fakeID, "extra"}, `unexpected argument "extra"`},
+		{"missing ID", []string{"get"}, "missing ID"},
+		{"negative deadline", []string{"create", "--deadline", "-5"}, "at least 1"},
+		{"zero deadline", []string{"create", "--deadline=0"}, "at least 1"},
+		{"extend zero", []string{"extend", fakeID, "0"}, "at least 1"},
+		{"extend not a number", []string{"extend", fakeID, "soon"}, `MINUTES "soon"`},
+		{"exec without command", []string{"exec", fakeID}, "missing CMD"},
+		{"exec command flags before --", []string{"exec", fakeID, "ls", "-la"}, "unknown shorthand flag"},
+		{"exec ID after --", []string{"exec", "--", fakeID, "ls"}, "the ID goes before --"},
+		{"exec -i alone", []string{"exec", "-i", fakeID, "--", "bash"}, "-i and -t go together"},
+		{"port not a number", []string{"ports", fakeID, "http"}, `PORT "http"`},
+		{"public without a port", []string{"ports", fakeID, "--public"}, "need a PORT"},
+		{"absolute put path", []string{"files", "put", fakeID, "/etc/x.txt", "x"}, `"/etc/x.txt" is absolute`},
+		{"files without verb args", []string{"files", "get", fakeID}, "missing PATH"},
+		{"unknown command", []string{"destory", fakeID}, "unknown command"},
+		{"bad output", []string{"list", "-o", "yaml"}, "want table, json or id"},
+		{"ssh ttl too long", []string{"ssh", "--ttl", "90", fakeID}, "from 1 to 60"},
+		{"completion shell", []string{"completion", "tcsh"}, "invalid argument"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			api.mu.Lock()
+			before := len(api.reqs)
+			api.mu.Unlock()
+			code, _, errOut := runCLI(t, "", tc.args...)
+			if code != 2 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("sbx %v: exit %d stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+			}
+			if strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+				t.Errorf("sbx %v: error is not one line: %q", tc.args, errOut)
+			}
+			api.mu.Lock()
+			after := len(api.reqs)
+			api.mu.Unlock()
+			if after != before {
+				t.Errorf("sbx %v: %d requests reached the API, want none", tc.args, after-before)
+			}
+		})
+	}
+}
+
+// TestErrorsSayWhatToDo: the common failures are one line that names the
+// fix, with the documented exit code, and the token is never printed,
+// not even with --debug.
+func TestErrorsSayWhatToDo(t *testing.T) {
+	// A port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String()
+	ln.Close()
+	// A server that accepts and never answers.
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(stuck.Close)
+	api := httptest.NewServer(&fakeAPI{})
+	t.Cleanup(api.Close)
+
+	for _, tc := range []struct {
+		name  string
+		api   string
+		token string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"nothing listening", refused, fakeToken, []string{"list"}, 3, "start it with `sbx dev`"},
+		{"never answers", stuck.URL, fakeToken, []string{"list", "--api-timeout", "300ms"}, 3, "did not answer within 300ms"},
+		{"wrong token", api.URL, "sbx_at_wrong", []string{"list"}, 4, "check SBX_TOKEN"},
+		{"debug redacts", api.URL, fakeToken, []string{"--debug", "get", fakeID}, 0, "Authorization: [REDACTED]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cliEnv(t, tc.api)
+			t.Setenv("SBX_TOKEN", tc.token)
+			code, out, errOut := runCLI(t, "", tc.args...)
+			if code != tc.code || !strings.Contains(errOut, tc.want) {
+				t.Errorf("sbx %v: exit %d stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+			}
+			if strings.Contains(out+errOut, tc.token) || strings.Contains(out+errOut, fakeToken) {
+				t.Errorf("sbx %v: token in output:\n%s%s", tc.args, out, errOut)
+			}
+		})
+	}
+	t.Run("no token anywhere", func(t *testing.T) {
+		cliEnv(t, api.URL)
+		t.Setenv("SBX_TOKEN", "")
+		if err := writeConfig(cliConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := runCLI(t, "", "list")
+		if code != 4 || !strings.Contains(errOut, "sbx login") {
+			t.Errorf("exit %d stderr %q; want 4 and how to log in", code, errOut)
+		}
+	})
+}
+
+// TestLoginStoresTokenPrivately: sbx login checks the token, saves it
+// 0600, never echoes it, and later commands use it.
+func TestLoginStoresTokenPrivately(t *testing.T) {
+	api := &fakeAPI{}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	cliEnv(t, srv.URL)
+	t.Setenv("SBX_TOKEN", "")
+	if err := os.Remove(configFile()); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "sbx_at_wrong\n", "login"); code != 4 {
+		t.Fatalf("login with a wrong token: exit %d %q, want 4", code, errOut)
+	}
+	code, out, errOut := runCLI(t, fakeToken+"\n", "login", "--api", srv.URL)
+	if code != 0 || strings.Contains(out+errOut, fakeToken) {
+		t.Fatalf("login: exit %d, output %q %q", code, out, errOut)
+	}
+	st, err := os.Stat(configFile())
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("config file: %v mode %v, want 0600", err, st)
+	}
+	t.Setenv("SBX_API", "")
+	if code, _, errOut := runCLI(t, "", "get", fakeID); code != 0 || api.last(t).Auth != "Bearer "+fakeToken {
+		t.Fatalf("get after login: exit %d %q", code, errOut)
+	}
+}
+
+// execCommand runs the real binary.
+func execCommand(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	return exec.Command(sbxBinary(t), args...)
+}
