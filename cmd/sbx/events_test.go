@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,7 @@ import (
 func (p *devProc) cli(args ...string) string {
 	p.t.Helper()
 	cmd := exec.Command(sbxBinary(p.t), args...)
-	cmd.Env = append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token)
+	cmd.Env = append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+filepath.Join(p.DataDir, "cli-config"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -29,7 +30,7 @@ func TestCLIWaitsOnTheEventStream(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, dbURL string) {
 		p := startDev(t, t.TempDir(), dbURL)
 		var sb sbView
-		if err := json.Unmarshal([]byte(p.cli("create", "--deadline", "30")), &sb); err != nil || sb.Status != "ready" {
+		if err := json.Unmarshal([]byte(p.cli("create", "--deadline", "30", "-o", "json")), &sb); err != nil || sb.Status != "ready" {
 			t.Fatalf("sbx create: %+v %v; want a ready sandbox", sb, err)
 		}
 		states := func(out string) []string {

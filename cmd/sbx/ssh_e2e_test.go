@@ -272,7 +272,7 @@ func testRefusals(t *testing.T, p *devProc, ta sshTarget, dir string) {
 
 // testSSHCLI runs `sbx ssh` and `sbx ssh-config` from the real binary.
 func testSSHCLI(t *testing.T, p *devProc, id, dir string) {
-	env := append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_DATA_DIR="+p.DataDir)
+	env := append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_DATA_DIR="+p.DataDir, "SBX_CONFIG_DIR="+filepath.Join(dir, "cli-config"))
 	t.Run("sbx ssh", func(t *testing.T) {
 		tmp := t.TempDir() // the private key goes here, and must not stay
 		cmd := exec.Command(sbxBinary(t), "ssh", id, "-F", "/dev/null", "-o", "BatchMode=yes", "echo via-cli; exit 7")
@@ -290,8 +290,8 @@ func testSSHCLI(t *testing.T, p *devProc, id, dir string) {
 		if left, _ := os.ReadDir(tmp); len(left) > 0 {
 			t.Errorf("sbx ssh left %d entries in TMPDIR, want its key removed", len(left))
 		}
-		if _, err := os.Stat(filepath.Join(p.DataDir, "known_hosts")); err != nil {
-			t.Errorf("broker host key not pinned in the data dir's known_hosts: %v", err)
+		if _, err := os.Stat(filepath.Join(dir, "cli-config", "known_hosts")); err != nil {
+			t.Errorf("broker host key not pinned in sbx's known_hosts: %v", err)
 		}
 	})
 	t.Run("sbx ssh-config", func(t *testing.T) {

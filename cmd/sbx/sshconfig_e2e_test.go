@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+// runEnv runs name with env and returns stdout, stderr and the exit code.
+func runEnv(t *testing.T, env []string, name string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v: timed out; stderr: %s", name, args, errb.String())
+	}
+	return out.String(), errb.String(), code
+}
+
+// expireCredentials ends every SSH credential of the sandbox now, as
+// their TTL running out would, without waiting the one-minute minimum.
+func expireCredentials(t *testing.T, dataDir, id string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dataDir, "sbx.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(`UPDATE ssh_credentials SET expires_at = ? WHERE sandbox_id = ?`, time.Now().Add(-time.Minute).UnixMicro(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		t.Fatalf("no credentials of %s to expire", id)
+	}
+}
+
+// TestSSHConfigNeverStale: the Host entry sbx ssh-config writes still
+// connects through real OpenSSH after the credential it was written with
+// has expired, because each connection mints a fresh one. Then a fresh
+// stack (new data dir, so a new broker key) on the same SSH port is
+// refused with how to forget the old key, and works after doing so.
+func TestSSHConfigNeverStale(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("OpenSSH client not installed (.ci/run installs openssh-client)")
+	}
+	sshAddr := freeAddr(t)
+	dataDir := t.TempDir()
+	p := startDev(t, dataDir, "", "--ssh-addr", sshAddr)
+	id := createReady(t, p)
+	home := t.TempDir()
+	cfgDir := filepath.Join(home, "sbx-config")
+	env := append(os.Environ(), "HOME="+home, "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+cfgDir)
+	sshDir := filepath.Join(home, ".ssh", "sbx")
+	userCfg := filepath.Join(home, ".ssh", "config")
+
+	out, errOut, code := runEnv(t, env, sbxBinary(t), "ssh-config", id)
+	if code != 0 || strings.TrimSpace(out) != id {
+		t.Fatalf("sbx ssh-config: exit %d out %q err %q", code, out, errOut)
+	}
+	keyFile := filepath.Join(sshDir, id+".key")
+	firstKey, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expireCredentials(t, dataDir, id)
+
+	// The written key alone is refused now: it really expired.
+	stale := filepath.Join(home, "stale.key")
+	if err := os.WriteFile(stale, firstKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = runEnv(t, env, "ssh", "-F", "/dev/null", "-i", stale, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+		"-o", "UserKnownHostsFile="+filepath.Join(cfgDir, "known_hosts"), "-o", "StrictHostKeyChecking=yes",
+		"-p", strings.Split(sshAddr, ":")[1], id+"@127.0.0.1", "true")
+	if code != 255 || !strings.Contains(errOut, "expired") {
+		t.Fatalf("stale key: exit %d stderr %q; want 255 and 'expired'", code, errOut)
+	}
+
+	// What VS Code does: ssh <alias> with the user's config.
+	out, errOut, code = runEnv(t, env, "ssh", "-F", userCfg, "-o", "BatchMode=yes", id, "echo via-alias")
+	if code != 0 || out != "via-alias\n" {
+		t.Fatalf("ssh %s after expiry: exit %d stdout %q stderr %q", id, code, out, errOut)
+	}
+	if now, _ := os.ReadFile(keyFile); bytes.Equal(now, firstKey) {
+		t.Error("the key file was not refreshed by the connection")
+	}
+
+	// A fresh stack on the same SSH port has a new broker key.
+	p.stop()
+	p2 := startDev(t, t.TempDir(), "", "--ssh-addr", sshAddr)
+	id2 := createReady(t, p2)
+	env2 := append(os.Environ(), "HOME="+home, "SBX_API="+p2.API, "SBX_TOKEN="+p2.Token, "SBX_CONFIG_DIR="+cfgDir)
+	_, errOut, code = runEnv(t, env2, sbxBinary(t), "ssh", id2, "-o", "BatchMode=yes", "true")
+	if code != 1 || !strings.Contains(errOut, "different host key") || !strings.Contains(errOut, "ssh-keygen -R") {
+		t.Fatalf("sbx ssh after a fresh stack: exit %d stderr %q; want 1 and how to forget the key", code, errOut)
+	}
+	// Do what the message says.
+	fix := errOut[strings.Index(errOut, "ssh-keygen -R"):]
+	fix = fix[:strings.Index(fix, ". ")]
+	if _, e, c := runEnv(t, env2, "sh", "-c", fix); c != 0 {
+		t.Fatalf("%s: exit %d %s", fix, c, e)
+	}
+	out, errOut, code = runEnv(t, env2, sbxBinary(t), "ssh", id2, "-o", "BatchMode=yes", "echo fresh-stack")
+	if code != 0 || out != "fresh-stack\n" {
+		t.Fatalf("sbx ssh after forgetting the old key: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+}
