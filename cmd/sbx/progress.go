@@ -17,6 +17,7 @@ type progress struct {
 	mu      sync.Mutex // guards msg and drawn
 	msg     string
 	drawn   bool
+	tty     bool
 	stop    chan struct{}
 	done    chan struct{}
 	stopped sync.Once
@@ -31,6 +32,7 @@ func (a *app) newProgress(msg string) *progress {
 		close(p.done)
 		return p
 	}
+	p.tty = true
 	go p.run()
 	return p
 }
@@ -72,17 +74,16 @@ func (p *progress) set(format string, args ...any) {
 }
 
 // Stop ends the display; final, if not empty, replaces the status line
-// (only where one was drawn).
+// (on a terminal, even when the wait was too short to draw one).
 func (p *progress) Stop(final string) {
 	p.stopped.Do(func() { close(p.stop) })
 	<-p.done
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.drawn {
-		return
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
 	}
-	fmt.Fprint(p.w, "\r\033[K")
-	if final != "" {
+	if final != "" && p.tty {
 		fmt.Fprintf(p.w, "%s (%.1fs)\n", final, time.Since(p.start).Seconds())
 	}
 	p.drawn = false
