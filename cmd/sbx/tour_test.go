@@ -72,9 +72,21 @@ func TestREADMETour(t *testing.T) {
 	// A fresh GOPATH, so go install lands in this test's HOME; the module
 	// and build caches are shared to spare the network and a full rebuild.
 	cmd.Env = append(env, "HOME="+home, "GOPATH="+filepath.Join(home, "go"), "GOMODCACHE="+caches[0], "GOCACHE="+caches[1])
+	gitStatus := func() string {
+		b, err := exec.Command("git", "-C", "../..", "status", "--porcelain").Output()
+		if err != nil {
+			t.Fatalf("git status: %v", err)
+		}
+		return string(b)
+	}
+	before := gitStatus()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("README tour failed: %v\n%s", err, out)
+	}
+	// The tour writes its files (the key) to HOME, not into the checkout.
+	if after := gitStatus(); after != before {
+		t.Errorf("the tour changed the checkout: git status was %q, is %q", before, after)
 	}
 	for _, want := range []string{"hello", "it's $HOME, not expanded", "explicit_delete", "-rw-r--r--", "<!DOCTYPE HTML>"} {
 		if !strings.Contains(string(out), want) {
