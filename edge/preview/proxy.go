@@ -19,6 +19,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // Proxy is the preview proxy's http.Handler.
@@ -134,6 +135,13 @@ func (p *Proxy) Close() { p.tr.CloseIdleConnections() }
 // Invalidate drops a preview host from the route cache, so a removed or
 // changed port takes effect at once.
 func (p *Proxy) Invalidate(label string) { p.routes.Invalidate(label) }
+
+// Revoke is a stub.
+func (p *Proxy) Revoke(_ context.Context, inv edgeapi.Invalidation) {
+	if inv.Kind == edgeapi.InvalidatePort {
+		p.routes.Invalidate(inv.Label)
+	}
+}
 
 func (p *Proxy) apexURL() string { return p.cfg.Scheme + "://" + p.hostFor("") }
 
