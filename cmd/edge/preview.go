@@ -284,9 +284,11 @@ func (ps *previewServer) shutdown(ctx context.Context) error {
 	return nil
 }
 
-// subscribe drops preview hosts from the route cache as control
-// publishes them. The subscription is re-established by go-redis after a
-// disconnect; messages lost meanwhile are covered by the route TTL.
+// subscribe applies control's invalidations as they are published: the
+// proxy drops what it cached and ends the connections no longer admitted
+// (preview.Proxy.Revoke). The subscription is re-established by go-redis
+// after a disconnect; messages lost meanwhile are covered by the route
+// TTL and the proxy's periodic re-check of open connections.
 func (ps *previewServer) subscribe(log *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ps.stopSub, ps.subDone = cancel, make(chan struct{})
@@ -309,8 +311,17 @@ func (ps *previewServer) subscribe(log *slog.Logger) {
 				if !ok {
 					return
 				}
-				ps.proxy.Invalidate(m.Payload)
-				log.Debug("preview route invalidated", "label", m.Payload)
+				inv, err := edgeapi.ParseInvalidation(m.Payload)
+				if err != nil {
+					log.Warn("preview invalidation dropped", "err", err)
+					continue
+				}
+				// Bounded, so a hung control cannot stall the
+				// invalidations behind this one for long.
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				ps.proxy.Revoke(rctx, inv)
+				cancel()
+				log.Debug("preview invalidation applied", "kind", inv.Kind, "label", inv.Label, "sandbox_id", inv.SandboxID, "account_id", inv.AccountID)
 			}
 		}
 	}()

@@ -17,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -49,7 +50,7 @@ func (a previewResolver) Resolve(ctx context.Context, label string) (preview.Rou
 // operator's file) to the proxy's Accounts.
 type previewAccounts struct {
 	r       *previewroute.Resolver
-	members *previewroute.Members
+	members *previewroute.MembersFile
 }
 
 var _ preview.Accounts = previewAccounts{}
@@ -66,13 +67,14 @@ func (a previewAccounts) Member(_ context.Context, id preview.Identity, accountI
 	return a.members.Member(previewroute.Identity(id), accountID), nil
 }
 
-// previewInvalidator lets control tell a proxy built after it about
-// removed ports. p is nil until the proxy exists.
+// previewInvalidator lets control tell a proxy built after it what
+// changed: the in-process counterpart of the Redis invalidation channel.
+// p is nil until the proxy exists.
 type previewInvalidator struct{ p atomic.Pointer[preview.Proxy] }
 
-func (v *previewInvalidator) changed(_ context.Context, label string) error {
+func (v *previewInvalidator) changed(ctx context.Context, inv edgeapi.Invalidation) error {
 	if p := v.p.Load(); p != nil {
-		p.Invalidate(label)
+		p.Revoke(context.WithoutCancel(ctx), inv)
 	}
 	return nil
 }
@@ -92,6 +94,10 @@ type devPreview struct {
 	pool  *podssh.Pool
 	srv   *http.Server
 	done  chan error // Serve's result; buffered so Serve never blocks on exit
+	// stopMembers stops the members file watcher; membersDone is closed
+	// when it has returned.
+	stopMembers context.CancelFunc
+	membersDone chan struct{}
 }
 
 // startPreview serves previews on ln over plain HTTP (and h2c). With no
@@ -104,7 +110,7 @@ func startPreview(ctx context.Context, svc *control.Service, inv *previewInvalid
 	res := previewroute.New(svc.Store, nil)
 	accts := previewAccounts{r: res}
 	if o.membersFile != "" {
-		if accts.members, err = previewroute.LoadMembers(o.membersFile); err != nil {
+		if accts.members, err = previewroute.OpenMembersFile(o.membersFile); err != nil {
 			return nil, err
 		}
 	}
@@ -130,6 +136,17 @@ func startPreview(ctx context.Context, svc *control.Service, inv *previewInvalid
 	}
 	inv.p.Store(p)
 	d := &devPreview{proxy: p, pool: pool, srv: preview.NewServer(p, log, true), done: make(chan error, 1)}
+	mctx, stop := context.WithCancel(context.Background())
+	d.stopMembers, d.membersDone = stop, make(chan struct{})
+	go func() {
+		defer close(d.membersDone)
+		if accts.members == nil {
+			return
+		}
+		accts.members.Watch(mctx, previewroute.MembersWatchInterval, log, func() {
+			p.Revoke(mctx, edgeapi.Invalidation{Kind: edgeapi.InvalidateMembers})
+		})
+	}()
 	go func() { d.done <- d.srv.Serve(ln) }()
 	return d, nil
 }
@@ -144,6 +161,8 @@ func (d *devPreview) shutdown(ctx context.Context) error {
 	if serr := <-d.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
+	d.stopMembers()
+	<-d.membersDone
 	d.proxy.Close()
 	err = errors.Join(err, d.pool.Close())
 	if err != nil {

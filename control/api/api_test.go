@@ -16,6 +16,7 @@ import (
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/apicheck"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/testdb"
 )
 
@@ -33,7 +34,7 @@ func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Con
 	t.Helper()
 	ctx := context.Background()
 	cfg := control.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs,
-		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, string) error { return nil }}
+		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, edgeapi.Invalidation) error { return nil }}
 	if backend == "postgres" {
 		cfg.DatabaseURL = testdb.Postgres(t)
 	}

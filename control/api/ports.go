@@ -15,6 +15,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -245,7 +246,7 @@ func (s *Server) invalidatePreview(ctx context.Context, label string) {
 	if s.previewChanged == nil || label == "" {
 		return
 	}
-	if err := s.previewChanged(ctx, label); err != nil {
+	if err := s.previewChanged(ctx, edgeapi.Invalidation{Kind: edgeapi.InvalidatePort, Label: label}); err != nil {
 		s.log.WarnContext(ctx, "invalidate preview route", "label", label, "err", err)
 	}
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
@@ -61,7 +60,7 @@ type Deps struct {
 	Preview PreviewRoutes
 	// PreviewMembers maps signed-in identities to accounts; nil admits
 	// nobody.
-	PreviewMembers *previewroute.Members
+	PreviewMembers Members
 	// Waker wakes suspended sandboxes for the edge.
 	Waker Waker
 }
