@@ -39,8 +39,8 @@ func TestFrameTrackerBoundaries(t *testing.T) {
 	}{
 		{"empty payload", [][]byte{frame(0, false), frame(0, false)}},
 		{"short", [][]byte{frame(5, false), frame(125, false)}},
-		{"16-bit length", [][]byte{frame(126, false), frame(70_000 - 1<<16 + 300, false)}},
-		{"64-bit length", [][]byte{frame(1<<16 + 3, false), frame(1, false)}},
+		{"16-bit length", [][]byte{frame(126, false), frame(70_000-1<<16+300, false)}},
+		{"64-bit length", [][]byte{frame(1<<16+3, false), frame(1, false)}},
 		{"masked", [][]byte{frame(3, true), frame(200, true)}},
 	} {
 		stream := bytes.Join(tc.frames, nil)
