@@ -36,6 +36,10 @@ const devIssuer = "sbx-dev"
 // errRevoked is the cause of a request context ended by Revoke.
 var errRevoked = errors.New("preview: authority for this connection ended")
 
+// upstreamEndCheck bounds the re-check of a WebSocket whose upstream
+// ended on its own (see wsConn.upstreamEnded).
+const upstreamEndCheck = 2 * time.Second
+
 // recheckParallel bounds concurrent questions to control in one re-check.
 const recheckParallel = 8
 
@@ -330,6 +334,12 @@ func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	ws := &wsConn{Conn: conn, cancel: func() { h.lc.cancel(errRevoked) }}
+	ws.upstreamEnded = func() {
+		// Bounded: the ReverseProxy waits on this before closing.
+		ctx, cancel := context.WithTimeout(context.Background(), upstreamEndCheck)
+		defer cancel()
+		h.p.recheck(ctx, []*liveConn{h.lc})
+	}
 	s := h.p.conns
 	ws.done = func() {
 		s.mu.Lock()

@@ -197,3 +197,33 @@ func TestRecheckBackstop(t *testing.T) {
 	e.accts.revokeToken(tokenA) // and no Revoke: the message was lost
 	wantPolicyClose(t, c, "lost invalidation")
 }
+
+// TestUpstreamEndRechecks: a sandbox torn down before its invalidation
+// arrives drops the WebSocket from the upstream's side; the proxy asks
+// control then, and a connection whose authority is gone still gets
+// 1008, while one whose upstream merely went away just ends.
+func TestUpstreamEndRechecks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newTestApp())
+	e.expose("gone", "sbx-a", "acct-a", false, false)
+	e.expose("kept", "sbx-b", "acct-b", false, false)
+	gone := dialWS(t, e, "gone", bearer(tokenA))
+	kept := dialWS(t, e, "kept", bearer(tokenB))
+
+	e.res.remove("gone") // and no Revoke: the teardown was faster
+	if err := gone.Write(t.Context(), websocket.MessageText, []byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	wantPolicyClose(t, gone, "upstream ended after the port went")
+
+	if err := kept.Write(t.Context(), websocket.MessageText, []byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), revokeWithin)
+	defer cancel()
+	_, _, err := kept.Read(ctx)
+	var ce websocket.CloseError
+	if err == nil || (errors.As(err, &ce) && ce.Code == websocket.StatusPolicyViolation) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("upstream ended with the route intact: %v, want the connection to end without 1008", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,34 @@ type wsConn struct {
 	cancel func()
 	// done is told once the socket is really closed.
 	done func()
+	// upstreamEnded is asked, once, when the relay ends from the
+	// upstream's side rather than the client's: a sandbox torn down
+	// faster than its invalidation arrived still ends its WebSockets
+	// with 1008 when its authority is gone (it revokes c if so).
+	upstreamEnded func()
+	checked       bool        // upstreamEnded was called
+	clientDone    atomic.Bool // the client's side ended (read EOF or error)
+}
+
+// Read is the client-to-upstream direction; it notes the client's end.
+func (c *wsConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.clientDone.Store(true)
+	}
+	return n, err
+}
+
+// checkUpstreamEnd asks upstreamEnded once, unless the client ended first
+// or the connection was revoked already.
+func (c *wsConn) checkUpstreamEnd() {
+	c.mu.Lock()
+	run := !c.checked && !c.revoked && c.pending == nil && c.upstreamEnded != nil && !c.clientDone.Load()
+	c.checked = true
+	c.mu.Unlock()
+	if run {
+		c.upstreamEnded()
+	}
 }
 
 // Write relays upstream bytes, up to the end of the current frame once a
@@ -96,6 +125,7 @@ func (c *wsConn) sendCloseLocked() {
 // is read (by the client-to-upstream copy, which is still reading) rather
 // than answered with a reset.
 func (c *wsConn) Close() error {
+	c.checkUpstreamEnd()
 	c.mu.Lock()
 	if !c.revoked || c.lingering {
 		c.mu.Unlock()
@@ -135,6 +165,13 @@ func (c *wsConn) forceClose() error {
 // CloseWrite passes the upstream's end of stream on, as the ReverseProxy
 // does for a bare TCP connection.
 func (c *wsConn) CloseWrite() error {
+	c.checkUpstreamEnd()
+	c.mu.Lock()
+	revoked := c.revoked
+	c.mu.Unlock()
+	if revoked {
+		return nil // sendCloseLocked half-closed already
+	}
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
