@@ -31,12 +31,12 @@ func openActivity(cfg Config, rdb *redis.Client) (activity.Store, error) {
 // previewPublisher tells every edge replica about changed preview hosts
 // over Redis pub/sub; the edge's route cache TTL bounds staleness when
 // there is no Redis (nil then) or a message is lost.
-func previewPublisher(rdb *redis.Client) func(ctx context.Context, label string) error {
+func previewPublisher(rdb *redis.Client) func(ctx context.Context, inv edgeapi.Invalidation) error {
 	if rdb == nil {
 		return nil
 	}
-	return func(ctx context.Context, label string) error {
-		if err := rdb.Publish(ctx, edgeapi.PreviewInvalidateChannel, label).Err(); err != nil {
+	return func(ctx context.Context, inv edgeapi.Invalidation) error {
+		if err := rdb.Publish(ctx, edgeapi.PreviewInvalidateChannel, inv.Payload()).Err(); err != nil {
 			return fmt.Errorf("publish preview invalidation: %w", err)
 		}
 		return nil

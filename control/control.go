@@ -31,6 +31,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -52,9 +53,12 @@ type Config struct {
 	PreviewDomain string
 	PreviewScheme string
 	PreviewPort   int
-	// PreviewChanged is told when an exposed port changes or is removed,
-	// so edge caches drop the host at once.
-	PreviewChanged func(ctx context.Context, label string) error
+	// PreviewChanged is told when preview authority changes (a port
+	// changed or was removed, a sandbox changed state, a token was
+	// revoked, the members file changed), so edges drop what they cached
+	// and end the connections it no longer admits. Nil: published on
+	// Redis when RedisURL is set (see previewpub.go).
+	PreviewChanged func(ctx context.Context, inv edgeapi.Invalidation) error
 	// PreviewMembersFile maps OIDC identities to accounts (a JSON list of
 	// previewroute.Membership); the internal API answers the edge from it.
 	PreviewMembersFile string
@@ -131,6 +135,12 @@ type Service struct {
 	// Activity is shared with the edge run in the same process (sbx dev).
 	Activity activity.Store
 	rdb      *redis.Client // the process's one Redis client; nil without RedisURL
+	// previewChanged tells edges what changed (nil: no edge listens).
+	previewChanged func(ctx context.Context, inv edgeapi.Invalidation) error
+	// stopWatch stops the watchers of previewwatch.go; watchers waits
+	// for them.
+	stopWatch context.CancelFunc
+	watchers  sync.WaitGroup
 
 	api   *api.Server
 	srv   *http.Server
@@ -191,16 +201,21 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.Activity, err = openActivity(cfg, s.rdb); err != nil {
 		return nil, err
 	}
-	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
-		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
-		Conns: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
-		Activity: s.Activity,
-	})
-	cfg.Registry.MustRegister(s.Life.NewGauges())
 	previewChanged := cfg.PreviewChanged
 	if previewChanged == nil {
 		previewChanged = previewPublisher(s.rdb)
 	}
+	s.previewChanged = previewChanged
+	var lifeActivity lifecycle.Activity = s.Activity
+	if previewChanged != nil {
+		lifeActivity = stateNotifier{Activity: s.Activity, changed: previewChanged, log: cfg.Logger}
+	}
+	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
+		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
+		Conns: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
+		Activity: lifeActivity,
+	})
+	cfg.Registry.MustRegister(s.Life.NewGauges())
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
@@ -235,7 +250,10 @@ func (s *Service) Start(ctx context.Context) error {
 	// down so Shutdown does not wait for its deadline.
 	s.srv.RegisterOnShutdown(s.api.StopStreams)
 	go func() { s.done <- s.srv.Serve(ln) }()
-	if err := s.startInternal(); err != nil {
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopWatch = stop
+	s.startRevocationWatch(wctx)
+	if err := s.startInternal(wctx); err != nil {
 		return err
 	}
 
@@ -289,6 +307,10 @@ func (s *Service) shutdown(ctx context.Context) error {
 	if s.internal != nil {
 		errs = append(errs, s.internal.shutdown(ctx))
 	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	s.watchers.Wait()
 	if s.Store != nil && !s.cfg.NoJobs {
 		if err := s.Store.StopJobs(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop jobs: %w", err))

@@ -24,16 +24,17 @@ type internalServer struct {
 }
 
 // startInternal listens on cfg.InternalAddr, if set.
-func (s *Service) startInternal() error {
+func (s *Service) startInternal(ctx context.Context) error {
 	if s.cfg.InternalAddr == "" {
 		return nil
 	}
-	var members *previewroute.Members
+	var members *previewroute.MembersFile
 	if s.cfg.PreviewMembersFile != "" {
 		var err error
-		if members, err = previewroute.LoadMembers(s.cfg.PreviewMembersFile); err != nil {
+		if members, err = previewroute.OpenMembersFile(s.cfg.PreviewMembersFile); err != nil {
 			return err
 		}
+		s.watchMembers(ctx, members)
 	}
 	api, err := internalapi.New(internalapi.Config{Secret: s.cfg.InternalSecret, Logger: s.log, Registry: s.Registry},
 		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log), Preview: previewroute.New(s.Store, nil), PreviewMembers: members,

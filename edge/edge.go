@@ -26,6 +26,7 @@ import (
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/controlclient"
 	"github.com/sbxedge/sbx/edge/sshbroker"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // Config is the edge's configuration. DefaultConfig sets the durations;
@@ -134,10 +135,10 @@ type Edge struct {
 	prev   *previewServer // nil when previews are off
 	health *server        // nil without HTTPAddr
 
-	servers []*server      // started, in start order
-	failed  chan error     // the first server that stopped on its own
-	stopSub func()         // stops the invalidation subscription
-	inv     []func(string) // told about invalidated preview labels
+	servers []*server                                     // started, in start order
+	failed  chan error                                    // the first server that stopped on its own
+	stopSub func()                                        // stops the invalidation subscription
+	inv     []func(context.Context, edgeapi.Invalidation) // told what control invalidated
 }
 
 // Open builds every part, checks that control answers, and binds the
@@ -217,7 +218,7 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 		if e.prev, err = e.openPreview(ctx); err != nil {
 			return nil, err
 		}
-		e.inv = append(e.inv, e.prev.proxy.Invalidate)
+		e.inv = append(e.inv, e.prev.proxy.Revoke)
 	}
 	if cfg.HTTPAddr != "" {
 		if e.health, err = e.openHealth(cfg.HTTPAddr); err != nil {
@@ -250,14 +251,15 @@ func (e *Edge) HTTPAddr() net.Addr {
 // begun).
 func (e *Edge) Ready() bool { return e.ready.Load() }
 
-// Invalidate drops what the edge cached about a preview host (its route),
-// at once. The Redis subscription calls it for control's invalidations;
-// sbx dev without Redis calls it from control in process.
-func (e *Edge) Invalidate(label string) {
+// Invalidate applies one of control's invalidations at once: the proxy
+// drops what it cached and ends the connections no longer admitted
+// (preview.Proxy.Revoke). The Redis subscription calls it; sbx dev without
+// Redis calls it from control in process.
+func (e *Edge) Invalidate(ctx context.Context, inv edgeapi.Invalidation) {
 	for _, f := range e.inv {
-		f(label)
+		f(ctx, inv)
 	}
-	e.log.Debug("preview route invalidated", "label", label)
+	e.log.Debug("preview invalidation applied", "kind", inv.Kind, "label", inv.Label, "sandbox_id", inv.SandboxID, "account_id", inv.AccountID)
 }
 
 // Start subscribes to invalidations and serves. /readyz turns 200 once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -42,7 +43,7 @@ func (e *Edge) openRedis() error {
 // publishes, until the returned stop is called. go-redis re-subscribes
 // after a disconnect; messages lost meanwhile are covered by the route
 // TTL.
-func subscribeInvalidations(rdb *redis.Client, invalidate func(label string), log *slog.Logger) (stop func()) {
+func subscribeInvalidations(rdb *redis.Client, invalidate func(context.Context, edgeapi.Invalidation), log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := rdb.Subscribe(ctx, edgeapi.PreviewInvalidateChannel)
 	// Wait for the subscription, so an invalidation published right after
@@ -64,7 +65,16 @@ func subscribeInvalidations(rdb *redis.Client, invalidate func(label string), lo
 				if !ok {
 					return
 				}
-				invalidate(m.Payload)
+				inv, err := edgeapi.ParseInvalidation(m.Payload)
+				if err != nil {
+					log.Warn("preview invalidation dropped", "err", err)
+					continue
+				}
+				// Bounded, so a hung control cannot stall the
+				// invalidations behind this one for long.
+				rctx, cancelOne := context.WithTimeout(ctx, 10*time.Second)
+				invalidate(rctx, inv)
+				cancelOne()
 			}
 		}
 	}()

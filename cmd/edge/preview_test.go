@@ -32,14 +32,21 @@ func reservePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestPreviewSplitDeployment runs previews as deployed: control with its
-// internal API and members file, cmd/edge with the proxy (plain HTTP, as
-// behind a TLS-terminating balancer) signing people in through a real
-// OIDC provider, and a dev server bound to 127.0.0.1 in a sandbox.
-func TestPreviewSplitDeployment(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatal("python3 is required")
-	}
+// previewStack is control (internal API, members file, Redis) and
+// cmd/edge with the preview proxy, as deployed.
+type previewStack struct {
+	*stack
+	previewPort int
+	oidc        *mockoidc.MockOIDC
+	members     string // the members file; alice of the dev account is in it
+}
+
+// startPreviewStack runs previews as deployed: control with its internal
+// API and members file, cmd/edge with the proxy (plain HTTP, as behind a
+// TLS-terminating balancer) signing people in through a real OIDC
+// provider, Redis carrying activity and invalidations between them.
+func startPreviewStack(t *testing.T) *previewStack {
+	t.Helper()
 	oidc, err := mockoidc.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +88,17 @@ func TestPreviewSplitDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	runEdge(t, ctx, cancel, cfg, log)
-	s := &stack{api: svc.URL(), token: tok, dir: dir}
+	return &previewStack{stack: &stack{api: svc.URL(), token: tok, dir: dir, svc: svc}, previewPort: previewPort, oidc: oidc, members: members}
+}
+
+// TestPreviewSplitDeployment: a dev server bound to 127.0.0.1 in a
+// sandbox, served through cmd/edge to curl and a signed-in browser.
+func TestPreviewSplitDeployment(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is required")
+	}
+	ps := startPreviewStack(t)
+	s, oidc, previewPort, tok := ps.stack, ps.oidc, ps.previewPort, ps.token
 	id := s.readySandbox(t)
 
 	port := reservePort(t)

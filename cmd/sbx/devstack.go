@@ -19,6 +19,7 @@ import (
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // devConfig is `sbx dev`'s configuration, filled from its flags.
@@ -89,10 +90,10 @@ func startDevStack(ctx context.Context, c devConfig, log *slog.Logger, tweak fun
 		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
 		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs,
 		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,
-		// One process: removed ports reach the edge's cache directly.
-		PreviewChanged: func(_ context.Context, label string) error {
+		// One process: invalidations reach the edge directly.
+		PreviewChanged: func(ctx context.Context, inv edgeapi.Invalidation) error {
 			if e := running.Load(); e != nil {
-				e.Invalidate(label)
+				e.Invalidate(context.WithoutCancel(ctx), inv)
 			}
 			return nil
 		},

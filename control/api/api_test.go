@@ -17,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/apicheck"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/testdb"
 )
 
@@ -34,7 +35,7 @@ func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Con
 	t.Helper()
 	ctx := context.Background()
 	cfg := control.Config{SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs,
-		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, string) error { return nil }}
+		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, edgeapi.Invalidation) error { return nil }}
 	if backend == "postgres" {
 		cfg.DatabaseURL = testdb.Postgres(t)
 	}

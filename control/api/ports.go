@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -124,7 +125,7 @@ func (s *Server) invalidatePreview(ctx context.Context, label string) {
 	if s.previewChanged == nil || label == "" {
 		return
 	}
-	if err := s.previewChanged(ctx, label); err != nil {
+	if err := s.previewChanged(ctx, edgeapi.Invalidation{Kind: edgeapi.InvalidatePort, Label: label}); err != nil {
 		s.log.WarnContext(ctx, "invalidate preview route", "label", label, "err", err)
 	}
 }

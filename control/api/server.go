@@ -20,6 +20,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -103,7 +104,7 @@ type Server struct {
 	ready   func() bool
 	metrics *httpMetrics
 
-	previewChanged func(ctx context.Context, label string) error
+	previewChanged func(ctx context.Context, inv edgeapi.Invalidation) error
 	activity       Activity
 
 	// stopStreams is closed by StopStreams to end event streams.
@@ -121,10 +122,10 @@ type Deps struct {
 	// Ready reports whether every part of the process is up (readyz).
 	Ready func() bool
 	Now   func() time.Time
-	// PreviewChanged is told the label of a preview host whose port was
-	// changed or removed, so edge caches drop it at once; nil when no
-	// edge listens.
-	PreviewChanged func(ctx context.Context, label string) error
+	// PreviewChanged is told of a preview host whose port was changed or
+	// removed, so edges drop it from their caches and end the connections
+	// it no longer admits; nil when no edge listens.
+	PreviewChanged func(ctx context.Context, inv edgeapi.Invalidation) error
 	// Activity is told about exec and files calls, which keep a sandbox
 	// from being suspended; nil records nothing.
 	Activity Activity

@@ -16,6 +16,17 @@ type PreviewRoutes interface {
 
 var _ PreviewRoutes = (*previewroute.Resolver)(nil)
 
+// Members answers membership; *previewroute.MembersFile (reloaded as the
+// operator edits it) and *previewroute.Members satisfy it.
+type Members interface {
+	Member(id previewroute.Identity, accountID string) bool
+}
+
+var (
+	_ Members = (*previewroute.MembersFile)(nil)
+	_ Members = (*previewroute.Members)(nil)
+)
+
 func (s *Server) previewRoute(ctx context.Context, req edgeapi.PreviewRouteRequest) (edgeapi.PreviewRoute, error) {
 	if req.Label == "" {
 		return edgeapi.PreviewRoute{}, badRequest("label is required")
@@ -43,5 +54,8 @@ func (s *Server) previewToken(ctx context.Context, req edgeapi.PreviewTokenReque
 // configured nobody is a member.
 func (s *Server) previewMember(_ context.Context, req edgeapi.PreviewMemberRequest) (edgeapi.PreviewMemberResponse, error) {
 	id := previewroute.Identity{Issuer: req.Issuer, Subject: req.Subject, Email: req.Email, EmailVerified: req.EmailVerified}
+	if s.deps.PreviewMembers == nil {
+		return edgeapi.PreviewMemberResponse{}, nil
+	}
 	return edgeapi.PreviewMemberResponse{Member: s.deps.PreviewMembers.Member(id, req.AccountID)}, nil
 }

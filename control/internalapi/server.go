@@ -26,7 +26,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
@@ -64,7 +63,7 @@ type Deps struct {
 	Preview PreviewRoutes
 	// PreviewMembers maps signed-in identities to accounts; nil admits
 	// nobody.
-	PreviewMembers *previewroute.Members
+	PreviewMembers Members
 	// Waker wakes suspended sandboxes for the edge.
 	Waker Waker
 }

@@ -67,6 +67,10 @@ func LoadMembers(path string) (*Members, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read preview members: %w", err)
 	}
+	return parseMembers(path, b)
+}
+
+func parseMembers(path string, b []byte) (*Members, error) {
 	var ms []Membership
 	if err := json.Unmarshal(b, &ms); err != nil {
 		return nil, fmt.Errorf("parse preview members %s: %w", path, err)

@@ -47,3 +47,39 @@ func TestMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestMembersFileReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "members.json")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := Identity{Issuer: "https://idp", Subject: "alice"}
+	write(`[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`)
+	f, err := OpenMembersFile(path)
+	if err != nil || !f.Member(alice, "acct-a") {
+		t.Fatalf("OpenMembersFile: %v, alice a member: %v; want her in", err, f.Member(alice, "acct-a"))
+	}
+	for _, step := range []struct {
+		name, content   string
+		changed, member bool
+		err             bool
+	}{
+		{"unchanged", `[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`, false, true, false},
+		{"alice removed", `[]`, true, false, false},
+		{"broken file keeps the last good one", `[{`, false, false, true},
+		{"alice back", `[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`, true, true, false},
+	} {
+		write(step.content)
+		changed, err := f.Reload()
+		if changed != step.changed || (err != nil) != step.err || f.Member(alice, "acct-a") != step.member {
+			t.Errorf("%s: Reload = %v, %v; member %v; want changed %v, error %v, member %v",
+				step.name, changed, err, f.Member(alice, "acct-a"), step.changed, step.err, step.member)
+		}
+	}
+	if (*MembersFile)(nil).Member(alice, "acct-a") {
+		t.Error("nil MembersFile admitted someone")
+	}
+}

@@ -68,6 +68,10 @@ type Reader interface {
 	// the account it belongs to. Revoked or expired tokens are
 	// ErrNotFound.
 	AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (Account, Token, error)
+	// TokensRevokedSince lists tokens revoked after since (ID, AccountID
+	// and RevokedAt set), oldest first, for telling the edge to end the
+	// connections they admitted.
+	TokensRevokedSince(ctx context.Context, since time.Time) ([]Token, error)
 	Account(ctx context.Context, id string) (Account, error)
 	Project(ctx context.Context, id string) (Project, error)
 	Profile(ctx context.Context, name string) (Profile, error)

@@ -18,27 +18,29 @@ const ticketPath = "/__sbx_preview/ticket"
 // ticketTTL is how long a ticket is good: one redirect.
 const ticketTTL = 60 * time.Second
 
-// authorize admits a request to a private preview or answers it. The
-// order is: a token header (API clients), then the host's cookie. A
-// request with neither is redirected to login only if it is a top-level
-// browser navigation; everything else (fetch, WebSocket, curl) gets 401.
-func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, rt Route) bool {
+// authorize admits a request to a private preview or answers it, and
+// says what admitted it. The order is: a token header (API clients), then
+// the host's cookie, whose identity must still be a member of the
+// account. A request with neither is redirected to login only if it is a
+// top-level browser navigation; everything else (fetch, WebSocket, curl)
+// gets 401.
+func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, rt Route) (grant, bool) {
 	if secret, ok := requestToken(r); ok {
 		acct, err := p.cfg.Accounts.TokenAccount(r.Context(), secret)
 		switch {
 		case errors.Is(err, ErrInvalidToken):
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx-preview", error="invalid_token"`)
 			writeProblem(w, r, errInvalidToken)
-			return false
+			return grant{}, false
 		case err != nil:
 			p.log.ErrorContext(r.Context(), "check preview token", "err", err)
 			writeProblem(w, r, errControl)
-			return false
+			return grant{}, false
 		case acct != rt.AccountID:
 			writeProblem(w, r, errForbidden)
-			return false
+			return grant{}, false
 		}
-		return true
+		return grant{kind: grantToken, secret: secret}, true
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		var s session
@@ -48,9 +50,21 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, 
 				p.log.InfoContext(r.Context(), "cross-origin request refused", "sandbox_id", rt.SandboxID, "label", label,
 					"method", r.Method, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 				writeProblem(w, r, errCrossOrigin)
-				return false
+				return grant{}, false
 			}
-			return true
+			// The cookie proves who signed in; membership is checked
+			// again, so removing someone from the members file locks
+			// them out without waiting for the cookie to expire.
+			id := s.identity()
+			member, err := p.member(r.Context(), id, rt.AccountID)
+			if err != nil {
+				p.log.ErrorContext(r.Context(), "check preview membership", "err", err)
+				writeProblem(w, r, errControl)
+				return grant{}, false
+			}
+			if member {
+				return grant{kind: grantSession, id: id}, true
+			}
 		}
 		// A stale or foreign cookie is treated as none: a browser is sent
 		// to log in again, which replaces it.
@@ -58,11 +72,11 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, 
 	if isNavigation(r) {
 		target := p.cfg.Scheme + "://" + p.hostFor(label) + r.URL.RequestURI()
 		http.Redirect(w, r, p.apexURL()+"/login?rd="+urlQueryEscape(target), http.StatusFound)
-		return false
+		return grant{}, false
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="sbx-preview"`)
 	writeProblem(w, r, errUnauthorized)
-	return false
+	return grant{}, false
 }
 
 func requestToken(r *http.Request) (string, bool) {

@@ -103,6 +103,10 @@ type Config struct {
 	MaxIdleUpstreamPerHost int
 	// WakeTimeout bounds how long a request waits for a suspended sandbox.
 	WakeTimeout time.Duration
+	// RecheckInterval is how often every open connection's authority is
+	// checked again with control, the backstop for an invalidation that
+	// was lost (Redis down or reconnecting when control published it).
+	RecheckInterval time.Duration
 
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
@@ -120,6 +124,7 @@ func DefaultConfig() Config {
 		MaxRequestsPerHost:     512,
 		MaxIdleUpstreamPerHost: 64,
 		WakeTimeout:            60 * time.Second,
+		RecheckInterval:        30 * time.Second,
 	}
 }
 
@@ -146,8 +151,8 @@ func (c *Config) Validate() error {
 		return errors.New("preview: OIDC and DevSignIn are exclusive; the dev sign-in is for sbx dev without an issuer only")
 	case c.OIDC != nil && (c.OIDC.Issuer == "" || c.OIDC.ClientID == ""):
 		return errors.New("preview: OIDC.Issuer and OIDC.ClientID are required")
-	case c.RouteTTL <= 0 || c.NegativeTTL <= 0 || c.SessionTTL <= 0 || c.WakeTimeout <= 0:
-		return errors.New("preview: RouteTTL, NegativeTTL, SessionTTL and WakeTimeout must be positive")
+	case c.RouteTTL <= 0 || c.NegativeTTL <= 0 || c.SessionTTL <= 0 || c.WakeTimeout <= 0 || c.RecheckInterval <= 0:
+		return errors.New("preview: RouteTTL, NegativeTTL, SessionTTL, WakeTimeout and RecheckInterval must be positive")
 	case c.MaxRequestsPerHost <= 0 || c.MaxIdleUpstreamPerHost <= 0:
 		return errors.New("preview: MaxRequestsPerHost and MaxIdleUpstreamPerHost must be positive")
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oauth2-proxy/mockoidc"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
@@ -59,21 +60,39 @@ func (f *fakeResolver) remove(label string) {
 	delete(f.routes, label)
 }
 
-// fakeAccounts knows tokens and (issuer, subject) memberships.
+// fakeAccounts knows tokens and (issuer, subject) memberships. mu guards
+// both maps, which tests change while connections are open.
 type fakeAccounts struct {
+	mu      sync.Mutex
 	tokens  map[string]string // secret -> account
 	members map[string]string // subject -> account
 }
 
-func (f fakeAccounts) TokenAccount(_ context.Context, secret string) (string, error) {
+func (f *fakeAccounts) TokenAccount(_ context.Context, secret string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if a, ok := f.tokens[secret]; ok {
 		return a, nil
 	}
 	return "", preview.ErrInvalidToken
 }
 
-func (f fakeAccounts) Member(_ context.Context, id preview.Identity, acct string) (bool, error) {
+func (f *fakeAccounts) Member(_ context.Context, id preview.Identity, acct string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.members[id.Subject] == acct, nil
+}
+
+func (f *fakeAccounts) revokeToken(secret string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tokens, secret)
+}
+
+func (f *fakeAccounts) removeMember(subject string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.members, subject)
 }
 
 // env is one proxy in front of one real sshd "sandbox"; the upstream
@@ -84,12 +103,15 @@ type env struct {
 	proxy    *preview.Proxy
 	addr     string // the proxy's listener
 	res      *fakeResolver
+	accts    *fakeAccounts
 	ca       *sshca.CA
 	sshd     *sshdtest.Server
 	upstream *upstreamLog
 	// upPort is the port the test upstream listens on inside the sandbox.
 	upPort int
 	reg    *prometheus.Registry
+	// oidc is the identity provider of newOIDCEnv, nil otherwise.
+	oidc *mockoidc.MockOIDC
 }
 
 const (
@@ -134,6 +156,9 @@ type envOptions struct {
 	key []byte
 	// tickets is the redeemed-ticket record (default: in-process).
 	tickets preview.Tickets
+	// recheck is the proxy's backstop re-check interval (default: the
+	// proxy's default).
+	recheck time.Duration
 }
 
 func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
@@ -174,9 +199,13 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	cfg := preview.DefaultConfig()
 	cfg.Domain, cfg.Scheme = domain, "http"
 	cfg.Resolver, cfg.Pods = e.res, pool
-	cfg.Accounts = fakeAccounts{
+	e.accts = &fakeAccounts{
 		tokens:  map[string]string{tokenA: "acct-a", tokenB: "acct-b"},
 		members: map[string]string{"alice": "acct-a", "bob": "acct-b"},
+	}
+	cfg.Accounts = e.accts
+	if o.recheck > 0 {
+		cfg.RecheckInterval = o.recheck
 	}
 	cfg.SessionKey, cfg.Tickets = key, o.tickets
 	cfg.OIDC, cfg.DevSignIn, cfg.Waker = o.oidc, o.dev, o.waker

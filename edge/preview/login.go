@@ -164,7 +164,7 @@ func (p *Proxy) devLogin(w http.ResponseWriter, r *http.Request) {
 		p.loginError(w, r, errBadLogin)
 		return
 	}
-	p.finishLogin(w, r, st.Target, Identity{Issuer: "sbx-dev", Subject: p.cfg.DevSignIn.User})
+	p.finishLogin(w, r, st.Target, Identity{Issuer: devIssuer, Subject: p.cfg.DevSignIn.User})
 }
 
 // finishLogin checks membership and sends the browser to the preview host
@@ -176,7 +176,7 @@ func (p *Proxy) finishLogin(w http.ResponseWriter, r *http.Request, rd string, i
 		return
 	}
 	var member bool
-	if p.cfg.DevSignIn != nil && id.Issuer == "sbx-dev" {
+	if p.cfg.DevSignIn != nil && id.Issuer == devIssuer {
 		member = t.route.AccountID == p.cfg.DevSignIn.AccountID
 	} else if member, err = p.cfg.Accounts.Member(r.Context(), id, t.route.AccountID); err != nil {
 		p.loginError(w, r, err)
@@ -189,8 +189,9 @@ func (p *Proxy) finishLogin(w http.ResponseWriter, r *http.Request, rd string, i
 		return
 	}
 	tk := ticket{
-		session: session{Label: t.label, SandboxID: t.route.SandboxID, AccountID: t.route.AccountID, Subject: subject},
-		Path:    t.path, Nonce: randomString(),
+		session: session{Label: t.label, SandboxID: t.route.SandboxID, AccountID: t.route.AccountID, Subject: subject,
+			Email: id.Email, EmailVerified: id.EmailVerified},
+		Path: t.path, Nonce: randomString(),
 	}
 	val, err := p.seal.seal(purposeTicket, ticketTTL, tk)
 	if err != nil {

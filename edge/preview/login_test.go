@@ -32,6 +32,7 @@ func newOIDCEnv(t *testing.T, app ...http.Handler) (*env, *mockoidc.MockOIDC) {
 	e := newEnv(t, h, envOptions{oidc: &preview.OIDCConfig{Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret}})
 	e.expose("alicepage", "sbx-a", "acct-a", false, false)
 	e.expose("bobpage", "sbx-b", "acct-b", false, false)
+	e.oidc = m
 	return e, m
 }
 

@@ -45,6 +45,13 @@ type Proxy struct {
 
 	inflightMu sync.Mutex // guards inflight
 	inflight   map[string]int
+
+	conns   *connSet     // live connections, by what admitted them
+	members *memberCache // membership answers for cookie requests
+	// stopRecheck stops the periodic re-check; recheckDone is closed
+	// when it has returned.
+	stopRecheck context.CancelFunc
+	recheckDone chan struct{}
 }
 
 type ctxKey int
@@ -72,6 +79,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		routes:   newRouteCache(cfg.Resolver, cfg.RouteTTL, cfg.NegativeTTL, 100_000),
 		metrics:  newMetrics(cfg.Registry),
 		activity: cfg.Activity, waker: cfg.Waker, inflight: map[string]int{},
+		conns:   newConnSet(),
+		members: &memberCache{ttl: cfg.RouteTTL, now: cfg.Now, max: 100_000, entries: map[memberKey]memberEntry{}},
 	}
 	if p.activity == nil {
 		p.activity = nopActivity{}
@@ -124,12 +133,25 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		BufferPool:     copyBuffers{},
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
+	rctx, stop := context.WithCancel(context.Background())
+	p.stopRecheck, p.recheckDone = stop, make(chan struct{})
+	go func() {
+		defer close(p.recheckDone)
+		p.recheckLoop(rctx, cfg.RecheckInterval)
+	}()
 	return p, nil
 }
 
-// Close drops idle upstream connections. In-flight requests belong to the
-// http.Server, which the caller shuts down first.
-func (p *Proxy) Close() { p.tr.CloseIdleConnections() }
+// Close stops the periodic re-check, closes the WebSockets still open
+// (the http.Server, which the caller shuts down first, does not track
+// hijacked connections) and drops idle upstream connections. Call it
+// once.
+func (p *Proxy) Close() {
+	p.stopRecheck()
+	<-p.recheckDone
+	p.closeConns()
+	p.tr.CloseIdleConnections()
+}
 
 // Invalidate drops a preview host from the route cache, so a removed or
 // changed port takes effect at once.
@@ -151,6 +173,9 @@ func (p *Proxy) hostFor(label string) string {
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.cfg.Now()
+	// Taken before authority is checked: an invalidation arriving while
+	// this request is on its way to being relayed is noticed in track.
+	epoch := p.conns.epoch.Load()
 	cw := &countingWriter{ResponseWriter: w}
 	defer func() { p.metrics.done(cw.status(), cw.n, start) }()
 
@@ -184,8 +209,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.redeemTicket(cw, r, label, rt)
 		return
 	}
-	if !rt.Public && !p.authorize(cw, r, label, rt) {
-		return
+	g := grant{kind: grantPublic}
+	if !rt.Public {
+		var ok bool
+		if g, ok = p.authorize(cw, r, label, rt); !ok {
+			return
+		}
 	}
 	// Authorised from here on: only now may the sandbox be touched.
 	if !p.acquire(label) {
@@ -222,12 +251,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v, ok := p.upstreams.Load(up.key); !ok || v.(Route).Target != rt.Target {
 		p.upstreams.Store(up.key, rt)
 	}
+	r, lc, ok := p.track(r, label, rt, g, epoch)
+	if !ok {
+		writeProblem(cw, r, errForbidden)
+		return
+	}
+	defer p.untrack(lc)
+	var w2 http.ResponseWriter = cw
+	if isUpgrade(r) {
+		w2 = &hijackWriter{ResponseWriter: cw, p: p, lc: lc}
+	}
 	out := r.WithContext(context.WithValue(r.Context(), routeKey, up))
 	if r.Body != nil && r.Body != http.NoBody {
 		up.body = &clientBody{ReadCloser: r.Body}
 		out.Body = up.body
 	}
-	p.rp.ServeHTTP(cw, out)
+	p.rp.ServeHTTP(w2, out)
 	if isUpgrade(r) && cw.code == 0 {
 		// ReverseProxy writes the 101 to the hijacked connection, past
 		// our writer.

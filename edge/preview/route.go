@@ -152,3 +152,18 @@ func (c *routeCache) Invalidate(label string) {
 	c.mu.Unlock()
 	c.group.Forget(label)
 }
+
+// invalidateSandbox drops every label that leads to sandboxID.
+func (c *routeCache) invalidateSandbox(sandboxID string) {
+	c.mu.Lock()
+	var labels []string
+	for l, e := range c.entries {
+		if e.route.SandboxID == sandboxID {
+			labels = append(labels, l)
+		}
+	}
+	c.mu.Unlock()
+	for _, l := range labels {
+		c.Invalidate(l)
+	}
+}

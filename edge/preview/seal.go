@@ -101,7 +101,18 @@ type session struct {
 	Label     string `json:"h"`
 	SandboxID string `json:"s"`
 	AccountID string `json:"a"`
-	Subject   string `json:"u"` // who signed in, for logs
+	Subject   string `json:"u"` // issuer#subject of who signed in
+	// Email and EmailVerified are the rest of the identity, for checking
+	// membership again on later requests.
+	Email         string `json:"m,omitempty"`
+	EmailVerified bool   `json:"v,omitempty"`
+}
+
+// identity is who signed in. Issuers are URLs without a fragment, so the
+// first '#' of Subject ends the issuer.
+func (s session) identity() Identity {
+	iss, sub, _ := strings.Cut(s.Subject, "#")
+	return Identity{Issuer: iss, Subject: sub, Email: s.Email, EmailVerified: s.EmailVerified}
 }
 
 // ticket carries a session from the login host to the preview host, once.

@@ -168,7 +168,7 @@ func TestDevSignInRefusesCrossOrigin(t *testing.T) {
 func TestDevSignInExcludesOIDC(t *testing.T) {
 	t.Parallel()
 	cfg := preview.DefaultConfig()
-	cfg.Domain, cfg.Resolver, cfg.Pods, cfg.Accounts = domain, &fakeResolver{}, podssh.NewPool(nil, nil), fakeAccounts{}
+	cfg.Domain, cfg.Resolver, cfg.Pods, cfg.Accounts = domain, &fakeResolver{}, podssh.NewPool(nil, nil), &fakeAccounts{}
 	cfg.SessionKey = make([]byte, 32)
 	cfg.OIDC = &preview.OIDCConfig{Issuer: "https://issuer.example", ClientID: "c"}
 	cfg.DevSignIn = &preview.DevSignIn{AccountID: "a", User: "dev"}

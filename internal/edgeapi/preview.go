@@ -1,5 +1,11 @@
 package edgeapi
 
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
 // Preview endpoints: the preview proxy's questions to control.
 const (
 	// PathPreviewRoute: POST PreviewRouteRequest → 200 PreviewRoute, or a
@@ -63,6 +69,54 @@ type PreviewMemberResponse struct {
 }
 
 // PreviewInvalidateChannel is the Redis pub/sub channel on which control
-// publishes the label of every preview host whose port changed or was
-// removed; each edge replica drops it from its route cache at once.
+// publishes an Invalidation whenever preview authority changes: a port
+// changed or was removed, a sandbox changed state, a token was revoked,
+// or the members file was reloaded. Each edge replica drops what it
+// cached and re-checks the open connections that rode on it.
 const PreviewInvalidateChannel = "sbx:preview:invalidate"
+
+// InvalidationKind names what changed.
+type InvalidationKind string
+
+const (
+	// InvalidatePort: the port behind Label changed or was removed.
+	InvalidatePort InvalidationKind = "port"
+	// InvalidateSandbox: SandboxID changed state (ended, suspended, ...).
+	InvalidateSandbox InvalidationKind = "sandbox"
+	// InvalidateToken: a token of AccountID was revoked (every account's
+	// tokens when AccountID is empty). Tokens are named by account, not
+	// by ID: the edge knows only the secrets it was shown.
+	InvalidateToken InvalidationKind = "token"
+	// InvalidateMembers: the members file changed; memberships of
+	// AccountID (of every account when empty) may be gone.
+	InvalidateMembers InvalidationKind = "members"
+)
+
+// Invalidation is one message on PreviewInvalidateChannel, JSON encoded.
+// It names what changed, never a credential.
+type Invalidation struct {
+	Kind      InvalidationKind `json:"kind"`
+	Label     string           `json:"label,omitempty"`
+	SandboxID string           `json:"sandbox_id,omitempty"`
+	AccountID string           `json:"account_id,omitempty"`
+}
+
+// Payload is the message published for i.
+func (i Invalidation) Payload() string {
+	b, _ := json.Marshal(i) // strings only: cannot fail
+	return string(b)
+}
+
+// ParseInvalidation reads a message. A payload that is not a JSON object
+// is a bare label, which is what control published before invalidations
+// had kinds: edges and control may be upgraded in any order.
+func ParseInvalidation(payload string) (Invalidation, error) {
+	if !strings.HasPrefix(payload, "{") {
+		return Invalidation{Kind: InvalidatePort, Label: payload}, nil
+	}
+	var i Invalidation
+	if err := json.Unmarshal([]byte(payload), &i); err != nil {
+		return Invalidation{}, fmt.Errorf("parse preview invalidation: %w", err)
+	}
+	return i, nil
+}

@@ -83,6 +83,28 @@ func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.T
 	return a, t, nil
 }
 
+func (q queries) TokensRevokedSince(ctx context.Context, since time.Time) ([]store.Token, error) {
+	rows, err := q.q.Query(ctx, `SELECT id, account_id, revoked_at FROM tokens
+		WHERE revoked_at > $1 ORDER BY revoked_at, id`, since)
+	if err != nil {
+		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
+	}
+	defer rows.Close()
+	var out []store.Token
+	for rows.Next() {
+		var t store.Token
+		if err := rows.Scan(&t.ID, &t.AccountID, &t.RevokedAt); err != nil {
+			return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
+		}
+		t.RevokedAt = utcPtr(t.RevokedAt)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
+	}
+	return out, nil
+}
+
 func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
 	a, err := scanAccount(q.q.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = $1`, id))
 	if err != nil {

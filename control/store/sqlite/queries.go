@@ -123,6 +123,30 @@ func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.T
 	return a, t, nil
 }
 
+func (q queries) TokensRevokedSince(ctx context.Context, since time.Time) ([]store.Token, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT id, account_id, revoked_at FROM tokens
+		WHERE revoked_at > ? ORDER BY revoked_at, id`, micros(since))
+	if err != nil {
+		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
+	}
+	defer rows.Close()
+	var out []store.Token
+	for rows.Next() {
+		var t store.Token
+		var revoked int64
+		if err := rows.Scan(&t.ID, &t.AccountID, &revoked); err != nil {
+			return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
+		}
+		at := fromMicros(revoked)
+		t.RevokedAt = &at
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
+	}
+	return out, nil
+}
+
 func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
 	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = ?`, id))
 	if err != nil {

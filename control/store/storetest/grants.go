@@ -237,4 +237,19 @@ func testRevokeToken(t *testing.T, s store.Store) {
 	wantErr(t, "revoked token", err, store.ErrNotFound)
 	err = s.InTx(ctx, func(tx store.Tx) error { return tx.RevokeToken(ctx, "tok-missing", t0) })
 	wantErr(t, "RevokeToken(missing)", err, store.ErrNotFound)
+
+	// The revocation is listed after any earlier instant, with the first
+	// revocation's time, and not after it.
+	for _, tc := range []struct {
+		since time.Time
+		want  int
+	}{{t0, 1}, {t0.Add(time.Minute - time.Microsecond), 1}, {t0.Add(time.Minute), 0}} {
+		got, err := s.TokensRevokedSince(ctx, tc.since)
+		if err != nil || len(got) != tc.want {
+			t.Fatalf("TokensRevokedSince(%v) = %+v, %v; want %d", tc.since, got, err, tc.want)
+		}
+		if tc.want == 1 && (got[0].ID != "tok-r" || got[0].AccountID != "a" || got[0].RevokedAt == nil || !got[0].RevokedAt.Equal(t0.Add(time.Minute))) {
+			t.Errorf("TokensRevokedSince(%v) = %+v, want tok-r of a, revoked at %v", tc.since, got[0], t0.Add(time.Minute))
+		}
+	}
 }

@@ -1,0 +1,115 @@
+package control
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/previewroute"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+)
+
+// Authority that ends outside an API call of control's own still has to
+// reach the edge, which ends the preview connections it admitted: a
+// token revoked with `sbx admin` on the database, a members file edited
+// by the operator, a sandbox ended by the reaper or a pod failure. The
+// watchers here turn each into an edgeapi.Invalidation.
+
+// revokedTokensEvery is how often the store is asked for revocations.
+// One indexed-by-nothing query a second per control replica is cheap next
+// to a tokens table of thousands, and keeps revocation well under the 5 s
+// the edge promises.
+const revokedTokensEvery = time.Second
+
+// revokedTokensWindow is how far back each look reaches: revoked_at is
+// written with the clock of whoever revoked (sbx admin on another host),
+// so a revocation stamped up to this much in the past is still seen.
+// The edge's periodic re-check catches anything older.
+const revokedTokensWindow = time.Minute
+
+// stateNotifier passes every sandbox state change the lifecycle publishes
+// on to the edge as well, so connections to a sandbox that ended or was
+// suspended are ended on every replica.
+type stateNotifier struct {
+	lifecycle.Activity
+	changed func(ctx context.Context, inv edgeapi.Invalidation) error
+	log     *slog.Logger
+}
+
+func (n stateNotifier) Publish(ctx context.Context, sandboxID string) error {
+	err := n.Activity.Publish(ctx, sandboxID)
+	if cerr := n.changed(ctx, edgeapi.Invalidation{Kind: edgeapi.InvalidateSandbox, SandboxID: sandboxID}); cerr != nil {
+		n.log.WarnContext(ctx, "tell the edge of a sandbox state change", "sandbox_id", sandboxID, "err", cerr)
+	}
+	return err
+}
+
+// startRevocationWatch starts the token watcher, when an edge listens.
+// The watchers run until Shutdown.
+func (s *Service) startRevocationWatch(ctx context.Context) {
+	if s.previewChanged == nil {
+		return
+	}
+	s.watchers.Add(1)
+	go func() {
+		defer s.watchers.Done()
+		s.watchRevokedTokens(ctx, time.Now)
+	}()
+}
+
+// watchRevokedTokens publishes a token invalidation for each token
+// revoked since it started looking, once.
+func (s *Service) watchRevokedTokens(ctx context.Context, now func() time.Time) {
+	t := time.NewTicker(revokedTokensEvery)
+	defer t.Stop()
+	seen := map[string]time.Time{} // token ID -> revoked_at, within the window
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		since := now().Add(-revokedTokensWindow)
+		toks, err := s.Store.TokensRevokedSince(ctx, since)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "look for revoked tokens", "err", err)
+			}
+			continue
+		}
+		for _, tok := range toks {
+			if _, ok := seen[tok.ID]; ok {
+				continue
+			}
+			seen[tok.ID] = *tok.RevokedAt
+			s.log.InfoContext(ctx, "token revoked; telling the edge", "token_id", tok.ID, "account_id", tok.AccountID)
+			if err := s.previewChanged(ctx, edgeapi.Invalidation{Kind: edgeapi.InvalidateToken, AccountID: tok.AccountID}); err != nil {
+				s.log.WarnContext(ctx, "tell the edge of a revoked token", "token_id", tok.ID, "err", err)
+			}
+		}
+		for id, at := range seen {
+			if at.Before(since) {
+				delete(seen, id)
+			}
+		}
+	}
+}
+
+// watchMembers reloads the members file as the operator changes it and
+// tells the edge, which checks its cookie-admitted connections again.
+// It is stopped with the other watchers.
+func (s *Service) watchMembers(ctx context.Context, f *previewroute.MembersFile) {
+	s.watchers.Add(1)
+	go func() {
+		defer s.watchers.Done()
+		f.Watch(ctx, previewroute.MembersWatchInterval, s.log, func() {
+			if s.previewChanged == nil {
+				return
+			}
+			if err := s.previewChanged(ctx, edgeapi.Invalidation{Kind: edgeapi.InvalidateMembers}); err != nil {
+				s.log.WarnContext(ctx, "tell the edge the members changed", "err", err)
+			}
+		})
+	}()
+}

@@ -1,0 +1,443 @@
+package preview
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sbxedge/sbx/internal/edgeapi"
+)
+
+// Authority ends the connections that rode on it. Every relayed request
+// is registered with what admitted it (the route, and a token, a signed-in
+// identity or the port being public). When control says something changed
+// (Revoke, from the Redis invalidation channel or in-process in sbx dev),
+// the affected connections are checked again with control, past every
+// cache, and those no longer admitted are ended: a WebSocket gets a close
+// frame with 1008 (policy violation) and a reason, a streaming response
+// is cut. A periodic re-check of everything (Config.RecheckInterval) is
+// the backstop for an invalidation that never arrived.
+
+// statusPolicyViolation is the WebSocket close code for "your authority
+// ended" (RFC 6455 §7.4.1).
+const statusPolicyViolation = 1008
+
+// devIssuer is the issuer of identities signed in by DevSignIn.
+const devIssuer = "sbx-dev"
+
+// errRevoked is the cause of a request context ended by Revoke.
+var errRevoked = errors.New("preview: authority for this connection ended")
+
+// upstreamEndCheck bounds the re-check of a WebSocket whose upstream
+// ended on its own (see wsConn.upstreamEnded).
+const upstreamEndCheck = 2 * time.Second
+
+// recheckParallel bounds concurrent questions to control in one re-check.
+const recheckParallel = 8
+
+type grantKind int
+
+const (
+	grantPublic  grantKind = iota // the port was public
+	grantToken                    // an account token
+	grantSession                  // a preview cookie of a signed-in identity
+)
+
+// grant is what admitted a request.
+type grant struct {
+	kind   grantKind
+	secret string   // grantToken: kept to ask control again; never logged
+	id     Identity // grantSession
+}
+
+// liveConn is one relayed request, for as long as it is being served
+// (and its WebSocket, if it upgraded, until the socket closes).
+type liveConn struct {
+	label  string
+	route  Route
+	grant  grant
+	cancel context.CancelCauseFunc
+	ws     atomic.Pointer[wsConn]
+	reason atomic.Pointer[string] // set once, by the revoke that ends it
+}
+
+// connSet is the proxy's registry of live connections. A linear scan per
+// invalidation is fine: invalidations are rare next to requests, and a
+// scan of even 100,000 entries takes about a millisecond.
+type connSet struct {
+	mu    sync.Mutex // guards conns and ws
+	conns map[*liveConn]struct{}
+	ws    map[*wsConn]struct{} // every upgraded socket not yet closed
+	// epoch is bumped by every Revoke, so a request authorised before one
+	// and registered after it is checked again (see track).
+	epoch atomic.Uint64
+}
+
+func newConnSet() *connSet {
+	return &connSet{conns: map[*liveConn]struct{}{}, ws: map[*wsConn]struct{}{}}
+}
+
+func (s *connSet) add(lc *liveConn) {
+	s.mu.Lock()
+	s.conns[lc] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *connSet) remove(lc *liveConn) {
+	s.mu.Lock()
+	delete(s.conns, lc)
+	s.mu.Unlock()
+}
+
+func (s *connSet) match(f func(*liveConn) bool) []*liveConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*liveConn
+	for lc := range s.conns {
+		if f(lc) {
+			out = append(out, lc)
+		}
+	}
+	return out
+}
+
+// track registers a request about to be relayed and returns the context
+// to relay it with. ok is false when an invalidation that arrived since
+// the request began (epoch) took its authority away.
+func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch uint64) (*http.Request, *liveConn, bool) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	lc := &liveConn{label: label, route: rt, grant: g, cancel: cancel}
+	p.conns.add(lc)
+	if p.conns.epoch.Load() != epoch {
+		p.recheck(ctx, []*liveConn{lc})
+		if lc.reason.Load() != nil {
+			p.untrack(lc)
+			return r, nil, false
+		}
+	}
+	return r.WithContext(ctx), lc, true
+}
+
+func (p *Proxy) untrack(lc *liveConn) {
+	p.conns.remove(lc)
+	lc.cancel(nil)
+}
+
+// end ends lc for reason; only the first call counts.
+func (p *Proxy) end(lc *liveConn, reason string) {
+	if !lc.reason.CompareAndSwap(nil, &reason) {
+		return
+	}
+	p.log.Info("preview connection ended: authority gone", "sandbox_id", lc.route.SandboxID, "label", lc.label, "reason", reason)
+	if ws := lc.ws.Load(); ws != nil {
+		ws.revoke(statusPolicyViolation, reason) // cancels once the frame is out
+		return
+	}
+	lc.cancel(errRevoked)
+}
+
+// Revoke applies an invalidation from control: it drops what the proxy
+// cached about it and checks the connections it concerns again, ending
+// those no longer admitted. It returns once they are checked (each
+// WebSocket's close frame is on its way). Safe for concurrent use.
+func (p *Proxy) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
+	p.conns.epoch.Add(1)
+	var affected []*liveConn
+	switch inv.Kind {
+	case edgeapi.InvalidatePort:
+		p.routes.Invalidate(inv.Label)
+		affected = p.conns.match(func(lc *liveConn) bool { return lc.label == inv.Label })
+	case edgeapi.InvalidateSandbox:
+		p.routes.invalidateSandbox(inv.SandboxID)
+		affected = p.conns.match(func(lc *liveConn) bool { return lc.route.SandboxID == inv.SandboxID })
+	case edgeapi.InvalidateToken:
+		affected = p.conns.match(func(lc *liveConn) bool {
+			return lc.grant.kind == grantToken && (inv.AccountID == "" || lc.route.AccountID == inv.AccountID)
+		})
+	case edgeapi.InvalidateMembers:
+		p.members.clear()
+		affected = p.conns.match(func(lc *liveConn) bool {
+			return lc.grant.kind == grantSession && (inv.AccountID == "" || lc.route.AccountID == inv.AccountID)
+		})
+	default:
+		// A kind from a newer control: check everything rather than miss
+		// what it meant.
+		p.log.Warn("unknown preview invalidation; re-checking every connection", "kind", inv.Kind)
+		affected = p.conns.match(func(*liveConn) bool { return true })
+	}
+	p.recheck(ctx, affected)
+}
+
+// recheckLoop re-checks every connection each interval until ctx ends.
+func (p *Proxy) recheckLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			all := p.conns.match(func(*liveConn) bool { return true })
+			if len(all) == 0 {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, every)
+			p.recheck(rctx, all)
+			cancel()
+		}
+	}
+}
+
+// recheck asks control again, once per distinct label, token and
+// identity, and ends the connections no longer admitted. A control fault
+// ends nothing: an answer that could not be had is not a "no", and the
+// next re-check tries again.
+func (p *Proxy) recheck(ctx context.Context, conns []*liveConn) {
+	if len(conns) == 0 {
+		return
+	}
+	type answer struct {
+		route  Route
+		acct   string
+		member bool
+		err    error
+	}
+	// The distinct questions first; then each is asked once, writing
+	// only its own answer.
+	routes := map[string]*answer{}
+	tokens := map[string]*answer{}
+	members := map[memberKey]*answer{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(recheckParallel)
+	for _, lc := range conns {
+		if _, ok := routes[lc.label]; !ok {
+			a := &answer{}
+			routes[lc.label] = a
+			g.Go(func() error {
+				p.routes.Invalidate(lc.label)
+				a.route, a.err = p.routes.get(gctx, lc.label)
+				return nil
+			})
+		}
+		switch lc.grant.kind {
+		case grantToken:
+			if _, ok := tokens[lc.grant.secret]; !ok {
+				a := &answer{}
+				tokens[lc.grant.secret] = a
+				g.Go(func() error {
+					a.acct, a.err = p.cfg.Accounts.TokenAccount(gctx, lc.grant.secret)
+					return nil
+				})
+			}
+		case grantSession:
+			k := newMemberKey(lc.grant.id, lc.route.AccountID)
+			if _, ok := members[k]; !ok {
+				a := &answer{}
+				members[k] = a
+				g.Go(func() error {
+					a.member, a.err = p.memberFresh(gctx, lc.grant.id, lc.route.AccountID)
+					return nil
+				})
+			}
+		}
+	}
+	_ = g.Wait()
+	for _, lc := range conns {
+		ra := routes[lc.label]
+		var reason string
+		var fault error
+		switch rt := ra.route; {
+		case errors.Is(ra.err, ErrUnknownHost):
+			reason = "preview removed: the port was unexposed or the sandbox ended"
+		case ra.err != nil:
+			fault = ra.err
+		case rt.SandboxID != lc.route.SandboxID || rt.AccountID != lc.route.AccountID || rt.Port != lc.route.Port:
+			reason = "preview host now leads elsewhere"
+		case !rt.Ready:
+			reason = "sandbox is no longer running"
+		case rt.Public:
+			// Anyone may connect to a public port.
+		case lc.grant.kind == grantPublic:
+			reason = "preview is no longer public"
+		case lc.grant.kind == grantToken:
+			ta := tokens[lc.grant.secret]
+			switch {
+			case errors.Is(ta.err, ErrInvalidToken):
+				reason = "token revoked or expired"
+			case ta.err != nil:
+				fault = ta.err
+			case ta.acct != rt.AccountID:
+				reason = "token no longer admits this preview"
+			}
+		case lc.grant.kind == grantSession:
+			ma := members[newMemberKey(lc.grant.id, lc.route.AccountID)]
+			switch {
+			case ma.err != nil:
+				fault = ma.err
+			case !ma.member:
+				reason = "no longer a member of the preview's account"
+			}
+		}
+		if fault != nil {
+			p.log.Warn("re-check of preview connection failed; kept until the next", "sandbox_id", lc.route.SandboxID, "label", lc.label, "err", fault)
+			continue
+		}
+		if reason != "" {
+			p.end(lc, reason)
+		}
+	}
+}
+
+// closeConns force-closes every upgraded socket still open (the
+// http.Server does not track hijacked connections) and ends every
+// tracked request.
+func (p *Proxy) closeConns() {
+	p.conns.mu.Lock()
+	ws := make([]*wsConn, 0, len(p.conns.ws))
+	for c := range p.conns.ws {
+		ws = append(ws, c)
+	}
+	lcs := make([]*liveConn, 0, len(p.conns.conns))
+	for lc := range p.conns.conns {
+		lcs = append(lcs, lc)
+	}
+	p.conns.mu.Unlock()
+	for _, c := range ws {
+		_ = c.forceClose()
+	}
+	for _, lc := range lcs {
+		lc.cancel(errors.New("preview: proxy closed"))
+	}
+}
+
+// hijackWriter hands the ReverseProxy a wsConn instead of the raw socket
+// when it hijacks for a WebSocket upgrade.
+type hijackWriter struct {
+	http.ResponseWriter
+	p  *Proxy
+	lc *liveConn
+}
+
+func (h *hijackWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	ws := &wsConn{Conn: conn, cancel: func() { h.lc.cancel(errRevoked) }}
+	ws.upstreamEnded = func() {
+		// Bounded: the ReverseProxy waits on this before closing.
+		ctx, cancel := context.WithTimeout(context.Background(), upstreamEndCheck)
+		defer cancel()
+		h.p.recheck(ctx, []*liveConn{h.lc})
+	}
+	s := h.p.conns
+	ws.done = func() {
+		s.mu.Lock()
+		delete(s.ws, ws)
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	s.ws[ws] = struct{}{}
+	s.mu.Unlock()
+	h.lc.ws.Store(ws)
+	// A revoke between registration and now found no socket to close.
+	if reason := h.lc.reason.Load(); reason != nil {
+		ws.revoke(statusPolicyViolation, *reason)
+	}
+	return ws, brw, nil
+}
+
+// memberKey names one membership question.
+type memberKey struct {
+	account, issuer, subject, email string
+	verified                        bool
+}
+
+func newMemberKey(id Identity, account string) memberKey {
+	return memberKey{account: account, issuer: id.Issuer, subject: id.Subject, email: strings.ToLower(id.Email), verified: id.EmailVerified}
+}
+
+// memberCache remembers membership answers for a short while, so each
+// request with a preview cookie is checked against the members file
+// without asking control every time. Revoke of kind members clears it.
+type memberCache struct {
+	ttl time.Duration
+	now func() time.Time
+	max int
+
+	mu      sync.Mutex // guards entries
+	entries map[memberKey]memberEntry
+}
+
+type memberEntry struct {
+	ok      bool
+	expires time.Time
+}
+
+func (c *memberCache) get(k memberKey) (ok, found bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, found := c.entries[k]
+	if !found || !c.now().Before(e.expires) {
+		return false, false
+	}
+	return e.ok, true
+}
+
+func (c *memberCache) put(k memberKey, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= c.max {
+		clear(c.entries) // bounded, and rare
+	}
+	c.entries[k] = memberEntry{ok: ok, expires: c.now().Add(c.ttl)}
+}
+
+func (c *memberCache) clear() {
+	c.mu.Lock()
+	clear(c.entries)
+	c.mu.Unlock()
+}
+
+// member reports whether id still belongs to account, from the cache
+// when it can. The dev sign-in's user belongs to the dev account only.
+func (p *Proxy) member(ctx context.Context, id Identity, account string) (bool, error) {
+	if ok, dev := p.devMember(id, account); dev {
+		return ok, nil
+	}
+	k := newMemberKey(id, account)
+	if ok, found := p.members.get(k); found {
+		return ok, nil
+	}
+	return p.memberFresh(ctx, id, account)
+}
+
+// memberFresh asks control, past the cache, and caches the answer.
+func (p *Proxy) memberFresh(ctx context.Context, id Identity, account string) (bool, error) {
+	if ok, dev := p.devMember(id, account); dev {
+		return ok, nil
+	}
+	ok, err := p.cfg.Accounts.Member(ctx, id, account)
+	if err != nil {
+		return false, err
+	}
+	p.members.put(newMemberKey(id, account), ok)
+	return ok, nil
+}
+
+func (p *Proxy) devMember(id Identity, account string) (ok, dev bool) {
+	if p.cfg.DevSignIn == nil || id.Issuer != devIssuer {
+		return false, false
+	}
+	return account == p.cfg.DevSignIn.AccountID, true
+}
