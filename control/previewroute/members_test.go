@@ -1,9 +1,14 @@
 package previewroute
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func TestMembers(t *testing.T) {
@@ -82,4 +87,60 @@ func TestMembersFileReload(t *testing.T) {
 	if (*MembersFile)(nil).Member(alice, "acct-a") {
 		t.Error("nil MembersFile admitted someone")
 	}
+}
+
+// TestMembersFileWatch runs Watch on a fake clock: a change is seen at
+// the next tick (not before), a broken file keeps the members and calls
+// nobody, and Watch returns when its context ends.
+func TestMembersFileWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "members.json")
+		write := func(s string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		alice := Identity{Issuer: "https://idp", Subject: "alice"}
+		write(`[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`)
+		f, err := OpenMembersFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var changes atomic.Int32
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.Watch(ctx, time.Second, slog.New(slog.DiscardHandler), func() { changes.Add(1) })
+		}()
+
+		write(`[]`)
+		time.Sleep(999 * time.Millisecond)
+		synctest.Wait()
+		if changes.Load() != 0 || !f.Member(alice, "acct-a") {
+			t.Fatalf("before the first tick: %d changes, alice member %v; want 0 and still a member", changes.Load(), f.Member(alice, "acct-a"))
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if changes.Load() != 1 || f.Member(alice, "acct-a") {
+			t.Fatalf("after the first tick: %d changes, alice member %v; want 1 and removed", changes.Load(), f.Member(alice, "acct-a"))
+		}
+
+		write(`[{`)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if changes.Load() != 1 {
+			t.Fatalf("a broken file called changed: %d changes, want 1", changes.Load())
+		}
+		write(`[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if changes.Load() != 2 || !f.Member(alice, "acct-a") {
+			t.Fatalf("after the fix: %d changes, alice member %v; want 2 and back", changes.Load(), f.Member(alice, "acct-a"))
+		}
+
+		cancel()
+		<-done
+	})
 }
