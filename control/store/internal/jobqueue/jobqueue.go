@@ -53,7 +53,24 @@ func Config(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
 		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		RetryPolicy:  cfg.RetryPolicy,
 		JobTimeout:   cfg.JobTimeout,
+		// A job whose outcome could not be written (the database went
+		// away as it finished) stays `running`; River's default rescue
+		// waits an hour. Our workers are idempotent (each re-reads the
+		// sandbox's state), so one that has outlived its timeout is
+		// safe to run again soon after.
+		RescueStuckJobsAfter: rescueAfter(cfg.JobTimeout),
 	}
+}
+
+// rescueMargin is how long past its timeout a job may still be finishing
+// (writing its outcome) before it counts as stuck.
+const rescueMargin = time.Minute
+
+func rescueAfter(jobTimeout time.Duration) time.Duration {
+	if jobTimeout <= 0 {
+		return 0 // River's default
+	}
+	return jobTimeout + rescueMargin
 }
 
 // Start builds and starts the client. It runs until Stop or Close; ctx
