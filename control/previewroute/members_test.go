@@ -54,16 +54,8 @@ func TestMembers(t *testing.T) {
 }
 
 func TestMembersFileReload(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "members.json")
-	write := func(s string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	alice := Identity{Issuer: "https://idp", Subject: "alice"}
-	write(`[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`)
-	f, err := OpenMembersFile(path)
+	write, alice := membersFixture(t)
+	f, err := OpenMembersFile(write(`[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`))
 	if err != nil || !f.Member(alice, "acct-a") {
 		t.Fatalf("OpenMembersFile: %v, alice a member: %v; want her in", err, f.Member(alice, "acct-a"))
 	}
@@ -94,16 +86,8 @@ func TestMembersFileReload(t *testing.T) {
 // nobody, and Watch returns when its context ends.
 func TestMembersFileWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "members.json")
-		write := func(s string) {
-			t.Helper()
-			if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		alice := Identity{Issuer: "https://idp", Subject: "alice"}
-		write(`[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`)
-		f, err := OpenMembersFile(path)
+		write, alice := membersFixture(t)
+		f, err := OpenMembersFile(write(`[{"account_id":"acct-a","issuer":"https://idp","subject":"alice"}]`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,4 +127,18 @@ func TestMembersFileWatch(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// membersFixture gives a writer of one members file (it returns the
+// file's path) and the identity the tests add and remove.
+func membersFixture(t *testing.T) (write func(string) string, alice Identity) {
+	path := filepath.Join(t.TempDir(), "members.json")
+	write = func(s string) string {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return write, Identity{Issuer: "https://idp", Subject: "alice"}
 }
