@@ -151,6 +151,10 @@ func TestErrorsAreProblems(t *testing.T) {
 				{"bad usage window", "dev", "GET", "/api/v1/usage?from=yesterday", "", 400, "invalid_query"},
 				{"bad limit", "dev", "GET", "/api/v1/sandboxes?limit=0", "", 400, "invalid_query"},
 				{"extend past cap", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":10081}`, 422, "invalid_request"},
+				{"deadline overflowing time.Duration", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":153722868}`, 422, "invalid_request"},
+				{"deadline of 10^12 minutes", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":1000000000000}`, 422, "invalid_request"},
+				{"patch overflowing time.Duration", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":153722868}`, 422, "invalid_request"},
+				{"patch of 10^12 minutes", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":1000000000000}`, 422, "invalid_request"},
 				{"unknown route", "dev", "GET", "/api/v1/nope", "", 404, "route_not_found"},
 			}
 			for _, c := range cases {

@@ -185,11 +185,10 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	}
 	deadline := m.cfg.DefaultDeadline
 	if req.DeadlineMinutes != nil {
-		d := time.Duration(*req.DeadlineMinutes) * time.Minute
-		if *req.DeadlineMinutes < 1 || d > m.cfg.MaxLifetime {
-			return sb, false, invalid("deadline_minutes", "must be between 1 and %d", int(m.cfg.MaxLifetime/time.Minute))
+		if err := m.checkMinutes("deadline_minutes", *req.DeadlineMinutes); err != nil {
+			return sb, false, err
 		}
-		deadline = d
+		deadline = time.Duration(*req.DeadlineMinutes) * time.Minute
 	}
 	if req.ProjectID != "" && !validProjectID(req.ProjectID) {
 		return sb, false, invalid("project_id", "must be a UUID")
@@ -311,8 +310,8 @@ func (m *Manager) Extend(ctx context.Context, acct store.Account, id string, min
 	if _, err := m.Get(ctx, acct, id); err != nil {
 		return store.Sandbox{}, err
 	}
-	if minutes < 1 {
-		return store.Sandbox{}, invalid("deadline_minutes", "must be at least 1")
+	if err := m.checkMinutes("deadline_minutes", minutes); err != nil {
+		return store.Sandbox{}, err
 	}
 	var out store.Sandbox
 	err := m.store.InTx(ctx, func(tx store.Tx) error {
@@ -344,6 +343,16 @@ func (m *Manager) Extend(ctx context.Context, acct store.Account, id string, min
 		return store.Sandbox{}, fmt.Errorf("extend sandbox %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// checkMinutes bounds a client's minute count before any arithmetic on
+// it: time.Duration overflows past about 153 million minutes, and an
+// overflowed deadline lands in the past, where the reaper ends the sandbox.
+func (m *Manager) checkMinutes(field string, n int) error {
+	if most := int(m.cfg.MaxLifetime / time.Minute); n < 1 || n > most {
+		return invalid(field, "must be between 1 and %d (the %s lifetime cap)", most, m.cfg.MaxLifetime)
+	}
+	return nil
 }
 
 // End reasons recorded on sessions and sandboxes.
