@@ -154,6 +154,9 @@ func TestErrorsAreProblems(t *testing.T) {
 				{"deadline overflowing time.Duration", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":153722868}`, 422, "invalid_request"},
 				{"deadline of 10^12 minutes", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":1000000000000}`, 422, "invalid_request"},
 				{"patch overflowing time.Duration", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":153722868}`, 422, "invalid_request"},
+				{"patch shortening the deadline", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":5}`, 409, "deadline_shortened"},
+				{"patch with nothing to change", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{}`, 422, "invalid_request"},
+				{"extend of 10^12 minutes", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"extend_minutes":1000000000000}`, 422, "invalid_request"},
 				{"patch of 10^12 minutes", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":1000000000000}`, 422, "invalid_request"},
 				{"unknown route", "dev", "GET", "/api/v1/nope", "", 404, "route_not_found"},
 			}
@@ -185,6 +188,42 @@ func TestErrorsAreProblems(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestPatchDeadline: extend_minutes adds to the current deadline; a
+// shorter deadline_minutes is refused naming the current deadline, and
+// taken with allow_shorten.
+func TestPatchDeadline(t *testing.T) {
+	e := newEnv(t, "sqlite", true)
+	type view struct {
+		ID         string    `json:"id"`
+		DeadlineAt time.Time `json:"deadline_at"`
+	}
+	send := func(method, path, body string, want int) []byte {
+		t.Helper()
+		code, _, b := e.do("dev", method, path, strings.NewReader(body))
+		if code != want {
+			t.Fatalf("%s %s %s: status %d, want %d; body %s", method, path, body, code, want, b)
+		}
+		return b
+	}
+	var sb, ext view
+	_ = json.Unmarshal(send("POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":10}`, 201), &sb)
+	path := "/api/v1/sandboxes/" + sb.ID
+	_ = json.Unmarshal(send("PATCH", path, `{"extend_minutes":45}`, 200), &ext)
+	if want := sb.DeadlineAt.Add(45 * time.Minute); !ext.DeadlineAt.Equal(want) {
+		t.Fatalf("extend_minutes 45: deadline %s, want %s", ext.DeadlineAt, want)
+	}
+	var p problemDoc
+	_ = json.Unmarshal(send("PATCH", path, `{"deadline_minutes":45}`, 409), &p)
+	if p.Code != "deadline_shortened" || !strings.Contains(p.Detail, ext.DeadlineAt.UTC().Format(time.RFC3339)) {
+		t.Fatalf("shortening: %+v, want deadline_shortened naming %s", p, ext.DeadlineAt.UTC().Format(time.RFC3339))
+	}
+	var short view
+	_ = json.Unmarshal(send("PATCH", path, `{"deadline_minutes":45,"allow_shorten":true}`, 200), &short)
+	if !short.DeadlineAt.Before(ext.DeadlineAt) {
+		t.Fatalf("allow_shorten: deadline %s, want before %s", short.DeadlineAt, ext.DeadlineAt)
 	}
 }
 

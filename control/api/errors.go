@@ -39,6 +39,7 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 	var fe *lifecycle.FieldError
 	var se *lifecycle.StateError
 	var pe *podssh.PathError
+	var she *lifecycle.ShortenError
 	switch {
 	case errors.As(err, &fe):
 		code := "invalid_request"
@@ -48,6 +49,8 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 			p.Status, p.Title = http.StatusBadRequest, http.StatusText(http.StatusBadRequest)
 		}
 		return p
+	case errors.As(err, &she):
+		return problem.New(http.StatusConflict, "deadline_shortened", she.Error())
 	case errors.As(err, &se):
 		return problem.New(http.StatusConflict, "sandbox_state", se.Error())
 	case errors.As(err, &pe):

@@ -168,20 +168,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-type patchRequest struct {
-	DeadlineMinutes *int `json:"deadline_minutes"`
-}
-
 func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
-	var req patchRequest
+	var req lifecycle.DeadlineChange
 	if !s.decode(w, r, &req) {
 		return
 	}
-	if req.DeadlineMinutes == nil {
-		writeProblem(w, r, unprocessable("deadline_minutes", "is required"))
-		return
-	}
-	sb, err := s.life.Extend(r.Context(), account(r), chi.URLParam(r, "id"), *req.DeadlineMinutes)
+	sb, err := s.life.ChangeDeadline(r.Context(), account(r), chi.URLParam(r, "id"), req)
 	if err != nil {
 		writeError(w, r, err)
 		return

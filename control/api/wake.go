@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -48,22 +49,8 @@ func (s *Server) awaken(r *http.Request, sb store.Sandbox) (store.Sandbox, error
 	return s.life.Get(r.Context(), account(r), sb.ID)
 }
 
-// effectiveDeadline is the deadline a client should see. While a sandbox
-// is suspended its deadline clock is paused: the stored deadline moves by
-// the time spent suspended when it wakes, so the deadline shown moves with
-// the clock until then, never past the lifetime cap.
+// effectiveDeadline is the deadline a client should see (the clock
+// pauses while the sandbox is suspended).
 func (s *Server) effectiveDeadline(sb store.Sandbox) time.Time {
-	d := sb.DeadlineAt
-	switch sb.State {
-	case store.StateSuspending, store.StateSuspended, store.StateRestoring:
-		if sb.SuspendedAt != nil {
-			if paused := s.now().Sub(*sb.SuspendedAt); paused > 0 {
-				d = d.Add(paused)
-			}
-			if limit := sb.CreatedAt.Add(s.life.Config().MaxLifetime); d.After(limit) {
-				d = limit
-			}
-		}
-	}
-	return d.UTC()
+	return lifecycle.EffectiveDeadline(sb, s.now(), s.life.Config().MaxLifetime)
 }

@@ -16,6 +16,7 @@ var (
 	ErrDisabled           = errors.New("sandboxes are not enabled for this account")
 	ErrPlatformNotAllowed = errors.New("platform not allowed for this account")
 	ErrIdempotencyReuse   = errors.New("idempotency key reused with a different request")
+	ErrDeadlineShortened  = errors.New("the deadline would move earlier")
 )
 
 // FieldError is an ErrInvalid naming the offending input.

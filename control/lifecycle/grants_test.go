@@ -174,7 +174,7 @@ func TestGrantTokensLifecycle(t *testing.T) {
 				}
 			}
 
-			ext, err := h.m.Extend(ctx, h.acct, sb.ID, 90)
+			ext, err := h.m.ChangeDeadline(ctx, h.acct, sb.ID, lifecycle.DeadlineChange{DeadlineMinutes: ptr(90)})
 			if err != nil {
 				t.Fatal(err)
 			}

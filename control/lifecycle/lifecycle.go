@@ -305,46 +305,6 @@ func (m *Manager) Delete(ctx context.Context, acct store.Account, id string) (st
 	return m.end(ctx, id, ReasonExplicitDelete, "account:"+acct.ID)
 }
 
-// Extend sets the deadline to now + minutes, within the lifetime cap.
-func (m *Manager) Extend(ctx context.Context, acct store.Account, id string, minutes int) (store.Sandbox, error) {
-	if _, err := m.Get(ctx, acct, id); err != nil {
-		return store.Sandbox{}, err
-	}
-	if err := m.checkMinutes("deadline_minutes", minutes); err != nil {
-		return store.Sandbox{}, err
-	}
-	var out store.Sandbox
-	err := m.store.InTx(ctx, func(tx store.Tx) error {
-		sb, err := tx.SandboxForUpdate(ctx, id)
-		if err != nil {
-			return err
-		}
-		switch sb.State {
-		case store.StatePending, store.StateReady, store.StateSuspended, store.StateSuspending, store.StateRestoring:
-		default:
-			return &StateError{State: string(sb.State), Action: "extend"}
-		}
-		now := m.now().UTC().Truncate(time.Microsecond)
-		newDeadline := now.Add(time.Duration(minutes) * time.Minute)
-		if limit := sb.CreatedAt.Add(m.cfg.MaxLifetime); newDeadline.After(limit) {
-			return invalid("deadline_minutes", "would pass the %s lifetime cap (%s)", m.cfg.MaxLifetime, limit.Format(time.RFC3339))
-		}
-		sb.DeadlineAt = newDeadline
-		if err := tx.UpdateSandbox(ctx, sb); err != nil {
-			return err
-		}
-		out = sb
-		return tx.InsertEvent(ctx, store.Event{
-			SandboxID: sb.ID, AccountID: sb.AccountID, Type: "deadline", State: sb.State,
-			Actor: "account:" + acct.ID, Message: "deadline set to " + newDeadline.Format(time.RFC3339), At: now,
-		})
-	})
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("extend sandbox %s: %w", id, err)
-	}
-	return out, nil
-}
-
 // checkMinutes bounds a client's minute count before any arithmetic on
 // it: time.Duration overflows past about 153 million minutes, and an
 // overflowed deadline lands in the past, where the reaper ends the sandbox.
