@@ -2,9 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -190,38 +187,6 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.view(sb))
-}
-
-// decode reads a bounded JSON body strictly. It answers the request
-// itself and returns false on any problem.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxJSONBody)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, extra := dec.Token(); extra != io.EOF {
-			err = errors.New("body holds more than one JSON value")
-		}
-	}
-	if err == nil {
-		return true
-	}
-	var tooBig *http.MaxBytesError
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &tooBig):
-		writeProblem(w, r, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
-			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit)))
-	case errors.As(err, &typeErr):
-		writeProblem(w, r, unprocessable(typeErr.Field, "has the wrong type; want "+typeErr.Type.String()))
-	case errors.As(err, &syntax), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		writeProblem(w, r, problem.New(http.StatusBadRequest, "malformed_json", "request body is not valid JSON: "+err.Error()))
-	default:
-		writeProblem(w, r, problem.New(http.StatusBadRequest, "malformed_json", err.Error()))
-	}
-	return false
 }
 
 func unprocessable(field, detail string) *problem.Problem {

@@ -1,0 +1,53 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestDuplicateKeys: a key twice in one object, at any depth and on any
+// endpoint, is 400 duplicate_key naming the key's path; the same key in
+// different objects is fine. encoding/json alone keeps the last value.
+func TestDuplicateKeys(t *testing.T) {
+	e := newEnv(t, "sqlite", true)
+	code, _, body := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	var sb struct{ ID string }
+	_ = json.Unmarshal(body, &sb)
+	project := "3f0c6e4e-8d6b-4c55-a2d3-6b1f9c1f7a10"
+	cases := []struct {
+		name, method, path, body string
+		wantKey                  string // "" when the body has no duplicate
+	}{
+		{"top level", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","profile":"tuist-linux-huge"}`, "profile"},
+		{"top level, other value first", "POST", "/api/v1/sandboxes", `{"deadline_minutes":5,"profile":"tuist-linux-small","deadline_minutes":900}`, "deadline_minutes"},
+		{"nested in an array", "POST", "/api/v1/sandboxes",
+			`{"profile":"tuist-linux-small","grants":[{"project_id":"` + project + `","scopes":["cache:read"],"scopes":["cache:write"]}]}`, "grants[0].scopes"},
+		{"nested object", "POST", "/api/v1/sandboxes/" + sb.ID + "/exec", `{"command":"true","env":{"A":"1","B":"2","A":"3"}}`, "env.A"},
+		{"patch", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"extend_minutes":5,"extend_minutes":50}`, "extend_minutes"},
+		{"escaped spelling of the same key", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"extend_minutes":5,"extend\u005fminutes":50}`, "extend_minutes"},
+		{"same key in sibling objects", "POST", "/api/v1/sandboxes",
+			`{"profile":"tuist-linux-small","grants":[{"project_id":"` + project + `","scopes":["cache:read"]},{"project_id":"` + project + `","scopes":["cache:write"]}]}`, ""},
+		{"keys differing in case", "POST", "/api/v1/sandboxes/" + sb.ID + "/exec", `{"command":"true","env":{"A":"1","a":"2"}}`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, b := e.do("dev", c.method, c.path, strings.NewReader(c.body))
+			var p problemDoc
+			_ = json.Unmarshal(b, &p)
+			if c.wantKey == "" {
+				if p.Code == "duplicate_key" {
+					t.Fatalf("%s %s: %d %s, want no duplicate_key", c.method, c.body, code, b)
+				}
+				return
+			}
+			if code != 400 || p.Code != "duplicate_key" || !strings.Contains(p.Detail, fmt.Sprintf("%q", c.wantKey)) {
+				t.Fatalf("%s %s: %d %s, want 400 duplicate_key naming %q", c.method, c.body, code, b, c.wantKey)
+			}
+		})
+	}
+}
