@@ -85,6 +85,7 @@ func runBrokerChild(ctx context.Context, args []string) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg.MaxConnsPerSandbox = 1 << 14 // the memory scenario holds thousands on one sandbox
 	cfg.FailedAuthBurst = 1 << 14
+	cfg.SourceFailedAuthBurst = 1 << 14
 	if *cipher != "" {
 		cfg.UpstreamCiphers = strings.Split(*cipher, ",")
 	}

@@ -149,8 +149,8 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	// -race refilled a token and the limited source was admitted).
 	const refill = 0.001
 	e := newEnv(t, func(c *Config) {
-		c.FailedAuthBurst = 20
-		c.FailedAuthRate = refill
+		c.FailedAuthBurst, c.FailedAuthRate = 20, refill
+		c.SourceFailedAuthBurst, c.SourceFailedAuthRate = 20, refill
 	})
 	live := e.grant("alpha", nil)
 	stranger := e.newKey("stranger")
@@ -180,10 +180,53 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	if r.code != 0 || r.stdout != "fine\n" {
 		t.Fatalf("from 127.0.0.2: code %d stdout %q stderr %q, want fine", r.code, r.stdout, r.stderr)
 	}
-	// The limited source is held off even with a good key, until it refills.
+	// The source past its ceiling is held off even with a good key, until
+	// it refills.
 	if c, err := dialGo(e.addr, "127.0.0.1", "alpha", live.signer); err == nil {
 		c.Close()
 		t.Fatal("a rate-limited source was admitted")
+	}
+}
+
+// TestFailedAuthSharedAddress: a client behind the same address (a NAT,
+// an office) failing 3 times a second with a stale key does not shut out
+// a holder of a valid key, 10 times of 10. Refill is all but off, so each
+// round of 3 failures stands for a second of them whatever the machine's
+// speed; per source address alone (the old limit) the first round locked
+// the valid key out.
+func TestFailedAuthSharedAddress(t *testing.T) {
+	const refill = 0.001
+	e := newEnv(t, func(c *Config) {
+		c.FailedAuthBurst, c.FailedAuthRate = 3, refill
+		c.SourceFailedAuthBurst, c.SourceFailedAuthRate = 100, refill
+	})
+	live := e.grant("alpha", nil)
+	stale := e.newKey("stale")
+	admitted := 0
+	for round := range 10 {
+		for range 3 {
+			if c, err := dialGo(e.addr, "127.0.0.1", "alpha", stale.signer); err == nil {
+				c.Close()
+				t.Fatal("unknown key was admitted")
+			}
+		}
+		c, err := dialGo(e.addr, "127.0.0.1", "alpha", live.signer)
+		if err != nil {
+			t.Logf("round %d: valid key refused: %v", round, err)
+			continue
+		}
+		c.Close()
+		admitted++
+	}
+	if admitted != 10 {
+		t.Fatalf("valid key admitted %d of 10 times beside 3 failures a second from the same address, want 10", admitted)
+	}
+	// The stale key itself is limited: past its burst it is refused
+	// without being looked up.
+	unknown := metricValue(t, e, "sbx_sshbroker_auth_failures_total", "unknown_key")
+	limited := metricValue(t, e, "sbx_sshbroker_auth_failures_total", "rate_limited")
+	if unknown > 3 || limited < 27 {
+		t.Fatalf("30 stale-key tries: %v refused as unknown, %v as rate limited; want at most the burst of 3 judged, the rest limited", unknown, limited)
 	}
 }
 

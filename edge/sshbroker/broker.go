@@ -31,7 +31,7 @@ type Broker struct {
 	log     *slog.Logger
 	m       *metrics
 	act     Activity
-	limiter *failLimiter
+	limiter *authLimits
 	auth    Authorizer       // cfg.Authorizer, behind cache when it is on
 	cache   *authCache       // nil when the cache is off
 	base    ssh.ServerConfig // host keys and fixed options; copied per connection
@@ -61,7 +61,7 @@ func New(cfg Config) (*Broker, error) {
 		log:        cfg.Logger,
 		m:          m,
 		act:        cfg.Activity,
-		limiter:    newFailLimiter(cfg.FailedAuthRate, cfg.FailedAuthBurst),
+		limiter:    newAuthLimits(cfg),
 		listeners:  make(map[net.Listener]struct{}),
 		conns:      make(map[*clientConn]struct{}),
 		perSandbox: make(map[string]int),

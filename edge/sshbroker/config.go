@@ -54,12 +54,21 @@ type Config struct {
 	// MaxAuthTries is the number of failed auth attempts per connection.
 	// Default 6, like OpenSSH.
 	MaxAuthTries int
-	// FailedAuthRate and FailedAuthBurst form the per-source-address token
-	// bucket of failed authentications; a source that has spent its bucket
-	// is disconnected before key exchange until it refills. Defaults: one
-	// failure per second, burst 30.
+	// FailedAuthRate and FailedAuthBurst form the token bucket of failed
+	// authentications per credential: source address, user and offered
+	// key. A credential that has spent its bucket is refused until it
+	// refills, and nobody else behind the same address is affected.
+	// Defaults: one failure per second, burst 30.
 	FailedAuthRate  float64
 	FailedAuthBurst int
+	// SourceFailedAuthRate and SourceFailedAuthBurst form the looser
+	// ceiling per source address (IPv6: per /64) that every failure also
+	// spends; a source that has spent it is disconnected before key
+	// exchange until it refills, whatever key it brings. It stops floods
+	// that rotate users or keys. Defaults: 10 failures per second, burst
+	// 300.
+	SourceFailedAuthRate  float64
+	SourceFailedAuthBurst int
 	// MaxChannelsPerConn caps open channels (both directions) on one client
 	// connection. Default 256: VS Code opens a few dozen forwards at most.
 	MaxChannelsPerConn int
@@ -116,11 +125,14 @@ func DefaultConfig() Config {
 		MaxAuthTries:        6,
 		FailedAuthRate:      1,
 		FailedAuthBurst:     30,
-		MaxChannelsPerConn:  256,
-		MaxConnsPerSandbox:  128,
-		DrainPeriod:         30 * time.Second,
-		WakeTimeout:         60 * time.Second,
-		ServerVersion:       "SSH-2.0-sbx-broker",
+
+		SourceFailedAuthRate:  10,
+		SourceFailedAuthBurst: 300,
+		MaxChannelsPerConn:    256,
+		MaxConnsPerSandbox:    128,
+		DrainPeriod:           30 * time.Second,
+		WakeTimeout:           60 * time.Second,
+		ServerVersion:         "SSH-2.0-sbx-broker",
 
 		AuthCacheTTL:   10 * time.Second,
 		AuthRefusalTTL: 2 * time.Second,
@@ -192,6 +204,12 @@ func (c *Config) Validate() error {
 	}
 	if c.FailedAuthBurst <= 0 {
 		bad("FailedAuthBurst", "must be positive")
+	}
+	if c.SourceFailedAuthRate <= 0 {
+		bad("SourceFailedAuthRate", "must be positive")
+	}
+	if c.SourceFailedAuthBurst <= 0 {
+		bad("SourceFailedAuthBurst", "must be positive")
 	}
 	if c.MaxChannelsPerConn <= 0 {
 		bad("MaxChannelsPerConn", "must be positive")

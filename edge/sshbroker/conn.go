@@ -25,6 +25,7 @@ var (
 	errTooManyConns = errors.New("sandbox connection limit reached")
 	errUpstream     = errors.New("sandbox unreachable")
 	errMethod       = errors.New("auth method refused")
+	errRateLimited  = errors.New("this key failed too often from this address; wait and retry")
 )
 
 // kick is a cancellation cause that is shown to the user before closing.
@@ -82,7 +83,7 @@ func (cc *clientConn) sandboxID() string {
 
 func (b *Broker) handle(nc net.Conn) {
 	defer nc.Close()
-	if !b.limiter.allowed(nc.RemoteAddr()) {
+	if !b.limiter.sourceAllowed(nc.RemoteAddr()) {
 		// Cheapest refusal: no key exchange for a source that keeps failing.
 		b.m.authFailures.WithLabelValues("rate_limited").Inc()
 		return
@@ -184,10 +185,13 @@ func (cc *clientConn) publicKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.
 		return nil, errMethod
 	}
 	fp := ssh.FingerprintSHA256(key)
+	if !cc.b.limiter.credAllowed(cc.nc.RemoteAddr(), meta.User(), fp) {
+		return nil, &offeredKeyError{fp: fp, err: errRateLimited}
+	}
 	res, ok := cc.results[fp]
 	if !ok {
 		if len(cc.results) >= maxKeysPerConn {
-			return nil, errMethod
+			return nil, &offeredKeyError{fp: fp, err: errMethod}
 		}
 		res = cc.authorize(meta.User(), fp)
 		cc.results[fp] = res
@@ -195,8 +199,18 @@ func (cc *clientConn) publicKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.
 	if res.err == nil || errors.Is(res.err, ErrExpired) || errors.Is(res.err, ErrSandboxEnded) || cc.wakeable(res.err) {
 		return &ssh.Permissions{Extensions: map[string]string{extFingerprint: fp}}, nil
 	}
-	return nil, res.err
+	return nil, &offeredKeyError{fp: fp, err: res.err}
 }
+
+// offeredKeyError is a refusal of one offered key; authLog charges the
+// failure to that key's credential.
+type offeredKeyError struct {
+	fp  string
+	err error
+}
+
+func (e *offeredKeyError) Error() string { return e.err.Error() }
+func (e *offeredKeyError) Unwrap() error { return e.err }
 
 func (cc *clientConn) authorize(user, fp string) authResult {
 	if !validUsername(user) {
@@ -227,7 +241,7 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 		res = cc.wake(meta.User(), fp)
 	}
 	if res.err != nil {
-		return nil, &ssh.BannerError{Err: res.err, Message: refusalMessage(meta.User(), res.err)}
+		return nil, &offeredKeyError{fp: fp, err: &ssh.BannerError{Err: res.err, Message: refusalMessage(meta.User(), res.err)}}
 	}
 	route := res.route
 	log := cc.log.With("sandbox_id", route.SandboxID)
@@ -287,8 +301,9 @@ func refusalMessage(user string, err error) string {
 	return ""
 }
 
-// authLog counts failures against the source's bucket and cuts the
-// connection once the bucket is empty.
+// authLog counts failures against the offered credential's bucket and the
+// source's ceiling (see authLimits), and cuts the connection once the
+// source's ceiling is spent.
 func (cc *clientConn) authLog(meta ssh.ConnMetadata, method string, err error) {
 	if err == nil || method == "none" {
 		return // OpenSSH always opens with "none" to learn the methods.
@@ -304,8 +319,13 @@ func (cc *clientConn) authLog(meta ssh.ConnMetadata, method string, err error) {
 	}
 	cc.b.m.authFailures.WithLabelValues(reason).Inc()
 	cc.log.Info("auth refused", "user", meta.User(), "method", method, "reason", reason)
-	if !cc.b.limiter.fail(cc.nc.RemoteAddr()) {
-		cc.log.Warn("failed-auth rate limit reached; closing")
+	var oke *offeredKeyError
+	fp := ""
+	if errors.As(err, &oke) {
+		fp = oke.fp
+	}
+	if !cc.b.limiter.fail(cc.nc.RemoteAddr(), meta.User(), fp) {
+		cc.log.Warn("failed-auth rate limit of the source reached; closing")
 		cc.nc.Close()
 	}
 }

@@ -99,6 +99,8 @@ func reasonLabel(err error) string {
 		return "upstream"
 	case errors.Is(err, errMethod):
 		return "method"
+	case errors.Is(err, errRateLimited):
+		return "rate_limited"
 	default:
 		return "internal"
 	}
