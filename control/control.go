@@ -32,6 +32,7 @@ import (
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/metricsserver"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	// PreviewMembersFile maps OIDC identities to accounts (a JSON list of
 	// previewroute.Membership); the internal API answers the edge from it.
 	PreviewMembersFile string
+	// MetricsAddr serves GET /metrics on a listener of its own; empty: not
+	// served. Metrics name accounts, so bind it to loopback or a private
+	// address, never next to the public API.
+	MetricsAddr string
 	// InternalAddr is where the internal API (/internal/v1, for the edge)
 	// listens; empty means it is not served. Bind it to a private address
 	// (sbx dev: loopback): it must never be public.
@@ -148,7 +153,8 @@ type Service struct {
 	ready atomic.Bool
 	done  chan error
 
-	internal *internalServer // nil unless Config.InternalAddr is set
+	internal *internalServer       // nil unless Config.InternalAddr is set
+	metrics  *metricsserver.Server // nil unless Config.MetricsAddr is set
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -250,6 +256,11 @@ func (s *Service) Start(ctx context.Context) error {
 	// down so Shutdown does not wait for its deadline.
 	s.srv.RegisterOnShutdown(s.api.StopStreams)
 	go func() { s.done <- s.srv.Serve(ln) }()
+	if s.cfg.MetricsAddr != "" {
+		if s.metrics, err = metricsserver.Start(s.cfg.MetricsAddr, s.Registry, s.log); err != nil {
+			return err
+		}
+	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopWatch = stop
 	s.startRevocationWatch(wctx)
@@ -279,6 +290,14 @@ func (s *Service) isReady() bool {
 	return s.ready.Load() && (s.cfg.AlsoReady == nil || s.cfg.AlsoReady())
 }
 
+// MetricsAddr is where metrics are served, nil when they are not.
+func (s *Service) MetricsAddr() net.Addr {
+	if s.metrics == nil {
+		return nil
+	}
+	return s.metrics.Addr()
+}
+
 // URL is the API's base URL.
 func (s *Service) URL() string { return "http://" + s.ln.Addr().String() }
 
@@ -306,6 +325,9 @@ func (s *Service) shutdown(ctx context.Context) error {
 	}
 	if s.internal != nil {
 		errs = append(errs, s.internal.shutdown(ctx))
+	}
+	if s.metrics != nil {
+		errs = append(errs, s.metrics.Shutdown(ctx))
 	}
 	if s.stopWatch != nil {
 		s.stopWatch()

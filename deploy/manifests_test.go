@@ -134,6 +134,7 @@ func TestManifestsRender(t *testing.T) {
 			checkEdge(t, r)
 			checkControl(t, r)
 			checkIsolation(t, r)
+			checkMetrics(t, r)
 			checkAlerts(t, r)
 		})
 	}
@@ -266,6 +267,82 @@ func checkIsolation(t *testing.T, r rendered) {
 			if to.IPBlock != nil && !containsAll(to.IPBlock.Except, "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16") {
 				t.Errorf("sandbox egress %s does not exclude the internal ranges: %v", to.IPBlock.CIDR, to.IPBlock.Except)
 			}
+		}
+	}
+}
+
+// checkMetrics: control and the edge serve metrics (which name accounts
+// and sandboxes) on a port of their own, scraped through a headless
+// <name>-metrics Service and reachable from the monitoring namespace only;
+// the public Services never carry that port.
+func checkMetrics(t *testing.T, r rendered) {
+	t.Helper()
+	for _, name := range []string{"control", "edge"} {
+		d, ok := find[*appsv1.Deployment](r, name)
+		if !ok {
+			t.Fatalf("no %s Deployment", name)
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		var port int32
+		for _, cp := range c.Ports {
+			if cp.Name == "metrics" {
+				port = cp.ContainerPort
+			}
+		}
+		if port == 0 {
+			t.Errorf("%s declares no metrics container port", name)
+			continue
+		}
+		if want := fmt.Sprintf("--metrics-addr=:%d", port); !slices.Contains(c.Args, want) {
+			t.Errorf("%s args %v lack %s", name, c.Args, want)
+		}
+		for _, cp := range c.Ports {
+			if cp.Name != "metrics" && cp.ContainerPort == port {
+				t.Errorf("%s port %s shares the metrics port %d", name, cp.Name, port)
+			}
+		}
+		public, ok := find[*corev1.Service](r, name)
+		if !ok {
+			t.Fatalf("no %s Service", name)
+		}
+		for _, p := range public.Spec.Ports {
+			if p.TargetPort.String() == "metrics" || p.TargetPort.IntValue() == int(port) {
+				t.Errorf("public Service %s carries the metrics port: %+v", name, p)
+			}
+		}
+		ms, ok := find[*corev1.Service](r, name+"-metrics")
+		if !ok {
+			t.Errorf("no %s-metrics Service for Prometheus", name)
+		} else if a := ms.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != fmt.Sprint(port) ||
+			len(ms.Spec.Ports) != 1 || ms.Spec.Ports[0].TargetPort.String() != "metrics" {
+			t.Errorf("%s-metrics Service %+v %+v; want scrape annotations for port %d and only the metrics port", name, a, ms.Spec.Ports, port)
+		}
+		np, ok := find[*networkingv1.NetworkPolicy](r, name+"-ingress")
+		if !ok || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != name {
+			t.Errorf("no %s-ingress NetworkPolicy selecting %s pods", name, name)
+			continue
+		}
+		admitted := false
+		for _, rule := range np.Spec.Ingress {
+			opens := len(rule.Ports) == 0
+			for _, p := range rule.Ports {
+				opens = opens || p.Port.IntValue() == int(port)
+			}
+			if !opens {
+				continue
+			}
+			if len(rule.From) == 0 {
+				t.Errorf("%s-ingress opens the metrics port %d to everyone", name, port)
+			}
+			for _, from := range rule.From {
+				if from.NamespaceSelector == nil || from.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" || from.IPBlock != nil {
+					t.Errorf("%s-ingress opens the metrics port %d to %+v; want the monitoring namespace only", name, port, from)
+				}
+			}
+			admitted = true
+		}
+		if !admitted {
+			t.Errorf("%s-ingress does not let Prometheus reach the metrics port %d", name, port)
 		}
 	}
 }

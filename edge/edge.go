@@ -27,6 +27,7 @@ import (
 	"github.com/sbxedge/sbx/edge/controlclient"
 	"github.com/sbxedge/sbx/edge/sshbroker"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/metricsserver"
 )
 
 // Config is the edge's configuration. DefaultConfig sets the durations;
@@ -37,8 +38,12 @@ type Config struct {
 	// control reports the broker's port).
 	SSHAddr     string
 	SSHListener net.Listener
-	// HTTPAddr serves /healthz, /readyz and /metrics; empty: not served.
+	// HTTPAddr serves /healthz and /readyz; empty: not served.
 	HTTPAddr string
+	// MetricsAddr serves GET /metrics on a listener of its own; empty: not
+	// served (sbx dev serves the shared registry from control). Metrics
+	// name sandboxes, so bind it to loopback or a private address.
+	MetricsAddr string
 	// ControlURL is control's internal API; InternalSecret its bearer.
 	ControlURL     string
 	InternalSecret string
@@ -134,6 +139,9 @@ type Edge struct {
 	sshLn  net.Listener
 	prev   *previewServer // nil when previews are off
 	health *server        // nil without HTTPAddr
+	// metrics serves /metrics from Start until close; nil without
+	// MetricsAddr.
+	metrics *metricsserver.Server
 
 	servers []*server                                     // started, in start order
 	failed  chan error                                    // the first server that stopped on its own
@@ -239,7 +247,16 @@ func (e *Edge) PreviewAddr() net.Addr {
 	return e.prev.ln.Addr()
 }
 
-// HTTPAddr is the health and metrics listener's address, nil when off.
+// MetricsAddr is the metrics listener's address, nil when off or before
+// Start.
+func (e *Edge) MetricsAddr() net.Addr {
+	if e.metrics == nil {
+		return nil
+	}
+	return e.metrics.Addr()
+}
+
+// HTTPAddr is the health listener's address, nil when off.
 func (e *Edge) HTTPAddr() net.Addr {
 	if e.health == nil {
 		return nil
@@ -278,6 +295,12 @@ func (e *Edge) Start(ctx context.Context) error {
 	}
 	if e.health != nil {
 		e.serve(e.health)
+	}
+	if e.cfg.MetricsAddr != "" {
+		var err error
+		if e.metrics, err = metricsserver.Start(e.cfg.MetricsAddr, e.reg, e.log); err != nil {
+			return err
+		}
 	}
 	e.ready.Store(true)
 	e.log.InfoContext(ctx, "edge ready", "ssh", e.sshLn.Addr().String(), "control", e.cfg.ControlURL)
@@ -356,6 +379,10 @@ func (e *Edge) close() error {
 	if e.health != nil {
 		_ = e.health.ln.Close()
 		e.health = nil
+	}
+	if e.metrics != nil {
+		errs = append(errs, e.metrics.Close())
+		e.metrics = nil
 	}
 	if e.closeA != nil {
 		errs = append(errs, e.closeA())

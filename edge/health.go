@@ -7,12 +7,10 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// openHealth binds the listener for /healthz, /readyz and /metrics, for
-// the orchestrator and Prometheus.
+// openHealth binds the listener for /healthz and /readyz, for the
+// orchestrator. Metrics have their own listener (Config.MetricsAddr).
 func (e *Edge) openHealth(addr string) (*server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -24,10 +22,9 @@ func (e *Edge) openHealth(addr string) (*server, error) {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen for health/metrics on %s: %w", addr, err)
+		return nil, fmt.Errorf("listen for health on %s: %w", addr, err)
 	}
 	srv := &http.Server{
 		Handler: mux,
@@ -39,5 +36,5 @@ func (e *Edge) openHealth(addr string) (*server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
 	}
-	return &server{name: "health/metrics", ln: ln, serve: srv.Serve, closed: http.ErrServerClosed, shutdown: srv.Shutdown, close: srv.Close}, nil
+	return &server{name: "health", ln: ln, serve: srv.Serve, closed: http.ErrServerClosed, shutdown: srv.Shutdown, close: srv.Close}, nil
 }

@@ -46,6 +46,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	fs.StringVar(&c.DataDir, "data-dir", env("SBX_DATA_DIR", "/var/lib/sbx"), "keys (CA, host-key secret) and local-provider workspaces")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("SBX_DATABASE_URL", ""), "Postgres URL (empty: SQLite in --data-dir, single replica only)")
 	fs.StringVar(&c.APIAddr, "api-addr", env("SBX_API_ADDR", ":8080"), "public REST API listen address")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("SBX_METRICS_ADDR", "127.0.0.1:9091"), "GET /metrics listen address, apart from the API: metrics name accounts, keep it private (empty: off)")
 	fs.StringVar(&c.InternalAddr, "internal-addr", env("SBX_INTERNAL_ADDR", ":8081"), "internal API (/internal/v1, for the edge) listen address; keep it private")
 	secretFile := fs.String("internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")

@@ -13,11 +13,12 @@ import (
 const secret = "control-test-secret-control-test-secret"
 
 // The internal API answers only on its own listener and only to the secret;
-// the public listener does not serve it at all.
+// the public listener does not serve it at all. Metrics are likewise only
+// on their own listener.
 func TestInternalAPIListener(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _, err := parseConfig([]string{
-		"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0",
+		"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--ssh-public-addr", "127.0.0.1:2222", "--no-idle-offload",
 	}, func(k string) string {
 		if k == "SBX_INTERNAL_SECRET" {
@@ -68,6 +69,8 @@ func TestInternalAPIListener(t *testing.T) {
 		{"internal without secret", svc.InternalURL() + edgeapi.PathHealth, "", 401},
 		{"internal with an agent-like token", svc.InternalURL() + edgeapi.PathHealth, "sbx_agent_x", 401},
 		{"public listener", svc.URL() + edgeapi.PathHealth, secret, 404},
+		{"metrics on the public listener", svc.URL() + "/metrics", "", 404},
+		{"metrics on their listener", "http://" + svc.MetricsAddr().String() + "/metrics", "", 200},
 	} {
 		if got := get(c.url, c.auth); got != c.want {
 			t.Errorf("%s: GET %s = %d, want %d", c.name, c.url, got, c.want)
@@ -101,6 +104,9 @@ func TestConfigIdleOffloadNeedsRedis(t *testing.T) {
 	c, _, err := parseConfig(append(base, "--no-idle-offload"), env)
 	if err != nil || !c.Lifecycle.NoIdleOffload {
 		t.Fatalf("--no-idle-offload: %+v, %v; want offload off", c.Lifecycle, err)
+	}
+	if c.MetricsAddr != "127.0.0.1:9091" {
+		t.Errorf("default metrics address %q, want loopback 127.0.0.1:9091", c.MetricsAddr)
 	}
 	c, _, err = parseConfig(append(base, "--redis-url", "redis://127.0.0.1:6379/0"), env)
 	if err != nil || c.Lifecycle.NoIdleOffload {

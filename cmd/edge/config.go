@@ -29,7 +29,8 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 	var errs []error // bad defaults from the environment
 	fs := flag.NewFlagSet("edge", flag.ContinueOnError)
 	fs.StringVar(&c.SSHAddr, "ssh-addr", env("SBX_EDGE_SSH_ADDR", ":2222"), "SSH broker listen address")
-	fs.StringVar(&c.HTTPAddr, "http-addr", env("SBX_EDGE_HTTP_ADDR", ":9090"), "health and metrics listen address (empty: off)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", env("SBX_EDGE_HTTP_ADDR", ":9090"), "health (/healthz, /readyz) listen address (empty: off)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("SBX_EDGE_METRICS_ADDR", "127.0.0.1:9092"), "GET /metrics listen address: metrics name sandboxes, keep it private (empty: off)")
 	fs.StringVar(&c.ControlURL, "control-url", env("SBX_CONTROL_URL", ""), "control's internal API base URL")
 	fs.StringVar(&secretFile, "internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
 	fs.StringVar(&c.HostKeyDir, "host-key-dir", env("SBX_EDGE_HOST_KEY_DIR", ""), "directory of the broker's shared ssh_host_*_key files")

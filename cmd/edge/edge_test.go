@@ -32,6 +32,7 @@ type stack struct {
 	api, token string
 	edgeSSH    string
 	edgeHTTP   string
+	edgeMetric string
 	dir        string
 	svc        *control.Service
 }
@@ -57,7 +58,7 @@ func startStack(t *testing.T) *stack {
 	st := &stack{api: svc.URL(), token: tok, edgeSSH: sshAddr.String(), dir: dir, svc: svc}
 
 	cfg, _, err := parseConfig([]string{
-		"--ssh-addr", sshAddr.String(), "--http-addr", "127.0.0.1:0",
+		"--ssh-addr", sshAddr.String(), "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--control-url", svc.InternalURL(),
 		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"),
 		// The CA key file control made, as a shared Secret would mount it.
@@ -75,7 +76,8 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.edgeHTTP = runEdge(t, ctx, cancel, cfg, log).HTTPAddr().String()
+	e := runEdge(t, ctx, cancel, cfg, log)
+	st.edgeHTTP, st.edgeMetric = e.HTTPAddr().String(), e.MetricsAddr().String()
 	return st
 }
 
@@ -230,7 +232,13 @@ func TestEdgeAgainstControl(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	resp, err := http.Get("http://" + s.edgeHTTP + "/metrics")
+	// Metrics are on their own listener, not beside the health probes.
+	if resp, err := http.Get("http://" + s.edgeHTTP + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /metrics on the health listener: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := http.Get("http://" + s.edgeMetric + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +273,7 @@ func TestConfigFromFlagsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ControlURL != "http://flag:1" || c.InternalSecret != "from-env" || c.HostKeyDir != "/keys" || c.Drain != 30*time.Second {
+	if c.ControlURL != "http://flag:1" || c.InternalSecret != "from-env" || c.HostKeyDir != "/keys" || c.Drain != 30*time.Second || c.MetricsAddr != "127.0.0.1:9092" {
 		t.Fatalf("config %+v", c)
 	}
 	c, _, err = parseConfig([]string{"--internal-secret-file", secretFile}, getenv)

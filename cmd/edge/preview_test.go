@@ -73,7 +73,7 @@ func startPreviewStack(t *testing.T) *previewStack {
 		Logger: log.With("side", "control"),
 	})
 	cfg, _, err := parseConfig([]string{
-		"--ssh-addr", "127.0.0.1:0", "--http-addr", "", "--control-url", svc.InternalURL(),
+		"--ssh-addr", "127.0.0.1:0", "--http-addr", "", "--metrics-addr", "", "--control-url", svc.InternalURL(),
 		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"), "--ca-key-file", filepath.Join(dir, "control", "keys", "user_ca"),
 		"--ssh-drain", "1s",
 		"--preview-addr", "127.0.0.1:" + strconv.Itoa(previewPort), "--preview-plain-http", "--preview-domain", "preview.localhost",

@@ -26,6 +26,7 @@ import (
 type devConfig struct {
 	DataDir     string // SQLite database, keys and sandbox workspaces
 	APIAddr     string // REST API
+	MetricsAddr string // GET /metrics of the whole stack; empty: off
 	SSHAddr     string // SSH broker
 	PreviewAddr string // preview proxy (plain HTTP and h2c)
 	DatabaseURL string // Postgres; empty: SQLite in DataDir
@@ -86,7 +87,7 @@ func startDevStack(ctx context.Context, c devConfig, log *slog.Logger, tweak fun
 	_, _ = rand.Read(secret)
 	var running atomic.Pointer[edge.Edge] // set once the edge serves
 	cfg := control.Config{
-		DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIAddr: c.APIAddr,
+		DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIAddr: c.APIAddr, MetricsAddr: c.MetricsAddr,
 		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
 		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs,
 		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,
@@ -148,6 +149,9 @@ func runDevStack(ctx context.Context, c devConfig) error {
 	_, previewPort := publicAddr(d.edge.PreviewAddr())
 	fmt.Fprintf(os.Stderr, "\nsbx dev is up\n  API:        %s\n  SSH broker: %s\n  previews:   http://<label>.%s:%d\n  data dir:   %s\n  token file: %s\n",
 		d.svc.URL(), net.JoinHostPort(sshHost, strconv.Itoa(sshPort)), c.PreviewDomain, previewPort, c.DataDir, d.tokenFile)
+	if m := d.svc.MetricsAddr(); m != nil {
+		fmt.Fprintf(os.Stderr, "  metrics:    http://%s/metrics\n", m)
+	}
 	if d.fresh {
 		fmt.Fprintf(os.Stderr, "  token:      %s   (shown once; also in the token file)\n", d.token)
 	}

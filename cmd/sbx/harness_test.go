@@ -87,6 +87,7 @@ type devProc struct {
 	t       *testing.T
 	cmd     *exec.Cmd
 	API     string
+	Metrics string // base URL of the metrics listener
 	DataDir string
 	DBURL   string
 	Token   string
@@ -108,8 +109,8 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 // startDev runs the binary on free ports and waits for /readyz.
 func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 	t.Helper()
-	api := freeAddr(t)
-	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--ssh-addr", freeAddr(t), "--preview-addr", freeAddr(t),
+	api, metrics := freeAddr(t), freeAddr(t)
+	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--metrics-addr", metrics, "--ssh-addr", freeAddr(t), "--preview-addr", freeAddr(t),
 		"--reap-interval", "1s", "--log-level", "debug"}, extra...)
 	if dbURL != "" {
 		args = append(args, "--database-url", dbURL)
@@ -121,7 +122,7 @@ func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &devProc{t: t, cmd: cmd, API: "http://" + api, DataDir: dataDir, DBURL: dbURL, waited: make(chan error, 1)}
+	p := &devProc{t: t, cmd: cmd, API: "http://" + api, Metrics: "http://" + metrics, DataDir: dataDir, DBURL: dbURL, waited: make(chan error, 1)}
 	go func() { p.waited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {

@@ -253,7 +253,7 @@ var metricLine = regexp.MustCompile(`(?m)^(\w+) ([0-9.e+-]+)$`)
 // metricValue reads one unlabelled series from /metrics.
 func metricValue(t *testing.T, p *devProc, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(p.API + "/metrics")
+	resp, err := http.Get(p.Metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

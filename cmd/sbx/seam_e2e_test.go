@@ -47,7 +47,7 @@ func TestDevEdgeUsesInternalAPI(t *testing.T) {
 // internalRequests sums sbx_internal_api_requests_total by path.
 func internalRequests(t *testing.T, p *devProc) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(p.API + "/metrics")
+	resp, err := http.Get(p.Metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

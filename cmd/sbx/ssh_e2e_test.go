@@ -135,7 +135,13 @@ func TestSSHThroughBroker(t *testing.T) {
 				t.Run("cli", func(t *testing.T) { testSSHCLI(t, p, a, dir) })
 			}
 			t.Run("metrics", func(t *testing.T) {
-				resp, err := http.Get(p.API + "/metrics")
+				// Metrics name accounts: never on the public API.
+				if resp, err := http.Get(p.API + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+					t.Errorf("GET /metrics on the API: %v %v, want 404", resp, err)
+				} else {
+					resp.Body.Close()
+				}
+				resp, err := http.Get(p.Metrics + "/metrics")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -34,7 +34,7 @@ type env struct {
 func newEnv(t testing.TB, backend string, noJobs bool, opts ...func(*control.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
-	cfg := control.Config{SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs,
+	cfg := control.Config{SSHHost: "127.0.0.1", SSHPort: 2222, NoJobs: noJobs, MetricsAddr: "127.0.0.1:0",
 		PreviewDomain: "preview.test", PreviewChanged: func(context.Context, edgeapi.Invalidation) error { return nil }}
 	if backend == "postgres" {
 		cfg.DatabaseURL = testdb.Postgres(t)
@@ -107,6 +107,21 @@ func (e *env) do(tok, method, path string, body io.Reader, hdr ...string) (int, 
 	return resp.StatusCode, resp.Header, b
 }
 
+// metrics scrapes control's metrics listener.
+func (e *env) metrics() string {
+	e.t.Helper()
+	resp, err := http.Get("http://" + e.svc.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		e.t.Fatalf("scrape metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		e.t.Fatalf("scrape metrics: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
 func jsonBody(v any) io.Reader {
 	b, _ := json.Marshal(v)
 	return bytes.NewReader(b)
@@ -159,6 +174,8 @@ func TestErrorsAreProblems(t *testing.T) {
 				{"extend of 10^12 minutes", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"extend_minutes":1000000000000}`, 422, "invalid_request"},
 				{"patch of 10^12 minutes", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":1000000000000}`, 422, "invalid_request"},
 				{"unknown route", "dev", "GET", "/api/v1/nope", "", 404, "route_not_found"},
+				{"metrics are not on the public API", "", "GET", "/metrics", "", 404, "route_not_found"},
+				{"metrics are not on the public API with a token", "dev", "GET", "/metrics", "", 404, "route_not_found"},
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {

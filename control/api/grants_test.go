@@ -389,9 +389,9 @@ func TestGrantsThroughTheAPI(t *testing.T) {
 		t.Fatalf("other account reading dev's audit: %d %s", code, b)
 	}
 
-	_, _, metrics := e.do("", "GET", "/metrics", nil)
-	if !strings.Contains(string(metrics), "sbx_grant_tokens_minted_total 1\n") {
-		t.Fatalf("metrics lack one grant mint:\n%s", grep(string(metrics), "sbx_grant"))
+	metrics := e.metrics()
+	if !strings.Contains(metrics, "sbx_grant_tokens_minted_total 1\n") {
+		t.Fatalf("metrics lack one grant mint:\n%s", grep(metrics, "sbx_grant"))
 	}
 }
 
@@ -441,14 +441,14 @@ func TestAccountRulesRefuseWithTheirOwnType(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d %s", c.name, code, b, c.status, c.code)
 		}
 	}
-	_, _, metrics := e.do("", "GET", "/metrics", nil)
+	metrics := e.metrics()
 	for _, rule := range []string{"feature_disabled", "platform", "concurrency"} {
-		if !strings.Contains(string(metrics), `sbx_quota_refusals_total{rule="`+rule+`"} 1`) {
-			t.Errorf("metrics lack one %s refusal:\n%s", rule, grep(string(metrics), "sbx_quota"))
+		if !strings.Contains(metrics, `sbx_quota_refusals_total{rule="`+rule+`"} 1`) {
+			t.Errorf("metrics lack one %s refusal:\n%s", rule, grep(metrics, "sbx_quota"))
 		}
 	}
-	if !strings.Contains(string(metrics), `sbx_sandboxes{account="acct-other",platform="linux",state="pending"} 1`) {
-		t.Errorf("metrics lack the active sandbox gauge:\n%s", grep(string(metrics), "sbx_sandboxes{"))
+	if !strings.Contains(metrics, `sbx_sandboxes{account="acct-other",platform="linux",state="pending"} 1`) {
+		t.Errorf("metrics lack the active sandbox gauge:\n%s", grep(metrics, "sbx_sandboxes{"))
 	}
 }
 

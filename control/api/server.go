@@ -16,7 +16,6 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/pkg/sftp"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
@@ -166,7 +165,8 @@ func (s *Server) Handler() http.Handler {
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	// No /metrics here: metrics name accounts, and are served on a
+	// listener of their own (control.Config.MetricsAddr).
 	// Introspection is authenticated by the grant token it checks; see
 	// grants.go.
 	r.Post("/api/v1/grants/introspect", s.introspect)

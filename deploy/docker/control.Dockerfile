@@ -10,5 +10,5 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/control ./cmd/cont
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/control /usr/local/bin/control
 USER 65532:65532
-EXPOSE 8080 8081
+EXPOSE 8080 8081 9091
 ENTRYPOINT ["/usr/local/bin/control"]

@@ -11,5 +11,5 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/edge ./cmd/edge
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/edge /usr/local/bin/edge
 USER 65532:65532
-EXPOSE 2222 8443 9090
+EXPOSE 2222 8443 8080 9090 9092
 ENTRYPOINT ["/usr/local/bin/edge"]

@@ -1,0 +1,82 @@
+// Package metricsserver serves Prometheus metrics on a listener of their
+// own. Metrics name accounts and sandboxes and count what each does, so
+// they never ride on a public API: control, the edge and sbx dev bind this
+// listener to loopback by default, and a deployment opens it to its
+// Prometheus only.
+package metricsserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server serves GET /metrics until Shutdown or Close; both wait for its
+// goroutine and may be called more than once.
+type Server struct {
+	ln   net.Listener
+	srv  *http.Server
+	done chan error // the serving goroutine's result
+
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// Start listens on addr and serves g's metrics there.
+func Start(addr string, g prometheus.Gatherer, log *slog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	s := &Server{ln: ln, done: make(chan error, 1), srv: &http.Server{
+		Handler: mux,
+		// A scrape is one small request from a nearby Prometheus; anything
+		// slow is broken or hostile.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute, // scrape intervals run up to a minute
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is where metrics are served.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting scrapes, lets those in flight finish until ctx
+// ends, and waits for the server to stop.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	return errors.Join(err, s.wait())
+}
+
+// Close stops the server at once and waits for it.
+func (s *Server) Close() error {
+	_ = s.srv.Close()
+	return s.wait()
+}
+
+func (s *Server) wait() error {
+	s.waitOnce.Do(func() {
+		if err := <-s.done; !errors.Is(err, http.ErrServerClosed) {
+			s.waitErr = fmt.Errorf("serve metrics: %w", err)
+		}
+	})
+	return s.waitErr
+}
