@@ -62,6 +62,7 @@ type devStack struct {
 	fresh     bool // the token was made now
 	tokenFile string
 	drain     time.Duration
+	unlock    func() error // releases the data dir
 }
 
 // startDevStack starts control and then the edge. tweak, if set, adjusts
@@ -70,6 +71,19 @@ func startDevStack(ctx context.Context, c devConfig, log *slog.Logger, tweak fun
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	unlock, err := lockDataDir(c.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := startDevStackLocked(ctx, c, log, tweak)
+	if err != nil {
+		return nil, errors.Join(err, unlock())
+	}
+	d.unlock = unlock
+	return d, nil
+}
+
+func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, tweak func(*control.Config)) (*devStack, error) {
 	// Listen before anything else: the API reports the broker's and the
 	// proxy's real ports (the flags may say :0).
 	sshLn, err := net.Listen("tcp", c.SSHAddr)
@@ -135,7 +149,11 @@ func (d *devStack) shutdown() error {
 	err := d.edge.Shutdown(ectx)
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return errors.Join(err, d.svc.Shutdown(sctx))
+	err = errors.Join(err, d.svc.Shutdown(sctx))
+	if d.unlock != nil {
+		err = errors.Join(err, d.unlock())
+	}
+	return err
 }
 
 // runDevStack runs the stack until ctx ends.
