@@ -206,8 +206,10 @@ func (e *embedded) env(s gliderssh.Session) []string {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"LANG=C.UTF-8",
 	}
-	// Session env requests come last so they override the defaults.
-	return append(env, s.Environ()...)
+	// Session env requests come next so they override the defaults; the
+	// marker comes last, so no request can drop it (exec keeps the last of
+	// duplicate keys).
+	return append(append(env, s.Environ()...), marker(e.opts.dir))
 }
 
 func (e *embedded) handleSFTP(s gliderssh.Session) {

@@ -240,7 +240,13 @@ func (l *Local) Start(ctx context.Context) error {
 			return err
 		}
 		if _, ok := l.runningEndpoint(id); !ok {
-			err := l.restoreWorkspace(id)
+			// Processes left by a provider that died without Close (a
+			// crash, SIGKILL) belong to the instance that is gone: a
+			// restarted pod does not find its old processes either.
+			err := endTree(marker(l.dir(id)))
+			if err == nil {
+				err = l.restoreWorkspace(id)
+			}
 			if err == nil {
 				_, err = l.startLocked(ctx, id)
 			}
@@ -380,8 +386,10 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	return ep, nil
 }
 
-// stopLocked stops id's server if running. The caller holds id's lock.
-func (l *Local) stopLocked(id string) {
+// stopLocked stops id's server if running, then ends every process the
+// sandbox started, detached ones included (see endTree), as deleting a pod
+// would. The caller holds id's lock.
+func (l *Local) stopLocked(id string) error {
 	l.mu.Lock()
 	inst := l.running[id]
 	delete(l.running, id)
@@ -389,6 +397,10 @@ func (l *Local) stopLocked(id string) {
 	if inst != nil {
 		inst.srv.stop()
 	}
+	if err := endTree(marker(l.dir(id))); err != nil {
+		return fmt.Errorf("end the processes of %s: %w", id, err)
+	}
+	return nil
 }
 
 // Destroy stops the sandbox and deletes everything it had.
@@ -401,7 +413,9 @@ func (l *Local) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	defer unlock()
-	l.stopLocked(id)
+	if err := l.stopLocked(id); err != nil {
+		return fmt.Errorf("destroy %s: %w", id, err)
+	}
 	if err := os.RemoveAll(l.dir(id)); err != nil {
 		return fmt.Errorf("destroy %s: %w", id, err)
 	}
@@ -470,7 +484,8 @@ func (l *Local) ids() ([]string, error) {
 	return ids, nil
 }
 
-// Close stops every server and waits for them. Workspaces stay on disk.
+// Close stops every server, ends every process its sandboxes started and
+// waits for them. Workspaces stay on disk.
 func (l *Local) Close() error {
 	l.mu.Lock()
 	l.closed = true
@@ -478,12 +493,20 @@ func (l *Local) Close() error {
 	l.running = map[string]*instance{}
 	l.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, inst := range running {
-		wg.Add(1)
-		go func() { defer wg.Done(); inst.srv.stop() }()
+	errs := make([]error, 0, len(running))
+	var mu sync.Mutex // guards errs
+	for id, inst := range running {
+		wg.Go(func() {
+			inst.srv.stop()
+			if err := endTree(marker(l.dir(id))); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("end the processes of %s: %w", id, err))
+				mu.Unlock()
+			}
+		})
 	}
 	wg.Wait()
-	return nil
+	return errors.Join(errs...)
 }
 
 func (l *Local) readMeta(id string) (meta, error) {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +25,30 @@ import (
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("SBX_TEST_DAEMON_LISTEN"); addr != "" {
+		daemon(addr)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// daemon is what this test binary runs as when a test starts it inside a
+// sandbox: a server that writes its PID and holds a port until killed.
+func daemon(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		os.Exit(3)
+	}
+	_ = os.WriteFile(os.Getenv("SBX_TEST_DAEMON_PIDFILE"), []byte(strconv.Itoa(os.Getpid())), 0o600)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(4)
+		}
+		c.Close()
+	}
+}
 
 type fixture struct {
 	ca      *sshca.CA
@@ -305,5 +331,81 @@ func writeUserCert(t *testing.T, f *fixture, keyFile, certFile, principal string
 	}
 	if err := os.WriteFile(certFile, ssh.MarshalAuthorizedKey(cert), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEndsDetachedProcesses: a server a user started in the sandbox and
+// detached (a double fork into a new session, as dev servers daemonise)
+// keeps no port after Destroy, Suspend, or the provider's Close (sbx dev
+// exiting). Process groups alone do not reach it.
+func TestEndsDetachedProcesses(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range modes(t) {
+		for _, end := range []string{"destroy", "suspend", "close"} {
+			t.Run(mode+"/"+end, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				f := newFixture(t)
+				l, err := local.New(local.Config{DataDir: f.dataDir, Mode: mode})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { l.Close() }()
+				pool := podssh.NewPool(f.ca, nil)
+				defer pool.Close()
+				const id = "sbx-daemon"
+				ep, err := l.Provision(ctx, f.spec(id))
+				if err != nil {
+					t.Fatal(err)
+				}
+				probe, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				addr := probe.Addr().String()
+				probe.Close()
+				pidFile := filepath.Join(t.TempDir(), "daemon.pid")
+				t.Cleanup(func() { // the daemon must not outlive a failed test
+					if b, err := os.ReadFile(pidFile); err == nil {
+						if pid, err := strconv.Atoi(string(b)); err == nil {
+							_ = syscall.Kill(pid, syscall.SIGKILL)
+						}
+					}
+				})
+				start := fmt.Sprintf("(SBX_TEST_DAEMON_LISTEN=%s SBX_TEST_DAEMON_PIDFILE=%s setsid %s </dev/null >/dev/null 2>&1 &)", addr, pidFile, self)
+				if res, err := pool.Exec(ctx, f.target(id, ep), podssh.ExecRequest{Command: start}); err != nil || res.ExitCode != 0 {
+					t.Fatalf("start the daemon: %+v %v", res, err)
+				}
+				pool.Forget(id)
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if c, err := net.Dial("tcp", addr); err == nil {
+						c.Close()
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the daemon never listened on %s", addr)
+					}
+				}
+
+				switch end {
+				case "destroy":
+					err = l.Destroy(ctx, id)
+				case "suspend":
+					err = l.Suspend(ctx, id)
+				case "close":
+					err = l.Close()
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", end, err)
+				}
+				if c, err := net.Dial("tcp", addr); err == nil {
+					c.Close()
+					t.Fatalf("after %s the detached server still holds %s", end, addr)
+				}
+			})
+		}
 	}
 }

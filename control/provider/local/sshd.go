@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,6 +72,9 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 	// Pdeathsig: if the provider process dies without Close, sshd must not
 	// linger holding the port.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// sshd and its connection processes carry the marker; sessions get it
+	// from SetEnv (sshdConfig).
+	cmd.Env = append(os.Environ(), marker(o.dir))
 	lw := &logWriter{logger: o.logger}
 	cmd.Stdout, cmd.Stderr = lw, lw
 	// A process a user started in the sandbox and detached (setsid, as dev
@@ -116,6 +120,10 @@ func sshdConfig(dir string, port int) string {
 		"GatewayPorts no",
 		"X11Forwarding no",
 		"PermitUserEnvironment no",
+		// Every session carries the sandbox's marker, so Destroy and
+		// Suspend find what it started (endTree); SetEnv wins over
+		// anything the client sends.
+		"SetEnv " + strconv.Quote(marker(dir)),
 		"PrintMotd no",
 		// Pooled clients multiplex many exec and sftp channels on one connection.
 		"MaxSessions 64",

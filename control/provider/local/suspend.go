@@ -17,8 +17,8 @@ import (
 
 const snapshotName = "snapshot.tar.gz"
 
-// Suspend stops the sandbox's server and archives its workspace into
-// snapshot.tar.gz, then removes the workspace.
+// Suspend stops the sandbox's server and every process it started, and
+// archives its workspace into snapshot.tar.gz, then removes the workspace.
 //
 // Crash safety: the archive is written to a temp file, fsynced, read back
 // in full and compared with what was written, and only then renamed into
@@ -38,7 +38,9 @@ func (l *Local) Suspend(ctx context.Context, id string) error {
 	if !exists(dir) {
 		return fmt.Errorf("suspend %s: %w", id, provider.ErrNotFound)
 	}
-	l.stopLocked(id)
+	if err := l.stopLocked(id); err != nil {
+		return fmt.Errorf("suspend %s: %w", id, err)
+	}
 	ws := filepath.Join(dir, "workspace")
 	if !exists(ws) {
 		if exists(filepath.Join(dir, snapshotName)) {
