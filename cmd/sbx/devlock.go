@@ -37,7 +37,8 @@ func lockDataDir(dir string) (release func() error, err error) {
 		}
 		return nil, fmt.Errorf("%w: %s is used by %s; stop it, or give this one another --data-dir", errDataDirInUse, dir, holder)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -89,25 +89,33 @@ func modes(t *testing.T) []string {
 	return []string{local.ModeEmbedded, local.ModeSSHD}
 }
 
+// provisioned starts a provider in mode over a fresh fixture and
+// provisions id on it; the provider and a pool for it close when the test
+// ends.
+func provisioned(ctx context.Context, t *testing.T, mode, id string) (*fixture, *local.Local, *podssh.Pool, provider.Endpoint) {
+	t.Helper()
+	f := newFixture(t)
+	l, err := local.New(local.Config{DataDir: f.dataDir, Mode: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	pool := podssh.NewPool(f.ca, nil)
+	t.Cleanup(func() { pool.Close() })
+	ep, err := l.Provision(ctx, f.spec(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, l, pool, ep
+}
+
 func TestLifecycle(t *testing.T) {
 	for _, mode := range modes(t) {
 		t.Run(mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			f := newFixture(t)
-			l, err := local.New(local.Config{DataDir: f.dataDir, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { l.Close() }()
-			pool := podssh.NewPool(f.ca, nil)
-			defer pool.Close()
 			const id = "sbx-life"
-
-			ep, err := l.Provision(ctx, f.spec(id))
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, l, pool, ep := provisioned(ctx, t, mode, id)
 			if ep2, err := l.Provision(ctx, f.spec(id)); err != nil || ep2 != ep {
 				t.Fatalf("second Provision = %+v, %v; want %+v (idempotent)", ep2, err, ep)
 			}
@@ -160,6 +168,7 @@ func TestLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { l.Close() })
 			inst, err := l.Status(ctx, id)
 			if err != nil || inst.Phase != provider.PhaseStopped || inst.Reason != "server_not_running" {
 				t.Fatalf("Status after restart = %+v, %v", inst, err)
@@ -348,19 +357,8 @@ func TestEndsDetachedProcesses(t *testing.T) {
 			t.Run(mode+"/"+end, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				f := newFixture(t)
-				l, err := local.New(local.Config{DataDir: f.dataDir, Mode: mode})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer func() { l.Close() }()
-				pool := podssh.NewPool(f.ca, nil)
-				defer pool.Close()
 				const id = "sbx-daemon"
-				ep, err := l.Provision(ctx, f.spec(id))
-				if err != nil {
-					t.Fatal(err)
-				}
+				f, l, pool, ep := provisioned(ctx, t, mode, id)
 				probe, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					t.Fatal(err)
