@@ -175,6 +175,9 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write(openAPIDoc)
 	})
 
+	// MCP over Streamable HTTP; its tool calls come back in through r.
+	r.Method(http.MethodPost, "/mcp", s.mcpEndpoint(r))
+
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Post("/api/v1/sandboxes", s.createSandbox)

@@ -85,11 +85,26 @@ func Result[R any](r *R, err error) (*R, error) {
 	if err != nil {
 		return r, err
 	}
-	v := reflect.ValueOf(r).Elem()
-	resp, _ := v.FieldByName("HTTPResponse").Interface().(*http.Response)
-	body, _ := v.FieldByName("Body").Interface().([]byte)
+	resp, body := raw(r)
 	if resp == nil {
 		return r, fmt.Errorf("apiclient: %T holds no HTTP response", r)
 	}
 	return r, Check(resp, body)
+}
+
+// Raw is Result returning the response body as it came, for callers that
+// pass the API's JSON on (the MCP tools).
+func Raw[R any](r *R, err error) (json.RawMessage, error) {
+	if _, err := Result(r, err); err != nil {
+		return nil, err
+	}
+	_, body := raw(r)
+	return json.RawMessage(body), nil
+}
+
+func raw(r any) (*http.Response, []byte) {
+	v := reflect.ValueOf(r).Elem()
+	resp, _ := v.FieldByName("HTTPResponse").Interface().(*http.Response)
+	body, _ := v.FieldByName("Body").Interface().([]byte)
+	return resp, body
 }

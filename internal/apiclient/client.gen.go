@@ -667,6 +667,9 @@ type GetUsageParams struct {
 	To   *time.Time `form:"to,omitempty" json:"to,omitempty"`
 }
 
+// McpJSONBody defines parameters for Mcp.
+type McpJSONBody = map[string]interface{}
+
 // IntrospectGrantJSONRequestBody defines body for IntrospectGrant for application/json ContentType.
 type IntrospectGrantJSONRequestBody IntrospectGrantJSONBody
 
@@ -684,6 +687,9 @@ type ExposePortJSONRequestBody = PortRequest
 
 // CreateSSHTokenJSONRequestBody defines body for CreateSSHToken for application/json ContentType.
 type CreateSSHTokenJSONRequestBody = SSHTokenRequest
+
+// McpJSONRequestBody defines body for Mcp for application/json ContentType.
+type McpJSONRequestBody = McpJSONBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -957,6 +963,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// McpWithBody MCP (Model Context Protocol) over Streamable HTTP
+	//
+	// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /mcp (the `Mcp` operationId).
+	McpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Mcp MCP (Model Context Protocol) over Streamable HTTP
+	//
+	// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /mcp (the `Mcp` operationId).
+	Mcp(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Metrics Prometheus metrics
 	//
@@ -1428,6 +1452,44 @@ func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditor
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// McpWithBody MCP (Model Context Protocol) over Streamable HTTP
+//
+// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /mcp (the `Mcp` operationId).
+func (c *Client) McpWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMcpRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Mcp MCP (Model Context Protocol) over Streamable HTTP
+//
+// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /mcp (the `Mcp` operationId).
+func (c *Client) Mcp(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMcpRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2466,6 +2528,46 @@ func NewHealthzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewMcpRequest calls the generic Mcp builder with application/json body
+func NewMcpRequest(server string, body McpJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMcpRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewMcpRequestWithBody constructs an http.Request for the Mcp method, with any body, and a specified content type
+func NewMcpRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/mcp")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewMetricsRequest constructs an http.Request for the Metrics method
 func NewMetricsRequest(server string) (*http.Request, error) {
 	var err error
@@ -2790,6 +2892,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
+
+	// McpWithBodyWithResponse MCP (Model Context Protocol) over Streamable HTTP
+	//
+	// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /mcp (the `Mcp` operationId).
+	McpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*McpResponse, error)
+
+	// McpWithResponse MCP (Model Context Protocol) over Streamable HTTP
+	//
+	// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /mcp (the `Mcp` operationId).
+	McpWithResponse(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*McpResponse, error)
 
 	// MetricsWithResponse Prometheus metrics
 	//
@@ -4346,6 +4466,68 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+type McpResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
+	ApplicationproblemJSON405 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r McpResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r McpResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r McpResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
+func (r McpResponse) GetApplicationproblemJSON405() *Problem {
+	return r.ApplicationproblemJSON405
+}
+
+// GetBody returns the raw response body bytes
+func (r McpResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r McpResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r McpResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r McpResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4801,6 +4983,36 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseHealthzResponse(rsp)
+}
+
+// McpWithBodyWithResponse MCP (Model Context Protocol) over Streamable HTTP
+//
+// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /mcp (the `Mcp` operationId).
+func (c *ClientWithResponses) McpWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*McpResponse, error) {
+	rsp, err := c.McpWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMcpResponse(rsp)
+}
+
+// McpWithResponse MCP (Model Context Protocol) over Streamable HTTP
+//
+// The sandbox tools for agents: create_sandbox, get_sandbox, list_sandboxes, exec_in_sandbox, read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port, destroy_sandbox, extend_sandbox, wait_sandbox_ready. Each mirrors the REST operation it names, with its input schema taken from this document. The endpoint is stateless (no Mcp-Session-Id; any replica answers): send JSON-RPC messages with `Accept: application/json, text/event-stream` and `Authorization: Bearer <account agent token>`. Every tool call is authenticated and limited as the REST call it mirrors; a refused call (bad token, quota, unknown sandbox) is a tool error (isError) whose structuredContent is the problem document (type, status, code, detail). exec_in_sandbox sends the command's output as progress notifications on the call's response stream while it runs. The same tools run locally over stdio with `sbx mcp`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /mcp (the `Mcp` operationId).
+func (c *ClientWithResponses) McpWithResponse(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*McpResponse, error) {
+	rsp, err := c.Mcp(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMcpResponse(rsp)
 }
 
 // MetricsWithResponse Prometheus metrics
@@ -6087,6 +6299,59 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	response := &HealthzResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseMcpResponse parses an HTTP response from a McpWithResponse call
+func ParseMcpResponse(rsp *http.Response) (*McpResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &McpResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 202:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 405:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON405 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
 	}
 
 	return response, nil

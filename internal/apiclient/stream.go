@@ -84,8 +84,8 @@ var ErrStreamEnded = errors.New("the stream ended before its final event")
 // gets each piece of stdout or stderr as it is produced (stream is
 // "stdout" or "stderr"), and the result is how the command ended.
 // Cancelling ctx ends the request, which ends the command in the sandbox.
-func ExecStream(ctx context.Context, c ClientInterface, id string, req ExecRequest, onOutput func(stream string, data []byte)) (ExecExit, error) {
-	resp, err := openStream(c.ExecInSandbox(ctx, id, req, acceptEvents))
+func ExecStream(ctx context.Context, c ClientInterface, id string, req ExecRequest, onOutput func(stream string, data []byte), editors ...RequestEditorFn) (ExecExit, error) {
+	resp, err := openStream(c.ExecInSandbox(ctx, id, req, append(editors, acceptEvents)...))
 	if err != nil {
 		return ExecExit{}, err
 	}
@@ -136,12 +136,12 @@ func ExecStream(ctx context.Context, c ClientInterface, id string, req ExecReque
 // (0: from the start), calling fn for each until fn returns false or fails
 // or the stream ends (the sandbox reached a final state). Reconnects are
 // the caller's: the last id fn saw resumes the stream.
-func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, fn func(Event) (bool, error)) error {
+func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, fn func(Event) (bool, error), editors ...RequestEditorFn) error {
 	params := &SandboxEventsParams{}
 	if after > 0 {
 		params.After = &after
 	}
-	resp, err := openStream(c.SandboxEvents(ctx, id, params, acceptEvents))
+	resp, err := openStream(c.SandboxEvents(ctx, id, params, append(editors, acceptEvents)...))
 	if err != nil {
 		return err
 	}
