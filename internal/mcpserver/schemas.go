@@ -149,6 +149,8 @@ func object(base map[string]any, props map[string]any, required ...string) map[s
 	req = append(req, required...)
 	slices.Sort(req)
 	out["properties"] = all
-	out["required"] = slices.Compact(req)
+	if len(req) > 0 { // an empty "required" must be absent, not null
+		out["required"] = slices.Compact(req)
+	}
 	return out
 }
