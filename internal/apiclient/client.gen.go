@@ -599,6 +599,17 @@ type SandboxUsageLinesKind string
 // Status defines model for Status.
 type Status string
 
+// StreamTicket defines model for StreamTicket.
+type StreamTicket struct {
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// Ticket Starts with sbx_wst_.
+	Ticket string `json:"ticket"`
+
+	// Url The stream's path with the ticket, relative to the API (ws:// or wss:// on the API's host).
+	Url string `json:"url"`
+}
+
 // Usage defines model for Usage.
 type Usage struct {
 	ComputeSeconds float64   `json:"compute_seconds"`
@@ -654,6 +665,20 @@ type SandboxEventsParams struct {
 
 	// LastEventID SSE resume point (an event id).
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// ExecTerminalStreamParams defines parameters for ExecTerminalStream.
+type ExecTerminalStreamParams struct {
+	// Command A shell line; absent: the login shell.
+	Command *string `form:"command,omitempty" json:"command,omitempty"`
+	Cols    *int    `form:"cols,omitempty" json:"cols,omitempty"`
+	Rows    *int    `form:"rows,omitempty" json:"rows,omitempty"`
+
+	// Term TERM for the command.
+	Term *string `form:"term,omitempty" json:"term,omitempty"`
+
+	// Ticket A stream ticket, instead of the Authorization header.
+	Ticket *string `form:"ticket,omitempty" json:"ticket,omitempty"`
 }
 
 // DeleteSandboxFileParams defines parameters for DeleteSandboxFile.
@@ -875,6 +900,28 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
 	ExecInSandbox(ctx context.Context, id string, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ExecTerminalStream A command on a pseudo-terminal, over a WebSocket
+	//
+	// Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
+	//
+	// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+	//
+	// **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
+	//
+	// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. Closing the WebSocket hangs the terminal up (SIGHUP).
+	//
+	// The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/exec/stream (the `ExecTerminalStream` operationId).
+	ExecTerminalStream(ctx context.Context, id string, params *ExecTerminalStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateTerminalTicket Mint a single-use ticket to open the terminal stream from a browser
+	//
+	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
+	CreateTerminalTicket(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteSandboxFile Delete a file or folder
 	//
@@ -1244,6 +1291,48 @@ func (c *Client) ExecInSandboxWithBody(ctx context.Context, id string, contentTy
 // Corresponds with POST /api/v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
 func (c *Client) ExecInSandbox(ctx context.Context, id string, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewExecInSandboxRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExecTerminalStream A command on a pseudo-terminal, over a WebSocket
+//
+// Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
+//
+// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+//
+// **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
+//
+// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. Closing the WebSocket hangs the terminal up (SIGHUP).
+//
+// The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/exec/stream (the `ExecTerminalStream` operationId).
+func (c *Client) ExecTerminalStream(ctx context.Context, id string, params *ExecTerminalStreamParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExecTerminalStreamRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateTerminalTicket Mint a single-use ticket to open the terminal stream from a browser
+//
+// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
+func (c *Client) CreateTerminalTicket(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateTerminalTicketRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2080,6 +2169,149 @@ func NewExecInSandboxRequestWithBody(server string, id string, contentType strin
 	return req, nil
 }
 
+// NewExecTerminalStreamRequest constructs an http.Request for the ExecTerminalStream method
+func NewExecTerminalStreamRequest(server string, id string, params *ExecTerminalStreamParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/exec/stream", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Command != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "command", *params.Command, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cols != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cols", *params.Cols, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Rows != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "rows", *params.Rows, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Term != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "term", *params.Term, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Ticket != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ticket", *params.Ticket, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateTerminalTicketRequest constructs an http.Request for the CreateTerminalTicket method
+func NewCreateTerminalTicketRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/exec/stream/tickets", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDeleteSandboxFileRequest constructs an http.Request for the DeleteSandboxFile method
 func NewDeleteSandboxFileRequest(server string, id string, path string, params *DeleteSandboxFileParams) (*http.Request, error) {
 	var err error
@@ -2790,6 +3022,32 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/sandboxes/{id}/exec (the `ExecInSandbox` operationId).
 	ExecInSandboxWithResponse(ctx context.Context, id string, body ExecInSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecInSandboxResponse, error)
+
+	// ExecTerminalStreamWithResponse A command on a pseudo-terminal, over a WebSocket
+	//
+	// Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
+	//
+	// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+	//
+	// **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
+	//
+	// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. Closing the WebSocket hangs the terminal up (SIGHUP).
+	//
+	// The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/exec/stream (the `ExecTerminalStream` operationId).
+	ExecTerminalStreamWithResponse(ctx context.Context, id string, params *ExecTerminalStreamParams, reqEditors ...RequestEditorFn) (*ExecTerminalStreamResponse, error)
+
+	// CreateTerminalTicketWithResponse Mint a single-use ticket to open the terminal stream from a browser
+	//
+	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
+	CreateTerminalTicketWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*CreateTerminalTicketResponse, error)
 
 	// DeleteSandboxFileWithResponse Delete a file or folder
 	//
@@ -3704,6 +3962,151 @@ func (r ExecInSandboxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ExecInSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ExecTerminalStreamResponse503Headers the declared response headers of an HTTP 503 response for ExecTerminalStream
+type ExecTerminalStreamResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ExecTerminalStreamResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExecTerminalStreamResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ExecTerminalStreamResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ExecTerminalStreamResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ExecTerminalStreamResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ExecTerminalStreamResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ExecTerminalStreamResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ExecTerminalStreamResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ExecTerminalStreamResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExecTerminalStreamResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExecTerminalStreamResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExecTerminalStreamResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateTerminalTicketResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StreamTicket
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateTerminalTicketResponse) GetJSON201() *StreamTicket {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateTerminalTicketResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateTerminalTicketResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateTerminalTicketResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateTerminalTicketResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateTerminalTicketResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateTerminalTicketResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateTerminalTicketResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4811,6 +5214,44 @@ func (c *ClientWithResponses) ExecInSandboxWithResponse(ctx context.Context, id 
 	return ParseExecInSandboxResponse(rsp)
 }
 
+// ExecTerminalStreamWithResponse A command on a pseudo-terminal, over a WebSocket
+//
+// Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
+//
+// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+//
+// **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
+//
+// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. Closing the WebSocket hangs the terminal up (SIGHUP).
+//
+// The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/exec/stream (the `ExecTerminalStream` operationId).
+func (c *ClientWithResponses) ExecTerminalStreamWithResponse(ctx context.Context, id string, params *ExecTerminalStreamParams, reqEditors ...RequestEditorFn) (*ExecTerminalStreamResponse, error) {
+	rsp, err := c.ExecTerminalStream(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExecTerminalStreamResponse(rsp)
+}
+
+// CreateTerminalTicketWithResponse Mint a single-use ticket to open the terminal stream from a browser
+//
+// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
+func (c *ClientWithResponses) CreateTerminalTicketWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*CreateTerminalTicketResponse, error) {
+	rsp, err := c.CreateTerminalTicket(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateTerminalTicketResponse(rsp)
+}
+
 // DeleteSandboxFileWithResponse Delete a file or folder
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
@@ -5674,6 +6115,133 @@ func ParseExecInSandboxResponse(rsp *http.Response) (*ExecInSandboxResponse, err
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseExecTerminalStreamResponse parses an HTTP response from a ExecTerminalStreamWithResponse call
+func ParseExecTerminalStreamResponse(rsp *http.Response) (*ExecTerminalStreamResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExecTerminalStreamResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case rsp.StatusCode == 426:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ExecTerminalStreamResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateTerminalTicketResponse parses an HTTP response from a CreateTerminalTicketWithResponse call
+func ParseCreateTerminalTicketResponse(rsp *http.Response) (*CreateTerminalTicketResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateTerminalTicketResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StreamTicket
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
 	}
 
 	return response, nil

@@ -203,14 +203,7 @@ func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult,
 	switch {
 	case werr == nil:
 	case errors.As(werr, &ee):
-		res.ExitCode = ee.ExitStatus()
-		if sig := ee.Signal(); sig != "" {
-			res.Signal = sig
-			res.ExitCode = -1
-			if n, ok := signalNumbers[sig]; ok {
-				res.ExitCode = 128 + n
-			}
-		}
+		res.ExitCode, res.Signal = exitStatus(ee)
 	case forced && (errors.As(werr, &missing) || errors.Is(werr, io.EOF)):
 		res.ExitCode = -1
 	default:
@@ -314,6 +307,19 @@ func result(stdout, stderr *capBuffer, start time.Time) ExecResult {
 		Stderr: stderr.buf.Bytes(), StderrTruncated: stderr.truncated,
 		Duration: time.Since(start),
 	}
+}
+
+// exitStatus reads how a command ended: its status, or 128+n and the
+// signal's name when signal n killed it (-1 for a signal without number).
+func exitStatus(ee *ssh.ExitError) (int, string) {
+	sig := ee.Signal()
+	if sig == "" {
+		return ee.ExitStatus(), ""
+	}
+	if n, ok := signalNumbers[sig]; ok {
+		return 128 + n, sig
+	}
+	return -1, sig
 }
 
 // signalNumbers are the Linux numbers of the signals SSH names (RFC 4254
