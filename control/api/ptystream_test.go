@@ -134,7 +134,7 @@ func TestPtyStream(t *testing.T) {
 	// An interactive shell drops the rest of an interrupted line, so the
 	// status is asked for on the next one.
 	p.send("echo after-$?\n")
-	mark = p.waitFor(p.waitFor(mark, "after-$?"), "after-130")
+	p.waitFor(p.waitFor(mark, "after-$?"), "after-130")
 
 	p.send("exit 7\n")
 	select {
@@ -172,8 +172,9 @@ func TestPtyStream(t *testing.T) {
 		}
 		// Bound to its sandbox.
 		other := e.createReady(t)
-		code, _, b = e.do("dev", "POST", "/api/v1/sandboxes/"+id+"/exec/stream/tickets", nil)
-		_ = json.Unmarshal(b, &tk)
+		if code, _, b = e.do("dev", "POST", "/api/v1/sandboxes/"+id+"/exec/stream/tickets", nil); code != 201 || json.Unmarshal(b, &tk) != nil {
+			t.Fatalf("mint ticket: %d %s", code, b)
+		}
 		if _, resp, err := e.dialPty(t, other, "ticket="+url.QueryEscape(tk.Ticket), nil); err == nil || resp == nil || resp.StatusCode != 401 {
 			t.Fatalf("ticket for another sandbox: err %v, status %v; want 401", err, resp)
 		}
