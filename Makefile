@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: dev test check build fmt vet staticcheck vuln race loadtest-ssh images manifests
+.PHONY: dev test check generate mcp-client build fmt vet staticcheck vuln race loadtest-ssh images manifests
 
 # dev runs the whole stack in one process on embedded defaults.
 dev:
@@ -53,3 +53,14 @@ images:
 # manifests renders every kustomize overlay (what deploy/manifests_test.go checks).
 manifests:
 	@for o in dev production; do echo "# deploy/overlays/$$o"; kubectl kustomize deploy/overlays/$$o; done
+
+# generate regenerates the API client from control/api/openapi.json with
+# oapi-codegen, pinned in tools.mod (TestGeneratedClientIsCurrent checks
+# that the checked-in client is what this produces).
+generate:
+	cd internal/apiclient && $(GO) run -modfile=../../tools.mod github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config oapi-codegen.yaml ../../control/api/openapi.json
+
+# mcp-client installs the MCP TypeScript SDK client the MCP end-to-end
+# test drives (cmd/sbx/mcp_e2e_test.go), pinned by its package-lock.json.
+mcp-client:
+	cd cmd/sbx/testdata/mcp-client && npm ci --no-audit --no-fund --loglevel=error

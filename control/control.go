@@ -97,6 +97,9 @@ type Config struct {
 	// WakeTimeout bounds how long an API call on a suspended sandbox is
 	// held while it wakes (default 60 s).
 	WakeTimeout time.Duration
+	// StreamOrigins are browser origins (host[:port] patterns) besides the
+	// API's own that may open terminal streams (api.Config).
+	StreamOrigins []string
 	// AlsoReady, when set, must report true too before /readyz answers
 	// 200: sbx dev waits for the edge it runs next to control.
 	AlsoReady func() bool
@@ -187,6 +190,11 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Stream tickets are sealed with a key every replica derives alike.
+	ticketKey, err := hostKeys.Bytes("sbx exec stream tickets", 32)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.DatabaseURL != "" {
 		s.Store, err = postgres.Open(ctx, cfg.DatabaseURL, cfg.Logger)
 	} else {
@@ -225,11 +233,11 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
-		WakeTimeout: cfg.WakeTimeout,
+		WakeTimeout: cfg.WakeTimeout, StreamOrigins: cfg.StreamOrigins,
 	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
 		Registry: cfg.Registry, Ready: s.isReady, PreviewChanged: previewChanged,
-		Activity: s.Activity,
+		Activity: s.Activity, Tickets: streamTickets(s.rdb), TicketKey: ticketKey,
 	})
 	return s, nil
 }

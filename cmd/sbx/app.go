@@ -141,6 +141,12 @@ func (a *app) api() (*apiClient, error) {
 // newClient builds a client for base with tok, with the global flags'
 // timeouts and debug log.
 func (a *app) newClient(base, tok string) *apiClient {
+	return &apiClient{base: base, token: tok, http: &http.Client{Transport: a.transport()}, timeout: a.timeout}
+}
+
+// transport is how every API client of the CLI reaches the API: bounded
+// dials and handshakes, and the --debug log.
+func (a *app) transport() http.RoundTripper {
 	var rt http.RoundTripper = &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		// A dead address fails in seconds instead of the OS's minutes.
@@ -152,7 +158,7 @@ func (a *app) newClient(base, tok string) *apiClient {
 	if a.debug {
 		rt = debugTransport{next: rt, w: a.errw}
 	}
-	return &apiClient{base: base, token: tok, http: &http.Client{Transport: rt}, timeout: a.timeout}
+	return rt
 }
 
 // debugTransport logs each request's method, URL, headers and status to

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -24,15 +25,16 @@ type execRequest struct {
 	Stdin          string            `json:"stdin"`
 	StdinEncoding  string            `json:"stdin_encoding"`
 	TimeoutSeconds *float64          `json:"timeout_seconds"`
+	// Stream asks for server-sent events, as Accept: text/event-stream
+	// does (for clients that cannot set headers).
+	Stream bool `json:"stream"`
 }
 
-type execResponse struct {
+// execExit is how a command ended: the JSON answer without the output,
+// and the final event of a streamed exec.
+type execExit struct {
 	ExitCode        int     `json:"exit_code"`
 	Signal          *string `json:"signal"`
-	Stdout          string  `json:"stdout"`
-	Stderr          string  `json:"stderr"`
-	StdoutEncoding  string  `json:"stdout_encoding"`
-	StderrEncoding  string  `json:"stderr_encoding"`
 	StdoutTruncated bool    `json:"stdout_truncated"`
 	StderrTruncated bool    `json:"stderr_truncated"`
 	Truncated       bool    `json:"truncated"`
@@ -40,37 +42,85 @@ type execResponse struct {
 	DurationMS      int64   `json:"duration_ms"`
 }
 
+type execResponse struct {
+	Stdout         string `json:"stdout"`
+	Stderr         string `json:"stderr"`
+	StdoutEncoding string `json:"stdout_encoding"`
+	StderrEncoding string `json:"stderr_encoding"`
+	execExit
+}
+
+func newExecExit(res podssh.ExecResult) execExit {
+	return execExit{
+		ExitCode: res.ExitCode, StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
+		Truncated: res.StdoutTruncated || res.StderrTruncated, TimedOut: res.TimedOut,
+		DurationMS: res.Duration.Milliseconds(), Signal: optional(res.Signal),
+	}
+}
+
 const defaultExecTimeout = 60 * time.Second
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// exec runs a command and answers with its output once it ended, or
+// streams the output as server-sent events (see streamExec).
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	var req execRequest
-	if !s.decode(w, r, &req) {
+	req, stream, ok := s.decodeExec(w, r)
+	if !ok {
 		return
 	}
-	if strings.TrimSpace(req.Command) == "" {
-		writeProblem(w, r, unprocessable("command", "is required"))
+	t, err := s.target(r)
+	if err != nil {
+		writeError(w, r, err)
 		return
+	}
+	req.Dir = t.Workspace
+	if stream {
+		s.streamExec(w, r, t, req)
+		return
+	}
+	res, err := s.pods.Exec(r.Context(), t, req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	s.metrics.exec.Observe(res.Duration.Seconds())
+	out := execResponse{execExit: newExecExit(res)}
+	out.Stdout, out.StdoutEncoding = encodeOutput(res.Stdout)
+	out.Stderr, out.StderrEncoding = encodeOutput(res.Stderr)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// decodeExec reads and checks an exec request body; on failure it has
+// answered with a problem. stream reports whether the caller asked for
+// server-sent events.
+func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (_ podssh.ExecRequest, stream, ok bool) {
+	var req execRequest
+	if !s.decode(w, r, &req) {
+		return podssh.ExecRequest{}, false, false
+	}
+	fail := func(field, detail string) (podssh.ExecRequest, bool, bool) {
+		writeProblem(w, r, unprocessable(field, detail))
+		return podssh.ExecRequest{}, false, false
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return fail("command", "is required")
 	}
 	timeout := defaultExecTimeout
 	if req.TimeoutSeconds != nil {
 		t := time.Duration(*req.TimeoutSeconds * float64(time.Second))
 		if t <= 0 || t > s.cfg.MaxExecTimeout {
-			writeProblem(w, r, unprocessable("timeout_seconds", "must be positive and at most "+s.cfg.MaxExecTimeout.String()))
-			return
+			return fail("timeout_seconds", "must be positive and at most "+s.cfg.MaxExecTimeout.String())
 		}
 		timeout = t
 	}
 	for k, v := range req.Env {
 		if !envNameRE.MatchString(k) || strings.ContainsRune(v, 0) {
-			writeProblem(w, r, unprocessable("env", fmt.Sprintf("%q: names must match %s and values must not contain NUL", k, envNameRE)))
-			return
+			return fail("env", fmt.Sprintf("%q: names must match %s and values must not contain NUL", k, envNameRE))
 		}
 	}
 	if strings.ContainsRune(req.Command, 0) || slices.ContainsFunc(req.Args, func(a string) bool { return strings.ContainsRune(a, 0) }) {
-		writeProblem(w, r, unprocessable("command", "command and args must not contain NUL bytes"))
-		return
+		return fail("command", "command and args must not contain NUL bytes")
 	}
 	var stdin []byte
 	switch req.StdinEncoding {
@@ -79,37 +129,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	case "base64":
 		b, err := base64.StdEncoding.DecodeString(req.Stdin)
 		if err != nil {
-			writeProblem(w, r, unprocessable("stdin", "is not valid base64"))
-			return
+			return fail("stdin", "is not valid base64")
 		}
 		stdin = b
 	default:
-		writeProblem(w, r, unprocessable("stdin_encoding", `must be "utf-8" or "base64"`))
-		return
+		return fail("stdin_encoding", `must be "utf-8" or "base64"`)
 	}
-
-	t, err := s.target(r)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	res, err := s.pods.Exec(r.Context(), t, podssh.ExecRequest{
-		Command: req.Command, Args: req.Args, Env: req.Env, Stdin: strings.NewReader(string(stdin)),
-		Dir: t.Workspace, Timeout: timeout, OutputLimit: s.cfg.ExecOutputLimit,
-	})
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	s.metrics.exec.Observe(res.Duration.Seconds())
-	out := execResponse{
-		ExitCode: res.ExitCode, StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
-		Truncated: res.StdoutTruncated || res.StderrTruncated, TimedOut: res.TimedOut,
-		DurationMS: res.Duration.Milliseconds(), Signal: optional(res.Signal),
-	}
-	out.Stdout, out.StdoutEncoding = encodeOutput(res.Stdout)
-	out.Stderr, out.StderrEncoding = encodeOutput(res.Stderr)
-	writeJSON(w, http.StatusOK, out)
+	stream = req.Stream || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	return podssh.ExecRequest{
+		Command: req.Command, Args: req.Args, Env: req.Env, Stdin: bytes.NewReader(stdin),
+		Timeout: timeout, OutputLimit: s.cfg.ExecOutputLimit,
+	}, stream, true
 }
 
 // encodeOutput keeps text readable and binary intact: JSON strings cannot

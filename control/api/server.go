@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"io"
 	"log/slog"
@@ -32,6 +33,7 @@ func OpenAPI() []byte { return openAPIDoc }
 // Pods is the subset of the pod connection pool the API uses.
 type Pods interface {
 	Exec(ctx context.Context, t podssh.Target, req podssh.ExecRequest) (podssh.ExecResult, error)
+	Terminal(ctx context.Context, t podssh.Target, req podssh.TerminalRequest) (*podssh.Terminal, error)
 	SFTP(ctx context.Context, t podssh.Target) (*sftp.Client, error)
 }
 
@@ -67,6 +69,11 @@ type Config struct {
 	ExecOutputLimit int
 	// MaxExecTimeout bounds timeout_seconds (default 1 h).
 	MaxExecTimeout time.Duration
+	// StreamOrigins are the browser origins (host[:port] patterns, as
+	// path.Match reads them) besides the API's own that may open terminal
+	// streams; a page elsewhere cannot drive a terminal with a ticket it
+	// got hold of.
+	StreamOrigins []string
 	// WakeTimeout is how long an exec or files call on a suspended
 	// sandbox is held while it wakes before 503 with Retry-After
 	// (default 60 s).
@@ -105,6 +112,8 @@ type Server struct {
 
 	previewChanged func(ctx context.Context, inv edgeapi.Invalidation) error
 	activity       Activity
+	tickets        Tickets
+	ticketKey      []byte
 
 	// stopStreams is closed by StopStreams to end event streams.
 	stopStreams     chan struct{}
@@ -128,6 +137,12 @@ type Deps struct {
 	// Activity is told about exec and files calls, which keep a sandbox
 	// from being suspended; nil records nothing.
 	Activity Activity
+	// Tickets records redeemed terminal stream tickets, shared by every
+	// replica; nil keeps them in this process (sbx dev).
+	Tickets Tickets
+	// TicketKey seals stream tickets; replicas must share it. Nil makes a
+	// random key for this process.
+	TicketKey []byte
 }
 
 // New builds the API server.
@@ -145,10 +160,18 @@ func New(cfg Config, d Deps) *Server {
 	if d.Registry == nil {
 		d.Registry = prometheus.NewRegistry()
 	}
+	if d.Tickets == nil {
+		d.Tickets = &memoryTickets{used: map[string]time.Time{}, now: d.Now}
+	}
+	if len(d.TicketKey) == 0 {
+		d.TicketKey = make([]byte, 32)
+		_, _ = rand.Read(d.TicketKey)
+	}
 	return &Server{
 		cfg: cfg, store: d.Store, life: d.Lifecycle, pods: d.Pods, log: d.Logger,
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
 		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
+		tickets: d.Tickets, ticketKey: d.TicketKey,
 	}
 }
 
@@ -175,6 +198,11 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write(openAPIDoc)
 	})
 
+	// The terminal stream authenticates by bearer token or by ticket.
+	r.Get("/api/v1/sandboxes/{id}/exec/stream", s.execStreamAuth)
+	// MCP over Streamable HTTP; its tool calls come back in through r.
+	r.Method(http.MethodPost, "/mcp", s.mcpEndpoint(r))
+
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Post("/api/v1/sandboxes", s.createSandbox)
@@ -184,6 +212,7 @@ func (s *Server) Handler() http.Handler {
 			r.Patch("/", s.patchSandbox)
 			r.Delete("/", s.deleteSandbox)
 			r.Post("/exec", s.exec)
+			r.Post("/exec/stream/tickets", s.createStreamTicket)
 			r.Get("/files/*", s.getFile)
 			r.Put("/files/*", s.putFile)
 			r.Delete("/files/*", s.deleteFile)

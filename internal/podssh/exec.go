@@ -47,6 +47,12 @@ type ExecRequest struct {
 	// read and discarded so the command never blocks on a full pipe.
 	// Zero means DefaultOutputLimit.
 	OutputLimit int
+	// StdoutStream and StderrStream, when set, receive the command's
+	// output as it arrives instead of it being collected: the result's
+	// Stdout/Stderr stay empty and no limit applies. Each is written from
+	// its own goroutine; a write error is ignored (the command is ended by
+	// cancelling ctx, not by a reader going away).
+	StdoutStream, StderrStream io.Writer
 }
 
 // ExecResult is how a command ended.
@@ -156,7 +162,8 @@ func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult,
 	if limit <= 0 {
 		limit = DefaultOutputLimit
 	}
-	stdout, stderr := &capBuffer{limit: limit}, &capBuffer{limit: limit}
+	stdout := &capBuffer{limit: limit, stream: req.StdoutStream}
+	stderr := &capBuffer{limit: limit, stream: req.StderrStream}
 	pid := &pidWriter{next: stderr, known: make(chan struct{})}
 	sess.Stdout, sess.Stderr = stdout, pid
 	if req.Stdin != nil {
@@ -196,14 +203,7 @@ func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult,
 	switch {
 	case werr == nil:
 	case errors.As(werr, &ee):
-		res.ExitCode = ee.ExitStatus()
-		if sig := ee.Signal(); sig != "" {
-			res.Signal = sig
-			res.ExitCode = -1
-			if n, ok := signalNumbers[sig]; ok {
-				res.ExitCode = 128 + n
-			}
-		}
+		res.ExitCode, res.Signal = exitStatus(ee)
 	case forced && (errors.As(werr, &missing) || errors.Is(werr, io.EOF)):
 		res.ExitCode = -1
 	default:
@@ -309,6 +309,19 @@ func result(stdout, stderr *capBuffer, start time.Time) ExecResult {
 	}
 }
 
+// exitStatus reads how a command ended: its status, or 128+n and the
+// signal's name when signal n killed it (-1 for a signal without number).
+func exitStatus(ee *ssh.ExitError) (int, string) {
+	sig := ee.Signal()
+	if sig == "" {
+		return ee.ExitStatus(), ""
+	}
+	if n, ok := signalNumbers[sig]; ok {
+		return 128 + n, sig
+	}
+	return -1, sig
+}
+
 // signalNumbers are the Linux numbers of the signals SSH names (RFC 4254
 // section 6.10), used for the shell-style 128+n exit code.
 var signalNumbers = map[string]int{
@@ -317,14 +330,20 @@ var signalNumbers = map[string]int{
 }
 
 // capBuffer keeps the first limit bytes and swallows the rest, so the
-// remote side never blocks on a stream nobody reads.
+// remote side never blocks on a stream nobody reads. With a stream it
+// passes everything on instead and keeps nothing.
 type capBuffer struct {
 	limit     int
 	buf       bytes.Buffer
 	truncated bool
+	stream    io.Writer
 }
 
 func (c *capBuffer) Write(p []byte) (int, error) {
+	if c.stream != nil {
+		_, _ = c.stream.Write(p)
+		return len(p), nil
+	}
 	if room := c.limit - c.buf.Len(); room < len(p) {
 		c.truncated = true
 		if room > 0 {

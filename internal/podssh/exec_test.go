@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 	"sync"
@@ -187,4 +188,81 @@ func TestCommandLineQuoting(t *testing.T) {
 	if _, err := (podssh.ExecRequest{}).CommandLine(); err == nil {
 		t.Error("empty command accepted")
 	}
+}
+
+// TestExecStreams: with stream writers, output reaches them while the
+// command still runs (it waits on stdin the test holds open until the
+// first line arrived), and nothing is collected in the result.
+func TestExecStreams(t *testing.T) {
+	perMode(t, func(t *testing.T, sb *sandbox) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stdinR, stdinW := io.Pipe()
+		out := &lineWatch{want: "one\n", seen: make(chan struct{})}
+		var errb syncBuffer
+		done := make(chan struct{})
+		var res podssh.ExecResult
+		var err error
+		go func() {
+			defer close(done)
+			res, err = sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{
+				Command: "echo one; echo warn >&2; read x; echo two", Stdin: stdinR,
+				StdoutStream: out, StderrStream: &errb,
+			})
+		}()
+		select {
+		case <-out.seen:
+		case <-done:
+			t.Fatalf("command ended (err %v) before its first line reached the stream", err)
+		case <-ctx.Done():
+			t.Fatal("first line never reached the stream")
+		}
+		_ = stdinW.Close()
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String(); got != "one\ntwo\n" {
+			t.Errorf("streamed stdout = %q, want %q", got, "one\ntwo\n")
+		}
+		if got := errb.String(); got != "warn\n" {
+			t.Errorf("streamed stderr = %q, want %q", got, "warn\n")
+		}
+		if len(res.Stdout) != 0 || len(res.Stderr) != 0 {
+			t.Errorf("result kept output %q/%q, want none when streaming", res.Stdout, res.Stderr)
+		}
+	})
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lineWatch closes seen once its content starts with want.
+type lineWatch struct {
+	syncBuffer
+	want string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if strings.HasPrefix(w.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
 }

@@ -178,12 +178,25 @@ func (p *Pool) Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult,
 	if req.Dir == "" {
 		req.Dir = t.Workspace
 	}
+	var res ExecResult
+	err := p.onConn(ctx, t, func(c *ssh.Client) error {
+		var err error
+		res, err = Exec(ctx, c, req)
+		return err
+	})
+	return res, err
+}
+
+// onConn runs fn on t's pooled connection. If the connection turns out to
+// be dead before fn's session opened, it is dropped and fn is tried once
+// on a fresh connection; a command that started is never re-run.
+func (p *Pool) onConn(ctx context.Context, t Target, fn func(*ssh.Client) error) error {
 	for attempt := 0; ; attempt++ {
 		c, err := p.conn(ctx, t)
 		if err != nil {
-			return ExecResult{}, err
+			return err
 		}
-		res, err := Exec(ctx, c.client, req)
+		err = fn(c.client)
 		// Only a dead connection is worth a redial; a refused channel (e.g.
 		// sshd's MaxSessions) says nothing about the connection others use.
 		var oe *sessionOpenError
@@ -193,9 +206,9 @@ func (p *Pool) Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult,
 			continue
 		}
 		if err != nil {
-			return res, fmt.Errorf("sandbox %s: %w", t.SandboxID, err)
+			return fmt.Errorf("sandbox %s: %w", t.SandboxID, err)
 		}
-		return res, nil
+		return nil
 	}
 }
 

@@ -77,6 +77,14 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		HostSigners: []gliderssh.Signer{o.hostKey},
 		Version:     "sbx-local",
 		Handler:     e.handleSession,
+		// Runs on the goroutine that handles the session's requests, before
+		// the handler starts; see ptyState.
+		SessionRequestCallback: func(s gliderssh.Session, _ string) bool {
+			if req, winCh, ok := s.Pty(); ok {
+				s.Context().SetValue(ptyStateKey{}, ptyState{req: req, winCh: winCh})
+			}
+			return true
+		},
 		PublicKeyHandler: func(ctx gliderssh.Context, key gliderssh.PublicKey) bool {
 			return e.authorize(ctx, checker, key)
 		},
@@ -248,9 +256,9 @@ func (e *embedded) handleSession(s gliderssh.Session) {
 	}
 	cmd.Dir = e.workspace
 	cmd.Env = e.env(s)
-	if ptyReq, winCh, ok := s.Pty(); ok {
-		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
-		e.runPty(s, cmd, ptyReq, winCh)
+	if pty, ok := s.Context().Value(ptyStateKey{}).(ptyState); ok {
+		cmd.Env = append(cmd.Env, "TERM="+pty.req.Term)
+		e.runPty(s, cmd, pty.req, pty.winCh)
 		return
 	}
 	e.runPipes(s, cmd)

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mcpClientDir holds the TypeScript SDK client; .ci/run installs its
+// node_modules with `npm ci`.
+const mcpClientDir = "testdata/mcp-client"
+
+// TestMCPThroughDev is the issue's "must show": the official TypeScript
+// SDK client drives a real `sbx dev` through MCP, over Streamable HTTP
+// (control's /mcp) and over stdio (`sbx mcp` as a subprocess): create,
+// wait ready, write a file, exec a command that reads it with its output
+// arriving as progress notifications before it ends, expose a port and
+// fetch it through the preview proxy, destroy; then the sandbox's ledger
+// holds one closed compute interval. A quota refusal and a bad token are
+// tool errors carrying the problem type.
+func TestMCPThroughDev(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is required (apt-get install nodejs npm)")
+	}
+	if _, err := os.Stat(filepath.Join(mcpClientDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the MCP TypeScript SDK is not installed: run `npm ci` in cmd/sbx/%s (.ci/run does)", mcpClientDir)
+	}
+	p := startDev(t, t.TempDir(), "")
+	p.admin("account", "create", "--name", "Limited", "--limit", "0", "acct-limited")
+	limited := p.admin("token", "mint", "--account", "acct-limited", "--name", "mcp-e2e")
+
+	for _, mode := range []string{"http", "stdio"} {
+		t.Run(mode, func(t *testing.T) {
+			cmd := exec.Command("node", "e2e.mjs", mode)
+			cmd.Dir = mcpClientDir
+			cmd.Env = append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_LIMITED_TOKEN="+strings.TrimSpace(limited),
+				"SBX_BIN="+sbxBinary(t), "PREVIEW_PORT_IN_SANDBOX="+strings.Split(freeAddr(t), ":")[1])
+			var stderr lockedBuffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("node e2e.mjs %s: %v\nstdout: %s\nstderr: %s", mode, err, out, stderr.String())
+			}
+			var seen struct {
+				Tools         []string `json:"tools"`
+				SandboxID     string   `json:"sandbox_id"`
+				FirstProgress string   `json:"first_progress"`
+				PreviewBody   string   `json:"preview_body"`
+				Destroyed     string   `json:"destroyed_status"`
+				Quota         struct {
+					Type   string `json:"type"`
+					Status int    `json:"status"`
+					Detail string `json:"detail"`
+				} `json:"quota"`
+				BadToken struct {
+					Type   string `json:"type"`
+					Status int    `json:"status"`
+				} `json:"bad_token"`
+			}
+			if err := json.Unmarshal(out, &seen); err != nil {
+				t.Fatalf("client output %q: %v", out, err)
+			}
+			want := []string{"create_sandbox", "destroy_sandbox", "exec_in_sandbox", "expose_sandbox_port", "extend_sandbox", "get_sandbox",
+				"list_sandbox_files", "list_sandboxes", "read_sandbox_file", "wait_sandbox_ready", "write_sandbox_file"}
+			if !slices.Equal(seen.Tools, want) {
+				t.Errorf("tools %v, want %v", seen.Tools, want)
+			}
+			if seen.FirstProgress != "hello from the agent\n" || seen.PreviewBody != "served to the agent" {
+				t.Errorf("first progress %q, preview body %q", seen.FirstProgress, seen.PreviewBody)
+			}
+			if seen.Quota.Type != "https://sbx.dev/problems/concurrency_limit" || seen.Quota.Status != 429 {
+				t.Errorf("quota refusal %+v, want the concurrency_limit problem", seen.Quota)
+			}
+			if seen.BadToken.Type != "https://sbx.dev/problems/invalid_token" || seen.BadToken.Status != 401 {
+				t.Errorf("bad token %+v, want the invalid_token problem", seen.BadToken)
+			}
+
+			p.waitStatus(seen.SandboxID, "terminated", 30*time.Second)
+			var usage struct {
+				Lines []struct {
+					Kind    string     `json:"kind"`
+					EndedAt *time.Time `json:"ended_at"`
+					Reason  string     `json:"end_reason"`
+				} `json:"lines"`
+			}
+			if code := p.call("GET", "/api/v1/sandboxes/"+seen.SandboxID+"/usage", nil, &usage); code != 200 {
+				t.Fatalf("usage: %d", code)
+			}
+			if len(usage.Lines) != 1 || usage.Lines[0].Kind != "compute" || usage.Lines[0].EndedAt == nil || usage.Lines[0].Reason != "explicit_delete" {
+				t.Fatalf("ledger %+v, want one closed compute interval ended by explicit_delete", usage.Lines)
+			}
+		})
+	}
+}

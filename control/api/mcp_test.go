@@ -1,0 +1,220 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bearerTransport adds an Authorization header to every request.
+type bearerTransport struct{ header string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.header != "" {
+		r.Header.Set("Authorization", b.header)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpSession connects an MCP client to control's /mcp with the named
+// token; progress notifications are sent to progress.
+func (e *env) mcpSession(t *testing.T, auth string, progress func(*mcp.ProgressNotificationParams)) *mcp.ClientSession {
+	t.Helper()
+	opts := &mcp.ClientOptions{}
+	if progress != nil {
+		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress(r.Params) }
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "api-test", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.svc.URL() + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{auth}}, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("connect to /mcp: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// call calls a tool and returns its structured content as a map, and
+// whether it was a tool error.
+func call(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, meta ...mcp.Meta) (map[string]any, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := &mcp.CallToolParams{Name: name, Arguments: args}
+	if len(meta) > 0 {
+		p.Meta = meta[0]
+	}
+	res, err := s.CallTool(ctx, p)
+	if err != nil {
+		t.Fatalf("%s: protocol error %v", name, err)
+	}
+	var out map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &out)
+	return out, res.IsError
+}
+
+// TestMCPTools drives the tools through control's /mcp with the Go SDK's
+// client: a sandbox's whole flow, exec output as progress before the
+// command ends, and refusals as tool errors carrying the problem.
+func TestMCPTools(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	var mu sync.Mutex
+	var notes []*mcp.ProgressNotificationParams
+	s := e.mcpSession(t, "Bearer "+e.tokens["dev"], func(p *mcp.ProgressNotificationParams) {
+		mu.Lock()
+		defer mu.Unlock()
+		notes = append(notes, p)
+	})
+
+	tools, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Name == "exec_in_sandbox" {
+			schema, _ := json.Marshal(tl.InputSchema)
+			if !strings.Contains(string(schema), `"timeout_seconds"`) || !strings.Contains(string(schema), `"sandbox_id"`) || strings.Contains(string(schema), `"stream"`) {
+				t.Errorf("exec_in_sandbox schema %s: want ExecRequest's fields and sandbox_id, without stream", schema)
+			}
+		}
+	}
+	slices.Sort(names)
+	want := []string{"create_sandbox", "destroy_sandbox", "exec_in_sandbox", "expose_sandbox_port", "extend_sandbox", "get_sandbox",
+		"list_sandbox_files", "list_sandboxes", "read_sandbox_file", "wait_sandbox_ready", "write_sandbox_file"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools %v, want %v", names, want)
+	}
+
+	sb, isErr := call(t, s, "create_sandbox", map[string]any{"profile": "tuist-linux-small"})
+	id, _ := sb["id"].(string)
+	if isErr || id == "" {
+		t.Fatalf("create_sandbox: %v", sb)
+	}
+	if got, isErr := call(t, s, "wait_sandbox_ready", map[string]any{"sandbox_id": id}); isErr || got["status"] != "ready" {
+		t.Fatalf("wait_sandbox_ready: %v", got)
+	}
+	if got, isErr := call(t, s, "write_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/in.txt", "content": "hello mcp\n"}); isErr || got["size"] != float64(10) {
+		t.Fatalf("write_sandbox_file: %v", got)
+	}
+	bin := "AP8Q" // 0x00 0xff 0x10
+	if got, isErr := call(t, s, "write_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/b.bin", "content": bin, "encoding": "base64"}); isErr {
+		t.Fatalf("write binary: %v", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/b.bin"}); isErr || got["encoding"] != "base64" || got["content"] != bin || got["mime_type"] == "" {
+		t.Fatalf("read binary: %v", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/in.txt"}); isErr || got["content"] != "hello mcp\n" || got["encoding"] != "utf-8" {
+		t.Fatalf("read text: %v", got)
+	}
+	if got, isErr := call(t, s, "list_sandbox_files", map[string]any{"sandbox_id": id, "path": "dir"}); isErr || len(got["entries"].([]any)) != 2 {
+		t.Fatalf("list_sandbox_files: %v", got)
+	}
+
+	// The command waits for a file the test writes only once the first
+	// line reached it as a progress notification.
+	done := make(chan map[string]any, 1)
+	go func() {
+		got, _ := call(t, s, "exec_in_sandbox", map[string]any{"sandbox_id": id,
+			"command": "cat dir/in.txt; while [ ! -e go ]; do sleep 0.05; done; echo bye >&2"}, mcp.Meta{"progressToken": "p1"})
+		done <- got
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		n := len(notes)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		select {
+		case got := <-done:
+			t.Fatalf("exec ended before any progress: %v", got)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no progress notification")
+		}
+	}
+	if code, _, b := e.do("dev", "PUT", "/api/v1/sandboxes/"+id+"/files/go", strings.NewReader("")); code != 201 {
+		t.Fatalf("put go: %d %s", code, b)
+	}
+	got := <-done
+	if got["exit_code"] != float64(0) || got["stdout"] != "hello mcp\n" || got["stderr"] != "bye\n" {
+		t.Fatalf("exec result %v", got)
+	}
+	mu.Lock()
+	first := notes[0]
+	mu.Unlock()
+	if first.ProgressToken != "p1" || first.Message != "hello mcp\n" || first.Meta["stream"] != "stdout" {
+		t.Fatalf("first progress %+v, want token p1, the file's line on stdout", first)
+	}
+
+	if got, isErr := call(t, s, "expose_sandbox_port", map[string]any{"sandbox_id": id, "port": 8080}); isErr || !strings.Contains(got["url"].(string), "preview.test") {
+		t.Fatalf("expose_sandbox_port: %v", got)
+	}
+	if got, isErr := call(t, s, "extend_sandbox", map[string]any{"sandbox_id": id, "deadline_minutes": 90}); isErr || got["id"] != id {
+		t.Fatalf("extend_sandbox: %v", got)
+	}
+	if got, isErr := call(t, s, "list_sandboxes", map[string]any{"limit": 5}); isErr || len(got["sandboxes"].([]any)) != 1 {
+		t.Fatalf("list_sandboxes: %v", got)
+	}
+
+	t.Run("refusals are tool errors with the problem", func(t *testing.T) {
+		big := strings.Repeat("x", 1<<20+1)
+		for _, c := range []struct {
+			name, tool string
+			args       map[string]any
+			code       string
+			detail     string
+		}{
+			{"unknown sandbox", "get_sandbox", map[string]any{"sandbox_id": "sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa"}, "sandbox_not_found", ""},
+			{"bad arguments", "create_sandbox", map[string]any{"profile": "tuist-linux-small", "colour": "red"}, "invalid_arguments", "colour"},
+			{"unknown profile", "create_sandbox", map[string]any{"profile": "nope"}, "unknown_profile", ""},
+			{"large write", "write_sandbox_file", map[string]any{"sandbox_id": id, "path": "big", "content": big}, "file_too_large", "PUT /api/v1/sandboxes/{id}/files/{path}"},
+			{"read a folder", "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir"}, "is_a_folder", "list_sandbox_files"},
+		} {
+			got, isErr := call(t, s, c.tool, c.args)
+			if !isErr || got["code"] != c.code || got["type"] != "https://sbx.dev/problems/"+c.code || !strings.Contains(got["detail"].(string), c.detail) {
+				t.Errorf("%s: isError %v, %v; want a tool error %s naming %q", c.name, isErr, got, c.code, c.detail)
+			}
+		}
+	})
+
+	t.Run("quota and bad token", func(t *testing.T) {
+		other := e.mcpSession(t, "Bearer "+e.tokens["other"], nil)
+		if got, isErr := call(t, other, "create_sandbox", map[string]any{"profile": "tuist-linux-small"}); isErr {
+			t.Fatalf("first create for other: %v", got)
+		}
+		got, isErr := call(t, other, "create_sandbox", map[string]any{"profile": "tuist-linux-small"})
+		if !isErr || got["code"] != "concurrency_limit" || got["status"] != float64(429) {
+			t.Fatalf("second create over the limit: %v, want tool error concurrency_limit 429", got)
+		}
+		bad := e.mcpSession(t, "Bearer sbx_at_notarealtokennotarealtokennotareal", nil)
+		got, isErr = call(t, bad, "list_sandboxes", nil)
+		if !isErr || got["code"] != "invalid_token" || got["status"] != float64(401) {
+			t.Fatalf("bad token: %v, want tool error invalid_token 401", got)
+		}
+		// No token at all is refused by the endpoint itself.
+		code, _, b := e.do("", "POST", "/mcp", strings.NewReader(`{}`))
+		if code != 401 || !strings.Contains(string(b), "unauthenticated") {
+			t.Fatalf("no token: %d %s, want 401 unauthenticated", code, b)
+		}
+	})
+
+	if got, isErr := call(t, s, "destroy_sandbox", map[string]any{"sandbox_id": id}); isErr || (got["status"] != "terminating" && got["status"] != "terminated") {
+		t.Fatalf("destroy_sandbox: %v", got)
+	}
+}

@@ -1,0 +1,239 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+// The terminal stream, GET /api/v1/sandboxes/{id}/exec/stream, is a
+// WebSocket carrying one command on a pseudo-terminal (openapi.json
+// documents the protocol):
+//
+//	client → server: binary frames are keys typed (stdin); text frames are
+//	  JSON: {"type":"stdin","data":"..."}, {"type":"resize","cols":C,"rows":R},
+//	  {"type":"signal","signal":"INT"}.
+//	server → client: binary frames are terminal output; the last text frame
+//	  is {"type":"exit","exit_code":N,"signal":null|"KILL"}, or
+//	  {"type":"error","problem":{...}} when the command could not run.
+//
+// It authenticates like the REST API (bearer token) or, for browsers, with
+// a ticket from POST …/exec/stream/tickets; a browser's Origin must be the
+// API's own or one of Config.StreamOrigins.
+
+var errOriginRefused = problem.New(http.StatusForbidden, "origin_not_allowed",
+	"this Origin may not open terminal streams; serve the page from an allowed origin (StreamOrigins)")
+
+// ptyMessage is a text frame of the terminal stream, either way.
+type ptyMessage struct {
+	Type     string           `json:"type"`
+	Data     string           `json:"data,omitempty"`
+	Cols     int              `json:"cols,omitempty"`
+	Rows     int              `json:"rows,omitempty"`
+	Signal   *string          `json:"signal,omitempty"`
+	ExitCode *int             `json:"exit_code,omitempty"`
+	Problem  *problem.Problem `json:"problem,omitempty"`
+}
+
+// execStreamAuth authenticates the stream with the bearer token when one
+// is sent, else with a ticket.
+func (s *Server) execStreamAuth(w http.ResponseWriter, r *http.Request) {
+	if !s.originAllowed(r) {
+		writeProblem(w, r, errOriginRefused)
+		return
+	}
+	tk := r.URL.Query().Get("ticket")
+	if _, ok := bearer(r); ok || tk == "" {
+		s.authenticate(http.HandlerFunc(s.execStream)).ServeHTTP(w, r)
+		return
+	}
+	c, err := s.redeemTicket(r.Context(), tk, chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	acct, err := s.store.Account(r.Context(), c.Account)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	log := s.log.With("account_id", acct.ID, "request_id", middleware.GetReqID(r.Context()))
+	ctx := context.WithValue(r.Context(), accountKey, acct)
+	ctx = context.WithValue(ctx, loggerKey, log)
+	ctx = context.WithValue(ctx, tokenKey, c.TokenID)
+	s.execStream(w, r.WithContext(ctx))
+}
+
+// originAllowed admits requests without an Origin (not a browser), the
+// API's own origin, and the configured patterns (host[:port] globs).
+func (s *Server) originAllowed(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, p := range s.cfg.StreamOrigins {
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(u.Host)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	size := func(name string, def int) (int, bool) {
+		v := q.Get(name)
+		if v == "" {
+			return def, true
+		}
+		n, err := strconv.Atoi(v)
+		return n, err == nil && n >= 1 && n <= 1000
+	}
+	cols, okc := size("cols", 80)
+	rows, okr := size("rows", 24)
+	if !okc || !okr {
+		writeProblem(w, r, badQuery("cols", "cols and rows must be integers from 1 to 1000"))
+		return
+	}
+	req := podssh.TerminalRequest{Command: q.Get("command"), Term: q.Get("term"), Cols: cols, Rows: rows}
+	if strings.ContainsRune(req.Command, 0) {
+		writeProblem(w, r, badQuery("command", "must not contain NUL"))
+		return
+	}
+	t, err := s.target(r) // wakes a suspended sandbox; the stream counts as activity
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	req.Dir = t.Workspace
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		// Checked by originAllowed, with the API's patterns.
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		return // Accept answered
+	}
+	defer conn.CloseNow()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	go func() { // owned here: ends with ctx
+		select {
+		case <-s.stopStreams:
+			cancel(errShuttingDown)
+		case <-ctx.Done():
+		}
+	}()
+
+	term, err := s.pods.Terminal(ctx, t, req)
+	if err != nil {
+		p := toProblem(r, err)
+		s.writePty(ctx, conn, ptyMessage{Type: "error", Problem: p})
+		_ = conn.Close(websocket.StatusInternalError, p.Code)
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer term.Close()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		cancel(s.ptyInput(ctx, conn, term))
+	}()
+	outDone := make(chan struct{})
+	go func() {
+		defer wg.Done()
+		defer close(outDone)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := term.Stdout().Read(buf)
+			if n > 0 {
+				if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+					cancel(fmt.Errorf("write to client: %w", werr))
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	res, err := term.Wait(ctx)
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errShuttingDown) {
+			_ = conn.Close(websocket.StatusGoingAway, "control is shutting down")
+		}
+		return // the client went away: term.Close hangs the command up
+	}
+	// The output ends once the session closed; wait briefly for its tail.
+	select {
+	case <-outDone:
+	case <-time.After(2 * time.Second):
+	}
+	code := res.ExitCode
+	s.writePty(ctx, conn, ptyMessage{Type: "exit", ExitCode: &code, Signal: optional(res.Signal)})
+	_ = conn.Close(websocket.StatusNormalClosure, "exited")
+	cancel(nil)
+}
+
+func (s *Server) writePty(ctx context.Context, conn *websocket.Conn, m ptyMessage) {
+	b, _ := json.Marshal(m)
+	_ = conn.Write(ctx, websocket.MessageText, b)
+}
+
+// ptyInput feeds the client's frames to the terminal until the client
+// goes away (the error says how).
+func (s *Server) ptyInput(ctx context.Context, conn *websocket.Conn, term *podssh.Terminal) error {
+	for {
+		typ, data, err := conn.Read(ctx)
+		if err != nil {
+			return fmt.Errorf("read from client: %w", err)
+		}
+		if typ == websocket.MessageBinary {
+			if _, err := term.Stdin().Write(data); err != nil {
+				return fmt.Errorf("write to terminal: %w", err)
+			}
+			continue
+		}
+		var m ptyMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("client message: %w", err)
+		}
+		switch m.Type {
+		case "stdin":
+			_, err = term.Stdin().Write([]byte(m.Data))
+		case "resize":
+			if m.Cols >= 1 && m.Cols <= 1000 && m.Rows >= 1 && m.Rows <= 1000 {
+				err = term.Resize(m.Cols, m.Rows)
+			}
+		case "signal":
+			if m.Signal != nil {
+				err = term.Signal(strings.TrimPrefix(strings.ToUpper(*m.Signal), "SIG"))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.Type, err)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+// A stream ticket lets a browser, which cannot set an Authorization header
+// on a WebSocket, open one sandbox's terminal stream: minted with the
+// account token (POST …/exec/stream/tickets), it is good once, for that
+// sandbox, for ticketTTL. It is sealed (HMAC) rather than stored, so any
+// replica can check it; only its redemption is shared (Tickets).
+const (
+	ticketTTL    = 30 * time.Second
+	ticketPrefix = "sbx_wst_"
+)
+
+// Tickets records redeemed stream tickets. Every control replica must
+// share one (Redis), or a ticket could be used once per replica.
+type Tickets interface {
+	// Redeem atomically marks nonce used for ttl and reports whether this
+	// call was the first. An error means "unknown": the ticket is refused.
+	Redeem(ctx context.Context, nonce string, ttl time.Duration) (bool, error)
+}
+
+// ticketClaims is what a ticket carries.
+type ticketClaims struct {
+	Account string `json:"a"`
+	TokenID string `json:"t"`
+	Sandbox string `json:"s"`
+	Nonce   string `json:"n"`
+	Expires int64  `json:"e"` // unix seconds
+}
+
+var (
+	errBadTicket = problem.New(http.StatusUnauthorized, "invalid_ticket",
+		"the stream ticket is not valid (malformed, for another sandbox, expired or already used); mint a new one with POST /api/v1/sandboxes/{id}/exec/stream/tickets")
+	errTicketStore = problem.New(http.StatusServiceUnavailable, "ticket_store_unavailable",
+		"stream tickets cannot be checked right now; retry, or authenticate with a bearer token")
+)
+
+type ticketView struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+	URL       string    `json:"url"`
+}
+
+// createStreamTicket mints a ticket for the URL's sandbox.
+func (s *Server) createStreamTicket(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	exp := s.now().Add(ticketTTL).Truncate(time.Second)
+	c := ticketClaims{Account: sb.AccountID, TokenID: callerID(r), Sandbox: sb.ID,
+		Nonce: base64.RawURLEncoding.EncodeToString(nonce), Expires: exp.Unix()}
+	tk := s.sealTicket(c)
+	writeJSON(w, http.StatusCreated, ticketView{Ticket: tk, ExpiresAt: exp.UTC(),
+		URL: "/api/v1/sandboxes/" + sb.ID + "/exec/stream?ticket=" + url.QueryEscape(tk)})
+}
+
+func (s *Server) sealTicket(c ticketClaims) string {
+	payload, _ := json.Marshal(c)
+	body := base64.RawURLEncoding.EncodeToString(payload)
+	return ticketPrefix + body + "." + base64.RawURLEncoding.EncodeToString(s.ticketMAC(body))
+}
+
+func (s *Server) ticketMAC(body string) []byte {
+	m := hmac.New(sha256.New, s.ticketKey)
+	m.Write([]byte(ticketPrefix + body))
+	return m.Sum(nil)
+}
+
+// redeemTicket checks a ticket for sandboxID and uses it up.
+func (s *Server) redeemTicket(ctx context.Context, tk, sandboxID string) (ticketClaims, error) {
+	var c ticketClaims
+	body, mac, ok := strings.Cut(strings.TrimPrefix(tk, ticketPrefix), ".")
+	if !ok || !strings.HasPrefix(tk, ticketPrefix) {
+		return c, errBadTicket
+	}
+	got, err := base64.RawURLEncoding.DecodeString(mac)
+	if err != nil || !hmac.Equal(got, s.ticketMAC(body)) {
+		return c, errBadTicket
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil || json.Unmarshal(payload, &c) != nil {
+		return c, errBadTicket
+	}
+	left := time.Unix(c.Expires, 0).Sub(s.now())
+	if c.Sandbox != sandboxID || left <= 0 {
+		return c, errBadTicket
+	}
+	first, err := s.tickets.Redeem(ctx, c.Nonce, left+time.Second)
+	if err != nil {
+		s.log.WarnContext(ctx, "redeem stream ticket", "err", err)
+		return c, errTicketStore
+	}
+	if !first {
+		return c, errBadTicket
+	}
+	return c, nil
+}
+
+// memoryTickets is Tickets for one process (sbx dev, tests).
+type memoryTickets struct {
+	mu   sync.Mutex // guards used
+	used map[string]time.Time
+	now  func() time.Time
+}
+
+func (m *memoryTickets) Redeem(_ context.Context, nonce string, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for n, until := range m.used {
+		if now.After(until) {
+			delete(m.used, n)
+		}
+	}
+	if _, seen := m.used[nonce]; seen {
+		return false, nil
+	}
+	m.used[nonce] = now.Add(ttl)
+	return true, nil
+}

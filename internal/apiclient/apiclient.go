@@ -1,0 +1,110 @@
+// Package apiclient is the Go client of the sandbox REST API.
+//
+// client.gen.go is generated from control/api/openapi.json by oapi-codegen
+// (`make generate`; TestGeneratedClientIsCurrent fails when it is stale).
+// This file adds what a generator cannot know: bearer authentication,
+// problem documents as Go errors, and the two server-sent event streams
+// (streamed exec and lifecycle events).
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// New returns a client of the API at base (scheme://host[:port]) that sends
+// its requests through doer (nil: a default http.Client) and authenticates
+// them with token when it is not empty.
+func New(base, token string, doer HttpRequestDoer) (*ClientWithResponses, error) {
+	opts := []ClientOption{}
+	if doer != nil {
+		opts = append(opts, WithHTTPClient(doer))
+	}
+	if token != "" {
+		opts = append(opts, WithRequestEditorFn(Bearer(token)))
+	}
+	return NewClientWithResponses(base, opts...)
+}
+
+// Bearer authenticates a request with an account agent token.
+func Bearer(token string) RequestEditorFn {
+	return func(_ context.Context, req *http.Request) error {
+		req.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+// ProblemError is an RFC 9457 problem document the API answered with.
+type ProblemError struct {
+	Type   string `json:"type"`
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	// RetryAfter is the Retry-After header of a 503 (a sandbox waking).
+	RetryAfter time.Duration `json:"-"`
+}
+
+func (e *ProblemError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail)
+}
+
+// Check returns nil for a response below 400, a *ProblemError for a
+// problem document, and a plain error naming the status otherwise. body
+// is the response body already read (the generated *Response types hold
+// it as Body).
+func Check(resp *http.Response, body []byte) error {
+	if resp.StatusCode < 400 {
+		return nil
+	}
+	p := &ProblemError{}
+	if json.Unmarshal(body, p) != nil || p.Code == "" {
+		return fmt.Errorf("%s %s: %s: %s", resp.Request.Method, resp.Request.URL.Path, resp.Status,
+			strings.TrimSpace(string(body)))
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		p.RetryAfter = time.Duration(s) * time.Second
+	}
+	return p
+}
+
+// Result returns r with its error: the transport's, or the problem the
+// API answered with, so a call reads
+//
+//	sb, err := apiclient.Result(c.GetSandboxWithResponse(ctx, id))
+//
+// r is one of the generated *…Response types, which all hold the raw
+// response as HTTPResponse and its body as Body.
+func Result[R any](r *R, err error) (*R, error) {
+	if err != nil {
+		return r, err
+	}
+	resp, body := raw(r)
+	if resp == nil {
+		return r, fmt.Errorf("apiclient: %T holds no HTTP response", r)
+	}
+	return r, Check(resp, body)
+}
+
+// Raw is Result returning the response body as it came, for callers that
+// pass the API's JSON on (the MCP tools).
+func Raw[R any](r *R, err error) (json.RawMessage, error) {
+	if _, err := Result(r, err); err != nil {
+		return nil, err
+	}
+	_, body := raw(r)
+	return json.RawMessage(body), nil
+}
+
+func raw(r any) (*http.Response, []byte) {
+	v := reflect.ValueOf(r).Elem()
+	resp, _ := v.FieldByName("HTTPResponse").Interface().(*http.Response)
+	body, _ := v.FieldByName("Body").Interface().([]byte)
+	return resp, body
+}

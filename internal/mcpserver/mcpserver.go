@@ -1,0 +1,209 @@
+// Package mcpserver is the MCP face of the sandbox API: one tool per REST
+// operation an agent needs, built on the official MCP Go SDK. Tools call
+// the REST API through the generated client (internal/apiclient), so
+// authentication, quotas, validation and problems are the API's own. The
+// same server runs behind control's /mcp (Streamable HTTP, acting with
+// each request's bearer token, the API served in-process) and behind
+// `sbx mcp` (stdio, acting with the CLI's configured token).
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/internal/problem"
+)
+
+// Config is what a server needs.
+type Config struct {
+	// API is the REST API the tools call.
+	API *apiclient.ClientWithResponses
+	// OpenAPI is the API's contract; tool input schemas are taken from it.
+	OpenAPI []byte
+	// Authorization returns the Authorization header a tool call acts
+	// with, from the MCP request's transport (the HTTP request's own
+	// header); nil when API authenticates itself (stdio).
+	Authorization func(extra *mcp.RequestExtra) string
+	// MaxFileBytes bounds file content carried inside a tool call, either
+	// way (default 1 MiB): larger files are refused with the REST endpoint
+	// that carries them.
+	MaxFileBytes int64
+	// MaxExecOutput caps the stdout and stderr a finished exec returns,
+	// each (default 1 MiB); progress notifications carry all of it.
+	MaxExecOutput int
+	// Version is reported to clients.
+	Version string
+	Logger  *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = 1 << 20
+	}
+	if c.MaxExecOutput == 0 {
+		c.MaxExecOutput = 1 << 20
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate names the first missing field.
+func (c *Config) Validate() error {
+	switch {
+	case c.API == nil:
+		return errors.New("mcpserver: API is required")
+	case len(c.OpenAPI) == 0:
+		return errors.New("mcpserver: OpenAPI is required")
+	}
+	return nil
+}
+
+const instructions = `Tools to drive cloud development sandboxes. A typical flow:
+create_sandbox (profile from the API's profiles), wait_sandbox_ready, write_sandbox_file / exec_in_sandbox
+(output arrives as progress notifications while the command runs), expose_sandbox_port for a preview URL,
+destroy_sandbox when done. Errors are tool errors carrying the API's problem document (type, status, code, detail).`
+
+// New builds the MCP server.
+func New(cfg Config) (*mcp.Server, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := newContract(cfg.OpenAPI)
+	if err != nil {
+		return nil, err
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sbx", Title: "sbx sandboxes", Version: cfg.Version},
+		&mcp.ServerOptions{Instructions: instructions, Logger: cfg.Logger})
+	t := &tools{cfg: cfg, api: cfg.API, srv: srv}
+	if err := t.register(c); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// tools holds what the tool handlers share.
+type tools struct {
+	cfg Config
+	api *apiclient.ClientWithResponses
+	srv *mcp.Server
+}
+
+// handler runs one tool call; auth authenticates its API requests. It
+// returns the value to answer with (json.RawMessage for an API body as
+// it came, or a ready *mcp.CallToolResult).
+type handler func(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error)
+
+func (t *tools) add(tool *mcp.Tool, h handler) {
+	t.srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		auth := func(context.Context, *http.Request) error { return nil }
+		if t.cfg.Authorization != nil {
+			header := t.cfg.Authorization(req.Extra)
+			auth = func(_ context.Context, r *http.Request) error {
+				if header != "" {
+					r.Header.Set("Authorization", header)
+				}
+				return nil
+			}
+		}
+		out, err := h(ctx, req, auth)
+		if err != nil {
+			return toolError(err), nil
+		}
+		if res, ok := out.(*mcp.CallToolResult); ok {
+			return res, nil
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return toolError(fmt.Errorf("encode result: %w", err)), nil
+		}
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+			StructuredContent: json.RawMessage(b),
+		}, nil
+	})
+}
+
+// argsError is a tool call whose arguments do not fit the tool's schema.
+type argsError struct{ err error }
+
+func (e *argsError) Error() string { return "invalid arguments: " + e.err.Error() }
+
+// decodeArgs reads a call's arguments strictly into v.
+func decodeArgs(req *mcp.CallToolRequest, v any) error {
+	raw := req.Params.Arguments
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &argsError{err}
+	}
+	return nil
+}
+
+// toolProblem is the structured content of a failed call: the API's
+// problem document, or one in its shape for failures of the tool itself.
+type toolProblem struct {
+	Type   string `json:"type"`
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Title  string `json:"title,omitempty"`
+	Detail string `json:"detail"`
+}
+
+// toolError turns an error into an MCP tool error (isError), so the agent
+// reads what went wrong and can act on it, rather than a protocol error.
+func toolError(err error) *mcp.CallToolResult {
+	var p toolProblem
+	var pe *apiclient.ProblemError
+	var ae *argsError
+	var te *toolErr
+	switch {
+	case errors.As(err, &pe):
+		p = toolProblem{Type: pe.Type, Status: pe.Status, Code: pe.Code, Title: pe.Title, Detail: pe.Detail}
+	case errors.As(err, &ae):
+		p = toolProblem{Type: problem.TypeBase + "invalid_arguments", Status: http.StatusUnprocessableEntity,
+			Code: "invalid_arguments", Detail: ae.Error()}
+	case errors.As(err, &te):
+		p = toolProblem{Type: problem.TypeBase + te.code, Status: te.status, Code: te.code, Detail: te.detail}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		p = toolProblem{Type: problem.TypeBase + "timeout", Status: http.StatusGatewayTimeout, Code: "timeout", Detail: err.Error()}
+	default:
+		p = toolProblem{Type: problem.TypeBase + "tool_failed", Status: http.StatusBadGateway, Code: "tool_failed", Detail: err.Error()}
+	}
+	text := fmt.Sprintf("error %d %s (%s): %s", p.Status, p.Code, p.Type, p.Detail)
+	b, _ := json.Marshal(p)
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: json.RawMessage(b),
+	}
+}
+
+// toolErr is a refusal by the tool itself (a file too large to carry).
+type toolErr struct {
+	status       int
+	code, detail string
+}
+
+func (e *toolErr) Error() string { return e.code + ": " + e.detail }
+
+// restPath names a REST endpoint for messages pointing the agent there.
+func restPath(method, path string) string {
+	return method + " " + strings.TrimSpace(path)
+}

@@ -1,0 +1,281 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
+)
+
+// register adds every tool, each with its input schema from the contract.
+func (t *tools) register(c *contract) error {
+	schema := func(ptr string) map[string]any {
+		s, err := c.at(ptr)
+		if err != nil {
+			panic(err) // caught below: the contract lacks what a tool mirrors
+		}
+		return s
+	}
+	var err error
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("mcpserver: build tool schemas: %v", v)
+			}
+		}()
+		id, perr := c.param("/api/v1/sandboxes/{id}", "get", "id")
+		if perr != nil {
+			panic(perr)
+		}
+		id["description"] = "The sandbox's id (sbx-...)."
+		filePath, perr := c.param("/api/v1/sandboxes/{id}/files/{path}", "get", "path")
+		if perr != nil {
+			panic(perr)
+		}
+		sandboxOnly := object(nil, map[string]any{"sandbox_id": id}, "sandbox_id")
+		yes, no := true, false
+
+		create := schema("#/components/schemas/CreateSandbox")
+		t.add(&mcp.Tool{Name: "create_sandbox", Title: "Create a sandbox",
+			Description: "Create a sandbox (POST /api/v1/sandboxes). It starts pending; call wait_sandbox_ready before using it. " +
+				"Refused with the API's problem when the account's feature flag, platform allowlist or concurrency limit says no.",
+			InputSchema: object(create, map[string]any{"idempotency_key": map[string]any{"type": "string",
+				"description": "Retrying with the same key and arguments returns the same sandbox instead of a second one."}}),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes},
+		}, t.createSandbox)
+
+		t.add(&mcp.Tool{Name: "get_sandbox", Title: "Get a sandbox",
+			Description: "A sandbox's state, deadline and ways in (GET /api/v1/sandboxes/{id}).",
+			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, t.getSandbox)
+
+		list, perr := listParams(c)
+		if perr != nil {
+			panic(perr)
+		}
+		t.add(&mcp.Tool{Name: "list_sandboxes", Title: "List sandboxes",
+			Description: "The account's sandboxes, newest first, a page at a time (GET /api/v1/sandboxes).",
+			InputSchema: list, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, t.listSandboxes)
+
+		exec := schema("#/components/schemas/ExecRequest")
+		delete(exec["properties"].(map[string]any), "stream")
+		t.add(&mcp.Tool{Name: "exec_in_sandbox", Title: "Run a command in a sandbox",
+			Description: "Run a command in the sandbox's workspace (POST /api/v1/sandboxes/{id}/exec, streamed). " +
+				"With a progress token, stdout and stderr arrive as progress notifications while the command runs " +
+				"(message: the output; _meta.stream: stdout or stderr; _meta.encoding: utf-8 or base64). " +
+				"The result is how it ended with its output (each stream capped at 1 MiB; truncated says when). " +
+				"A suspended sandbox is woken first. Cancelling the call ends the command.",
+			InputSchema: object(exec, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes},
+		}, t.exec)
+
+		pathArg := func(desc string) map[string]any {
+			p := map[string]any{}
+			for k, v := range filePath {
+				p[k] = v
+			}
+			p["description"] = desc
+			return p
+		}
+		t.add(&mcp.Tool{Name: "read_sandbox_file", Title: "Read a file",
+			Description: fmt.Sprintf("Read a file of the workspace (GET /api/v1/sandboxes/{id}/files/{path}). Text comes as text; "+
+				"other content as base64 with its mime type. Files over %d bytes are refused: download them from that endpoint.", t.cfg.MaxFileBytes),
+			InputSchema: object(nil, map[string]any{"sandbox_id": id, "path": pathArg("File path relative to the workspace.")}, "sandbox_id", "path"),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, t.readFile)
+
+		t.add(&mcp.Tool{Name: "write_sandbox_file", Title: "Write a file",
+			Description: fmt.Sprintf("Create or replace a file of the workspace, making its folders (PUT /api/v1/sandboxes/{id}/files/{path}). "+
+				"Binary content goes as base64 (encoding: base64). Content over %d bytes is refused: upload it to that endpoint.", t.cfg.MaxFileBytes),
+			InputSchema: object(nil, map[string]any{
+				"sandbox_id": id,
+				"path":       pathArg("File path relative to the workspace."),
+				"content":    map[string]any{"type": "string", "description": "The file's content, as text or base64 (see encoding)."},
+				"encoding":   map[string]any{"type": "string", "enum": []any{"utf-8", "base64"}, "default": "utf-8"},
+				"mime_type":  map[string]any{"type": "string", "description": "What the content is (informational; echoed back)."},
+			}, "sandbox_id", "path", "content"),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
+		}, t.writeFile)
+
+		t.add(&mcp.Tool{Name: "list_sandbox_files", Title: "List a folder",
+			Description: "The entries of a workspace folder (GET /api/v1/sandboxes/{id}/files/{path} on a folder).",
+			InputSchema: object(nil, map[string]any{"sandbox_id": id,
+				"path": pathArg("Folder path relative to the workspace; empty for the workspace itself.")}, "sandbox_id"),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, t.listFiles)
+
+		port := schema("#/components/schemas/PortRequest")
+		t.add(&mcp.Tool{Name: "expose_sandbox_port", Title: "Expose a port",
+			Description: "Give a port the sandbox listens on a preview URL (POST /api/v1/sandboxes/{id}/ports).",
+			InputSchema: object(port, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &yes},
+		}, t.exposePort)
+
+		t.add(&mcp.Tool{Name: "destroy_sandbox", Title: "Destroy a sandbox",
+			Description: "Destroy a sandbox and its workspace; billing stops (DELETE /api/v1/sandboxes/{id}). Idempotent.",
+			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
+		}, t.destroySandbox)
+
+		extend, perr := c.at("#/paths/~1api~1v1~1sandboxes~1{id}/patch/requestBody/content/application~1json/schema")
+		if perr != nil {
+			panic(perr)
+		}
+		t.add(&mcp.Tool{Name: "extend_sandbox", Title: "Extend a sandbox's deadline",
+			Description: "Set the deadline to now + deadline_minutes, within the 7-day cap (PATCH /api/v1/sandboxes/{id}).",
+			InputSchema: object(extend, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
+		}, t.extendSandbox)
+
+		t.add(&mcp.Tool{Name: "wait_sandbox_ready", Title: "Wait until a sandbox is ready",
+			Description: "Wait on the sandbox's event stream (GET /api/v1/sandboxes/{id}/events) until it is ready, " +
+				"and answer with the sandbox; a sandbox that fails or ends instead is an error saying why.",
+			InputSchema: object(nil, map[string]any{"sandbox_id": id,
+				"timeout_seconds": map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "default": 300,
+					"description": "How long to wait before giving up (the sandbox keeps starting)."}}, "sandbox_id"),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, t.waitReady)
+	}()
+	return err
+}
+
+// listParams is list_sandboxes' input: the query parameters of GET
+// /api/v1/sandboxes.
+func listParams(c *contract) (map[string]any, error) {
+	props := map[string]any{}
+	for _, name := range []string{"limit", "cursor", "status"} {
+		s, err := c.param("/api/v1/sandboxes", "get", name)
+		if err != nil {
+			return nil, err
+		}
+		props[name] = s
+	}
+	return object(nil, props), nil
+}
+
+type sandboxArgs struct {
+	SandboxID string `json:"sandbox_id"`
+}
+
+func (t *tools) createSandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args struct {
+		apiclient.CreateSandbox
+		IdempotencyKey *string `json:"idempotency_key"`
+	}
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.CreateSandboxWithResponse(ctx, &apiclient.CreateSandboxParams{IdempotencyKey: args.IdempotencyKey},
+		args.CreateSandbox, auth))
+}
+
+func (t *tools) getSandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args sandboxArgs
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.GetSandboxWithResponse(ctx, args.SandboxID, auth))
+}
+
+func (t *tools) listSandboxes(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args apiclient.ListSandboxesParams
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.ListSandboxesWithResponse(ctx, &args, auth))
+}
+
+func (t *tools) destroySandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args sandboxArgs
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.DeleteSandboxWithResponse(ctx, args.SandboxID, auth))
+}
+
+func (t *tools) extendSandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args struct {
+		sandboxArgs
+		apiclient.UpdateSandboxJSONBody
+	}
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.UpdateSandboxWithResponse(ctx, args.SandboxID, apiclient.UpdateSandboxJSONRequestBody(args.UpdateSandboxJSONBody), auth))
+}
+
+func (t *tools) exposePort(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args struct {
+		sandboxArgs
+		apiclient.PortRequest
+	}
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.ExposePortWithResponse(ctx, args.SandboxID, args.PortRequest, auth))
+}
+
+// waitReady follows the event stream from its start, so a sandbox that
+// turned ready before the call still answers at once.
+func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args struct {
+		sandboxArgs
+		TimeoutSeconds *float64 `json:"timeout_seconds"`
+	}
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	limit := 300 * time.Second
+	if args.TimeoutSeconds != nil {
+		if *args.TimeoutSeconds <= 0 || *args.TimeoutSeconds > 3600 {
+			return nil, &argsError{errors.New("timeout_seconds must be in (0, 3600]")}
+		}
+		limit = time.Duration(*args.TimeoutSeconds * float64(time.Second))
+	}
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var final apiclient.Status
+	err := apiclient.WatchEvents(wctx, t.api, args.SandboxID, 0, func(e apiclient.Event) (bool, error) {
+		if e.Type != "state" || e.State == nil {
+			return true, nil
+		}
+		switch *e.State {
+		case "ready", "failed", "terminating", "terminated":
+			final = *e.State
+			return false, nil
+		}
+		return true, nil
+	}, auth)
+	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+		return nil, err
+	}
+	r, gerr := apiclient.Result(t.api.GetSandboxWithResponse(ctx, args.SandboxID, auth))
+	if gerr != nil {
+		return nil, gerr
+	}
+	switch {
+	case final == "ready":
+		return json.RawMessage(r.Body), nil
+	case final == "":
+		if err != nil {
+			return nil, &toolErr{status: http.StatusGatewayTimeout, code: "timeout",
+				detail: fmt.Sprintf("the sandbox is still %s after %s; call wait_sandbox_ready again", r.JSON200.Status, limit)}
+		}
+		// The stream ended without a state we wait for: read the state.
+		if r.JSON200.Status == "ready" {
+			return json.RawMessage(r.Body), nil
+		}
+	}
+	reason := ""
+	if r.JSON200.EndReason != nil {
+		reason = " (" + *r.JSON200.EndReason + ")"
+	}
+	return nil, &toolErr{status: http.StatusConflict, code: "sandbox_state",
+		detail: fmt.Sprintf("the sandbox will not become ready: it is %s%s", r.JSON200.Status, reason)}
+}
