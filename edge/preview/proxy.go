@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/crypto/ssh"
 	"golang.org/x/oauth2"
 
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
@@ -42,6 +43,9 @@ type Proxy struct {
 	// Keys include the sandbox's address and host key, so a sandbox that
 	// moved gets fresh connections instead of the old pool.
 	upstreams sync.Map // string -> Route
+	// loopback maps an upstream key to the loopback address its port
+	// answered on last (see dialPort).
+	loopback sync.Map // string -> string
 
 	inflightMu sync.Mutex // guards inflight
 	inflight   map[string]int
@@ -319,8 +323,8 @@ func upstreamKey(rt Route) string {
 }
 
 // rewrite builds the upstream request. The URL's host is only a pool key
-// for our own dialler; the address dialled is always 127.0.0.1:<port>
-// inside the route's sandbox.
+// for our own dialler; the address dialled is always the loopback
+// <port> inside the route's sandbox.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	up := pr.In.Context().Value(routeKey).(*upstreamCall)
 	rt := up.route
@@ -373,8 +377,8 @@ func stripCredentials(h http.Header) {
 	}
 }
 
-// dialUpstream opens a direct-tcpip channel to 127.0.0.1:<port> inside the
-// sandbox over its pooled SSH connection.
+// dialUpstream opens a direct-tcpip channel to the port inside the
+// sandbox over its pooled SSH connection (see dialPort).
 func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, error) {
 	host, _, _ := net.SplitHostPort(addr)
 	v, ok := p.upstreams.Load(host)
@@ -383,16 +387,51 @@ func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, err
 	}
 	rt := v.(Route)
 	start := p.cfg.Now()
+	conn, err := p.dialPort(ctx, rt, host)
+	if err != nil {
+		return nil, err
+	}
+	p.metrics.dial.Observe(p.cfg.Now().Sub(start).Seconds())
+	return conn, nil
+}
+
+// loopbacks are the addresses a port is looked for at inside the
+// sandbox, in order: dev servers bind "localhost", which resolves to
+// either (Node 17+ and Vite pick ::1 on many systems).
+var loopbacks = [...]string{"127.0.0.1", "::1"}
+
+// dialPort opens a direct-tcpip channel to rt's port on the sandbox's
+// loopback, IPv4 first, then IPv6. Only the sandbox refusing the channel
+// (nothing listening there) moves on to the next address; a broken SSH
+// connection does not. The address that answered is remembered per
+// upstream key (empty: not remembered), so a server on ::1 costs one
+// refused channel per incarnation of its port, not one per connection.
+func (p *Proxy) dialPort(ctx context.Context, rt Route, key string) (net.Conn, error) {
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
 		return nil, fmt.Errorf("connect to sandbox %s: %w", rt.SandboxID, err)
 	}
-	conn, err := c.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.Port)))
-	if err != nil {
-		return nil, fmt.Errorf("open channel to port %d in sandbox %s: %w", rt.Port, rt.SandboxID, err)
+	order := loopbacks
+	if v, ok := p.loopback.Load(key); ok && v.(string) == loopbacks[1] {
+		order[0], order[1] = order[1], order[0]
 	}
-	p.metrics.dial.Observe(p.cfg.Now().Sub(start).Seconds())
-	return conn, nil
+	port := strconv.Itoa(rt.Port)
+	var errs []error
+	for _, host := range order {
+		conn, err := c.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+		if err == nil {
+			if key != "" {
+				p.loopback.Store(key, host)
+			}
+			return conn, nil
+		}
+		errs = append(errs, err)
+		var refused *ssh.OpenChannelError
+		if !errors.As(err, &refused) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("open channel to port %d in sandbox %s: %w", rt.Port, rt.SandboxID, errors.Join(errs...))
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
