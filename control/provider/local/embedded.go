@@ -18,6 +18,8 @@ import (
 	gliderssh "github.com/gliderlabs/ssh"
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // handshakeTimeout bounds the unauthenticated phase of a connection, so a
@@ -47,6 +49,9 @@ type embedded struct {
 	srv       *gliderssh.Server
 	serveDone chan struct{}
 	died      chan struct{} // closed if Serve returned before stop
+	// init supervises the sandbox's services, as the init of a pod does;
+	// its control protocol is the "sbx-init" subsystem. stop ends it.
+	init *sandboxinit.Supervisor
 
 	mu     sync.Mutex // guards procs, closed
 	procs  map[int]struct{}
@@ -67,6 +72,14 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		died:      make(chan struct{}),
 		procs:     map[int]struct{}{},
 	}
+	init, err := sandboxinit.New(sandboxinit.Config{
+		Workspace: e.workspace, Env: e.baseEnv(), Logger: o.logger.With("component", "init"),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, 0, err
+	}
+	e.init = init
 	fwd := &gliderssh.ForwardedTCPHandler{}
 	checker := &gossh.CertChecker{
 		IsUserAuthority: func(auth gossh.PublicKey) bool {
@@ -103,7 +116,7 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 				return true, nil
 			},
 		},
-		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": e.handleSFTP},
+		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": e.handleSFTP, sandboxinit.Subsystem: e.handleInit},
 	}
 	go func() {
 		defer close(e.serveDone)
@@ -170,6 +183,7 @@ func (e *embedded) stop() {
 	}
 	<-e.serveDone
 	e.wg.Wait()
+	e.init.Close()
 }
 
 // enter registers a handler; false once stopping, so wg.Add never races
@@ -198,7 +212,12 @@ func (e *embedded) track(pgid int, add bool) {
 }
 
 func (e *embedded) env(s gliderssh.Session) []string {
-	env := []string{
+	// Session env requests come last so they override the defaults.
+	return append(e.baseEnv(), s.Environ()...)
+}
+
+func (e *embedded) baseEnv() []string {
+	return []string{
 		"HOME=" + e.home,
 		"USER=" + e.opts.user,
 		"LOGNAME=" + e.opts.user,
@@ -206,8 +225,18 @@ func (e *embedded) env(s gliderssh.Session) []string {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"LANG=C.UTF-8",
 	}
-	// Session env requests come last so they override the defaults.
-	return append(env, s.Environ()...)
+}
+
+// handleInit serves one call of the init's control protocol.
+func (e *embedded) handleInit(s gliderssh.Session) {
+	if !e.enter() {
+		return
+	}
+	defer e.wg.Done()
+	if err := e.init.Serve(s.Context(), s); err != nil {
+		e.opts.logger.Debug("init control call ended", "err", err)
+	}
+	_ = s.Exit(0)
 }
 
 func (e *embedded) handleSFTP(s gliderssh.Session) {
