@@ -15,6 +15,7 @@ package sandboxinit
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,6 +131,11 @@ type Config struct {
 	// LogLines is how many lines of output are kept per service
 	// (default 1000).
 	LogLines int
+	// LogDir, when set, keeps each service's output in <name>.log there
+	// (JSON lines, at most about LogLines), so the output of the runs
+	// before a restore is still shown after it. It must outlive the
+	// init: a local sandbox's directory, or the pod's workspace volume.
+	LogDir string
 	Logger   *slog.Logger
 }
 
@@ -332,7 +338,7 @@ type proc struct {
 
 func newProc(cfg Config, sv Service) *proc {
 	return &proc{
-		cfg: cfg, svc: sv, logs: newLogRing(cfg.LogLines), log: cfg.Logger.With("service", sv.Name),
+		cfg: cfg, svc: sv, logs: newLogRing(cfg.LogLines, logFile(cfg.LogDir, sv.Name)), log: cfg.Logger.With("service", sv.Name),
 		stopCh: make(chan struct{}), done: make(chan struct{}), state: StateStarting,
 	}
 }
@@ -425,7 +431,7 @@ func (p *proc) once() (int, error) {
 		p.lastStart = &now
 		p.state = StateStarting
 	})
-	p.logs.add(fmt.Sprintf("sbx-init: starting %s (start %d): %s", p.svc.Name, n, p.commandLine()))
+	p.logs.add(fmt.Sprintf("sbx-init: starting %s: %s", p.svc.Name, p.commandLine()))
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -550,30 +556,102 @@ type Line struct {
 }
 
 // logRing keeps the last lines of a service's output and wakes followers.
+// With a file, lines are appended to it as JSON and the file is read back
+// when the ring is made; it is rewritten from the ring when it holds
+// twice the ring's lines, so it stays bounded.
 type logRing struct {
-	max int
+	max  int
+	path string // "" keeps output in memory only
 
-	mu     sync.Mutex // guards lines, seq, wake, closed
-	lines  []Line
-	seq    int           // lines ever added
-	wake   chan struct{} // closed and replaced on every add
-	closed bool
+	mu      sync.Mutex // guards everything below
+	lines   []Line
+	seq     int           // lines ever added
+	wake    chan struct{} // closed and replaced on every add
+	closed  bool
+	f       *os.File
+	inFile  int // lines in f
+	fileErr bool
 }
 
-func newLogRing(max int) *logRing {
-	return &logRing{max: max, wake: make(chan struct{})}
+func logFile(dir, name string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, name+".log")
+}
+
+func newLogRing(max int, path string) *logRing {
+	r := &logRing{max: max, path: path, wake: make(chan struct{})}
+	if path == "" {
+		return r
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		for _, raw := range strings.Split(string(b), "\n") {
+			var l Line
+			if raw != "" && json.Unmarshal([]byte(raw), &l) == nil {
+				r.lines = append(r.lines, l)
+			}
+		}
+		r.inFile = len(r.lines)
+		if len(r.lines) > max {
+			r.lines = r.lines[len(r.lines)-max:]
+		}
+	}
+	return r
 }
 
 func (r *logRing) add(text string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines = append(r.lines, Line{At: time.Now().UTC(), Text: text})
+	l := Line{At: time.Now().UTC(), Text: text}
+	r.lines = append(r.lines, l)
 	if len(r.lines) > r.max {
 		r.lines = r.lines[len(r.lines)-r.max:]
 	}
 	r.seq++
 	close(r.wake)
 	r.wake = make(chan struct{})
+	r.persist(l)
+}
+
+// persist appends l to the file; the caller holds mu. A failing disk
+// costs the history, never the service: errors only stop persisting.
+func (r *logRing) persist(l Line) {
+	if r.path == "" || r.fileErr {
+		return
+	}
+	if r.f == nil || r.inFile >= 2*r.max {
+		if r.f != nil {
+			r.f.Close()
+		}
+		// (Re)write the file from the ring, then append to it.
+		var b []byte
+		for _, x := range r.lines {
+			j, _ := json.Marshal(x)
+			b = append(append(b, j...), '\n')
+		}
+		if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
+			r.fileErr = true
+			return
+		}
+		if err := os.WriteFile(r.path, b, 0o600); err != nil {
+			r.fileErr = true
+			return
+		}
+		f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			r.fileErr = true
+			return
+		}
+		r.f, r.inFile = f, len(r.lines)
+		return
+	}
+	j, _ := json.Marshal(l)
+	if _, err := r.f.Write(append(j, '\n')); err != nil {
+		r.fileErr = true
+		return
+	}
+	r.inFile++
 }
 
 func (r *logRing) close() {
@@ -582,6 +660,10 @@ func (r *logRing) close() {
 	if !r.closed {
 		r.closed = true
 		close(r.wake)
+	}
+	if r.f != nil {
+		r.f.Close()
+		r.f = nil
 	}
 }
 

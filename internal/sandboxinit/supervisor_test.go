@@ -155,3 +155,46 @@ func TestServeFollowsLogs(t *testing.T) {
 		t.Errorf("followed %q", got)
 	}
 }
+
+// TestLogsOutliveTheInit: a restored sandbox has a fresh init, and its
+// services' logs still show the runs before the suspend.
+func TestLogsOutliveTheInit(t *testing.T) {
+	dir := t.TempDir()
+	for run := 1; run <= 2; run++ {
+		s, err := New(Config{Workspace: t.TempDir(), LogDir: dir, LogLines: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(Service{Name: "web", Command: fmt.Sprintf("echo run %d; sleep 30", run)}); err != nil {
+			t.Fatal(err)
+		}
+		waitForLine(t, s, "web", fmt.Sprintf("run %d", run))
+		s.Close()
+	}
+	s, err := New(Config{Workspace: t.TempDir(), LogDir: dir, LogLines: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Put(Service{Name: "web", Command: "sleep 30"}); err != nil {
+		t.Fatal(err)
+	}
+	all := waitForLine(t, s, "web", "starting web: sleep 30")
+	if !strings.Contains(all, "run 1") || !strings.Contains(all, "run 2") || strings.Count(all, "sbx-init: starting web") != 3 {
+		t.Errorf("third init's log (ring of 5) =\n%s\nwant both earlier runs and three starts", all)
+	}
+}
+
+func waitForLine(t *testing.T, s *Supervisor, name, want string) string {
+	t.Helper()
+	var all string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var lines []string
+		_ = s.Logs(t.Context(), name, 100, false, func(l Line) error { lines = append(lines, l.Text); return nil })
+		if all = strings.Join(lines, "\n"); strings.Contains(all, want) {
+			return all
+		}
+	}
+	t.Fatalf("no line %q in:\n%s", want, all)
+	return ""
+}

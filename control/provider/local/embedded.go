@@ -74,6 +74,8 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 	}
 	init, err := sandboxinit.New(sandboxinit.Config{
 		Workspace: e.workspace, Env: e.baseEnv(), Logger: o.logger.With("component", "init"),
+		// Beside the workspace, not in it: kept on disk while suspended.
+		LogDir: filepath.Join(o.dir, "service-logs"),
 	})
 	if err != nil {
 		ln.Close()
