@@ -136,7 +136,7 @@ type Config struct {
 	// before a restore is still shown after it. It must outlive the
 	// init: a local sandbox's directory, or the pod's workspace volume.
 	LogDir string
-	Logger   *slog.Logger
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
