@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"golang.org/x/crypto/ssh"
 	"golang.org/x/oauth2"
 
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // Proxy is the preview proxy's http.Handler.
@@ -52,6 +52,11 @@ type Proxy struct {
 
 	conns   *connSet     // live connections, by what admitted them
 	members *memberCache // membership answers for cookie requests
+	// wakes are the wakes in progress (waking.go); wakeCtx ends them at
+	// Close.
+	wakes     wakes
+	wakeCtx   context.Context
+	stopWakes context.CancelFunc
 	// stopRecheck stops the periodic re-check; recheckDone is closed
 	// when it has returned.
 	stopRecheck context.CancelFunc
@@ -61,8 +66,9 @@ type Proxy struct {
 type ctxKey int
 
 // navigationWakeWait is how long a browser navigation waits for a waking
-// sandbox before it is shown the self-reloading waking page.
-const navigationWakeWait = 3 * time.Second
+// preview before it is shown the waking page: long enough that a port
+// coming up at once is not preceded by a flash of the page.
+const navigationWakeWait = 400 * time.Millisecond
 
 const routeKey ctxKey = iota
 
@@ -96,6 +102,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		p.tickets = NewMemoryTickets(cfg.Now)
 	}
 	p.routes.now = cfg.Now
+	p.wakes.m = map[string]*wakeState{}
+	p.wakeCtx, p.stopWakes = context.WithCancel(context.Background())
 	if cfg.OIDC != nil {
 		prov, err := oidc.NewProvider(ctx, cfg.OIDC.Issuer)
 		if err != nil {
@@ -153,6 +161,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 func (p *Proxy) Close() {
 	p.stopRecheck()
 	<-p.recheckDone
+	p.stopWakes()
+	p.wakes.wg.Wait()
 	p.closeConns()
 	p.tr.CloseIdleConnections()
 }
@@ -221,22 +231,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Authorised from here on: only now may the sandbox be touched.
+	if r.URL.Path == wakeStatusPath {
+		p.serveWakeStatus(cw, r, label, rt)
+		return
+	}
 	if !p.acquire(label) {
 		writeProblem(cw, r, errTooMany)
 		return
 	}
 	defer p.release(label)
 	if !rt.Ready {
-		// API clients are held until the sandbox is up (or WakeTimeout);
-		// a browser gets the waking page after a moment, which reloads
-		// itself while the restore, started by the first Wake, goes on.
-		limit := p.cfg.WakeTimeout
-		if isNavigation(r) {
-			limit = min(limit, navigationWakeWait)
-		}
-		if rt, err = p.wake(r.Context(), label, rt, limit); err != nil {
-			p.log.InfoContext(r.Context(), "sandbox not ready", "sandbox_id", rt.SandboxID, "err", err)
-			writeProblem(cw, r, errNotReady)
+		// API clients are held until the port answers (or WakeTimeout);
+		// a browser gets the waking page after a moment, which follows
+		// the wake and lands on the app.
+		var ok bool
+		if rt, ok = p.awaitWake(cw, r, label, rt); !ok {
 			return
 		}
 	}
@@ -246,7 +255,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.metrics.wsOpen.Inc()
 		defer func() { p.metrics.wsOpen.Dec(); closeWS() }()
 	}
-	up := &upstreamCall{route: rt, key: rt.upstream, start: p.cfg.Now()}
+	up := &upstreamCall{route: rt, label: label, key: rt.upstream, start: p.cfg.Now()}
 	if up.key == "" {
 		up.key = upstreamKey(rt)
 	}
@@ -276,24 +285,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// our writer.
 		cw.code = http.StatusSwitchingProtocols
 	}
-}
-
-// wake asks for the sandbox and resolves again once it says ready.
-func (p *Proxy) wake(ctx context.Context, label string, rt Route, limit time.Duration) (Route, error) {
-	wctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	if err := p.waker.Wake(wctx, rt.SandboxID); err != nil {
-		return rt, fmt.Errorf("wake sandbox %s: %w", rt.SandboxID, err)
-	}
-	p.routes.Invalidate(label)
-	nrt, err := p.routes.get(ctx, label)
-	if err != nil {
-		return rt, err
-	}
-	if !nrt.Ready || nrt.SandboxID != rt.SandboxID {
-		return rt, fmt.Errorf("sandbox %s still not ready", rt.SandboxID)
-	}
-	return nrt, nil
 }
 
 func (p *Proxy) acquire(label string) bool {
@@ -426,12 +417,11 @@ func (p *Proxy) dialPort(ctx context.Context, rt Route, key string) (net.Conn, e
 			return conn, nil
 		}
 		errs = append(errs, err)
-		var refused *ssh.OpenChannelError
-		if !errors.As(err, &refused) {
-			break
+		if !isRefused(err) {
+			return nil, fmt.Errorf("open channel to port %d in sandbox %s: %w", rt.Port, rt.SandboxID, errors.Join(errs...))
 		}
 	}
-	return nil, fmt.Errorf("open channel to port %d in sandbox %s: %w", rt.Port, rt.SandboxID, errors.Join(errs...))
+	return nil, fmt.Errorf("port %d in sandbox %s: %w (%w)", rt.Port, rt.SandboxID, errPortClosed, errors.Join(errs...))
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
@@ -447,6 +437,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // one context value: the route, its transport pool key and the start.
 type upstreamCall struct {
 	route Route
+	label string
 	key   string
 	start time.Time
 	body  *clientBody // nil without a body
@@ -502,8 +493,33 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			return
 		}
 	}
+	if errors.Is(err, errPortClosed) && rt.SandboxID != "" {
+		p.portClosed(w, r, rt, err)
+		return
+	}
 	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
 	writeProblem(w, r, errUpstream)
+}
+
+// portClosed answers a request to a ready sandbox whose port refused. A
+// port a service declares and that is (re)starting is waking: a browser
+// gets the waking page, an API client 503 with Retry-After. Otherwise
+// nothing will answer by itself, and the page says what to do.
+func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, rt Route, err error) {
+	name, state := p.portService(r.Context(), rt)
+	if name != "" && state != sandboxinit.StateExited {
+		if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok && isNavigation(r) {
+			p.writeWakingPage(w, r, p.startWake(up.label, rt))
+			return
+		}
+		pg := *errWakeTimeout
+		pg.Detail = fmt.Sprintf("service %s is starting; port %d does not answer yet", name, rt.Port)
+		pg.RetryAfter = 2 * time.Second
+		writeProblem(w, r, &pg)
+		return
+	}
+	p.log.InfoContext(r.Context(), "preview port closed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
+	writeProblem(w, r, portClosedPage(rt.Port))
 }
 
 // AllowCertificate is the on-demand TLS gate: a certificate may be ordered

@@ -33,6 +33,9 @@ type Route struct {
 	// only then. Otherwise the proxy asks the Waker and resolves again.
 	Ready  bool
 	Target podssh.Target
+	// State is the sandbox's lifecycle state (pending, suspended, ...),
+	// which the waking page names.
+	State string
 
 	// upstream is upstreamKey of a ready route, computed once when the
 	// route is cached rather than per request.

@@ -5,7 +5,10 @@ package chromiumtest
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,4 +54,36 @@ func New(t *testing.T, limit time.Duration) context.Context {
 		t.Fatalf("start %s: %v", Binary, err)
 	}
 	return tctx
+}
+
+// ArtifactDir is where a test keeps files for people to look at
+// (screenshots): $SBX_ARTIFACTS/<test name> when set, so they outlive the
+// run, else a temporary directory. The path is logged.
+func ArtifactDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if base := os.Getenv("SBX_ARTIFACTS"); base != "" {
+		dir = filepath.Join(base, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("artifact dir: %v", err)
+		}
+	}
+	t.Logf("artifacts in %s", dir)
+	return dir
+}
+
+// Screenshot saves the tab's viewport as dir/name.png and returns the
+// path.
+func Screenshot(t *testing.T, ctx context.Context, dir, name string) string {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatalf("save screenshot: %v", err)
+	}
+	t.Logf("screenshot %s", p)
+	return p
 }
