@@ -203,8 +203,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 			fail(fmt.Errorf("sandbox %s still not ready", rt.SandboxID))
 			return
 		}
-		rt = nrt
-		w.set(p.cfg.Now(), stepPort, "")
+		rt = nrt // the loop's first turn names the next step
 	}
 	var lastAsk time.Time
 	for {
@@ -298,6 +297,9 @@ func wakeProblem(err error, port int) problemPage {
 // wake of this host, starting one if none runs and the preview is not
 // up, so a page reloaded after a failure tries again.
 func (p *Proxy) serveWakeStatus(w http.ResponseWriter, r *http.Request, label string, rt Route) {
+	// Someone is watching the page: the sandbox is in use, and must not
+	// look idle (and be suspended again) the moment it is up.
+	p.activity.Mark(rt.SandboxID)
 	ws := p.wakeOf(label)
 	if ws == nil || (ws.finishedWithError() && r.URL.Query().Get("retry") == "1") {
 		ws = p.startWake(label, rt)

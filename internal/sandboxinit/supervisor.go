@@ -494,11 +494,23 @@ func (p *proc) exited(code int) {
 	})
 }
 
+// commandLine is the service's command on one line for its log, long
+// arguments (an inline script) shortened.
 func (p *proc) commandLine() string {
-	if len(p.svc.Args) == 0 {
-		return p.svc.Command
+	words := []string{p.svc.Command}
+	if len(p.svc.Args) > 0 {
+		words = append(words, p.svc.Args...)
 	}
-	return p.svc.Command + " " + strings.Join(p.svc.Args, " ")
+	for i, w := range words {
+		if len(w) > 60 {
+			w = w[:57] + "..."
+		}
+		if strings.ContainsAny(w, " \t\n\"'") && !(i == 0 && len(p.svc.Args) == 0) {
+			w = strconv.Quote(w)
+		}
+		words[i] = strings.ReplaceAll(w, "\n", " ")
+	}
+	return strings.Join(words, " ")
 }
 
 // probe moves the service to running: at once without a port, else once
