@@ -10,11 +10,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sbxedge/sbx/internal/chromiumtest"
@@ -155,26 +153,14 @@ func TestWakeToAppEndToEnd(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(900, 640)); err != nil {
 		t.Fatal(err)
 	}
-	var docsMu sync.Mutex
-	var docs []string
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if r, ok := ev.(*network.EventResponseReceived); ok && r.Type == network.ResourceTypeDocument {
-			docsMu.Lock()
-			docs = append(docs, fmt.Sprintf("%d %s", r.Response.Status, r.Response.URL))
-			docsMu.Unlock()
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	documents, resetDocuments := chromiumtest.Documents(t, ctx)
 	if err := chromedp.Do(ctx, chromedp.Navigate(pv.URL+"/"), chromedp.Click("#signin"), chromedp.WaitVisible("#app")); err != nil {
 		t.Fatalf("sign in and open the app: %v", err)
 	}
 
 	// Idle: the sandbox is suspended, which ends every process in it.
 	p.waitStatus(id, "suspended", 60*time.Second)
-	docsMu.Lock()
-	docs = nil
-	docsMu.Unlock()
+	resetDocuments()
 	wakeStart := time.Now()
 	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
 		t.Fatalf("reload: %v", err)
@@ -212,9 +198,7 @@ func TestWakeToAppEndToEnd(t *testing.T) {
 		t.Errorf("the waking page was never shown (steps seen %v)", seen)
 	}
 	appAfter := time.Since(wakeStart)
-	docsMu.Lock()
-	loaded := append([]string(nil), docs...)
-	docsMu.Unlock()
+	loaded := documents()
 	for _, d := range loaded {
 		if !strings.HasPrefix(d, "200 ") && !strings.HasPrefix(d, "503 ") {
 			t.Errorf("document %s on the way from the waking page to the app (all: %q)", d, loaded)

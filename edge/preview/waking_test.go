@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/oauth2-proxy/mockoidc"
 
@@ -101,17 +100,7 @@ func TestWakingPageInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(900, 640)); err != nil {
 		t.Fatal(err)
 	}
-	var docsMu sync.Mutex
-	var docs []string // status and URL of every document the tab loaded
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if r, ok := ev.(*network.EventResponseReceived); ok && r.Type == network.ResourceTypeDocument {
-			docsMu.Lock()
-			docs = append(docs, fmt.Sprintf("%d %s", r.Response.Status, r.Response.URL))
-			docsMu.Unlock()
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	documents, _ := chromiumtest.Documents(t, ctx)
 
 	m.QueueUser(user("alice"))
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("sleepy", "/dash"))); err != nil {
@@ -157,9 +146,7 @@ func TestWakingPageInBrowser(t *testing.T) {
 	if loc, _ := chromedp.Run(ctx, chromedp.Location()); loc != e.url("sleepy", "/dash") {
 		t.Errorf("landed at %s, want the page first asked for", loc)
 	}
-	docsMu.Lock()
-	seen := append([]string(nil), docs...)
-	docsMu.Unlock()
+	seen := documents()
 	for _, d := range seen {
 		if strings.HasPrefix(d, "502") || strings.HasPrefix(d, "504") {
 			t.Errorf("the browser was shown %s on the way to the app (documents: %q)", d, seen)

@@ -5,13 +5,16 @@ package chromiumtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -86,4 +89,33 @@ func Screenshot(t *testing.T, ctx context.Context, dir, name string) string {
 	}
 	t.Logf("screenshot %s", p)
 	return p
+}
+
+// Documents records every document (top-level page or frame) the tab
+// loads from now on, as "<status> <url>", and returns a func reading
+// them so far; reset empties the record.
+func Documents(t *testing.T, ctx context.Context) (read func() []string, reset func()) {
+	t.Helper()
+	var mu sync.Mutex // guards docs: written from the tab's event loop
+	var docs []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if r, ok := ev.(*network.EventResponseReceived); ok && r.Type == network.ResourceTypeDocument {
+			mu.Lock()
+			docs = append(docs, fmt.Sprintf("%d %s", r.Response.Status, r.Response.URL))
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatalf("listen for documents: %v", err)
+	}
+	read = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), docs...)
+	}
+	reset = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		docs = nil
+	}
+	return read, reset
 }

@@ -33,7 +33,7 @@ func testServices(t *testing.T, s store.Store) {
 		t.Fatalf("PutService returned %+v, want %+v", got, web)
 	}
 	db := put(store.Service{SandboxID: "sb-sv", Name: "db", Command: "redis-server --port 6400", CreatedAt: t0, UpdatedAt: t0})
-	if db.Args != nil && len(db.Args) != 0 || len(db.Env) != 0 || db.Port != 0 {
+	if len(db.Args) != 0 || len(db.Env) != 0 || db.Port != 0 {
 		t.Errorf("service without args, env or port read back as %+v", db)
 	}
 	put(store.Service{SandboxID: "sb-sv2", Name: "web", Command: "other", CreatedAt: t0, UpdatedAt: t0})
