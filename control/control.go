@@ -226,7 +226,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
 		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
-		Conns: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
+		Conns: s.Pool, Pods: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
 		Activity: lifeActivity,
 	})
 	cfg.Registry.MustRegister(s.Life.NewGauges())

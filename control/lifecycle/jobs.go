@@ -125,6 +125,7 @@ func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs
 		}
 		return fmt.Errorf("provision %s: %w", sb.ID, err)
 	}
+	m.startServices(ctx, sb, ep, hostPub)
 	boot := ep.Boot // warm_hit or cold_boot, recorded on the ready event
 	if boot == "" {
 		boot = "cold_boot"

@@ -100,6 +100,7 @@ type Manager struct {
 	hostKeys *hostkey.Deriver
 	caKey    string // CA public key, authorized_keys form
 	conns    Conns
+	pods     Pods // nil: services are stored but not started
 	log      *slog.Logger
 	now      func() time.Time
 	metrics  *Metrics
@@ -117,8 +118,10 @@ type Deps struct {
 	// UserCAKey is the internal CA public key the sandbox sshd trusts.
 	UserCAKey string
 	Conns     Conns
-	Logger    *slog.Logger
-	Metrics   *Metrics
+	// Pods reaches sandboxes' inits, to start their services.
+	Pods    Pods
+	Logger  *slog.Logger
+	Metrics *Metrics
 	// Activity is read by the idle detector and carries wake
 	// notifications; nil disables idle offload.
 	Activity Activity
@@ -140,7 +143,7 @@ func New(cfg Config, d Deps) *Manager {
 	}
 	return &Manager{
 		cfg: cfg, store: d.Store, prov: d.Provider, hostKeys: d.HostKeys,
-		caKey: d.UserCAKey, conns: d.Conns, log: d.Logger, now: d.Now, metrics: d.Metrics,
+		caKey: d.UserCAKey, conns: d.Conns, pods: d.Pods, log: d.Logger, now: d.Now, metrics: d.Metrics,
 		act: d.Activity,
 	}
 }
@@ -155,7 +158,9 @@ type CreateRequest struct {
 	ProjectID       string          `json:"project_id,omitempty"`
 	Grants          []store.Grant   `json:"grants,omitempty"`
 	Consumer        *store.Consumer `json:"consumer,omitempty"`
-	IdempotencyKey  string          `json:"-"`
+	// Services are declared with the sandbox and start when it is ready.
+	Services       []ServiceSpec `json:"services,omitempty"`
+	IdempotencyKey string        `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -199,6 +204,9 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	}
 	grants, err := m.validateGrants(ctx, acct.ID, req.Grants)
 	if err != nil {
+		return sb, false, err
+	}
+	if err := validateServices(req.Services); err != nil {
 		return sb, false, err
 	}
 	profile, err := m.store.Profile(ctx, req.Profile)
@@ -250,6 +258,11 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		}
 		if err := recordGrants(ctx, tx, sb, caller, now); err != nil {
 			return err
+		}
+		for _, sv := range req.Services {
+			if _, err := tx.PutService(ctx, serviceRow(sb.ID, sv, now)); err != nil {
+				return err
+			}
 		}
 		if err := tx.InsertEvent(ctx, stateEvent(sb, "", actor, now)); err != nil {
 			return err

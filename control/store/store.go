@@ -109,6 +109,8 @@ type Reader interface {
 	PreviewPorts(ctx context.Context, sandboxID string) ([]PreviewPort, error)
 	// PreviewPortByLabel finds the port a preview host label names.
 	PreviewPortByLabel(ctx context.Context, label string) (PreviewPort, error)
+	// Services lists a sandbox's declared services by name.
+	Services(ctx context.Context, sandboxID string) ([]Service, error)
 	// GrantTokens lists a sandbox's grants in request order.
 	GrantTokens(ctx context.Context, sandboxID string) ([]GrantToken, error)
 	// GrantTokenByHash finds a minted grant token; the caller decides
@@ -175,6 +177,11 @@ type Tx interface {
 	PutPreviewPort(ctx context.Context, p PreviewPort) (PreviewPort, error)
 	// DeletePreviewPort removes one exposed port; none is ErrNotFound.
 	DeletePreviewPort(ctx context.Context, sandboxID string, port int) error
+	// PutService declares s (or replaces the declaration of the same
+	// name, keeping CreatedAt) and returns the stored row.
+	PutService(ctx context.Context, s Service) (Service, error)
+	// DeleteService removes one declaration; none is ErrNotFound.
+	DeleteService(ctx context.Context, sandboxID, name string) error
 	// SetAccountIdleTimeout overrides the idle timeout for one account's
 	// sandboxes; 0 clears the override. Whole seconds are kept.
 	SetAccountIdleTimeout(ctx context.Context, accountID string, d time.Duration) error

@@ -23,7 +23,7 @@ func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, erro
 	}
 	rt := preview.Route{
 		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port,
-		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "",
+		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "", State: out.State,
 	}
 	if rt.Ready {
 		rt.Target = podssh.Target{SandboxID: out.SandboxID, Addr: out.Addr, User: out.User, HostKey: out.HostKey, Workspace: out.Workspace}

@@ -1,7 +1,6 @@
 package preview
 
 import (
-	"html/template"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +20,8 @@ var (
 	errNotReady     = problem.New(http.StatusServiceUnavailable, "sandbox_not_ready", "the sandbox is not running yet; retry shortly")
 	errTooMany      = problem.New(http.StatusServiceUnavailable, "preview_busy", "too many concurrent requests to this preview")
 	errUpstream     = problem.New(http.StatusBadGateway, "upstream_unreachable", "nothing answered on this port inside the sandbox")
+	errEnded        = problem.New(http.StatusGone, "sandbox_ended", "this sandbox has ended (deleted, past its deadline, or failed); its previews are gone")
+	errWakeTimeout  = problem.New(http.StatusServiceUnavailable, "sandbox_waking", "the sandbox is awake, but its port did not answer within the wake limit")
 	errControl      = problem.New(http.StatusServiceUnavailable, "control_unavailable", "the edge could not reach the control plane; retry shortly")
 	errBadLogin     = problem.New(http.StatusBadRequest, "login_invalid", "the login link or its return address is not valid; open the preview URL again")
 	errCrossOrigin  = problem.New(http.StatusForbidden, "cross_origin_refused", "the preview session cookie only works for requests from the preview's own pages; another origin must send an account token")
@@ -28,8 +29,8 @@ var (
 )
 
 // writeProblem answers with a problem document that a browser app on any
-// origin can read (CORS), or, for a top-level browser navigation, a small
-// HTML page saying the same thing.
+// origin can read (CORS), or, for a top-level browser navigation, a
+// designed page saying the same thing and what to do next (pages.go).
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 	cp := *p
 	h := w.Header()
@@ -48,15 +49,8 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 		h.Set("Retry-After", strconv.Itoa(int(cp.RetryAfter/time.Second)))
 	}
 	w.WriteHeader(cp.Status)
-	_ = errorPage.Execute(w, &cp)
+	_ = errorPage.Execute(w, pageFor(&cp))
 }
-
-var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}}</title>
-{{if .RetryAfter}}<meta http-equiv="refresh" content="3">{{end}}
-<style>body{font:16px system-ui,sans-serif;margin:4em auto;max-width:36em;color:#222}code{color:#666}</style></head>
-<body><h1>{{.Title}}</h1><p>{{.Detail}}</p><p><code>{{.Code}}</code></p></body></html>
-`))
 
 // isNavigation reports whether r is a top-level browser page load: the
 // only kind of request that may be redirected to a login page or shown

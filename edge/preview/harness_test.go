@@ -159,6 +159,10 @@ type envOptions struct {
 	// recheck is the proxy's backstop re-check interval (default: the
 	// proxy's default).
 	recheck time.Duration
+	// sshdConfig lines are added to the sandbox's sshd_config.
+	sshdConfig []string
+	// wakeTimeout overrides the proxy's WakeTimeout.
+	wakeTimeout time.Duration
 }
 
 func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
@@ -175,7 +179,7 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, ca: ca, upstream: &upstreamLog{}, res: &fakeResolver{routes: map[string]preview.Route{}}}
-	e.sshd = sshdtest.Start(t, ca.AuthorizedKey())
+	e.sshd = sshdtest.Start(t, ca.AuthorizedKey(), o.sshdConfig...)
 
 	// The sandbox's dev server, bound to loopback only.
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -206,6 +210,9 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	cfg.Accounts = e.accts
 	if o.recheck > 0 {
 		cfg.RecheckInterval = o.recheck
+	}
+	if o.wakeTimeout > 0 {
+		cfg.WakeTimeout = o.wakeTimeout
 	}
 	cfg.SessionKey, cfg.Tickets = key, o.tickets
 	cfg.OIDC, cfg.DevSignIn, cfg.Waker = o.oidc, o.dev, o.waker

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // Proxy is the preview proxy's http.Handler.
@@ -42,12 +43,20 @@ type Proxy struct {
 	// Keys include the sandbox's address and host key, so a sandbox that
 	// moved gets fresh connections instead of the old pool.
 	upstreams sync.Map // string -> Route
+	// loopback maps an upstream key to the loopback address its port
+	// answered on last (see dialPort).
+	loopback sync.Map // string -> string
 
 	inflightMu sync.Mutex // guards inflight
 	inflight   map[string]int
 
 	conns   *connSet     // live connections, by what admitted them
 	members *memberCache // membership answers for cookie requests
+	// wakes are the wakes in progress (waking.go); wakeCtx ends them at
+	// Close.
+	wakes     wakes
+	wakeCtx   context.Context
+	stopWakes context.CancelFunc
 	// stopRecheck stops the periodic re-check; recheckDone is closed
 	// when it has returned.
 	stopRecheck context.CancelFunc
@@ -57,8 +66,9 @@ type Proxy struct {
 type ctxKey int
 
 // navigationWakeWait is how long a browser navigation waits for a waking
-// sandbox before it is shown the self-reloading waking page.
-const navigationWakeWait = 3 * time.Second
+// preview before it is shown the waking page: long enough that a port
+// coming up at once is not preceded by a flash of the page.
+const navigationWakeWait = 400 * time.Millisecond
 
 const routeKey ctxKey = iota
 
@@ -92,6 +102,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		p.tickets = NewMemoryTickets(cfg.Now)
 	}
 	p.routes.now = cfg.Now
+	p.wakes.m = map[string]*wakeState{}
+	p.wakeCtx, p.stopWakes = context.WithCancel(context.Background())
 	if cfg.OIDC != nil {
 		prov, err := oidc.NewProvider(ctx, cfg.OIDC.Issuer)
 		if err != nil {
@@ -149,6 +161,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 func (p *Proxy) Close() {
 	p.stopRecheck()
 	<-p.recheckDone
+	p.stopWakes()
+	p.wakes.wg.Wait()
 	p.closeConns()
 	p.tr.CloseIdleConnections()
 }
@@ -217,22 +231,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Authorised from here on: only now may the sandbox be touched.
+	if r.URL.Path == wakeStatusPath {
+		p.serveWakeStatus(cw, r, label, rt)
+		return
+	}
 	if !p.acquire(label) {
 		writeProblem(cw, r, errTooMany)
 		return
 	}
 	defer p.release(label)
 	if !rt.Ready {
-		// API clients are held until the sandbox is up (or WakeTimeout);
-		// a browser gets the waking page after a moment, which reloads
-		// itself while the restore, started by the first Wake, goes on.
-		limit := p.cfg.WakeTimeout
-		if isNavigation(r) {
-			limit = min(limit, navigationWakeWait)
-		}
-		if rt, err = p.wake(r.Context(), label, rt, limit); err != nil {
-			p.log.InfoContext(r.Context(), "sandbox not ready", "sandbox_id", rt.SandboxID, "err", err)
-			writeProblem(cw, r, errNotReady)
+		// API clients are held until the port answers (or WakeTimeout);
+		// a browser gets the waking page after a moment, which follows
+		// the wake and lands on the app.
+		var ok bool
+		if rt, ok = p.awaitWake(cw, r, label, rt); !ok {
 			return
 		}
 	}
@@ -242,7 +255,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.metrics.wsOpen.Inc()
 		defer func() { p.metrics.wsOpen.Dec(); closeWS() }()
 	}
-	up := &upstreamCall{route: rt, key: rt.upstream, start: p.cfg.Now()}
+	up := &upstreamCall{route: rt, label: label, key: rt.upstream, start: p.cfg.Now()}
 	if up.key == "" {
 		up.key = upstreamKey(rt)
 	}
@@ -274,24 +287,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// wake asks for the sandbox and resolves again once it says ready.
-func (p *Proxy) wake(ctx context.Context, label string, rt Route, limit time.Duration) (Route, error) {
-	wctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	if err := p.waker.Wake(wctx, rt.SandboxID); err != nil {
-		return rt, fmt.Errorf("wake sandbox %s: %w", rt.SandboxID, err)
-	}
-	p.routes.Invalidate(label)
-	nrt, err := p.routes.get(ctx, label)
-	if err != nil {
-		return rt, err
-	}
-	if !nrt.Ready || nrt.SandboxID != rt.SandboxID {
-		return rt, fmt.Errorf("sandbox %s still not ready", rt.SandboxID)
-	}
-	return nrt, nil
-}
-
 func (p *Proxy) acquire(label string) bool {
 	p.inflightMu.Lock()
 	defer p.inflightMu.Unlock()
@@ -319,8 +314,8 @@ func upstreamKey(rt Route) string {
 }
 
 // rewrite builds the upstream request. The URL's host is only a pool key
-// for our own dialler; the address dialled is always 127.0.0.1:<port>
-// inside the route's sandbox.
+// for our own dialler; the address dialled is always the loopback
+// <port> inside the route's sandbox.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	up := pr.In.Context().Value(routeKey).(*upstreamCall)
 	rt := up.route
@@ -373,8 +368,8 @@ func stripCredentials(h http.Header) {
 	}
 }
 
-// dialUpstream opens a direct-tcpip channel to 127.0.0.1:<port> inside the
-// sandbox over its pooled SSH connection.
+// dialUpstream opens a direct-tcpip channel to the port inside the
+// sandbox over its pooled SSH connection (see dialPort).
 func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, error) {
 	host, _, _ := net.SplitHostPort(addr)
 	v, ok := p.upstreams.Load(host)
@@ -383,16 +378,50 @@ func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, err
 	}
 	rt := v.(Route)
 	start := p.cfg.Now()
+	conn, err := p.dialPort(ctx, rt, host)
+	if err != nil {
+		return nil, err
+	}
+	p.metrics.dial.Observe(p.cfg.Now().Sub(start).Seconds())
+	return conn, nil
+}
+
+// loopbacks are the addresses a port is looked for at inside the
+// sandbox, in order: dev servers bind "localhost", which resolves to
+// either (Node 17+ and Vite pick ::1 on many systems).
+var loopbacks = [...]string{"127.0.0.1", "::1"}
+
+// dialPort opens a direct-tcpip channel to rt's port on the sandbox's
+// loopback, IPv4 first, then IPv6. Only the sandbox refusing the channel
+// (nothing listening there) moves on to the next address; a broken SSH
+// connection does not. The address that answered is remembered per
+// upstream key (empty: not remembered), so a server on ::1 costs one
+// refused channel per incarnation of its port, not one per connection.
+func (p *Proxy) dialPort(ctx context.Context, rt Route, key string) (net.Conn, error) {
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
 		return nil, fmt.Errorf("connect to sandbox %s: %w", rt.SandboxID, err)
 	}
-	conn, err := c.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.Port)))
-	if err != nil {
-		return nil, fmt.Errorf("open channel to port %d in sandbox %s: %w", rt.Port, rt.SandboxID, err)
+	order := loopbacks
+	if v, ok := p.loopback.Load(key); ok && v.(string) == loopbacks[1] {
+		order[0], order[1] = order[1], order[0]
 	}
-	p.metrics.dial.Observe(p.cfg.Now().Sub(start).Seconds())
-	return conn, nil
+	port := strconv.Itoa(rt.Port)
+	var errs []error
+	for _, host := range order {
+		conn, err := c.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+		if err == nil {
+			if key != "" {
+				p.loopback.Store(key, host)
+			}
+			return conn, nil
+		}
+		errs = append(errs, err)
+		if !isRefused(err) {
+			return nil, fmt.Errorf("open channel to port %d in sandbox %s: %w", rt.Port, rt.SandboxID, errors.Join(errs...))
+		}
+	}
+	return nil, fmt.Errorf("port %d in sandbox %s: %w (%w)", rt.Port, rt.SandboxID, errPortClosed, errors.Join(errs...))
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
@@ -408,6 +437,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // one context value: the route, its transport pool key and the start.
 type upstreamCall struct {
 	route Route
+	label string
 	key   string
 	start time.Time
 	body  *clientBody // nil without a body
@@ -463,8 +493,33 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			return
 		}
 	}
+	if errors.Is(err, errPortClosed) && rt.SandboxID != "" {
+		p.portClosed(w, r, rt, err)
+		return
+	}
 	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
 	writeProblem(w, r, errUpstream)
+}
+
+// portClosed answers a request to a ready sandbox whose port refused. A
+// port a service declares and that is (re)starting is waking: a browser
+// gets the waking page, an API client 503 with Retry-After. Otherwise
+// nothing will answer by itself, and the page says what to do.
+func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, rt Route, err error) {
+	name, state := p.portService(r.Context(), rt)
+	if name != "" && state != sandboxinit.StateExited {
+		if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok && isNavigation(r) {
+			p.writeWakingPage(w, r, p.startWake(up.label, rt))
+			return
+		}
+		pg := *errWakeTimeout
+		pg.Detail = fmt.Sprintf("service %s is starting; port %d does not answer yet", name, rt.Port)
+		pg.RetryAfter = 2 * time.Second
+		writeProblem(w, r, &pg)
+		return
+	}
+	p.log.InfoContext(r.Context(), "preview port closed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
+	writeProblem(w, r, portClosedPage(rt.Port))
 }
 
 // AllowCertificate is the on-demand TLS gate: a certificate may be ordered

@@ -55,7 +55,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("navigation without session: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	resp, body := e.get("nosuchhost", "/", "Sec-Fetch-Mode", "navigate")
-	if resp.StatusCode != 404 || !strings.Contains(body, "<html>") {
+	if resp.StatusCode != 404 || !strings.Contains(body, "<html") || !strings.Contains(body, "preview_not_found") {
 		t.Errorf("navigation to unknown host: %d %q, want an HTML 404", resp.StatusCode, body)
 	}
 

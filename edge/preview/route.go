@@ -1,5 +1,5 @@
 // Package preview is the edge's preview proxy: it serves
-// <label>.preview.<domain> by forwarding to 127.0.0.1:<port> inside the
+// <label>.preview.<domain> by forwarding to <port> on the loopback inside the
 // sandbox, over a direct-tcpip channel on the pooled SSH connection to the
 // sandbox's sshd. The address dialled comes only from control's route for
 // the label, never from the request. Private ports sit behind an auth
@@ -23,7 +23,7 @@ import (
 type Route struct {
 	SandboxID string
 	AccountID string
-	// Port is the port inside the sandbox, dialled as 127.0.0.1:Port.
+	// Port is the port inside the sandbox, dialled on 127.0.0.1, then ::1.
 	Port int
 	// Public ports skip the auth wrapper.
 	Public bool
@@ -33,6 +33,9 @@ type Route struct {
 	// only then. Otherwise the proxy asks the Waker and resolves again.
 	Ready  bool
 	Target podssh.Target
+	// State is the sandbox's lifecycle state (pending, suspended, ...),
+	// which the waking page names.
+	State string
 
 	// upstream is upstreamKey of a ready route, computed once when the
 	// route is cached rather than per request.

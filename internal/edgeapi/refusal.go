@@ -40,12 +40,18 @@ var (
 	ErrPreviewInvalidToken = &Refusal{CodePreviewInvalidToken, http.StatusForbidden, "invalid token"}
 )
 
+// Wake refusals the edge tells apart.
+var (
+	// ErrWakeSandboxEnded: the sandbox ended or failed; it will not wake.
+	ErrWakeSandboxEnded = &Refusal{CodeWakeEnded, http.StatusConflict, "sandbox ended"}
+)
+
 var refusals = map[string]*Refusal{}
 
 func init() {
 	for _, r := range []*Refusal{
 		ErrSSHUnknownKey, ErrSSHExpired, ErrSSHSandboxEnded, ErrSSHWrongSandbox, ErrSSHUnknownSandbox, ErrSSHNotReady,
-		ErrPreviewUnknownHost, ErrPreviewInvalidToken,
+		ErrPreviewUnknownHost, ErrPreviewInvalidToken, ErrWakeSandboxEnded,
 	} {
 		refusals[r.Code] = r
 	}

@@ -18,6 +18,8 @@ import (
 	gliderssh "github.com/gliderlabs/ssh"
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // handshakeTimeout bounds the unauthenticated phase of a connection, so a
@@ -47,6 +49,9 @@ type embedded struct {
 	srv       *gliderssh.Server
 	serveDone chan struct{}
 	died      chan struct{} // closed if Serve returned before stop
+	// init supervises the sandbox's services, as the init of a pod does;
+	// its control protocol is the "sbx-init" subsystem. stop ends it.
+	init *sandboxinit.Supervisor
 
 	mu     sync.Mutex // guards procs, closed
 	procs  map[int]struct{}
@@ -67,6 +72,16 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		died:      make(chan struct{}),
 		procs:     map[int]struct{}{},
 	}
+	init, err := sandboxinit.New(sandboxinit.Config{
+		Workspace: e.workspace, Env: e.baseEnv(), Logger: o.logger.With("component", "init"),
+		// Beside the workspace, not in it: kept on disk while suspended.
+		LogDir: filepath.Join(o.dir, "service-logs"),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, 0, err
+	}
+	e.init = init
 	fwd := &gliderssh.ForwardedTCPHandler{}
 	checker := &gossh.CertChecker{
 		IsUserAuthority: func(auth gossh.PublicKey) bool {
@@ -111,7 +126,7 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 				return true, nil
 			},
 		},
-		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": e.handleSFTP},
+		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": e.handleSFTP, sandboxinit.Subsystem: e.handleInit},
 	}
 	go func() {
 		defer close(e.serveDone)
@@ -178,6 +193,7 @@ func (e *embedded) stop() {
 	}
 	<-e.serveDone
 	e.wg.Wait()
+	e.init.Close()
 }
 
 // enter registers a handler; false once stopping, so wg.Add never races
@@ -206,18 +222,36 @@ func (e *embedded) track(pgid int, add bool) {
 }
 
 func (e *embedded) env(s gliderssh.Session) []string {
-	env := []string{
+	// Session env requests come next so they override the defaults; the
+	// marker comes last, so no request can drop it (exec keeps the last of
+	// duplicate keys).
+	return append(append(e.baseEnv(), s.Environ()...), marker(e.opts.dir))
+}
+
+// baseEnv is what every process of the sandbox starts with, services
+// included; it carries the marker that destroy and suspend find them by.
+func (e *embedded) baseEnv() []string {
+	return []string{
 		"HOME=" + e.home,
 		"USER=" + e.opts.user,
 		"LOGNAME=" + e.opts.user,
 		"SHELL=/bin/sh",
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"LANG=C.UTF-8",
+		marker(e.opts.dir),
 	}
-	// Session env requests come next so they override the defaults; the
-	// marker comes last, so no request can drop it (exec keeps the last of
-	// duplicate keys).
-	return append(append(env, s.Environ()...), marker(e.opts.dir))
+}
+
+// handleInit serves one call of the init's control protocol.
+func (e *embedded) handleInit(s gliderssh.Session) {
+	if !e.enter() {
+		return
+	}
+	defer e.wg.Done()
+	if err := e.init.Serve(s.Context(), s); err != nil {
+		e.opts.logger.Debug("init control call ended", "err", err)
+	}
+	_ = s.Exit(0)
 }
 
 func (e *embedded) handleSFTP(s gliderssh.Session) {

@@ -35,6 +35,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"SSHCredentials", testSSHCredentials},
 		{"PreviewPorts", testPreviewPorts},
+		{"Services", testServices},
 		{"GrantTokens", testGrantTokens},
 		{"Audit", testAudit},
 		{"Consumer", testConsumer},

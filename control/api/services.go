@@ -1,0 +1,217 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/internal/problem"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
+)
+
+var errServiceNotFound = problem.New(http.StatusNotFound, "service_not_found", "this sandbox declares no service with that name")
+
+type serviceRequest struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Cwd     string            `json:"cwd"`
+	Env     map[string]string `json:"env"`
+	Port    int               `json:"port"`
+}
+
+type serviceView struct {
+	Name        string            `json:"name"`
+	Command     string            `json:"command"`
+	Args        []string          `json:"args"`
+	Cwd         string            `json:"cwd"`
+	Env         map[string]string `json:"env"`
+	Port        *int              `json:"port"`
+	State       string            `json:"state"`
+	ExitCode    *int              `json:"exit_code"`
+	Starts      int               `json:"starts"`
+	LastStartAt *time.Time        `json:"last_start_at"`
+	LastExitAt  *time.Time        `json:"last_exit_at"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+}
+
+type serviceListView struct {
+	Services []serviceView `json:"services"`
+}
+
+func viewService(st lifecycle.ServiceStatus) serviceView {
+	v := serviceView{
+		Name: st.Name, Command: st.Command, Args: st.Args, Cwd: st.Cwd, Env: st.Env, State: st.State,
+		ExitCode: st.ExitCode, Starts: st.Starts, LastStartAt: st.LastStartAt, LastExitAt: st.LastExitAt,
+		CreatedAt: st.CreatedAt.UTC(), UpdatedAt: st.UpdatedAt.UTC(),
+	}
+	if v.Args == nil {
+		v.Args = []string{}
+	}
+	if v.Env == nil {
+		v.Env = map[string]string{}
+	}
+	if st.Port != 0 {
+		v.Port = &st.Port
+	}
+	return v
+}
+
+func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
+	var req serviceRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	st, err := s.life.PutService(r.Context(), account(r), chi.URLParam(r, "id"), lifecycle.ServiceSpec{
+		Name: chi.URLParam(r, "name"), Command: req.Command, Args: req.Args, Cwd: req.Cwd, Env: req.Env, Port: req.Port,
+	})
+	if err != nil {
+		writeServiceError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewService(st))
+}
+
+func (s *Server) listServices(w http.ResponseWriter, r *http.Request) {
+	list, err := s.life.Services(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := serviceListView{Services: make([]serviceView, 0, len(list))}
+	for _, st := range list {
+		out.Services = append(out.Services, viewService(st))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getService(w http.ResponseWriter, r *http.Request) {
+	list, err := s.life.Services(r.Context(), account(r), chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	for _, st := range list {
+		if st.Name == chi.URLParam(r, "name") {
+			writeJSON(w, http.StatusOK, viewService(st))
+			return
+		}
+	}
+	writeProblem(w, r, errServiceNotFound)
+}
+
+func (s *Server) deleteService(w http.ResponseWriter, r *http.Request) {
+	if err := s.life.DeleteService(r.Context(), account(r), chi.URLParam(r, "id"), chi.URLParam(r, "name")); err != nil {
+		writeServiceError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// maxLogTail bounds ?tail=: the init keeps 1000 lines per service.
+const maxLogTail = 1000
+
+// serviceLogs answers the last lines of a service's output as text, one
+// line each, or, with ?follow=1 (or Accept: text/event-stream), streams
+// them and every new line as server-sent events ("line" events whose
+// data is {"at","text"}).
+func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
+	tail := 100
+	if v := r.URL.Query().Get("tail"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLogTail {
+			writeProblem(w, r, badQuery("tail", fmt.Sprintf("must be between 1 and %d", maxLogTail)))
+			return
+		}
+		tail = n
+	}
+	follow := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	if v := r.URL.Query().Get("follow"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeProblem(w, r, badQuery("follow", "must be true or false"))
+			return
+		}
+		follow = b
+	}
+	id, name := chi.URLParam(r, "id"), chi.URLParam(r, "name")
+	if !follow {
+		var lines []string
+		err := s.life.ServiceLogs(r.Context(), account(r), id, name, tail, false, func(l sandboxinit.Line) error {
+			lines = append(lines, l.Text)
+			return nil
+		})
+		if err != nil {
+			writeServiceError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		for _, l := range lines {
+			_, _ = fmt.Fprintln(w, l)
+		}
+		return
+	}
+	s.followServiceLogs(w, r, id, name, tail)
+}
+
+func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, id, name string, tail int) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopStreams:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	rc := http.NewResponseController(w)
+	started := false
+	start := func() error {
+		if started {
+			return nil
+		}
+		started = true
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		return rc.Flush()
+	}
+	// Headers go out with the first line, or as soon as the init has
+	// accepted the follow (nothing to send yet): the check of the
+	// sandbox and service comes first, so a refusal is still a problem.
+	err := s.life.ServiceLogs(ctx, account(r), id, name, tail, true, func(l sandboxinit.Line) error {
+		if err := start(); err != nil {
+			return err
+		}
+		data, _ := json.Marshal(l)
+		if _, err := fmt.Fprintf(w, "event: line\ndata: %s\n\n", data); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	if err != nil && !started {
+		writeServiceError(w, r, err)
+		return
+	}
+	if !started {
+		_ = start()
+	}
+}
+
+func writeServiceError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, lifecycle.ErrUnknownService) {
+		writeProblem(w, r, errServiceNotFound)
+		return
+	}
+	writeError(w, r, err)
+}

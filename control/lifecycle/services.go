@@ -1,0 +1,294 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
+)
+
+// Services are declared in the store and run by the sandbox's init.
+// The rules: a declaration is accepted for a sandbox that has not ended;
+// it is pushed to the init at once when the sandbox is ready, and the
+// whole declared set is pushed every time the sandbox becomes ready
+// (created or restored), before waiters hear it is ready. Restarting a
+// service that exits, with backoff, is the init's job.
+
+// ServiceSpec is a service declaration as clients send it.
+type ServiceSpec = sandboxinit.Service
+
+// ServiceStatus is a declared service and what its init reports.
+type ServiceStatus struct {
+	store.Service
+	// State is the init's (starting, running, exited, restarting), or
+	// "stopped" while the sandbox is not running, or "unknown" when
+	// the init could not be asked.
+	State       string
+	ExitCode    *int
+	Starts      int
+	LastStartAt *time.Time
+	LastExitAt  *time.Time
+}
+
+// States a service has when its init cannot say.
+const (
+	ServiceStopped = "stopped"
+	ServiceUnknown = "unknown"
+)
+
+// ErrUnknownService is returned for a service name a sandbox does not
+// declare.
+var ErrUnknownService = errors.New("service not found")
+
+// Pods is the part of the pod connection pool that reaches a sandbox's
+// SSH server, over which control calls the sandbox's init.
+type Pods interface {
+	Client(ctx context.Context, t podssh.Target) (*ssh.Client, error)
+}
+
+// initCallTimeout bounds one call to a sandbox's init.
+const initCallTimeout = 15 * time.Second
+
+// maxServices bounds the services one sandbox declares at creation.
+const maxServices = 32
+
+func validateServices(specs []ServiceSpec) error {
+	if len(specs) > maxServices {
+		return invalid("services", "at most %d services", maxServices)
+	}
+	seen := map[string]bool{}
+	for i, sv := range specs {
+		if err := sv.Validate(); err != nil {
+			return invalid(fmt.Sprintf("services[%d]", i), "%v", err)
+		}
+		if seen[sv.Name] {
+			return invalid(fmt.Sprintf("services[%d]", i), "name %q is declared twice", sv.Name)
+		}
+		seen[sv.Name] = true
+	}
+	return nil
+}
+
+func serviceRow(sandboxID string, sv ServiceSpec, now time.Time) store.Service {
+	return store.Service{
+		SandboxID: sandboxID, Name: sv.Name, Command: sv.Command, Args: sv.Args, Cwd: sv.Cwd,
+		Env: sv.Env, Port: sv.Port, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+func specOf(s store.Service) ServiceSpec {
+	return ServiceSpec{Name: s.Name, Command: s.Command, Args: s.Args, Cwd: s.Cwd, Env: s.Env, Port: s.Port}
+}
+
+// PutService declares (or re-declares) a service of a sandbox that has
+// not ended, and starts it now if the sandbox is ready.
+func (m *Manager) PutService(ctx context.Context, acct store.Account, id string, sv ServiceSpec) (ServiceStatus, error) {
+	if err := sv.Validate(); err != nil {
+		return ServiceStatus{}, invalid("service", "%v", err)
+	}
+	if _, err := m.Get(ctx, acct, id); err != nil {
+		return ServiceStatus{}, err
+	}
+	var row store.Service
+	var sb store.Sandbox
+	err := m.store.InTx(ctx, func(tx store.Tx) error {
+		var err error
+		if sb, err = tx.SandboxForUpdate(ctx, id); err != nil {
+			return err
+		}
+		if sb.State.Final() || sb.State == store.StateTerminating {
+			return &StateError{State: string(sb.State), Action: "declare a service of"}
+		}
+		row, err = tx.PutService(ctx, serviceRow(id, sv, m.now().UTC().Truncate(time.Microsecond)))
+		return err
+	})
+	if err != nil {
+		return ServiceStatus{}, fmt.Errorf("declare service %s of %s: %w", sv.Name, id, err)
+	}
+	st := ServiceStatus{Service: row, State: ServiceStopped}
+	if sb.State != store.StateReady {
+		return st, nil
+	}
+	statuses, err := m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+		return c.Put(ctx, sv)
+	})
+	if err != nil {
+		m.log.WarnContext(ctx, "start service", "sandbox_id", id, "service", sv.Name, "err", err)
+		st.State = ServiceUnknown
+		return st, nil
+	}
+	return merge(row, statuses), nil
+}
+
+// DeleteService removes a declaration and stops the service.
+func (m *Manager) DeleteService(ctx context.Context, acct store.Account, id, name string) error {
+	sb, err := m.Get(ctx, acct, id)
+	if err != nil {
+		return err
+	}
+	err = m.store.InTx(ctx, func(tx store.Tx) error { return tx.DeleteService(ctx, id, name) })
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrUnknownService
+	}
+	if err != nil {
+		return fmt.Errorf("delete service %s of %s: %w", name, id, err)
+	}
+	if sb.State != store.StateReady {
+		return nil
+	}
+	_, err = m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+		return nil, c.Delete(ctx, name)
+	})
+	if err != nil && !errors.Is(err, sandboxinit.ErrUnknownService) {
+		m.log.WarnContext(ctx, "stop deleted service", "sandbox_id", id, "service", name, "err", err)
+	}
+	return nil
+}
+
+// Services lists a sandbox's declared services with their state.
+func (m *Manager) Services(ctx context.Context, acct store.Account, id string) ([]ServiceStatus, error) {
+	sb, err := m.Get(ctx, acct, id)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := m.store.Services(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("list services of %s: %w", id, err)
+	}
+	out := make([]ServiceStatus, len(rows))
+	for i, r := range rows {
+		out[i] = ServiceStatus{Service: r, State: ServiceStopped}
+	}
+	if sb.State != store.StateReady || len(rows) == 0 {
+		return out, nil
+	}
+	statuses, err := m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+		return c.List(ctx)
+	})
+	if err != nil {
+		m.log.WarnContext(ctx, "list services", "sandbox_id", id, "err", err)
+		for i := range out {
+			out[i].State = ServiceUnknown
+		}
+		return out, nil
+	}
+	for i, r := range rows {
+		out[i] = merge(r, statuses)
+	}
+	return out, nil
+}
+
+// merge is row with what the init reports of it.
+func merge(row store.Service, statuses []sandboxinit.Status) ServiceStatus {
+	st := ServiceStatus{Service: row, State: ServiceStopped}
+	for _, s := range statuses {
+		if s.Name == row.Name {
+			st.State, st.ExitCode, st.Starts, st.LastStartAt, st.LastExitAt = s.State, s.ExitCode, s.Starts, s.LastStartAt, s.LastExitAt
+		}
+	}
+	return st
+}
+
+// ServiceLogs sends the last tail lines of a service's output to emit
+// and, with follow, every new line until ctx ends. The sandbox must be
+// ready: its init holds the output.
+func (m *Manager) ServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, follow bool, emit func(sandboxinit.Line) error) error {
+	sb, err := m.Get(ctx, acct, id)
+	if err != nil {
+		return err
+	}
+	rows, err := m.store.Services(ctx, id)
+	if err != nil {
+		return fmt.Errorf("list services of %s: %w", id, err)
+	}
+	declared := false
+	for _, r := range rows {
+		declared = declared || r.Name == name
+	}
+	if !declared {
+		return ErrUnknownService
+	}
+	if sb.State != store.StateReady {
+		return &StateError{State: string(sb.State), Action: "read service logs of"}
+	}
+	c, err := m.initClient(ctx, sb)
+	if err != nil {
+		return err
+	}
+	if follow {
+		err = c.Follow(ctx, name, tail, emit)
+	} else {
+		var lines []sandboxinit.Line
+		cctx, cancel := context.WithTimeout(ctx, initCallTimeout)
+		lines, err = c.Logs(cctx, name, tail)
+		cancel()
+		for _, l := range lines {
+			if err := emit(l); err != nil {
+				return err
+			}
+		}
+	}
+	if errors.Is(err, sandboxinit.ErrUnknownService) {
+		// Declared but not started (yet): no output to show.
+		return nil
+	}
+	return err
+}
+
+// startServices pushes the declared set to the init of sb, which the
+// provider has just started (or restored) at ep; it runs before the
+// sandbox is marked ready, so whoever waits for ready finds its services
+// starting. Failures are logged, never fatal: the sandbox is usable
+// without its services, and the next restore pushes again.
+func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provider.Endpoint, hostKey string) {
+	rows, err := m.store.Services(ctx, sb.ID)
+	if err != nil {
+		m.log.WarnContext(ctx, "start services: list", "sandbox_id", sb.ID, "err", err)
+		return
+	}
+	if len(rows) == 0 {
+		return
+	}
+	specs := make([]ServiceSpec, len(rows))
+	for i, r := range rows {
+		specs[i] = specOf(r)
+	}
+	sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey = ep.Addr, ep.User, ep.Workspace, hostKey
+	if _, err := m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+		return c.Sync(ctx, specs)
+	}); err != nil {
+		m.log.WarnContext(ctx, "start services", "sandbox_id", sb.ID, "err", err)
+		return
+	}
+	m.log.InfoContext(ctx, "services started", "sandbox_id", sb.ID, "services", len(specs))
+}
+
+func (m *Manager) initClient(ctx context.Context, sb store.Sandbox) (sandboxinit.Client, error) {
+	if m.pods == nil {
+		return sandboxinit.Client{}, errors.New("lifecycle: no connection pool to reach the sandbox's init")
+	}
+	c, err := m.pods.Client(ctx, podssh.Target{
+		SandboxID: sb.ID, Addr: sb.Endpoint, User: sb.SSHUser, HostKey: sb.HostKey, Workspace: sb.Workspace,
+	})
+	if err != nil {
+		return sandboxinit.Client{}, fmt.Errorf("reach sandbox %s: %w", sb.ID, err)
+	}
+	return sandboxinit.Client{SSH: c}, nil
+}
+
+func (m *Manager) callInit(ctx context.Context, sb store.Sandbox, call func(context.Context, sandboxinit.Client) ([]sandboxinit.Status, error)) ([]sandboxinit.Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, initCallTimeout)
+	defer cancel()
+	c, err := m.initClient(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	return call(ctx, c)
+}

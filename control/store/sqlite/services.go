@@ -1,0 +1,81 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+const serviceCols = `sandbox_id, name, command, args, cwd, env, port, created_at, updated_at`
+
+func scanService(row scanner) (store.Service, error) {
+	var s store.Service
+	var args, env string
+	var created, updated int64
+	if err := row.Scan(&s.SandboxID, &s.Name, &s.Command, &args, &s.Cwd, &env, &s.Port, &created, &updated); err != nil {
+		return store.Service{}, err
+	}
+	if err := json.Unmarshal([]byte(args), &s.Args); err != nil {
+		return store.Service{}, fmt.Errorf("service %s args: %w", s.Name, err)
+	}
+	if err := json.Unmarshal([]byte(env), &s.Env); err != nil {
+		return store.Service{}, fmt.Errorf("service %s env: %w", s.Name, err)
+	}
+	s.CreatedAt, s.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return s, nil
+}
+
+func (q queries) Services(ctx context.Context, sandboxID string) ([]store.Service, error) {
+	rows, err := q.q.QueryContext(ctx, `SELECT `+serviceCols+` FROM services WHERE sandbox_id = ? ORDER BY name`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("list services of %s: %w", sandboxID, err)
+	}
+	ss, err := collect(rows, scanService)
+	if err != nil {
+		return nil, fmt.Errorf("list services of %s: %w", sandboxID, err)
+	}
+	return ss, nil
+}
+
+func (t *tx) PutService(ctx context.Context, s store.Service) (store.Service, error) {
+	args, _ := json.Marshal(nonNilArgs(s.Args))
+	env, _ := json.Marshal(nonNilEnv(s.Env))
+	now := orNow(s.UpdatedAt)
+	got, err := scanService(t.q.QueryRowContext(ctx, `INSERT INTO services (`+serviceCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (sandbox_id, name) DO UPDATE SET command = excluded.command, args = excluded.args,
+			cwd = excluded.cwd, env = excluded.env, port = excluded.port, updated_at = excluded.updated_at
+		RETURNING `+serviceCols,
+		s.SandboxID, s.Name, s.Command, string(args), s.Cwd, string(env), s.Port, orNow(s.CreatedAt), now))
+	if err != nil {
+		return store.Service{}, fmt.Errorf("put service %s/%s: %w", s.SandboxID, s.Name, err)
+	}
+	return got, nil
+}
+
+func (t *tx) DeleteService(ctx context.Context, sandboxID, name string) error {
+	res, err := t.q.ExecContext(ctx, `DELETE FROM services WHERE sandbox_id = ? AND name = ?`, sandboxID, name)
+	if err != nil {
+		return fmt.Errorf("delete service %s/%s: %w", sandboxID, name, err)
+	}
+	if affected(res) == 0 {
+		return fmt.Errorf("delete service %s/%s: %w", sandboxID, name, store.ErrNotFound)
+	}
+	return nil
+}
+
+func nonNilArgs(a []string) []string {
+	if a == nil {
+		return []string{}
+	}
+	return a
+}
+
+func nonNilEnv(e map[string]string) map[string]string {
+	if e == nil {
+		return map[string]string{}
+	}
+	return e
+}

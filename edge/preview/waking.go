@@ -1,0 +1,354 @@
+package preview
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
+)
+
+// A wake, as the preview sees it, is done when the port answers, not when
+// the sandbox is ready: after a restore the sandbox's init starts its
+// services, and a dev server takes a moment to listen. One wake runs per
+// preview host at a time, in a goroutine the Proxy owns (bounded by
+// WakeTimeout, ended by Close), whoever asked first: browsers watch it
+// through the waking page, API clients are held until it ends.
+
+// wakeStatusPath is the waking page's status endpoint on the preview
+// host. It sits behind the same authorisation as the app, so only the
+// preview's own pages (or a token holder) can read it, and answers no
+// CORS headers, so another origin's script cannot.
+const wakeStatusPath = "/__sbx_preview/wake-status"
+
+// ErrSandboxEnded is what a Waker wraps for a sandbox that ended or
+// failed: it will not wake.
+var ErrSandboxEnded = edgeapi.ErrWakeSandboxEnded
+
+// errPortClosed is what dialPort wraps when every loopback address
+// refused: nothing listens on the port.
+var errPortClosed = errors.New("nothing is listening on the port")
+
+// Steps of a wake, in order.
+const (
+	stepStarting  = "starting_sandbox" // pending: first provisioning
+	stepRestoring = "restoring"        // suspended or restoring
+	stepService   = "starting_service" // the service declaring the port starts
+	stepPort      = "waiting_for_port" // the port does not answer yet
+	stepReady     = "ready"
+	stepFailed    = "failed"
+)
+
+// portPoll is how often a waking preview tries its port.
+const portPoll = 150 * time.Millisecond
+
+// wakeState is one wake of one preview host.
+type wakeState struct {
+	label     string
+	sandboxID string
+	port      int
+	public    bool
+	started   time.Time
+	done      chan struct{} // closed when the wake ended, either way
+
+	mu      sync.Mutex // guards the fields below
+	step    string
+	service string
+	steps   []stepMark
+	route   Route  // the ready route, once done without err
+	err     error  // why it failed
+	problem string // the problem code of err
+}
+
+type stepMark struct {
+	Step    string `json:"step"`
+	Service string `json:"service,omitempty"`
+	AtMS    int64  `json:"at_ms"` // since the wake began
+}
+
+func (w *wakeState) set(now time.Time, step, service string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.step == step && w.service == service {
+		return
+	}
+	w.step, w.service = step, service
+	w.steps = append(w.steps, stepMark{Step: step, Service: service, AtMS: now.Sub(w.started).Milliseconds()})
+}
+
+func (w *wakeState) result() (Route, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.route, w.err
+}
+
+// wakeStatus is the status endpoint's answer.
+type wakeStatus struct {
+	Step      string     `json:"step"`
+	Service   string     `json:"service,omitempty"`
+	Port      int        `json:"port"`
+	SandboxID string     `json:"sandbox_id,omitempty"` // private previews only
+	ElapsedMS int64      `json:"elapsed_ms"`
+	Ready     bool       `json:"ready"`
+	Steps     []stepMark `json:"steps"`
+	// Code and Detail say why a failed wake failed (a problem code).
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func (w *wakeState) status(now time.Time) wakeStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := wakeStatus{
+		Step: w.step, Service: w.service, Port: w.port, Ready: w.step == stepReady,
+		ElapsedMS: now.Sub(w.started).Milliseconds(), Steps: append([]stepMark(nil), w.steps...),
+	}
+	if !w.public {
+		st.SandboxID = w.sandboxID
+	}
+	if w.err != nil {
+		st.Code = w.problem
+		st.Detail = wakeProblem(w.err, w.port).Detail
+	}
+	return st
+}
+
+// wakes holds the wake of each preview host; finished ones are kept until
+// the next wake of that host, so the status endpoint can still say how
+// it went. mu guards m.
+type wakes struct {
+	mu sync.Mutex
+	m  map[string]*wakeState
+	wg sync.WaitGroup
+}
+
+// startWake returns the wake of label in progress, or starts one from rt.
+func (p *Proxy) startWake(label string, rt Route) *wakeState {
+	p.wakes.mu.Lock()
+	defer p.wakes.mu.Unlock()
+	if w := p.wakes.m[label]; w != nil {
+		select {
+		case <-w.done:
+		default:
+			return w
+		}
+	}
+	if len(p.wakes.m) >= 10_000 {
+		for l, w := range p.wakes.m {
+			select {
+			case <-w.done:
+				delete(p.wakes.m, l)
+			default:
+			}
+		}
+	}
+	w := &wakeState{label: label, sandboxID: rt.SandboxID, port: rt.Port, public: rt.Public,
+		started: p.cfg.Now(), done: make(chan struct{})}
+	step := stepPort
+	switch {
+	case !rt.Ready && rt.State == "pending":
+		step = stepStarting
+	case !rt.Ready:
+		step = stepRestoring
+	}
+	w.set(w.started, step, "")
+	p.wakes.m[label] = w
+	p.wakes.wg.Add(1)
+	go func() {
+		defer p.wakes.wg.Done()
+		defer close(w.done)
+		p.runWake(w, rt)
+	}()
+	return w
+}
+
+// wakeOf returns label's current or last wake, nil if none.
+func (p *Proxy) wakeOf(label string) *wakeState {
+	p.wakes.mu.Lock()
+	defer p.wakes.mu.Unlock()
+	return p.wakes.m[label]
+}
+
+// runWake makes the sandbox ready (through the Waker) and then waits for
+// its port to answer, recording each step.
+func (p *Proxy) runWake(w *wakeState, rt Route) {
+	ctx, cancel := context.WithTimeout(p.wakeCtx, p.cfg.WakeTimeout)
+	defer cancel()
+	fail := func(err error) {
+		w.mu.Lock()
+		w.err, w.problem = err, wakeProblem(err, w.port).Code
+		w.mu.Unlock()
+		w.set(p.cfg.Now(), stepFailed, "")
+		p.log.InfoContext(ctx, "preview wake failed", "sandbox_id", w.sandboxID, "port", w.port, "err", err)
+	}
+	if !rt.Ready {
+		if err := p.waker.Wake(ctx, rt.SandboxID); err != nil {
+			fail(fmt.Errorf("wake sandbox %s: %w", rt.SandboxID, err))
+			return
+		}
+		p.routes.Invalidate(w.label)
+		nrt, err := p.routes.get(ctx, w.label)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if !nrt.Ready || nrt.SandboxID != rt.SandboxID {
+			fail(fmt.Errorf("sandbox %s still not ready", rt.SandboxID))
+			return
+		}
+		rt = nrt // the loop's first turn names the next step
+	}
+	var lastAsk time.Time
+	for {
+		conn, err := p.dialPort(ctx, rt, rt.upstream)
+		if err == nil {
+			conn.Close()
+			w.mu.Lock()
+			w.route = rt
+			w.mu.Unlock()
+			w.set(p.cfg.Now(), stepReady, "")
+			st := w.status(p.cfg.Now())
+			p.log.InfoContext(ctx, "preview woke", "sandbox_id", w.sandboxID, "port", w.port, "took_ms", st.ElapsedMS, "steps", st.Steps)
+			return
+		}
+		if !errors.Is(err, errPortClosed) {
+			fail(err)
+			return
+		}
+		if now := p.cfg.Now(); now.Sub(lastAsk) >= 500*time.Millisecond {
+			lastAsk = now
+			name, state := p.portService(ctx, rt)
+			switch {
+			case name == "":
+				// Nothing will come up by itself: say so now rather
+				// than hold the caller for the whole wake timeout.
+				fail(fmt.Errorf("port %d of sandbox %s: %w, and no service declares it", rt.Port, rt.SandboxID, errPortClosed))
+				return
+			case state == sandboxinit.StateStarting || state == sandboxinit.StateRestarting:
+				w.set(now, stepService, name)
+			default:
+				w.set(now, stepPort, name)
+			}
+		}
+		t := time.NewTimer(portPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			fail(fmt.Errorf("port %d of sandbox %s did not answer: %w", rt.Port, rt.SandboxID, context.Cause(ctx)))
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// portService asks the sandbox's init which service declares rt's port
+// and in what state it is; "" when none does (or there is no init).
+func (p *Proxy) portService(ctx context.Context, rt Route) (name, state string) {
+	c, err := p.cfg.Pods.Client(ctx, rt.Target)
+	if err != nil {
+		return "", ""
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	list, err := (sandboxinit.Client{SSH: c}).List(ictx)
+	if err != nil {
+		if !errors.Is(err, sandboxinit.ErrNoInit) {
+			p.log.DebugContext(ctx, "ask sandbox init", "sandbox_id", rt.SandboxID, "err", err)
+		}
+		return "", ""
+	}
+	for _, s := range list {
+		if s.Port == rt.Port {
+			return s.Name, s.State
+		}
+	}
+	return "", ""
+}
+
+// isRefused reports whether a direct-tcpip open failed because the
+// sandbox refused it (nothing listening), not because the connection
+// broke.
+func isRefused(err error) bool {
+	var oce *ssh.OpenChannelError
+	return errors.As(err, &oce)
+}
+
+// wakeProblem is the problem a failed wake is answered with.
+func wakeProblem(err error, port int) problemPage {
+	switch {
+	case errors.Is(err, ErrSandboxEnded):
+		return pageEnded
+	case errors.Is(err, errPortClosed) && errors.Is(err, context.DeadlineExceeded):
+		return pageWakeTimeout
+	case errors.Is(err, errPortClosed):
+		return portClosedPage(port)
+	}
+	return pageWakeFailed
+}
+
+// serveWakeStatus answers the waking page's poll: the current (or last)
+// wake of this host, starting one if none runs and the preview is not
+// up, so a page reloaded after a failure tries again.
+func (p *Proxy) serveWakeStatus(w http.ResponseWriter, r *http.Request, label string, rt Route) {
+	// Someone is watching the page: the sandbox is in use, and must not
+	// look idle (and be suspended again) the moment it is up.
+	p.activity.Mark(rt.SandboxID)
+	ws := p.wakeOf(label)
+	if ws == nil || (ws.finishedWithError() && r.URL.Query().Get("retry") == "1") {
+		ws = p.startWake(label, rt)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	_ = json.NewEncoder(w).Encode(ws.status(p.cfg.Now()))
+}
+
+func (w *wakeState) finishedWithError() bool {
+	select {
+	case <-w.done:
+	default:
+		return false
+	}
+	_, err := w.result()
+	return err != nil
+}
+
+// awaitWake holds a request for a preview that is not up: an API client
+// until the wake ends (WakeTimeout), a browser navigation for a moment,
+// after which it gets the waking page. It returns the route to proxy to,
+// or false when it answered the request itself.
+func (p *Proxy) awaitWake(w http.ResponseWriter, r *http.Request, label string, rt Route) (Route, bool) {
+	ws := p.startWake(label, rt)
+	var patience <-chan time.Time
+	if isNavigation(r) {
+		t := time.NewTimer(navigationWakeWait)
+		defer t.Stop()
+		patience = t.C
+	}
+	select {
+	case <-ws.done:
+	case <-patience:
+		p.writeWakingPage(w, r, ws)
+		return Route{}, false
+	case <-r.Context().Done():
+		w.WriteHeader(499)
+		return Route{}, false
+	}
+	nrt, err := ws.result()
+	if err != nil {
+		pg := wakeProblem(err, rt.Port)
+		p.log.InfoContext(r.Context(), "preview not up", "sandbox_id", rt.SandboxID, "port", rt.Port, "code", pg.Code, "err", err)
+		writePage(w, r, pg)
+		return Route{}, false
+	}
+	return nrt, true
+}
