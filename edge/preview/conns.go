@@ -185,6 +185,7 @@ func (p *Proxy) recheckLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			p.pool.prune()
 			all := p.conns.match(func(*liveConn) bool { return true })
 			if len(all) == 0 {
 				continue

@@ -30,6 +30,7 @@ type Proxy struct {
 	tickets  Tickets
 	rp       *httputil.ReverseProxy
 	tr       *http.Transport
+	pool     *upPool // the lean relay's idle upstream connections
 	metrics  *metrics
 	activity Activity
 	waker    Waker
@@ -120,6 +121,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		// Bodies pass through as the sandbox sent them.
 		DisableCompression: true,
 	}
+	p.pool = newUpPool(cfg.MaxIdleUpstreamPerHost, p.tr.IdleConnTimeout, cfg.Now)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
 		Transport: p.tr,
@@ -151,6 +153,7 @@ func (p *Proxy) Close() {
 	<-p.recheckDone
 	p.closeConns()
 	p.tr.CloseIdleConnections()
+	p.pool.close()
 }
 
 // Invalidate drops a preview host from the route cache, so a removed or
@@ -266,6 +269,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		up.body = &clientBody{ReadCloser: r.Body}
 		out.Body = up.body
 	}
+	if p.leanEligible(r) && !isUpgrade(r) {
+		p.metrics.relayedLean.Inc()
+		p.leanRelay(cw, out, up)
+		return
+	}
+	p.metrics.relayedRProxy.Inc()
 	p.rp.ServeHTTP(w2, out)
 	if isUpgrade(r) && cw.code == 0 {
 		// ReverseProxy writes the 101 to the hijacked connection, past
@@ -326,17 +335,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	rt := up.route
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = up.key
-	// X-Forwarded-For/Host/Proto from this request only.
-	dropClientForwarding(pr.Out.Header)
-	pr.SetXForwarded()
-	if p.cfg.Scheme == "https" {
-		pr.Out.Header.Set("X-Forwarded-Proto", "https")
-	}
-	pr.Out.Host = pr.In.Host
-	if rt.RewriteHost {
-		pr.Out.Host = "localhost:" + strconv.Itoa(rt.Port)
-	}
-	stripCredentials(pr.Out.Header)
+	p.forwardHeaders(pr.Out.Header, pr.In)
+	pr.Out.Host = outboundHost(pr.In, rt)
 	if !isUpgrade(pr.In) {
 		// ReverseProxy relays any Upgrade; only WebSockets pass here
 		// (an h2c upgrade would hand the client a raw tunnel to the
@@ -344,6 +344,32 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Del("Upgrade")
 		pr.Out.Header.Del("Connection")
 	}
+}
+
+// forwardHeaders applies the proxy's rules to the headers of in as they
+// go upstream: X-Forwarded-For/Host/Proto from this request only, none of
+// the client's forwarding claims, none of our credentials.
+func (p *Proxy) forwardHeaders(h http.Header, in *http.Request) {
+	dropClientForwarding(h)
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		h.Set("X-Forwarded-For", ip)
+	}
+	h.Set("X-Forwarded-Host", in.Host)
+	proto := "http"
+	if in.TLS != nil || p.cfg.Scheme == "https" {
+		proto = "https"
+	}
+	h.Set("X-Forwarded-Proto", proto)
+	stripCredentials(h)
+}
+
+// outboundHost is the Host the sandbox's app is sent: the preview host,
+// or localhost:<port> for dev servers that insist on it.
+func outboundHost(in *http.Request, rt Route) string {
+	if rt.RewriteHost {
+		return "localhost:" + strconv.Itoa(rt.Port)
+	}
+	return in.Host
 }
 
 // stripCredentials removes everything of ours the sandbox's code must not
@@ -381,7 +407,11 @@ func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, err
 	if !ok {
 		return nil, fmt.Errorf("preview: no route for upstream %s", host)
 	}
-	rt := v.(Route)
+	return p.dialRoute(ctx, v.(Route))
+}
+
+// dialRoute opens a direct-tcpip channel to rt's port in its sandbox.
+func (p *Proxy) dialRoute(ctx context.Context, rt Route) (net.Conn, error) {
 	start := p.cfg.Now()
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
