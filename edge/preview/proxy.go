@@ -254,27 +254,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v, ok := p.upstreams.Load(up.key); !ok || v.(Route).Target != rt.Target {
 		p.upstreams.Store(up.key, rt)
 	}
-	r, lc, ok := p.track(r, label, rt, g, epoch)
+	ctx, lc, ok := p.track(r, label, rt, g, epoch)
 	if !ok {
 		writeProblem(cw, r, errForbidden)
 		return
 	}
 	defer p.untrack(lc)
+	if r.Body != nil && r.Body != http.NoBody {
+		up.body = &clientBody{ReadCloser: r.Body}
+	}
+	if p.leanEligible(r) && !isUpgrade(r) {
+		p.metrics.relayedLean.Inc()
+		p.leanRelay(ctx, cw, r, up)
+		return
+	}
+	p.metrics.relayedRProxy.Inc()
 	var w2 http.ResponseWriter = cw
 	if isUpgrade(r) {
 		w2 = &hijackWriter{ResponseWriter: cw, p: p, lc: lc}
 	}
-	out := r.WithContext(context.WithValue(r.Context(), routeKey, up))
-	if r.Body != nil && r.Body != http.NoBody {
-		up.body = &clientBody{ReadCloser: r.Body}
+	out := r.WithContext(context.WithValue(ctx, routeKey, up))
+	if up.body != nil {
 		out.Body = up.body
 	}
-	if p.leanEligible(r) && !isUpgrade(r) {
-		p.metrics.relayedLean.Inc()
-		p.leanRelay(cw, out, up)
-		return
-	}
-	p.metrics.relayedRProxy.Inc()
 	p.rp.ServeHTTP(w2, out)
 	if isUpgrade(r) && cw.code == 0 {
 		// ReverseProxy writes the 101 to the hijacked connection, past
@@ -426,12 +428,19 @@ func (p *Proxy) dialRoute(ctx context.Context, rt Route) (net.Conn, error) {
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
+	up, _ := resp.Request.Context().Value(routeKey).(*upstreamCall)
+	p.answerRules(resp.Header, up)
+	return nil
+}
+
+// answerRules applies the proxy's rules to an answer's headers, on
+// either relay; up is nil when unknown.
+func (p *Proxy) answerRules(h http.Header, up *upstreamCall) {
 	// Time to response headers is the sandbox's latency as users feel it.
-	if up, ok := resp.Request.Context().Value(routeKey).(*upstreamCall); ok {
+	if up != nil {
 		p.metrics.upstream.Observe(p.cfg.Now().Sub(up.start).Seconds())
 	}
-	hostOnlyCookies(resp.Header)
-	return nil
+	hostOnlyCookies(h)
 }
 
 // upstreamCall is what ServeHTTP hands the ReverseProxy's callbacks, in
@@ -480,13 +489,20 @@ func (copyBuffers) Get() []byte { return copyBufferPool.Get().([]byte) }
 func (copyBuffers) Put(b []byte) { copyBufferPool.Put(b) }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	up, _ := r.Context().Value(routeKey).(*upstreamCall)
+	p.relayError(w, r, up, err)
+}
+
+// relayError answers a request whose relay failed before the answer's
+// head was written, on either relay; up is nil when unknown.
+func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamCall, err error) {
 	if errors.Is(err, context.Canceled) {
 		// The client went away; nobody is listening for an answer.
 		w.WriteHeader(499)
 		return
 	}
 	var rt Route
-	if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok {
+	if up != nil {
 		rt = up.route
 		if up.body != nil && up.body.failed() {
 			writeProblem(w, r, errBadBody)

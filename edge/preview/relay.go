@@ -111,11 +111,12 @@ var requestExclude = map[string]bool{
 // headNewlines turns line breaks in header values into spaces.
 var headNewlines = strings.NewReplacer("\n", " ", "\r", " ")
 
-// writeHead writes out's request line and headers, with host as Host.
-func writeHead(bw *bufio.Writer, out *http.Request, host string, h http.Header) error {
-	u := *out.URL
+// writeHead writes r's request line and the headers h, with host as
+// Host, as http.Request.Write would.
+func writeHead(bw *bufio.Writer, r *http.Request, host string, h http.Header) error {
+	u := *r.URL
 	u.RawQuery = cleanQuery(u.RawQuery)
-	bw.WriteString(out.Method)
+	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
 	bw.WriteString(u.RequestURI())
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
@@ -127,10 +128,10 @@ func writeHead(bw *bufio.Writer, out *http.Request, host string, h http.Header) 
 		bw.WriteString(textproto.TrimString(headNewlines.Replace(ua)))
 		bw.WriteString("\r\n")
 	}
-	switch m := out.Method; {
-	case out.ContentLength > 0:
+	switch m := r.Method; {
+	case r.ContentLength > 0:
 		bw.WriteString("Content-Length: ")
-		bw.WriteString(strconv.FormatInt(out.ContentLength, 10))
+		bw.WriteString(strconv.FormatInt(r.ContentLength, 10))
 		bw.WriteString("\r\n")
 	case m == http.MethodPost || m == http.MethodPut || m == http.MethodPatch:
 		// Servers expect a length on these even when it is zero.
@@ -143,40 +144,39 @@ func writeHead(bw *bufio.Writer, out *http.Request, host string, h http.Header) 
 	return err
 }
 
-// leanRelay relays out (with routeKey's upstreamCall up) on a pooled
-// channel and writes the answer to w.
-func (p *Proxy) leanRelay(w http.ResponseWriter, out *http.Request, up *upstreamCall) {
-	ctx := out.Context()
+// leanRelay relays r, for the request's upstreamCall up, on a pooled
+// channel and writes the answer to w. ctx is the tracked request's: its
+// end (a revoke, the client gone) closes the channel.
+func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Request, up *upstreamCall) {
 	var body []byte
-	if out.ContentLength > 0 {
+	if r.ContentLength > 0 {
 		buf := copyBufferPool.Get().([]byte)
 		//lint:ignore SA6002 the pool holds []byte for ReverseProxy's BufferPool too
 		defer copyBufferPool.Put(buf)
-		body = buf[:out.ContentLength]
+		body = buf[:r.ContentLength]
 		if _, err := io.ReadFull(up.body, body); err != nil {
-			p.upstreamError(w, out, fmt.Errorf("read request body: %w", err))
+			p.relayError(w, r, up, fmt.Errorf("read request body: %w", err))
 			return
 		}
 	}
-	h := out.Header.Clone()
+	h := r.Header.Clone()
 	removeHopByHop(h)
-	if httpguts.HeaderValuesContainsToken(out.Header["Te"], "trailers") {
+	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
 		h.Set("Te", "trailers")
 	}
-	p.forwardHeaders(h, out)
-	host := outboundHost(out, up.route)
+	p.forwardHeaders(h, r)
+	host := outboundHost(r, up.route)
 
-	c, resp, err := p.roundTrip(ctx, w, out, up, host, h, body)
+	c, stop, resp, err := p.roundTrip(ctx, w, r, up, host, h, body)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
-		p.upstreamError(w, out, err)
+		p.relayError(w, r, up, err)
 		return
 	}
-	// From here c is ours to close or pool; watch ends it on revoke or
-	// a client gone.
-	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	// From here c is ours to close or pool; stop tells whether ctx's end
+	// closed it already.
 	reusable := false
 	defer func() {
 		if stop() && reusable {
@@ -187,7 +187,7 @@ func (p *Proxy) leanRelay(w http.ResponseWriter, out *http.Request, up *upstream
 	}()
 
 	removeHopByHop(resp.Header)
-	_ = p.modifyResponse(resp)
+	p.answerRules(resp.Header, up)
 	dst := w.Header()
 	for k, vv := range resp.Header {
 		dst[k] = append(dst[k], vv...)
@@ -233,49 +233,48 @@ func (p *Proxy) leanRelay(w http.ResponseWriter, out *http.Request, up *upstream
 // reads the answer's head, relaying informational answers to w. A pooled
 // channel that fails before a byte of answer is back has gone stale (the
 // app closed it while idle, or restarted): the request goes once more on
-// a new channel, whatever its method, as browsers do.
-func (p *Proxy) roundTrip(ctx context.Context, w http.ResponseWriter, out *http.Request, up *upstreamCall, host string, h http.Header, body []byte) (*upConn, *http.Response, error) {
+// a new channel, whatever its method, as browsers do. stop unregisters
+// the close of c at ctx's end, and reports whether it had not happened.
+func (p *Proxy) roundTrip(ctx context.Context, w http.ResponseWriter, r *http.Request, up *upstreamCall, host string, h http.Header, body []byte) (c *upConn, stop func() bool, resp *http.Response, err error) {
 	for {
-		c := p.pool.get(up.key)
-		if c == nil {
+		if c = p.pool.get(up.key); c == nil {
 			conn, err := p.dialRoute(ctx, up.route)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			c = &upConn{Conn: conn, key: up.key}
 			c.br, c.bw = bufio.NewReaderSize(c, 4<<10), bufio.NewWriterSize(conn, 4<<10)
 		}
-		resp, err := p.exchange(ctx, w, c, out, host, h, body)
+		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+		resp, err = p.exchange(w, c, r, host, h, body)
 		if err == nil {
-			return c, resp, nil
+			return c, stop, resp, nil
 		}
+		stop()
 		_ = c.Close()
 		if !c.used || c.read > 0 || ctx.Err() != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		p.pool.drop(up.key)
 	}
 }
 
 // exchange sends the request on c and reads the head of the final
-// answer. ctx ending, or the head taking past responseHeaderTimeout,
-// closes c.
-func (p *Proxy) exchange(ctx context.Context, w http.ResponseWriter, c *upConn, out *http.Request, host string, h http.Header, body []byte) (*http.Response, error) {
-	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	defer stop()
+// answer. The head taking past responseHeaderTimeout closes c.
+func (p *Proxy) exchange(w http.ResponseWriter, c *upConn, r *http.Request, host string, h http.Header, body []byte) (*http.Response, error) {
 	timer := time.AfterFunc(responseHeaderTimeout, func() { _ = c.Close() })
 	defer timer.Stop()
 
-	if err := writeHead(c.bw, out, host, h); err != nil {
+	if err := writeHead(c.bw, r, host, h); err != nil {
 		return nil, fmt.Errorf("write request head: %w", err)
 	}
-	c.bw.Write(body)
+	_, _ = c.bw.Write(body)
 	if err := c.bw.Flush(); err != nil {
 		return nil, fmt.Errorf("write request: %w", err)
 	}
 	c.limit = maxResponseHead
 	for n := 0; ; n++ {
-		resp, err := http.ReadResponse(c.br, out)
+		resp, err := http.ReadResponse(c.br, r)
 		if err != nil {
 			if !timer.Stop() {
 				err = fmt.Errorf("timeout awaiting response headers: %w", err)
@@ -302,13 +301,17 @@ func (p *Proxy) exchange(ctx context.Context, w http.ResponseWriter, c *upConn, 
 	}
 }
 
+// eventStream is the type of server-sent events, streamed as they come.
+const eventStream = "text/event-stream"
+
 // copyBody copies the answer's body to w.
 func (p *Proxy) copyBody(w http.ResponseWriter, resp *http.Response, c *upConn) error {
 	rc := http.NewResponseController(w)
 	stream := resp.ContentLength == -1
-	if !stream {
-		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-		stream = ct == "text/event-stream"
+	if ct := resp.Header.Get("Content-Type"); !stream && len(ct) >= len(eventStream) && strings.EqualFold(ct[:len(eventStream)], eventStream) {
+		// Parsed only when it may be one: as the ReverseProxy decides.
+		base, _, _ := mime.ParseMediaType(ct)
+		stream = base == eventStream
 	}
 	if stream {
 		// The head goes out now, before a body that may take its time
