@@ -279,22 +279,32 @@ func (e *sshEnv) keystrokes(ctx context.Context, t target) (rtt, error) {
 	}
 	in, _ := s.StdinPipe()
 	out, _ := s.StdoutPipe()
-	if err := s.Start("stty raw -echo; exec cat"); err != nil {
+	// The embedded server ignores the terminal modes asked for above:
+	// its tty echoes, line by line, until stty runs. Bytes typed before
+	// then come back from the tty's echo and again, in a batch, from cat,
+	// and a later keystroke would find its letter already waiting (the
+	// 2-85 µs figures). So nothing is typed until the shell says the tty
+	// is raw and silent; from then on only cat answers.
+	const ready = "sbx-tty-ready"
+	if err := s.Start("stty raw -echo && printf " + ready + " && exec cat"); err != nil {
 		return rtt{}, err
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	buf := make([]byte, 1)
-	// Wait until cat echoes, so start-up is not measured.
-	for {
-		if _, err := in.Write([]byte{'.'}); err != nil {
-			return rtt{}, err
+	for seen := ""; !strings.HasSuffix(seen, ready); {
+		if _, err := io.ReadFull(out, buf); err != nil {
+			return rtt{}, fmt.Errorf("keystrokes via %s: waiting for the raw tty: %w", t.name, err)
 		}
+		seen = seen[max(0, len(seen)-len(ready)):] + string(buf)
+	}
+	// One round trip first, so cat's start-up is not measured.
+	if _, err := in.Write([]byte{'.'}); err != nil {
+		return rtt{}, err
+	}
+	for buf[0] != '.' {
 		if _, err := io.ReadFull(out, buf); err != nil {
 			return rtt{}, fmt.Errorf("keystrokes via %s: %w", t.name, err)
-		}
-		if buf[0] == '.' {
-			break
 		}
 	}
 	samples := make([]float64, 0, e.cfg.Keystrokes)
