@@ -44,6 +44,13 @@ func (b bothRelays) Run() int {
 	if code != 0 || flag.Lookup("test.fuzz").Value.String() != "" || flag.Lookup("test.fuzzworker").Value.String() == "true" {
 		return code
 	}
+	// A second pass would overwrite the profiles of the first.
+	for _, f := range []string{"test.cpuprofile", "test.memprofile", "test.blockprofile", "test.mutexprofile", "test.trace"} {
+		if flag.Lookup(f).Value.String() != "" {
+			fmt.Printf("=== no second pass: -%s would be overwritten\n", f)
+			return code
+		}
+	}
 	fmt.Println("=== second pass: every request through httputil.ReverseProxy (DisableLeanRelay)")
 	reverseProxyPass = true
 	return b.m.Run()
