@@ -173,15 +173,6 @@ func runPreview(ctx context.Context, args []string) error {
 	return nil
 }
 
-func nginxAddrOrNA(e *previewEnv) string {
-	for _, p := range e.paths {
-		if p.name == "nginx" {
-			return p.addr
-		}
-	}
-	return "n/a"
-}
-
 // path is one way to the upstream: its listener and the Host to send.
 // tier lists the processes that make up its proxy tier (for the proxy,
 // the sandbox's sshd too); nil for direct.
