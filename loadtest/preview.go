@@ -41,6 +41,7 @@ type previewConfig struct {
 	NoCaddy   bool          // skip the Caddy column
 	RProxy    bool          // also run the proxy with every request through httputil.ReverseProxy
 	IdleConns int           // idle upstream connections each proxy keeps (nginx, Caddy, ours alike)
+	Rounds    int           // rounds of every scenario; cells are medians
 	Scenarios string
 }
 
@@ -56,6 +57,8 @@ func (c *previewConfig) Validate() error {
 		return errors.New("--ws-rounds must be 1..1000000")
 	case c.Server != "sshd" && c.Server != "embedded":
 		return errors.New("--server must be sshd or embedded")
+	case c.Rounds < 1 || c.Rounds > 20:
+		return errors.New("--rounds must be 1..20")
 	case c.IdleConns < 1 || c.IdleConns > 4096:
 		return errors.New("--idle-conns must be 1..4096")
 	}
@@ -78,6 +81,7 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.NoNginx, "no-nginx", false, "skip the nginx column")
 	fs.BoolVar(&c.NoCaddy, "no-caddy", false, "skip the Caddy column")
 	fs.BoolVar(&c.RProxy, "reverseproxy", true, "add a column for the proxy with every request through httputil.ReverseProxy (its DisableLeanRelay)")
+	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
 	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
 	fs.StringVar(&c.Scenarios, "scenarios", "small,download,ws", "comma-separated subset")
 	if err := fs.Parse(args); err != nil {
@@ -104,73 +108,114 @@ func runPreview(ctx context.Context, args []string) error {
 			ratioTo = append(ratioTo, i)
 		}
 	}
-	fmt.Printf("%-34s %-8s", "scenario", "unit")
+	fmt.Printf("each cell: median [min-max] of %d rounds; each round runs every column once, in a rotated order;\n", c.Rounds)
+	fmt.Printf("ratios: median of the per-round ratios\n\n")
+	fmt.Printf("%-30s %-6s", "scenario", "unit")
 	for _, p := range env.paths {
-		fmt.Printf(" %12s", p.name)
+		fmt.Printf(" %22s", p.name)
 	}
 	for _, i := range ratioTo {
 		fmt.Printf(" %14s", "proxy/"+env.paths[i].name)
 	}
 	fmt.Println()
-	line := func(name, unit string, vals []float64) {
-		fmt.Printf("%-34s %-8s", name, unit)
+	// line prints one metric: vals[path][round], negative for n/a.
+	line := func(name, unit string, vals [][]float64) {
+		fmt.Printf("%-30s %-6s", name, unit)
 		for _, v := range vals {
-			if v < 0 {
-				fmt.Printf(" %12s", "-")
+			if v[0] < 0 {
+				fmt.Printf(" %22s", "-")
 				continue
 			}
-			fmt.Printf(" %12.1f", v)
+			lo, hi := slices.Min(v), slices.Max(v)
+			fmt.Printf(" %22s", fmt.Sprintf("%.1f [%.1f-%.1f]", median(v), lo, hi))
 		}
 		for _, i := range ratioTo {
-			if vals[proxy] < 0 || vals[i] <= 0 {
+			var ratios []float64
+			for r := range vals[proxy] {
+				if vals[proxy][r] >= 0 && vals[i][r] > 0 {
+					ratios = append(ratios, vals[proxy][r]/vals[i][r])
+				}
+			}
+			if len(ratios) == 0 {
 				fmt.Printf(" %14s", "-")
 				continue
 			}
-			fmt.Printf(" %14.2f", vals[proxy]/vals[i])
+			fmt.Printf(" %14.2f", median(ratios))
 		}
 		fmt.Println()
 	}
 	want := func(s string) bool { return slices.Contains(strings.Split(c.Scenarios, ","), s) }
 	if want("small") {
-		var rps, p50, p99, cpu, sbx []float64
-		for _, p := range env.paths {
+		v, err := env.rounds(c.Rounds, 5, func(p path) ([]float64, error) {
 			r, err := smallRequests(ctx, p, c)
-			if err != nil {
-				return fmt.Errorf("%s small requests: %w", p.name, err)
-			}
-			rps, p50, p99, cpu = append(rps, r.rps), append(p50, r.p50), append(p99, r.p99), append(cpu, r.cpuPerReq)
-			sbx = append(sbx, r.sandboxPerReq)
+			return []float64{r.rps, r.p50, r.p99, r.cpuPerReq, r.sandboxPerReq}, err
+		})
+		if err != nil {
+			return fmt.Errorf("small requests: %w", err)
 		}
-		line(fmt.Sprintf("1 KiB GET, %d conns", c.Conns), "req/s", rps)
-		line("  latency p50", "µs", p50)
-		line("  latency p99", "µs", p99)
-		line("  tier CPU per request", "µs", cpu)
-		line("    of which sandbox sshd", "µs", sbx)
+		line(fmt.Sprintf("1 KiB GET, %d conns", c.Conns), "req/s", v[0])
+		line("  latency p50", "µs", v[1])
+		line("  latency p99", "µs", v[2])
+		line("  tier CPU per request", "µs", v[3])
+		line("    of which sandbox sshd", "µs", v[4])
 	}
 	if want("download") {
-		var mibps []float64
-		for _, p := range env.paths {
-			v, err := download(ctx, p, c.Download)
-			if err != nil {
-				return fmt.Errorf("%s download: %w", p.name, err)
-			}
-			mibps = append(mibps, v)
+		v, err := env.rounds(c.Rounds, 1, func(p path) ([]float64, error) {
+			r, err := download(ctx, p, c.Download)
+			return []float64{r}, err
+		})
+		if err != nil {
+			return fmt.Errorf("download: %w", err)
 		}
-		line(fmt.Sprintf("one %d MiB download", c.Download>>20), "MiB/s", mibps)
+		line(fmt.Sprintf("one %d MiB download", c.Download>>20), "MiB/s", v[0])
 	}
 	if want("ws") {
-		var p50, p99 []float64
-		for _, p := range env.paths {
+		v, err := env.rounds(c.Rounds, 2, func(p path) ([]float64, error) {
 			a, b, err := wsEcho(ctx, p, c.WSRounds)
-			if err != nil {
-				return fmt.Errorf("%s websocket: %w", p.name, err)
-			}
-			p50, p99 = append(p50, a), append(p99, b)
+			return []float64{a, b}, err
+		})
+		if err != nil {
+			return fmt.Errorf("websocket: %w", err)
 		}
-		line("WebSocket echo RTT p50", "µs", p50)
-		line("WebSocket echo RTT p99", "µs", p99)
+		line("WebSocket echo RTT p50", "µs", v[0])
+		line("WebSocket echo RTT p99", "µs", v[1])
 	}
 	return nil
+}
+
+// rounds runs f on every path n times, each round in a rotated order so
+// that a change in the machine's load falls on every column alike. It
+// returns vals[metric][path][round] for the metrics metrics f returns.
+func (e *previewEnv) rounds(n, metrics int, f func(path) ([]float64, error)) ([][][]float64, error) {
+	vals := make([][][]float64, metrics)
+	for m := range vals {
+		vals[m] = make([][]float64, len(e.paths))
+		for p := range vals[m] {
+			vals[m][p] = make([]float64, n)
+		}
+	}
+	for r := range n {
+		for k := range e.paths {
+			i := (k + r) % len(e.paths)
+			got, err := f(e.paths[i])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", e.paths[i].name, err)
+			}
+			for m := range metrics {
+				vals[m][i][r] = got[m]
+			}
+		}
+	}
+	return vals, nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // path is one way to the upstream: its listener and the Host to send.
