@@ -186,12 +186,6 @@ func exitErr(code int, err error) error {
 	return err
 }
 
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // bearerRT authenticates the MCP client's requests.

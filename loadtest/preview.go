@@ -38,6 +38,10 @@ type previewConfig struct {
 	WSRounds  int           // WebSocket echo round trips
 	Server    string        // sandbox SSH server: sshd or embedded
 	NoNginx   bool          // skip the nginx column
+	NoCaddy   bool          // skip the Caddy column
+	RProxy    bool          // also run the proxy with every request through httputil.ReverseProxy
+	IdleConns int           // idle upstream connections each proxy keeps (nginx, Caddy, ours alike)
+	Rounds    int           // rounds of every scenario; cells are medians
 	Scenarios string
 }
 
@@ -53,6 +57,10 @@ func (c *previewConfig) Validate() error {
 		return errors.New("--ws-rounds must be 1..1000000")
 	case c.Server != "sshd" && c.Server != "embedded":
 		return errors.New("--server must be sshd or embedded")
+	case c.Rounds < 1 || c.Rounds > 20:
+		return errors.New("--rounds must be 1..20")
+	case c.IdleConns < 1 || c.IdleConns > 4096:
+		return errors.New("--idle-conns must be 1..4096")
 	}
 	return nil
 }
@@ -71,6 +79,10 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.IntVar(&c.WSRounds, "ws-rounds", 5000, "WebSocket echo round trips")
 	fs.StringVar(&c.Server, "server", "sshd", "sandbox SSH server: sshd or embedded")
 	fs.BoolVar(&c.NoNginx, "no-nginx", false, "skip the nginx column")
+	fs.BoolVar(&c.NoCaddy, "no-caddy", false, "skip the Caddy column")
+	fs.BoolVar(&c.RProxy, "reverseproxy", true, "add a column for the proxy with every request through httputil.ReverseProxy (its DisableLeanRelay)")
+	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
+	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
 	fs.StringVar(&c.Scenarios, "scenarios", "small,download,ws", "comma-separated subset")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,78 +95,156 @@ func runPreview(ctx context.Context, args []string) error {
 		return err
 	}
 	defer env.close()
-	fmt.Printf("upstream %s, proxy %s (sandbox server: %s), nginx %s; %d conns, %s per run\n\n",
-		env.paths[0].addr, env.paths[len(env.paths)-1].addr, c.Server, nginxAddrOrNA(env), c.Conns, c.Duration)
-	fmt.Printf("%-34s %-8s", "scenario", "unit")
+	fmt.Printf("sandbox server: %s; %d conns, %s per run; %d idle upstream connections per proxy\n", c.Server, c.Conns, c.Duration, c.IdleConns)
 	for _, p := range env.paths {
-		fmt.Printf(" %12s", p.name)
+		fmt.Printf("  %-9s %s\n", p.name, p.addr)
 	}
-	fmt.Printf(" %14s %14s\n", "proxy/direct", "proxy/nginx")
-	line := func(name, unit string, vals []float64) {
-		fmt.Printf("%-34s %-8s", name, unit)
-		for _, v := range vals {
-			fmt.Printf(" %12.1f", v)
+	fmt.Println()
+	// Ratios of the proxy to each other column present.
+	var ratioTo []int
+	proxy := len(env.paths) - 1
+	for i, p := range env.paths[:proxy] {
+		if p.name != "direct" {
+			ratioTo = append(ratioTo, i)
 		}
-		px := vals[len(vals)-1]
-		fmt.Printf(" %14.2f", px/vals[0])
-		if len(vals) == 3 {
-			fmt.Printf(" %14.2f", px/vals[1])
+	}
+	fmt.Printf("each cell: median [min-max] of %d rounds; each round runs every column once, in a rotated order;\n", c.Rounds)
+	fmt.Printf("ratios: median of the per-round ratios\n\n")
+	fmt.Printf("%-30s %-6s", "scenario", "unit")
+	for _, p := range env.paths {
+		fmt.Printf(" %22s", p.name)
+	}
+	for _, i := range ratioTo {
+		fmt.Printf(" %14s", "proxy/"+env.paths[i].name)
+	}
+	fmt.Println()
+	// line prints one metric: vals[path][round], negative for n/a.
+	line := func(name, unit string, vals [][]float64) {
+		fmt.Printf("%-30s %-6s", name, unit)
+		for _, v := range vals {
+			if v[0] < 0 {
+				fmt.Printf(" %22s", "-")
+				continue
+			}
+			lo, hi := slices.Min(v), slices.Max(v)
+			fmt.Printf(" %22s", fmt.Sprintf("%.1f [%.1f-%.1f]", median(v), lo, hi))
+		}
+		for _, i := range ratioTo {
+			var ratios []float64
+			for r := range vals[proxy] {
+				if vals[proxy][r] >= 0 && vals[i][r] > 0 {
+					ratios = append(ratios, vals[proxy][r]/vals[i][r])
+				}
+			}
+			if len(ratios) == 0 {
+				fmt.Printf(" %14s", "-")
+				continue
+			}
+			fmt.Printf(" %14.2f", median(ratios))
 		}
 		fmt.Println()
 	}
 	want := func(s string) bool { return slices.Contains(strings.Split(c.Scenarios, ","), s) }
 	if want("small") {
-		var rps, p50, p99 []float64
-		for _, p := range env.paths {
+		v, err := env.rounds(c.Rounds, 5, func(p path) ([]float64, error) {
 			r, err := smallRequests(ctx, p, c)
-			if err != nil {
-				return fmt.Errorf("%s small requests: %w", p.name, err)
-			}
-			rps, p50, p99 = append(rps, r.rps), append(p50, r.p50), append(p99, r.p99)
+			return []float64{r.rps, r.p50, r.p99, r.cpuPerReq, r.sandboxPerReq}, err
+		})
+		if err != nil {
+			return fmt.Errorf("small requests: %w", err)
 		}
-		line(fmt.Sprintf("1 KiB GET, %d conns", c.Conns), "req/s", rps)
-		line("  latency p50", "µs", p50)
-		line("  latency p99", "µs", p99)
+		line(fmt.Sprintf("1 KiB GET, %d conns", c.Conns), "req/s", v[0])
+		line("  latency p50", "µs", v[1])
+		line("  latency p99", "µs", v[2])
+		line("  tier CPU per request", "µs", v[3])
+		line("    of which sandbox sshd", "µs", v[4])
 	}
 	if want("download") {
-		var mibps []float64
-		for _, p := range env.paths {
-			v, err := download(ctx, p, c.Download)
-			if err != nil {
-				return fmt.Errorf("%s download: %w", p.name, err)
-			}
-			mibps = append(mibps, v)
+		v, err := env.rounds(c.Rounds, 1, func(p path) ([]float64, error) {
+			r, err := download(ctx, p, c.Download)
+			return []float64{r}, err
+		})
+		if err != nil {
+			return fmt.Errorf("download: %w", err)
 		}
-		line(fmt.Sprintf("one %d MiB download", c.Download>>20), "MiB/s", mibps)
+		line(fmt.Sprintf("one %d MiB download", c.Download>>20), "MiB/s", v[0])
 	}
 	if want("ws") {
-		var p50, p99 []float64
-		for _, p := range env.paths {
+		v, err := env.rounds(c.Rounds, 2, func(p path) ([]float64, error) {
 			a, b, err := wsEcho(ctx, p, c.WSRounds)
-			if err != nil {
-				return fmt.Errorf("%s websocket: %w", p.name, err)
-			}
-			p50, p99 = append(p50, a), append(p99, b)
+			return []float64{a, b}, err
+		})
+		if err != nil {
+			return fmt.Errorf("websocket: %w", err)
 		}
-		line("WebSocket echo RTT p50", "µs", p50)
-		line("WebSocket echo RTT p99", "µs", p99)
+		line("WebSocket echo RTT p50", "µs", v[0])
+		line("WebSocket echo RTT p99", "µs", v[1])
 	}
 	return nil
 }
 
-func nginxAddrOrNA(e *previewEnv) string {
-	for _, p := range e.paths {
-		if p.name == "nginx" {
-			return p.addr
+// rounds runs f on every path n times, each round in a rotated order so
+// that a change in the machine's load falls on every column alike. It
+// returns vals[metric][path][round] for the metrics metrics f returns.
+func (e *previewEnv) rounds(n, metrics int, f func(path) ([]float64, error)) ([][][]float64, error) {
+	vals := make([][][]float64, metrics)
+	for m := range vals {
+		vals[m] = make([][]float64, len(e.paths))
+		for p := range vals[m] {
+			vals[m][p] = make([]float64, n)
 		}
 	}
-	return "n/a"
+	for r := range n {
+		for k := range e.paths {
+			i := (k + r) % len(e.paths)
+			got, err := f(e.paths[i])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", e.paths[i].name, err)
+			}
+			for m := range metrics {
+				vals[m][i][r] = got[m]
+			}
+		}
+	}
+	return vals, nil
+}
+
+// median is the middle value (the mean of the two middle ones for an
+// even count), for figures and for durations alike.
+func median[T ~int64 | ~float64](v []T) T {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // path is one way to the upstream: its listener and the Host to send.
+// tier lists the processes that make up its proxy tier (for the proxy,
+// the sandbox's sshd too); nil for direct.
 type path struct {
 	name, addr, host string
 	header           http.Header
+	tier             func() []int
+	sandbox          func() []int // the sandbox side of tier (sshd), nil if none
+}
+
+// tierCPU is the CPU time the live processes of p's tier have used.
+func (p path) tierCPU() time.Duration { return cpuOf(p.tier) }
+
+// cpuOf is the CPU time the live processes pids lists have used.
+func cpuOf(pids func() []int) time.Duration {
+	var sum time.Duration
+	if pids == nil {
+		return 0
+	}
+	for _, pid := range pids() {
+		if v, err := procCPU(pid, false); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 type previewEnv struct {
@@ -245,7 +335,7 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 	e.paths = append(e.paths, path{name: "direct", addr: upLn.Addr().String(), host: upLn.Addr().String()})
 
 	if !c.NoNginx {
-		p, stop, err := startNginx(dir, upLn.Addr().String())
+		p, stop, err := startNginx(dir, upLn.Addr().String(), c.IdleConns)
 		if err != nil {
 			return nil, err
 		}
@@ -253,9 +343,21 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 		e.paths = append(e.paths, p)
 	}
 
-	// The sandbox and the proxy.
-	ca, _, err := sshca.Generate()
+	if !c.NoCaddy {
+		p, stop, err := startCaddy(dir, upLn.Addr().String(), c.IdleConns)
+		if err != nil {
+			return nil, err
+		}
+		e.cleanup = append(e.cleanup, stop)
+		e.paths = append(e.paths, p)
+	}
+
+	// The sandbox, and the proxy in front of it in its own process.
+	ca, caPEM, err := sshca.Generate()
 	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca_key"), caPEM, 0o600); err != nil {
 		return nil, err
 	}
 	hostPEM, hostSigner, err := sshca.GenerateKey()
@@ -271,40 +373,118 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
-	pool := podssh.NewPool(ca, nil, podssh.WithKeyID("loadtest"))
-	e.cleanup = append(e.cleanup, func() { _ = pool.Close() })
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	pcfg := preview.DefaultConfig()
-	pcfg.Domain, pcfg.Scheme = "preview.localhost", "http"
-	pcfg.Resolver = staticRoutes{preview.Route{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Port: upPort, Ready: true,
+	// The sandbox side of the proxy's tier: sshd and its per-connection
+	// processes (the embedded server runs in this process: not counted).
+	var sandbox func() []int
+	if c.Server == "sshd" {
+		sshdPID, err := findProcess("sshd", filepath.Join(dir, "sandboxes"))
+		if err != nil {
+			return nil, err
+		}
+		sandbox = func() []int { return descendants(sshdPID) }
+	}
+	route := preview.Route{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Port: upPort, Ready: true,
 		Target: podssh.Target{SandboxID: "sbx-loadtest-preview", Addr: ep.Addr, User: ep.User,
-			HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))}}}
-	pcfg.Pods = pool
-	pcfg.Accounts = oneToken{tok: "sbx_at_loadtest", acct: "acct-load"}
-	pcfg.SessionKey = key
-	pcfg.DevSignIn = &preview.DevSignIn{AccountID: "acct-load", User: "load"}
-	pcfg.MaxRequestsPerHost = 4096
-	px, err := preview.New(ctx, pcfg)
-	if err != nil {
-		return nil, err
+			HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))}}
+	proxies := []string{"proxy"}
+	if c.RProxy {
+		proxies = []string{"proxy-rp", "proxy"}
 	}
-	pxLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	for _, name := range proxies {
+		addr, pid, stop, err := startPreviewChild(dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp", IdlePerHost: c.IdleConns})
+		if err != nil {
+			return nil, err
+		}
+		e.cleanup = append(e.cleanup, stop)
+		_, port, _ := net.SplitHostPort(addr)
+		e.paths = append(e.paths, path{name: name, addr: addr,
+			host:    "loadtest.preview.localhost:" + port,
+			header:  http.Header{"Authorization": {"Bearer sbx_at_loadtest"}},
+			tier:    func() []int { return append(descendants(pid), sandbox()...) },
+			sandbox: sandbox})
 	}
-	srv := preview.NewServer(px, slog.New(slog.DiscardHandler), true)
-	go func() { _ = srv.Serve(pxLn) }()
-	e.cleanup = append(e.cleanup, func() { _ = srv.Close(); px.Close() })
-	e.paths = append(e.paths, path{name: "proxy", addr: pxLn.Addr().String(),
-		host:   "loadtest.preview.localhost:" + strconv.Itoa(pxLn.Addr().(*net.TCPAddr).Port),
-		header: http.Header{"Authorization": {"Bearer sbx_at_loadtest"}}})
 	return e, nil
+}
+
+// startCaddy runs Debian's caddy as a plain reverse proxy to upstream,
+// keeping idle upstream connections as nginx and the proxy do.
+func startCaddy(dir, upstream string, idle int) (path, func(), error) {
+	bin, err := exec.LookPath("caddy")
+	if err != nil {
+		return path{}, nil, errors.New("caddy not found (apt-get install caddy, or --no-caddy)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return path{}, nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	conf := fmt.Sprintf(`{
+	admin off
+	auto_https off
+	log default {
+		output discard
+	}
+}
+http://:%[1]s {
+	bind 127.0.0.1
+	reverse_proxy %[2]s {
+		flush_interval -1
+		transport http {
+			keepalive 90s
+			keepalive_idle_conns %[3]d
+			keepalive_idle_conns_per_host %[3]d
+		}
+	}
+}
+`, port, upstream, idle)
+	confPath := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return path{}, nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "caddy.log"))
+	if err != nil {
+		return path{}, nil, err
+	}
+	cmd := exec.Command(bin, "run", "--config", confPath, "--adapter", "caddyfile")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return path{}, nil, fmt.Errorf("start caddy: %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	}
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			stop()
+			b, _ := os.ReadFile(filepath.Join(dir, "caddy.log"))
+			return path{}, nil, fmt.Errorf("caddy did not listen within 5s: %s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pid := cmd.Process.Pid
+	return path{name: "caddy", addr: addr, host: addr, tier: func() []int { return descendants(pid) }}, stop, nil
 }
 
 // startNginx runs Debian's nginx as a plain keep-alive reverse proxy to
 // upstream, WebSocket upgrades included.
-func startNginx(dir, upstream string) (path, func(), error) {
+func startNginx(dir, upstream string, idle int) (path, func(), error) {
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
@@ -327,7 +507,7 @@ http {
   access_log off;
   client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy;
   fastcgi_temp_path %[1]s/fcgi; uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
-  upstream app { server %[2]s; keepalive 128; }
+  upstream app { server %[2]s; keepalive %[4]d; keepalive_timeout 90s; }
   map $http_upgrade $connection_upgrade { default upgrade; '' ''; }
   server {
     listen %[3]s;
@@ -340,7 +520,7 @@ http {
     }
   }
 }
-`, dir, upstream, addr)
+`, dir, upstream, addr, idle)
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return path{}, nil, err
@@ -373,7 +553,8 @@ http {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return path{name: "nginx", addr: addr, host: addr}, stop, nil
+	pid := cmd.Process.Pid
+	return path{name: "nginx", addr: addr, host: addr, tier: func() []int { return descendants(pid) }}, stop, nil
 }
 
 func clientFor(p path, conns int) *http.Client {
@@ -395,7 +576,9 @@ func request(ctx context.Context, p path, target string) (*http.Request, error) 
 	return req, nil
 }
 
-type smallResult struct{ rps, p50, p99 float64 }
+// smallResult: cpuPerReq is the tier's CPU µs per request, -1 for direct.
+// sandboxPerReq is the part of it spent in the sandbox's sshd, -1 if none.
+type smallResult struct{ rps, p50, p99, cpuPerReq, sandboxPerReq float64 }
 
 func smallRequests(ctx context.Context, p path, c previewConfig) (smallResult, error) {
 	cl := clientFor(p, c.Conns)
@@ -406,6 +589,7 @@ func smallRequests(ctx context.Context, p path, c previewConfig) (smallResult, e
 	var lat []time.Duration
 	var firstErr error
 	var wg sync.WaitGroup
+	cpu0, sbx0 := p.tierCPU(), cpuOf(p.sandbox)
 	start := time.Now()
 	for range c.Conns {
 		wg.Add(1)
@@ -439,16 +623,24 @@ func smallRequests(ctx context.Context, p path, c previewConfig) (smallResult, e
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
+	cpu, sbx := p.tierCPU()-cpu0, cpuOf(p.sandbox)-sbx0
 	if firstErr != nil {
 		return smallResult{}, firstErr
 	}
-	elapsed := time.Since(start)
 	slices.Sort(lat)
 	if len(lat) == 0 {
 		return smallResult{}, errors.New("no request completed")
 	}
 	us := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
-	return smallResult{rps: float64(len(lat)) / elapsed.Seconds(), p50: us(0.50), p99: us(0.99)}, nil
+	r := smallResult{rps: float64(len(lat)) / elapsed.Seconds(), p50: us(0.50), p99: us(0.99), cpuPerReq: -1, sandboxPerReq: -1}
+	if p.tier != nil {
+		r.cpuPerReq = float64(cpu.Microseconds()) / float64(len(lat))
+	}
+	if p.sandbox != nil {
+		r.sandboxPerReq = float64(sbx.Microseconds()) / float64(len(lat))
+	}
+	return r, nil
 }
 
 func cmpErr(a, b error) error {

@@ -43,8 +43,8 @@ func TestSSHScenariosSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 8 {
-		t.Fatalf("got %d rows, want 8: %+v", len(rows), rows)
+	if len(rows) != 9 {
+		t.Fatalf("got %d rows, want 9: %+v", len(rows), rows)
 	}
 	for _, r := range rows {
 		if strings.HasPrefix(r.name, "memory") {

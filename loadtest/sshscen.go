@@ -98,6 +98,19 @@ func (e *sshEnv) runAll(ctx context.Context) ([]row, error) {
 		}
 		add(row{name: "keystroke round trip, median", unit: "µs", direct: d.p50, broker: b.p50})
 		add(row{name: "keystroke round trip, p99", unit: "µs", direct: d.p99, broker: b.p99})
+		// The hop alone: the same end-to-end session through a plain Go
+		// TCP relay, the floor for any relay in the middle.
+		relay, stop, err := startTCPRelay(e.direct.addr)
+		if err != nil {
+			return nil, err
+		}
+		r, err := e.keystrokes(ctx, target{name: "tcp-relay", addr: relay, cfg: e.direct.cfg})
+		stop()
+		if err != nil {
+			return nil, err
+		}
+		add(row{name: "keystroke via plain TCP relay, median", unit: "µs", direct: d.p50, broker: r.p50,
+			note: "broker column: a Go TCP relay (io.Copy each way) in front of the same server; broker overhead minus this is the SSH relay's own"})
 	}
 	if e.want("memory") {
 		d, err := e.idleMemory(ctx, e.direct, e.serverPID)
@@ -279,22 +292,32 @@ func (e *sshEnv) keystrokes(ctx context.Context, t target) (rtt, error) {
 	}
 	in, _ := s.StdinPipe()
 	out, _ := s.StdoutPipe()
-	if err := s.Start("stty raw -echo; exec cat"); err != nil {
+	// The embedded server ignores the terminal modes asked for above:
+	// its tty echoes, line by line, until stty runs. Bytes typed before
+	// then come back from the tty's echo and again, in a batch, from cat,
+	// and a later keystroke would find its letter already waiting (the
+	// 2-85 µs figures). So nothing is typed until the shell says the tty
+	// is raw and silent; from then on only cat answers.
+	const ready = "sbx-tty-ready"
+	if err := s.Start("stty raw -echo && printf " + ready + " && exec cat"); err != nil {
 		return rtt{}, err
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	buf := make([]byte, 1)
-	// Wait until cat echoes, so start-up is not measured.
-	for {
-		if _, err := in.Write([]byte{'.'}); err != nil {
-			return rtt{}, err
+	for seen := ""; !strings.HasSuffix(seen, ready); {
+		if _, err := io.ReadFull(out, buf); err != nil {
+			return rtt{}, fmt.Errorf("keystrokes via %s: waiting for the raw tty: %w", t.name, err)
 		}
+		seen = seen[max(0, len(seen)-len(ready)):] + string(buf)
+	}
+	// One round trip first, so cat's start-up is not measured.
+	if _, err := in.Write([]byte{'.'}); err != nil {
+		return rtt{}, err
+	}
+	for buf[0] != '.' {
 		if _, err := io.ReadFull(out, buf); err != nil {
 			return rtt{}, fmt.Errorf("keystrokes via %s: %w", t.name, err)
-		}
-		if buf[0] == '.' {
-			break
 		}
 	}
 	samples := make([]float64, 0, e.cfg.Keystrokes)
@@ -361,4 +384,63 @@ func (e *sshEnv) idleMemory(ctx context.Context, t target, pid int) (float64, er
 		return 0, nil // a handful of sessions can fit in pages already mapped
 	}
 	return float64(after-before) / float64(e.cfg.Sessions), nil
+}
+
+// startTCPRelay relays every connection to its listener on to addr,
+// byte for byte, until stop.
+func startTCPRelay(addr string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex // guards conns
+	conns := map[net.Conn]struct{}{}
+	track := func(c net.Conn, add bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if add {
+			conns[c] = struct{}{}
+		} else {
+			delete(conns, c)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c, true)
+			track(up, true)
+			wg.Add(2)
+			pipe := func(dst, src net.Conn) {
+				defer wg.Done()
+				_, _ = io.Copy(dst, src)
+				dst.Close()
+				src.Close()
+				track(dst, false)
+				track(src, false)
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	stop := func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}
+	return ln.Addr().String(), stop, nil
 }

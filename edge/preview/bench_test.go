@@ -16,6 +16,9 @@ import (
 // connection (the floor the proxy stands on), and through the proxy.
 // Compare MB/s between the sub-benchmarks of one run.
 func BenchmarkDownload(b *testing.B) {
+	if reverseProxyPass {
+		b.Skip("the benchmarks compare both relays in the first pass")
+	}
 	const n = 64 << 20
 	e := newEnv(b, newTestApp())
 	e.expose("bench", "sbx-a", "acct-a", false, false)
@@ -50,14 +53,27 @@ func BenchmarkDownload(b *testing.B) {
 			get(b, c, "http://upstream"+target, http.Header{})
 		}
 	})
-	b.Run("proxy", func(b *testing.B) {
-		c := e.client()
-		defer c.CloseIdleConnections()
-		b.SetBytes(n)
-		for b.Loop() {
-			get(b, c, e.url("bench", target), http.Header{"Authorization": {"Bearer " + tokenA}})
+	proxy := func(addr string) func(b *testing.B) {
+		return func(b *testing.B) {
+			c := clientTo(addr)
+			defer c.CloseIdleConnections()
+			b.SetBytes(n)
+			for b.Loop() {
+				get(b, c, e.url("bench", target), http.Header{"Authorization": {"Bearer " + tokenA}})
+			}
 		}
-	})
+	}
+	rpAddr, _ := e.twin(true)
+	b.Run("proxy", proxy(e.addr))
+	b.Run("proxy-reverseproxy", proxy(rpAddr))
+}
+
+// clientTo is env.client for another listener (a twin proxy).
+func clientTo(addr string) *http.Client {
+	d := &net.Dialer{}
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}}}
 }
 
 // sshChannelClient reaches the upstream through bare direct-tcpip
@@ -79,6 +95,9 @@ func sshChannelClient(b *testing.B, e *env) *http.Client {
 // straight to the upstream (the baseline), through bare SSH channels (the
 // floor) and through the proxy; compare ns/op within one run.
 func BenchmarkSmallRequests(b *testing.B) {
+	if reverseProxyPass {
+		b.Skip("the benchmarks compare both relays in the first pass")
+	}
 	e := newEnv(b, newTestApp())
 	e.expose("bench", "sbx-a", "acct-a", false, false)
 	run := func(b *testing.B, c *http.Client, url string) {
@@ -104,4 +123,6 @@ func BenchmarkSmallRequests(b *testing.B) {
 	})
 	b.Run("ssh-channel", func(b *testing.B) { run(b, sshChannelClient(b, e), "http://upstream/small") })
 	b.Run("proxy", func(b *testing.B) { run(b, e.client(), e.url("bench", "/small")) })
+	rpAddr, _ := e.twin(true)
+	b.Run("proxy-reverseproxy", func(b *testing.B) { run(b, clientTo(rpAddr), e.url("bench", "/small")) })
 }

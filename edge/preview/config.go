@@ -108,6 +108,11 @@ type Config struct {
 	// was lost (Redis down or reconnecting when control published it).
 	RecheckInterval time.Duration
 
+	// DisableLeanRelay sends every request through httputil.ReverseProxy,
+	// not only WebSockets, HTTP/2 and streamed or large request bodies
+	// (see relay.go). For comparing the two paths and as a way back.
+	DisableLeanRelay bool
+
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
 	Now      func() time.Time

@@ -112,7 +112,7 @@ func (s *connSet) match(f func(*liveConn) bool) []*liveConn {
 // track registers a request about to be relayed and returns the context
 // to relay it with. ok is false when an invalidation that arrived since
 // the request began (epoch) took its authority away.
-func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch uint64) (*http.Request, *liveConn, bool) {
+func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch uint64) (context.Context, *liveConn, bool) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	lc := &liveConn{label: label, route: rt, grant: g, cancel: cancel}
 	p.conns.add(lc)
@@ -120,10 +120,10 @@ func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch ui
 		p.recheck(ctx, []*liveConn{lc})
 		if lc.reason.Load() != nil {
 			p.untrack(lc)
-			return r, nil, false
+			return nil, nil, false
 		}
 	}
-	return r.WithContext(ctx), lc, true
+	return ctx, lc, true
 }
 
 func (p *Proxy) untrack(lc *liveConn) {
@@ -185,6 +185,7 @@ func (p *Proxy) recheckLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			p.pool.prune()
 			all := p.conns.match(func(*liveConn) bool { return true })
 			if len(all) == 0 {
 				continue

@@ -3,6 +3,8 @@ package preview_test
 import (
 	"context"
 	"crypto/rand"
+	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,7 +27,33 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(bothRelays{m})
+}
+
+// reverseProxyPass is set for the suite's second pass, which runs every
+// test again with DisableLeanRelay: the rules hold on both paths.
+var reverseProxyPass bool
+
+// bothRelays runs the tests once on the lean relay and once on the
+// ReverseProxy. A fuzzing run (and its workers) runs once: the fuzz
+// target compares the two paths itself.
+type bothRelays struct{ m *testing.M }
+
+func (b bothRelays) Run() int {
+	code := b.m.Run()
+	if code != 0 || flag.Lookup("test.fuzz").Value.String() != "" || flag.Lookup("test.fuzzworker").Value.String() == "true" {
+		return code
+	}
+	// A second pass would overwrite the profiles of the first.
+	for _, f := range []string{"test.cpuprofile", "test.memprofile", "test.blockprofile", "test.mutexprofile", "test.trace"} {
+		if flag.Lookup(f).Value.String() != "" {
+			fmt.Printf("=== no second pass: -%s would be overwritten\n", f)
+			return code
+		}
+	}
+	fmt.Println("=== second pass: every request through httputil.ReverseProxy (DisableLeanRelay)")
+	reverseProxyPass = true
+	return b.m.Run()
 }
 
 const domain = "preview.localhost"
@@ -112,6 +140,8 @@ type env struct {
 	reg    *prometheus.Registry
 	// oidc is the identity provider of newOIDCEnv, nil otherwise.
 	oidc *mockoidc.MockOIDC
+	// cfg is the proxy's configuration, for twin.
+	cfg preview.Config
 }
 
 const (
@@ -163,6 +193,9 @@ type envOptions struct {
 	sshdConfig []string
 	// wakeTimeout overrides the proxy's WakeTimeout.
 	wakeTimeout time.Duration
+	// reverseProxy sends every request through httputil.ReverseProxy,
+	// as the suite's second pass does for all.
+	reverseProxy bool
 }
 
 func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
@@ -216,11 +249,13 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	}
 	cfg.SessionKey, cfg.Tickets = key, o.tickets
 	cfg.OIDC, cfg.DevSignIn, cfg.Waker = o.oidc, o.dev, o.waker
+	cfg.DisableLeanRelay = o.reverseProxy || reverseProxyPass
 	if cfg.OIDC == nil && cfg.DevSignIn == nil {
 		cfg.DevSignIn = &preview.DevSignIn{AccountID: "acct-a", User: "dev"}
 	}
 	e.reg = prometheus.NewRegistry()
 	cfg.Registry = e.reg
+	e.cfg = cfg
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -249,6 +284,38 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 		<-upDone
 	})
 	return e
+}
+
+// twin starts a second proxy, configured as the first but for
+// DisableLeanRelay, in front of the same resolver, accounts and pods; it
+// answers for the same public port (send it the first proxy's Host). It
+// returns the twin's listener address and metrics registry.
+func (e *env) twin(reverseProxy bool) (string, *prometheus.Registry) {
+	e.t.Helper()
+	cfg := e.cfg
+	cfg.DisableLeanRelay = reverseProxy
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	p, err := preview.New(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv := preview.NewServer(p, slog.New(slog.DiscardHandler), true)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = srv.Close()
+		<-done
+		p.Close()
+	})
+	return ln.Addr().String(), reg
 }
 
 // expose routes label to the test upstream in a sandbox of acct.

@@ -14,6 +14,10 @@ type metrics struct {
 	dial     prometheus.Histogram
 	wsOpen   prometheus.Gauge
 	bytesOut prometheus.Counter
+	// relayed counts the requests each relay carried (lean and
+	// reverseproxy, see relay.go).
+	relayed                    *prometheus.CounterVec
+	relayedLean, relayedRProxy prometheus.Counter
 }
 
 // newMetrics registers on reg when it is non-nil. A second proxy on the
@@ -43,6 +47,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "sbx", Subsystem: "preview", Name: "response_bytes_total",
 			Help: "Response body bytes written to clients (upgraded connections excluded).",
 		}),
+		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sbx", Subsystem: "preview", Name: "relayed_total",
+			Help: "Requests relayed to sandboxes, by path: lean (plain HTTP/1.x) or reverseproxy (WebSockets, HTTP/2, streamed bodies).",
+		}, []string{"path"}),
 	}
 	if reg != nil {
 		m.requests = register(reg, m.requests)
@@ -50,7 +58,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.dial = register(reg, m.dial)
 		m.wsOpen = register(reg, m.wsOpen)
 		m.bytesOut = register(reg, m.bytesOut)
+		m.relayed = register(reg, m.relayed)
 	}
+	m.relayedLean, m.relayedRProxy = m.relayed.WithLabelValues("lean"), m.relayed.WithLabelValues("reverseproxy")
 	return m
 }
 

@@ -31,6 +31,7 @@ type Proxy struct {
 	tickets  Tickets
 	rp       *httputil.ReverseProxy
 	tr       *http.Transport
+	pool     *upPool // the lean relay's idle upstream connections
 	metrics  *metrics
 	activity Activity
 	waker    Waker
@@ -132,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		// Bodies pass through as the sandbox sent them.
 		DisableCompression: true,
 	}
+	p.pool = newUpPool(cfg.MaxIdleUpstreamPerHost, p.tr.IdleConnTimeout, cfg.Now)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
 		Transport: p.tr,
@@ -165,6 +167,7 @@ func (p *Proxy) Close() {
 	p.wakes.wg.Wait()
 	p.closeConns()
 	p.tr.CloseIdleConnections()
+	p.pool.close()
 }
 
 // Invalidate drops a preview host from the route cache, so a removed or
@@ -264,19 +267,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v, ok := p.upstreams.Load(up.key); !ok || v.(Route).Target != rt.Target {
 		p.upstreams.Store(up.key, rt)
 	}
-	r, lc, ok := p.track(r, label, rt, g, epoch)
+	ctx, lc, ok := p.track(r, label, rt, g, epoch)
 	if !ok {
 		writeProblem(cw, r, errForbidden)
 		return
 	}
 	defer p.untrack(lc)
+	if r.Body != nil && r.Body != http.NoBody {
+		up.body = &clientBody{ReadCloser: r.Body}
+	}
+	if p.leanEligible(r) && !isUpgrade(r) {
+		p.metrics.relayedLean.Inc()
+		p.leanRelay(ctx, cw, r, up)
+		return
+	}
+	p.metrics.relayedRProxy.Inc()
 	var w2 http.ResponseWriter = cw
 	if isUpgrade(r) {
 		w2 = &hijackWriter{ResponseWriter: cw, p: p, lc: lc}
 	}
-	out := r.WithContext(context.WithValue(r.Context(), routeKey, up))
-	if r.Body != nil && r.Body != http.NoBody {
-		up.body = &clientBody{ReadCloser: r.Body}
+	out := r.WithContext(context.WithValue(ctx, routeKey, up))
+	if up.body != nil {
 		out.Body = up.body
 	}
 	p.rp.ServeHTTP(w2, out)
@@ -321,17 +332,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	rt := up.route
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = up.key
-	// X-Forwarded-For/Host/Proto from this request only.
-	dropClientForwarding(pr.Out.Header)
-	pr.SetXForwarded()
-	if p.cfg.Scheme == "https" {
-		pr.Out.Header.Set("X-Forwarded-Proto", "https")
-	}
-	pr.Out.Host = pr.In.Host
-	if rt.RewriteHost {
-		pr.Out.Host = "localhost:" + strconv.Itoa(rt.Port)
-	}
-	stripCredentials(pr.Out.Header)
+	p.forwardHeaders(pr.Out.Header, pr.In)
+	pr.Out.Host = outboundHost(pr.In, rt)
 	if !isUpgrade(pr.In) {
 		// ReverseProxy relays any Upgrade; only WebSockets pass here
 		// (an h2c upgrade would hand the client a raw tunnel to the
@@ -339,6 +341,32 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Del("Upgrade")
 		pr.Out.Header.Del("Connection")
 	}
+}
+
+// forwardHeaders applies the proxy's rules to the headers of in as they
+// go upstream: X-Forwarded-For/Host/Proto from this request only, none of
+// the client's forwarding claims, none of our credentials.
+func (p *Proxy) forwardHeaders(h http.Header, in *http.Request) {
+	dropClientForwarding(h)
+	if ip, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		h.Set("X-Forwarded-For", ip)
+	}
+	h.Set("X-Forwarded-Host", in.Host)
+	proto := "http"
+	if in.TLS != nil || p.cfg.Scheme == "https" {
+		proto = "https"
+	}
+	h.Set("X-Forwarded-Proto", proto)
+	stripCredentials(h)
+}
+
+// outboundHost is the Host the sandbox's app is sent: the preview host,
+// or localhost:<port> for dev servers that insist on it.
+func outboundHost(in *http.Request, rt Route) string {
+	if rt.RewriteHost {
+		return "localhost:" + strconv.Itoa(rt.Port)
+	}
+	return in.Host
 }
 
 // stripCredentials removes everything of ours the sandbox's code must not
@@ -376,9 +404,14 @@ func (p *Proxy) dialUpstream(ctx context.Context, _, addr string) (net.Conn, err
 	if !ok {
 		return nil, fmt.Errorf("preview: no route for upstream %s", host)
 	}
-	rt := v.(Route)
+	return p.dialRoute(ctx, v.(Route), host)
+}
+
+// dialRoute opens a direct-tcpip channel to rt's port in its sandbox;
+// key is the route's upstream key (see dialPort).
+func (p *Proxy) dialRoute(ctx context.Context, rt Route, key string) (net.Conn, error) {
 	start := p.cfg.Now()
-	conn, err := p.dialPort(ctx, rt, host)
+	conn, err := p.dialPort(ctx, rt, key)
 	if err != nil {
 		return nil, err
 	}
@@ -425,12 +458,19 @@ func (p *Proxy) dialPort(ctx context.Context, rt Route, key string) (net.Conn, e
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
+	up, _ := resp.Request.Context().Value(routeKey).(*upstreamCall)
+	p.answerRules(resp.Header, up)
+	return nil
+}
+
+// answerRules applies the proxy's rules to an answer's headers, on
+// either relay; up is nil when unknown.
+func (p *Proxy) answerRules(h http.Header, up *upstreamCall) {
 	// Time to response headers is the sandbox's latency as users feel it.
-	if up, ok := resp.Request.Context().Value(routeKey).(*upstreamCall); ok {
+	if up != nil {
 		p.metrics.upstream.Observe(p.cfg.Now().Sub(up.start).Seconds())
 	}
-	hostOnlyCookies(resp.Header)
-	return nil
+	hostOnlyCookies(h)
 }
 
 // upstreamCall is what ServeHTTP hands the ReverseProxy's callbacks, in
@@ -480,13 +520,20 @@ func (copyBuffers) Get() []byte { return copyBufferPool.Get().([]byte) }
 func (copyBuffers) Put(b []byte) { copyBufferPool.Put(b) }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	up, _ := r.Context().Value(routeKey).(*upstreamCall)
+	p.relayError(w, r, up, err)
+}
+
+// relayError answers a request whose relay failed before the answer's
+// head was written, on either relay; up is nil when unknown.
+func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamCall, err error) {
 	if errors.Is(err, context.Canceled) {
 		// The client went away; nobody is listening for an answer.
 		w.WriteHeader(499)
 		return
 	}
 	var rt Route
-	if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok {
+	if up != nil {
 		rt = up.route
 		if up.body != nil && up.body.failed() {
 			writeProblem(w, r, errBadBody)

@@ -155,7 +155,16 @@ func (cc *clientConn) handshake() (*ssh.ServerConn, error) {
 	sc.VerifiedPublicKeyCallback = cc.verifiedKey
 	sc.AuthLogCallback = cc.authLog
 	sc.PreAuthConnCallback = func(c ssh.ServerPreAuthConn) { cc.preAuth = c }
-	sconn, chans, reqs, err := ssh.NewServerConn(cc.nc, &sc)
+	version := sc.ServerVersion
+	if version == "" {
+		version = "SSH-2.0-Go" // x/crypto/ssh's own default
+	}
+	nc, ciphers, err := chooseCiphers(cc.nc, version, cc.deadline)
+	if err != nil {
+		return nil, fmt.Errorf("ssh version exchange: %w", err)
+	}
+	sc.Ciphers = ciphers
+	sconn, chans, reqs, err := ssh.NewServerConn(nc, &sc)
 	if err != nil {
 		return nil, fmt.Errorf("ssh handshake: %w", err)
 	}

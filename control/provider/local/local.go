@@ -55,12 +55,26 @@ type Config struct {
 	// SSHDPath is the absolute path of OpenSSH's sshd for ModeSSHD;
 	// default /usr/sbin/sshd. sshd refuses to re-exec from a relative path.
 	SSHDPath string
+	// SSHDSetEnv are NAME=value pairs sshd sets in every session of
+	// ModeSSHD (its SetEnv), after its own. The loadtest sets SHLVL=1 so
+	// that bash, run by sshd, does not read the machine user's ~/.bashrc
+	// (which runs pyenv here: a CPU-second per session it would measure).
+	SSHDSetEnv []string
 	// Logger receives provider events and, at debug, sshd's own log.
 	Logger *slog.Logger
 }
 
+// setEnvRe is what SSHDSetEnv may hold: sshd_config quoting is not ours
+// to get right.
+var setEnvRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\s"'\\]*$`)
+
 // Validate reports the first bad field, without side effects.
 func (c Config) Validate() error {
+	for _, kv := range c.SSHDSetEnv {
+		if !setEnvRe.MatchString(kv) {
+			return fmt.Errorf("local provider: SSHDSetEnv %q: want NAME=value, the value without spaces or quotes", kv)
+		}
+	}
 	if c.DataDir == "" {
 		return errors.New("local provider: DataDir is required")
 	}
@@ -356,7 +370,7 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	switch l.cfg.Mode {
 	case ModeSSHD:
 		srv, port, err = startSSHD(ctx, sshdOptions{
-			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger,
+			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger, setEnv: l.cfg.SSHDSetEnv,
 		})
 	default:
 		srv, port, err = startEmbedded(ctx, embeddedOptions{

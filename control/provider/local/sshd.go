@@ -24,6 +24,7 @@ type sshdOptions struct {
 	port    int    // preferred
 	hostKey gossh.PublicKey
 	logger  *slog.Logger
+	setEnv  []string // NAME=value for every session
 }
 
 // sshdServer is an OpenSSH sshd run in the foreground for one sandbox,
@@ -65,7 +66,7 @@ func startSSHD(ctx context.Context, o sshdOptions) (*sshdServer, int, error) {
 
 func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) {
 	cfgPath := filepath.Join(o.dir, "sshd_config")
-	if err := writeFileAtomic(cfgPath, []byte(sshdConfig(o.dir, port)), 0o600); err != nil {
+	if err := writeFileAtomic(cfgPath, []byte(sshdConfig(o.dir, port, o.setEnv)), 0o600); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(o.path, "-D", "-e", "-f", cfgPath)
@@ -102,7 +103,7 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 // sshdConfig authenticates only by certificates from the CA in ca.pub,
 // with the certificate principal equal to the login name (no
 // AuthorizedPrincipalsFile), and listens only on loopback.
-func sshdConfig(dir string, port int) string {
+func sshdConfig(dir string, port int, setEnv []string) string {
 	lines := []string{
 		"ListenAddress 127.0.0.1",
 		fmt.Sprintf("Port %d", port),
@@ -136,6 +137,11 @@ func sshdConfig(dir string, port int) string {
 		"Subsystem sftp internal-sftp",
 		"PidFile " + filepath.Join(dir, "sshd.pid"),
 		"LogLevel INFO",
+	}
+	if len(setEnv) > 0 {
+		// One line: sshd keeps the first of repeated keywords. Validate
+		// keeps each to NAME=word.
+		lines = append(lines, "SetEnv "+strings.Join(setEnv, " "))
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
