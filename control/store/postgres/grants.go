@@ -27,15 +27,7 @@ func scanGrant(row pgx.Row, extra ...any) (store.GrantToken, error) {
 }
 
 func (q queries) GrantTokens(ctx context.Context, sandboxID string) ([]store.GrantToken, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.sandbox_id = $1 ORDER BY g.position`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	gs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.GrantToken, error) { return scanGrant(r) })
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	return gs, nil
+	return list(ctx, q.q, "grants of "+sandboxID, func(r pgx.Row) (store.GrantToken, error) { return scanGrant(r) }, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.sandbox_id = $1 ORDER BY g.position`, sandboxID)
 }
 
 func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.GrantToken, error) {
@@ -78,15 +70,7 @@ func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditE
 }
 
 func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	as, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Account, error) { return scanAccount(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	return as, nil
+	return list(ctx, q.q, "list accounts", func(r pgx.Row) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
 }
 
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {

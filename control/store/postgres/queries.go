@@ -34,6 +34,20 @@ func notFound(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// list runs sql and scans every row with scan; an error is wrapped with
+// what.
+func list[T any](ctx context.Context, q querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // conflict maps unique violations to store.ErrConflict.
 func conflict(err error, what string) error {
 	var pgErr *pgconn.PgError
@@ -141,15 +155,7 @@ func (q queries) Profile(ctx context.Context, name string) (store.Profile, error
 }
 
 func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Profile, error) { return scanProfile(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	return ps, nil
+	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
 const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
@@ -185,15 +191,7 @@ func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 }
 
 func (q queries) sandboxes(ctx context.Context, what, sql string, args ...any) ([]store.Sandbox, error) {
-	rows, err := q.q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	sbs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Sandbox, error) { return scanSandbox(r) })
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return sbs, nil
+	return list(ctx, q.q, what, scanSandbox, sql, args...)
 }
 
 func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {

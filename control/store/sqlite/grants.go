@@ -32,15 +32,7 @@ func scanGrant(row scanner) (store.GrantToken, error) {
 }
 
 func (q queries) GrantTokens(ctx context.Context, sandboxID string) ([]store.GrantToken, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+grantCols+` FROM grant_tokens WHERE sandbox_id = ? ORDER BY position`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	gs, err := collect(rows, scanGrant)
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	return gs, nil
+	return list(ctx, q.q, "grants of "+sandboxID, scanGrant, `SELECT `+grantCols+` FROM grant_tokens WHERE sandbox_id = ? ORDER BY position`, sandboxID)
 }
 
 func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.GrantToken, error) {

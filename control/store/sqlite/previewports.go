@@ -20,15 +20,7 @@ func scanPreviewPort(row scanner) (store.PreviewPort, error) {
 }
 
 func (q queries) PreviewPorts(ctx context.Context, sandboxID string) ([]store.PreviewPort, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = ? ORDER BY port`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
-	}
-	ps, err := collect(rows, scanPreviewPort)
-	if err != nil {
-		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
-	}
-	return ps, nil
+	return list(ctx, q.q, "list preview ports of "+sandboxID, scanPreviewPort, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = ? ORDER BY port`, sandboxID)
 }
 
 func (q queries) PreviewPortByLabel(ctx context.Context, label string) (store.PreviewPort, error) {

@@ -62,6 +62,20 @@ func notFound(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// list runs query and scans every row with scan; an error is wrapped
+// with what.
+func list[T any](ctx context.Context, q querier, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // collect scans every row with scan and closes rows.
 func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
@@ -184,15 +198,7 @@ func (q queries) Profile(ctx context.Context, name string) (store.Profile, error
 }
 
 func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	ps, err := collect(rows, scanProfile)
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	return ps, nil
+	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
 const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
@@ -229,15 +235,7 @@ func scanSandbox(row scanner) (store.Sandbox, error) {
 }
 
 func (q queries) sandboxes(ctx context.Context, what, query string, args ...any) ([]store.Sandbox, error) {
-	rows, err := q.q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	sbs, err := collect(rows, scanSandbox)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return sbs, nil
+	return list(ctx, q.q, what, scanSandbox, query, args...)
 }
 
 func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
