@@ -41,56 +41,46 @@ func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.Grant
 	return g, nil
 }
 
+// scanAuditEntry scans one row of Audit.
+func scanAuditEntry(r pgx.Row) (store.AuditEntry, error) {
+	var a store.AuditEntry
+	err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &a.Scopes, &a.Message, &a.At)
+	a.At = a.At.UTC()
+	if len(a.Scopes) == 0 {
+		a.Scopes = nil
+	}
+	return a, err
+}
+
 func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := q.q.Query(ctx, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
+	return list(ctx, q.q, "audit of "+f.AccountID, scanAuditEntry, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
 		FROM audit_log
 		WHERE account_id = $1 AND ($2 = '' OR project_id = $2) AND ($3 = '' OR sandbox_id = $3)
 		  AND ($4 = 0 OR id < $4)
 		ORDER BY id DESC LIMIT $5`, f.AccountID, f.ProjectID, f.SandboxID, f.Before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.AuditEntry, error) {
-		var a store.AuditEntry
-		err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &a.Scopes, &a.Message, &a.At)
-		a.At = a.At.UTC()
-		if len(a.Scopes) == 0 {
-			a.Scopes = nil
-		}
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	return es, nil
 }
 
 func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
 	return list(ctx, q.q, "list accounts", func(r pgx.Row) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
 }
 
+// scanLiveCount scans one row of LiveCounts.
+func scanLiveCount(r pgx.Row) (store.LiveCount, error) {
+	var c store.LiveCount
+	var state string
+	err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
+	c.State = store.State(state)
+	return c, err
+}
+
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
-	rows, err := q.q.Query(ctx, `SELECT account_id, platform, state, count(*) FROM sandboxes
+	return list(ctx, q.q, "live counts", scanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,
 		append(liveStates(), string(store.StateSuspended)))
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LiveCount, error) {
-		var c store.LiveCount
-		var state string
-		err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
-		c.State = store.State(state)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	return cs, nil
 }
 
 func (t *tx) InsertGrantToken(ctx context.Context, g store.GrantToken) error {

@@ -252,30 +252,34 @@ func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 		ORDER BY deadline_at, id LIMIT $3`, now, now.Add(-maxLifetime), limit)
 }
 
+// scanSession scans one row of Sessions.
+func scanSession(r pgx.Row) (store.Session, error) {
+	var s store.Session
+	var kind string
+	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
+	s.Kind = store.SessionKind(kind)
+	s.StartedAt, s.EndedAt = s.StartedAt.UTC(), utcPtr(s.EndedAt)
+	return s, err
+}
+
 func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
+	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
 		FROM sandbox_sessions WHERE sandbox_id = $1 ORDER BY started_at, id`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	ss, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Session, error) {
-		var s store.Session
-		var kind string
-		err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
-		s.Kind = store.SessionKind(kind)
-		s.StartedAt, s.EndedAt = s.StartedAt.UTC(), utcPtr(s.EndedAt)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	return ss, nil
+}
+
+// scanUsageRow scans one row of Usage.
+func scanUsageRow(r pgx.Row) (store.UsageRow, error) {
+	var u store.UsageRow
+	var kind string
+	err := r.Scan(&u.Platform, &kind, &u.Seconds)
+	u.Kind = store.SessionKind(kind)
+	return u, err
 }
 
 func (q queries) Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]store.UsageRow, error) {
 	// Each session is clipped to [from, to) and an open one runs until
 	// now; the WHERE clause keeps only intervals that stay positive.
-	rows, err := q.q.Query(ctx, `SELECT platform, kind,
+	return list(ctx, q.q, "usage of "+accountID, scanUsageRow, `SELECT platform, kind,
 			sum(extract(epoch FROM least(coalesce(ended_at, $4), $3) - greatest(started_at, $2)))::float8
 		FROM sandbox_sessions
 		WHERE account_id = $1
@@ -284,45 +288,26 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		  AND coalesce(ended_at, $4) > started_at
 		GROUP BY platform, kind
 		ORDER BY platform, kind`, accountID, from, to, now)
+}
+
+// scanEvent scans one row of Events.
+func scanEvent(r pgx.Row) (store.Event, error) {
+	var e store.Event
+	var state string
+	var consumer []byte
+	err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At, &consumer)
 	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+		return e, err
 	}
-	us, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.UsageRow, error) {
-		var u store.UsageRow
-		var kind string
-		err := r.Scan(&u.Platform, &kind, &u.Seconds)
-		u.Kind = store.SessionKind(kind)
-		return u, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	e.State = store.State(state)
+	if err := json.Unmarshal(consumer, &e.Consumer); err != nil {
+		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
 	}
-	return us, nil
+	e.At = e.At.UTC()
+	return e, err
 }
 
 func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
+	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
 		FROM events WHERE sandbox_id = $1 AND id > $2 ORDER BY id`, sandboxID, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
-		var e store.Event
-		var state string
-		var consumer []byte
-		err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At, &consumer)
-		if err != nil {
-			return e, err
-		}
-		e.State = store.State(state)
-		if err := json.Unmarshal(consumer, &e.Consumer); err != nil {
-			return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-		}
-		e.At = e.At.UTC()
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	return es, nil
 }

@@ -46,39 +46,34 @@ func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.Grant
 	return g, nil
 }
 
+// scanAuditEntry scans one row of Audit.
+func scanAuditEntry(r scanner) (store.AuditEntry, error) {
+	var a store.AuditEntry
+	var scopes string
+	var at int64
+	if err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &scopes, &a.Message, &at); err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal([]byte(scopes), &a.Scopes); err != nil {
+		return a, fmt.Errorf("decode scopes of audit entry %d: %w", a.ID, err)
+	}
+	if len(a.Scopes) == 0 {
+		a.Scopes = nil
+	}
+	a.At = fromMicros(at)
+	return a, nil
+}
+
 func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := q.q.QueryContext(ctx, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
+	return list(ctx, q.q, "audit of "+f.AccountID, scanAuditEntry, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
 		FROM audit_log
 		WHERE account_id = ?1 AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR sandbox_id = ?3)
 		  AND (?4 = 0 OR id < ?4)
 		ORDER BY id DESC LIMIT ?5`, f.AccountID, f.ProjectID, f.SandboxID, f.Before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	es, err := collect(rows, func(r scanner) (store.AuditEntry, error) {
-		var a store.AuditEntry
-		var scopes string
-		var at int64
-		if err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &scopes, &a.Message, &at); err != nil {
-			return a, err
-		}
-		if err := json.Unmarshal([]byte(scopes), &a.Scopes); err != nil {
-			return a, fmt.Errorf("decode scopes of audit entry %d: %w", a.ID, err)
-		}
-		if len(a.Scopes) == 0 {
-			a.Scopes = nil
-		}
-		a.At = fromMicros(at)
-		return a, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	return es, nil
 }
 
 func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
@@ -93,24 +88,19 @@ func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
 	return as, nil
 }
 
+// scanLiveCount scans one row of LiveCounts.
+func scanLiveCount(r scanner) (store.LiveCount, error) {
+	var c store.LiveCount
+	var state string
+	err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
+	c.State = store.State(state)
+	return c, err
+}
+
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
 	in, args := inList(append(append([]store.State{}, store.LiveStates...), store.StateSuspended))
-	rows, err := q.q.QueryContext(ctx, `SELECT account_id, platform, state, count(*) FROM sandboxes
+	return list(ctx, q.q, "live counts", scanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state IN `+in+` GROUP BY account_id, platform, state ORDER BY account_id, platform, state`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	cs, err := collect(rows, func(r scanner) (store.LiveCount, error) {
-		var c store.LiveCount
-		var state string
-		err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
-		c.State = store.State(state)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	return cs, nil
 }
 
 func jsonList(v []string) string {

@@ -300,32 +300,37 @@ func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 		ORDER BY deadline_at, id LIMIT ?`, micros(now), micros(now.Add(-maxLifetime)), limit)
 }
 
+// scanSession scans one row of Sessions.
+func scanSession(r scanner) (store.Session, error) {
+	var s store.Session
+	var kind string
+	var started int64
+	var ended sql.NullInt64
+	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &started, &ended, &s.EndReason)
+	s.Kind, s.StartedAt, s.EndedAt = store.SessionKind(kind), fromMicros(started), fromNullMicros(ended)
+	return s, err
+}
+
 func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
+	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
 		FROM sandbox_sessions WHERE sandbox_id = ? ORDER BY started_at, id`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	ss, err := collect(rows, func(r scanner) (store.Session, error) {
-		var s store.Session
-		var kind string
-		var started int64
-		var ended sql.NullInt64
-		err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &started, &ended, &s.EndReason)
-		s.Kind, s.StartedAt, s.EndedAt = store.SessionKind(kind), fromMicros(started), fromNullMicros(ended)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	return ss, nil
+}
+
+// scanUsageRow scans one row of Usage.
+func scanUsageRow(r scanner) (store.UsageRow, error) {
+	var u store.UsageRow
+	var kind string
+	var us int64
+	err := r.Scan(&u.Platform, &kind, &us)
+	u.Kind, u.Seconds = store.SessionKind(kind), float64(us)/1e6
+	return u, err
 }
 
 func (q queries) Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]store.UsageRow, error) {
 	// Each session is clipped to [from, to) and an open one runs until
 	// now; the WHERE clause keeps only intervals that stay positive. The
 	// sum is exact integer microseconds, converted to seconds once.
-	rows, err := q.q.QueryContext(ctx, `SELECT platform, kind,
+	return list(ctx, q.q, "usage of "+accountID, scanUsageRow, `SELECT platform, kind,
 			sum(min(coalesce(ended_at, :now), :to) - max(started_at, :from))
 		FROM sandbox_sessions
 		WHERE account_id = :account
@@ -336,44 +341,24 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		ORDER BY platform, kind`,
 		sql.Named("account", accountID), sql.Named("from", micros(from)),
 		sql.Named("to", micros(to)), sql.Named("now", micros(now)))
-	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+}
+
+// scanEvent scans one row of Events.
+func scanEvent(r scanner) (store.Event, error) {
+	var e store.Event
+	var state, consumer string
+	var at int64
+	if err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at, &consumer); err != nil {
+		return e, err
 	}
-	us, err := collect(rows, func(r scanner) (store.UsageRow, error) {
-		var u store.UsageRow
-		var kind string
-		var us int64
-		err := r.Scan(&u.Platform, &kind, &us)
-		u.Kind, u.Seconds = store.SessionKind(kind), float64(us)/1e6
-		return u, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	e.State, e.At = store.State(state), fromMicros(at)
+	if err := json.Unmarshal([]byte(consumer), &e.Consumer); err != nil {
+		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
 	}
-	return us, nil
+	return e, nil
 }
 
 func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
+	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
 		FROM events WHERE sandbox_id = ? AND id > ? ORDER BY id`, sandboxID, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	es, err := collect(rows, func(r scanner) (store.Event, error) {
-		var e store.Event
-		var state, consumer string
-		var at int64
-		if err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at, &consumer); err != nil {
-			return e, err
-		}
-		e.State, e.At = store.State(state), fromMicros(at)
-		if err := json.Unmarshal([]byte(consumer), &e.Consumer); err != nil {
-			return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-		}
-		return e, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	return es, nil
 }
