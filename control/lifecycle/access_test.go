@@ -39,9 +39,7 @@ func TestMintSSHCredentialWhileSuspending(t *testing.T) {
 
 	// The connection's wake waits while the suspend is held, then wakes.
 	woke := make(chan error, 1)
-	wctx, cancel := context.WithTimeout(ctx, stateCeiling)
-	defer cancel()
-	go func() { woke <- h.m.Wake(wctx, sb.ID) }()
+	go func() { woke <- h.wake(sb.ID, stateCeiling) }()
 	select {
 	case err := <-woke:
 		t.Fatalf("wake returned while the sandbox was suspending: %v", err)

@@ -207,9 +207,7 @@ func TestIdleSuspendThenWake(t *testing.T) {
 		errs := make(chan error, 100)
 		for range 100 {
 			wg.Go(func() {
-				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				defer cancel()
-				errs <- h.m.Wake(wctx, sb.ID)
+				errs <- h.wake(sb.ID, 30*time.Second)
 			})
 		}
 		wg.Wait()
@@ -240,9 +238,7 @@ func TestIdleSuspendThenWake(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := h.m.Wake(wctx, sb.ID); err != nil {
+		if err := h.wake(sb.ID, 30*time.Second); err != nil {
 			t.Fatalf("second wake: %v", err)
 		}
 		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:idle_offload", "storage:restored", "compute:open"})

@@ -108,9 +108,7 @@ func TestRestoreFailureEndsFailed(t *testing.T) {
 				sb := h.suspended(t)
 				h.prov.restoreErr.Store(&tc.err)
 				h.prov.failRestores.Store(1000)
-				wctx, cancel := context.WithTimeout(ctx, stateCeiling)
-				defer cancel()
-				if err := h.m.Wake(wctx, sb.ID); !errors.Is(err, lifecycle.ErrCannotWake) {
+				if err := h.wake(sb.ID, stateCeiling); !errors.Is(err, lifecycle.ErrCannotWake) {
 					t.Fatalf("wake of a sandbox whose restore fails: %v, want ErrCannotWake", err)
 				}
 				got, err := h.st.Sandbox(ctx, sb.ID)
@@ -158,9 +156,7 @@ func TestRestoreLeaseHeldWhileRestoring(t *testing.T) {
 		release := gate(t, &h.prov.restoreGate)
 		woke := make(chan error, 1)
 		go func() {
-			wctx, cancel := context.WithTimeout(ctx, stateCeiling)
-			defer cancel()
-			woke <- h.m.Wake(wctx, sb.ID)
+			woke <- h.wake(sb.ID, stateCeiling)
 		}()
 		time.Sleep(3 * 2 * time.Second) // three leases long
 		if n := h.prov.restores.Load(); n != 1 {
