@@ -91,13 +91,7 @@ func (t *tx) InsertGrantToken(ctx context.Context, g store.GrantToken) error {
 	tag, err := t.q.Exec(ctx, `INSERT INTO grant_tokens (id, sandbox_id, account_id, project_id, position, scopes, hash, created_at, minted_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
 		g.ID, g.SandboxID, g.AccountID, g.ProjectID, g.Position, scopes, nilIfEmpty(g.Hash), orNow(g.CreatedAt), g.MintedAt)
-	if err != nil {
-		return fmt.Errorf("insert grant %s: %w", g.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert grant %s: %w", g.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(tag, err, "insert grant "+g.ID, store.ErrConflict)
 }
 
 func (t *tx) SetGrantTokenHash(ctx context.Context, id string, hash []byte, at time.Time) error {
@@ -137,11 +131,5 @@ func nilIfEmpty(b []byte) []byte {
 
 func (t *tx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	tag, err := t.q.Exec(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1`, id, at)
-	if err != nil {
-		return fmt.Errorf("revoke token %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(tag, err, "revoke token "+id, store.ErrNotFound)
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,11 +46,5 @@ func (t *tx) SetAccountIdleTimeout(ctx context.Context, accountID string, d time
 		secs = &s
 	}
 	tag, err := t.q.Exec(ctx, `UPDATE accounts SET idle_timeout_seconds = $2 WHERE id = $1`, accountID, secs)
-	if err != nil {
-		return fmt.Errorf("set idle timeout of %s: %w", accountID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set idle timeout of %s: %w", accountID, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(tag, err, "set idle timeout of "+accountID, store.ErrNotFound)
 }

@@ -49,11 +49,5 @@ func (t *tx) PutPreviewPort(ctx context.Context, p store.PreviewPort) (store.Pre
 
 func (t *tx) DeletePreviewPort(ctx context.Context, sandboxID string, port int) error {
 	tag, err := t.q.Exec(ctx, `DELETE FROM preview_ports WHERE sandbox_id = $1 AND port = $2`, sandboxID, port)
-	if err != nil {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(tag, err, fmt.Sprintf("delete preview port %s:%d", sandboxID, port), store.ErrNotFound)
 }

@@ -48,6 +48,20 @@ func list[T any](ctx context.Context, q querier, what string, scan func(pgx.Row)
 	return out, nil
 }
 
+// oneRow wraps a write's error with what, and reports a write that
+// touched no row as none: store.ErrConflict for an insert that met an
+// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
+// a missing one.
+func oneRow(tag pgconn.CommandTag, err error, what string, none error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", what, none)
+	}
+	return nil
+}
+
 // conflict maps unique violations to store.ErrConflict.
 func conflict(err error, what string) error {
 	var pgErr *pgconn.PgError

@@ -119,13 +119,7 @@ func (t *tx) InsertGrantToken(ctx context.Context, g store.GrantToken) error {
 	res, err := t.q.ExecContext(ctx, `INSERT INTO grant_tokens (`+grantCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		g.ID, g.SandboxID, g.AccountID, g.ProjectID, g.Position, jsonList(g.Scopes), hash, orNow(g.CreatedAt), nullMicros(g.MintedAt))
-	if err != nil {
-		return fmt.Errorf("insert grant %s: %w", g.ID, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("insert grant %s: %w", g.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(res, err, "insert grant "+g.ID, store.ErrConflict)
 }
 
 func (t *tx) SetGrantTokenHash(ctx context.Context, id string, hash []byte, at time.Time) error {
@@ -154,11 +148,5 @@ func (t *tx) InsertAudit(ctx context.Context, a store.AuditEntry) error {
 
 func (t *tx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	res, err := t.q.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, micros(at), id)
-	if err != nil {
-		return fmt.Errorf("revoke token %s: %w", id, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, "revoke token "+id, store.ErrNotFound)
 }

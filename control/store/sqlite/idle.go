@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
@@ -43,11 +42,5 @@ func (t *tx) SetAccountIdleTimeout(ctx context.Context, accountID string, d time
 		secs = s
 	}
 	res, err := t.q.ExecContext(ctx, `UPDATE accounts SET idle_timeout_seconds = ? WHERE id = ?`, secs, accountID)
-	if err != nil {
-		return fmt.Errorf("set idle timeout of %s: %w", accountID, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("set idle timeout of %s: %w", accountID, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, "set idle timeout of "+accountID, store.ErrNotFound)
 }

@@ -45,11 +45,5 @@ func (t *tx) PutPreviewPort(ctx context.Context, p store.PreviewPort) (store.Pre
 
 func (t *tx) DeletePreviewPort(ctx context.Context, sandboxID string, port int) error {
 	res, err := t.q.ExecContext(ctx, `DELETE FROM preview_ports WHERE sandbox_id = ? AND port = ?`, sandboxID, port)
-	if err != nil {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, fmt.Sprintf("delete preview port %s:%d", sandboxID, port), store.ErrNotFound)
 }
