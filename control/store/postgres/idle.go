@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/sqltext"
 )
 
 // scanIdleCandidate scans one row of IdleCandidates.
@@ -20,12 +21,7 @@ func scanIdleCandidate(r pgx.Row) (store.IdleCandidate, error) {
 }
 
 func (q queries) IdleCandidates(ctx context.Context) ([]store.IdleCandidate, error) {
-	return list(ctx, q.q, "list idle candidates", scanIdleCandidate, `SELECT s.id, s.account_id, ss.started_at, coalesce(a.idle_timeout_seconds, 0)
-		FROM sandboxes s
-		JOIN sandbox_sessions ss ON ss.sandbox_id = s.id AND ss.kind = 'compute' AND ss.ended_at IS NULL
-		JOIN accounts a ON a.id = s.account_id
-		WHERE s.state = 'ready'
-		ORDER BY ss.started_at`)
+	return list(ctx, q.q, "list idle candidates", scanIdleCandidate, sqltext.IdleCandidates)
 }
 
 func (q queries) AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error) {

@@ -7,9 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/sqltext"
 )
 
-const previewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+const previewPortCols = sqltext.PreviewPortCols
 
 func scanPreviewPort(row pgx.Row) (store.PreviewPort, error) {
 	var p store.PreviewPort

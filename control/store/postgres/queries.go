@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/sqltext"
 )
 
 // querier is what both the pool and a transaction offer.
@@ -79,7 +80,7 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-const accountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+const accountCols = sqltext.AccountCols
 
 func scanAccount(row pgx.Row, extra ...any) (store.Account, error) {
 	var a store.Account
@@ -152,7 +153,7 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 	return p, nil
 }
 
-const profileCols = `name, platform, cpu, memory_mb, disk_gb, image`
+const profileCols = sqltext.ProfileCols
 
 func scanProfile(row pgx.Row) (store.Profile, error) {
 	var p store.Profile
@@ -172,9 +173,7 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
-const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
-	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts`
+const sandboxCols = sqltext.SandboxCols
 
 func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox

@@ -5,9 +5,10 @@ import (
 	"fmt"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/sqltext"
 )
 
-const previewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+const previewPortCols = sqltext.PreviewPortCols
 
 func scanPreviewPort(row scanner) (store.PreviewPort, error) {
 	var p store.PreviewPort

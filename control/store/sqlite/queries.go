@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/sqltext"
 )
 
 // querier is what both *sql.DB and *sql.Tx offer.
@@ -99,7 +100,7 @@ func inList[S ~string](vals []S) (string, []any) {
 	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
 }
 
-const accountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+const accountCols = sqltext.AccountCols
 
 func scanAccount(row scanner, extra ...any) (store.Account, error) {
 	var a store.Account
@@ -181,7 +182,7 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 	return p, nil
 }
 
-const profileCols = `name, platform, cpu, memory_mb, disk_gb, image`
+const profileCols = sqltext.ProfileCols
 
 func scanProfile(row scanner) (store.Profile, error) {
 	var p store.Profile
@@ -201,9 +202,7 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
-const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
-	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts`
+const sandboxCols = sqltext.SandboxCols
 
 func scanSandbox(row scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
