@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 const grantCols = `g.id, g.sandbox_id, g.account_id, g.project_id, g.position, g.scopes, g.hash, g.created_at, g.minted_at`
@@ -53,10 +54,7 @@ func scanAuditEntry(r pgx.Row) (store.AuditEntry, error) {
 }
 
 func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit := backend.Limit(f.Limit)
 	return list(ctx, q.q, "audit of "+f.AccountID, scanAuditEntry, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
 		FROM audit_log
 		WHERE account_id = $1 AND ($2 = '' OR project_id = $2) AND ($3 = '' OR sandbox_id = $3)

@@ -7,10 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/internal/sqltext"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
-const previewPortCols = sqltext.PreviewPortCols
+const previewPortCols = backend.PreviewPortCols
 
 func scanPreviewPort(row pgx.Row) (store.PreviewPort, error) {
 	var p store.PreviewPort

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/internal/sqltext"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // querier is what both the pool and a transaction offer.
@@ -23,8 +23,6 @@ type querier interface {
 
 // queries implements store.Reader on the pool or on a transaction.
 type queries struct{ q querier }
-
-const defaultLimit = 100
 
 // notFound turns pgx.ErrNoRows into store.ErrNotFound, wrapped with what
 // was looked up.
@@ -80,7 +78,7 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-const accountCols = sqltext.AccountCols
+const accountCols = backend.AccountCols
 
 func scanAccount(row pgx.Row, extra ...any) (store.Account, error) {
 	var a store.Account
@@ -153,7 +151,7 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 	return p, nil
 }
 
-const profileCols = sqltext.ProfileCols
+const profileCols = backend.ProfileCols
 
 func scanProfile(row pgx.Row) (store.Profile, error) {
 	var p store.Profile
@@ -173,7 +171,7 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
-const sandboxCols = sqltext.SandboxCols
+const sandboxCols = backend.SandboxCols
 
 func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -216,10 +214,7 @@ func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) 
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
-	limit := opts.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit := backend.Limit(opts.Limit)
 	states := make([]string, len(opts.States))
 	for i, s := range opts.States {
 		states[i] = string(s)
@@ -256,9 +251,7 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 }
 
 func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit = backend.Limit(limit)
 	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE deadline_at < $1
 		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= $2))

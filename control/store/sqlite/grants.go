@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 const grantCols = `id, sandbox_id, account_id, project_id, position, scopes, hash, created_at, minted_at`
@@ -65,10 +66,7 @@ func scanAuditEntry(r scanner) (store.AuditEntry, error) {
 }
 
 func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit := backend.Limit(f.Limit)
 	return list(ctx, q.q, "audit of "+f.AccountID, scanAuditEntry, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
 		FROM audit_log
 		WHERE account_id = ?1 AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR sandbox_id = ?3)

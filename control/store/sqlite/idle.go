@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/internal/sqltext"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // scanIdleCandidate scans one row of IdleCandidates.
@@ -20,7 +20,7 @@ func scanIdleCandidate(r scanner) (store.IdleCandidate, error) {
 }
 
 func (q queries) IdleCandidates(ctx context.Context) ([]store.IdleCandidate, error) {
-	return list(ctx, q.q, "list idle candidates", scanIdleCandidate, sqltext.IdleCandidates)
+	return list(ctx, q.q, "list idle candidates", scanIdleCandidate, backend.IdleCandidates)
 }
 
 func (q queries) AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error) {

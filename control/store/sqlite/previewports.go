@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/internal/sqltext"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
-const previewPortCols = sqltext.PreviewPortCols
+const previewPortCols = backend.PreviewPortCols
 
 func scanPreviewPort(row scanner) (store.PreviewPort, error) {
 	var p store.PreviewPort

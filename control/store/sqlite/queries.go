@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/internal/sqltext"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // querier is what both *sql.DB and *sql.Tx offer.
@@ -22,8 +22,6 @@ type querier interface {
 
 // queries implements store.Reader on the database or on a transaction.
 type queries struct{ q querier }
-
-const defaultLimit = 100
 
 // Times are stored as unix microseconds, the precision Postgres keeps, so
 // both backends round-trip the same values.
@@ -100,7 +98,7 @@ func inList[S ~string](vals []S) (string, []any) {
 	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
 }
 
-const accountCols = sqltext.AccountCols
+const accountCols = backend.AccountCols
 
 func scanAccount(row scanner, extra ...any) (store.Account, error) {
 	var a store.Account
@@ -182,7 +180,7 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 	return p, nil
 }
 
-const profileCols = sqltext.ProfileCols
+const profileCols = backend.ProfileCols
 
 func scanProfile(row scanner) (store.Profile, error) {
 	var p store.Profile
@@ -202,7 +200,7 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
-const sandboxCols = sqltext.SandboxCols
+const sandboxCols = backend.SandboxCols
 
 func scanSandbox(row scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -246,10 +244,7 @@ func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) 
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
-	limit := opts.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit := backend.Limit(opts.Limit)
 	query := `SELECT ` + sandboxCols + ` FROM sandboxes WHERE account_id = ?`
 	args := []any{opts.AccountID}
 	if len(opts.States) > 0 {
@@ -290,9 +285,7 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 }
 
 func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit = backend.Limit(limit)
 	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE deadline_at < ?
 		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= ?))

@@ -1,8 +1,9 @@
-// Package sqltext is the SQL both store backends run as written: the
-// column lists their scanners read in this order, and the queries without
-// placeholders or dialect-specific functions. Everything with a
-// placeholder ($1 or ?) or a dialect's own function stays in its backend.
-package sqltext
+// Package backend is what the Postgres and SQLite stores share as
+// written: the column lists their scanners read in this order, the queries
+// without placeholders or dialect-specific functions, and the page size.
+// Everything with a placeholder ($1 or ?) or a dialect's own function
+// stays in its backend.
+package backend
 
 // Column lists, in the order each backend's scanner reads them.
 const (
@@ -25,3 +26,14 @@ const IdleCandidates = `SELECT s.id, s.account_id, ss.started_at, coalesce(a.idl
 		JOIN accounts a ON a.id = s.account_id
 		WHERE s.state = 'ready'
 		ORDER BY ss.started_at`
+
+// DefaultLimit is the page size of a list asked for with no limit.
+const DefaultLimit = 100
+
+// Limit is n, or DefaultLimit when n is not positive.
+func Limit(n int) int {
+	if n <= 0 {
+		return DefaultLimit
+	}
+	return n
+}
