@@ -44,6 +44,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/internal/tick"
 )
 
 var _ activity.Store = (*Store)(nil)
@@ -462,20 +463,14 @@ func epochStart(epoch string) (time.Time, error) {
 
 func (s *Store) flushLoop(ctx context.Context) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, s.cfg.FlushInterval, func() bool {
 		fctx, cancel := context.WithTimeout(ctx, max(s.cfg.FlushInterval, time.Second))
+		defer cancel()
 		if err := s.Flush(fctx); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("activity flush failed; retrying", "err", err)
 		}
-		cancel()
-	}
+		return true
+	})
 }
 
 func (s *Store) subscribeLoop() {

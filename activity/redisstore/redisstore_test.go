@@ -115,21 +115,32 @@ func status(t *testing.T, s activity.Store, id string) activity.Status {
 	return m[id]
 }
 
+// flush flushes s's marks and fails the test if it cannot.
+func flush(t *testing.T, s *redisstore.Store) {
+	t.Helper()
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replicas are two stores on one fresh prefix, as an edge and control
+// share Redis.
+func replicas(t *testing.T) (edge, ctl *redisstore.Store, p string) {
+	t.Helper()
+	p = prefix(t)
+	return newStore(t, redisstore.Config{Prefix: p}), newStore(t, redisstore.Config{Prefix: p}), p
+}
+
 func TestSharedAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p := prefix(t)
-	edge := newStore(t, redisstore.Config{Prefix: p})
-	ctl := newStore(t, redisstore.Config{Prefix: p})
+	edge, ctl, _ := replicas(t)
 
 	edge.Mark("sbx-a")
 	closeB := edge.Open("sbx-b")
 	if got := status(t, ctl, "sbx-a"); !got.LastSeen.IsZero() {
 		t.Fatalf("before flush control saw %+v; marks must be coalesced until a flush", got)
 	}
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	if got := status(t, ctl, "sbx-a"); got.LastSeen.IsZero() || got.Live {
 		t.Fatalf("sbx-a: got %+v, want seen, not live", got)
 	}
@@ -137,9 +148,7 @@ func TestSharedAcrossReplicas(t *testing.T) {
 		t.Fatalf("sbx-b: got %+v, want live", got)
 	}
 	closeB()
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	if got := status(t, ctl, "sbx-b"); got.Live {
 		t.Fatalf("sbx-b after close: got %+v, want not live", got)
 	}
@@ -147,21 +156,16 @@ func TestSharedAcrossReplicas(t *testing.T) {
 
 func TestLastSeenNeverMovesBack(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	p := prefix(t)
 	var late, early fakeClock
 	late.Advance(time.Minute)
 	a := newStore(t, redisstore.Config{Prefix: p, Now: late.Now})
 	b := newStore(t, redisstore.Config{Prefix: p, Now: early.Now})
 	a.Mark("sbx-x")
-	if err := a.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, a)
 	want := status(t, a, "sbx-x").LastSeen
 	b.Mark("sbx-x") // an older mark flushed later
-	if err := b.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, b)
 	if got := status(t, a, "sbx-x").LastSeen; !got.Equal(want) {
 		t.Fatalf("LastSeen = %v after an older flush, want %v", got, want)
 	}
@@ -171,7 +175,6 @@ func TestLastSeenNeverMovesBack(t *testing.T) {
 // heartbeat lapses; a clean Close releases at once.
 func TestHeartbeatLapsesAfterCrash(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	p := prefix(t)
 	var clk fakeClock
 	ttl := 30 * time.Second
@@ -182,9 +185,7 @@ func TestHeartbeatLapsesAfterCrash(t *testing.T) {
 	crashed.Open("sbx-crash")
 	clean.Open("sbx-clean")
 	for _, s := range []*redisstore.Store{crashed, clean} {
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 	}
 	crashed.Halt()
 	if err := clean.Close(); err != nil {
@@ -206,7 +207,6 @@ func TestHeartbeatLapsesAfterCrash(t *testing.T) {
 // live past its first TTL.
 func TestHeartbeatRefreshed(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	p := prefix(t)
 	var clk fakeClock
 	ttl := 30 * time.Second
@@ -214,9 +214,7 @@ func TestHeartbeatRefreshed(t *testing.T) {
 	reader := newStore(t, redisstore.Config{Prefix: p, Now: clk.Now})
 	defer edge.Open("sbx-long")()
 	for range 10 { // 10 x 12 s = 2 minutes, four TTLs
-		if err := edge.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, edge)
 		clk.Advance(ttl/3 + 2*time.Second)
 		if !status(t, reader, "sbx-long").Live {
 			t.Fatalf("open connection lapsed at %v", clk.Now())
@@ -245,9 +243,7 @@ func TestMarksCoalesce(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := cmds.Load()
-	if err := s.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, s)
 	if got := s.Stats().Flushed; got != 3 {
 		t.Fatalf("flushed %d marks for 40000 calls on 3 sandboxes, want 3", got)
 	}
@@ -399,14 +395,9 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // first.
 func TestEpochShared(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p := prefix(t)
-	edge := newStore(t, redisstore.Config{Prefix: p})
-	ctl := newStore(t, redisstore.Config{Prefix: p})
+	edge, ctl, _ := replicas(t)
 	edge.Mark("sbx-e")
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	a, b := status(t, ctl, "sbx-e"), status(t, edge, "sbx-e")
 	if a.Epoch == "" || a.Epoch != b.Epoch || !a.EpochStart.Equal(b.EpochStart) {
 		t.Fatalf("control reads epoch %s@%v, edge %s@%v; want one named epoch", a.Epoch, a.EpochStart, b.Epoch, b.EpochStart)
@@ -462,26 +453,17 @@ func restore(t *testing.T, c *redis.Client, p string, snap map[string]string) {
 // make a sandbox used seconds ago look idle.
 func TestStaleReplicaStartsNewEpoch(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p := prefix(t)
+	edge, ctl, p := replicas(t)
 	c := client(t, redisAddr)
-	edge := newStore(t, redisstore.Config{Prefix: p})
-	ctl := newStore(t, redisstore.Config{Prefix: p})
 
 	edge.Mark("sbx-r")
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	replica := snapshot(t, c, p) // replication stops here
 	edge.Mark("sbx-r")
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	before := status(t, ctl, "sbx-r")
 	restore(t, c, p, replica) // the replica is promoted
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	after := status(t, ctl, "sbx-r")
 	if after.Epoch == before.Epoch {
 		t.Fatalf("epoch %s kept after a failover lost a flush", after.Epoch)
@@ -490,9 +472,7 @@ func TestStaleReplicaStartsNewEpoch(t *testing.T) {
 		t.Fatalf("new EpochStart %v is not after the old %v", after.EpochStart, before.EpochStart)
 	}
 	// Nothing lost since: the epoch holds.
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	if got := status(t, ctl, "sbx-r"); got.Epoch != after.Epoch {
 		t.Fatalf("epoch moved again (%s -> %s) with nothing lost", after.Epoch, got.Epoch)
 	}
@@ -503,19 +483,12 @@ func TestStaleReplicaStartsNewEpoch(t *testing.T) {
 // open session reads live again within a flush interval.
 func TestLossResendsHeartbeats(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p := prefix(t)
-	edge := newStore(t, redisstore.Config{Prefix: p})
-	ctl := newStore(t, redisstore.Config{Prefix: p})
+	edge, ctl, p := replicas(t)
 	defer edge.Open("sbx-open")()
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	deletePrefix(t, p)
 	for range 2 { // the first flush learns of the loss, the second repairs
-		if err := edge.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, edge)
 	}
 	if !status(t, ctl, "sbx-open").Live {
 		t.Fatal("open connection not live two flushes after the records were lost")
@@ -533,9 +506,7 @@ func TestDroppedMarksStartNewEpoch(t *testing.T) {
 	edge := newStore(t, redisstore.Config{Client: client(t, px.Addr), Prefix: p, RetryFor: 10 * time.Second, Now: clk.Now})
 	ctl := newStore(t, redisstore.Config{Prefix: p, Now: clk.Now})
 	edge.Mark("sbx-d")
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	before := status(t, ctl, "sbx-d")
 	px.Stop()
 	edge.Mark("sbx-d")
@@ -550,9 +521,7 @@ func TestDroppedMarksStartNewEpoch(t *testing.T) {
 		t.Fatal("no mark dropped after the retry window")
 	}
 	px.Start(t)
-	if err := edge.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush(t, edge)
 	if got := status(t, ctl, "sbx-d"); got.Epoch == before.Epoch {
 		t.Fatalf("epoch %s kept after marks were dropped", got.Epoch)
 	}

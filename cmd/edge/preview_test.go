@@ -20,6 +20,7 @@ import (
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/wstest"
 )
 
 func reservePort(t *testing.T) int {
@@ -47,16 +48,8 @@ type previewStack struct {
 // provider, Redis carrying activity and invalidations between them.
 func startPreviewStack(t *testing.T) *previewStack {
 	t.Helper()
-	oidc, err := mockoidc.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = oidc.Shutdown() })
 	dir := t.TempDir()
-	members := filepath.Join(dir, "members.json")
-	if err := os.WriteFile(members, []byte(`[{"account_id":"`+devseed.AccountID+`","issuer":"`+oidc.Issuer()+`","subject":"alice"}]`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	oidc, members := wstest.MemberOIDC(t, dir, devseed.AccountID)
 	keyFile := filepath.Join(dir, "session.key")
 	if err := os.WriteFile(keyFile, []byte(strings.Repeat("k", 40)), 0o600); err != nil {
 		t.Fatal(err)

@@ -4,17 +4,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
-	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
 	"github.com/sbxedge/sbx/internal/wstest"
 )
 
@@ -57,23 +52,7 @@ func TestPreviewRevokesConnections(t *testing.T) {
 
 	// alice signs in through the provider; the page's own WebSocket rides
 	// on her cookie.
-	ps.oidc.QueueUser(&mockoidc.MockUser{Subject: "alice", Email: "alice@example.com", EmailVerified: true})
-	bctx := chromiumtest.New(t, 2*time.Minute)
-	if err := chromedp.Do(bctx, chromedp.Navigate(urlA+"/"), chromedp.WaitVisible("#msg")); err != nil {
-		t.Fatalf("alice's page through cmd/edge: %v", err)
-	}
-	browserState := func() string {
-		st, err := chromedp.Run(bctx, chromedp.Evaluate[string](`window.wsState`))
-		if err != nil {
-			t.Fatalf("read the page's WebSocket state: %v", err)
-		}
-		return st
-	}
-	for deadline := time.Now().Add(20 * time.Second); browserState() != "open"; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page's WebSocket: %q, want open", browserState())
-		}
-	}
+	page := wstest.OpenPage(t, ps.oidc, urlA, "cmd/edge")
 
 	t.Run("token revoked", func(t *testing.T) {
 		start := time.Now()
@@ -90,17 +69,7 @@ func TestPreviewRevokesConnections(t *testing.T) {
 		if err := os.WriteFile(ps.members, []byte(`[]`), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var st string
-		for st = browserState(); !strings.HasPrefix(st, "closed"); st = browserState() {
-			if time.Since(start) > wstest.RevokeWithin {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !strings.HasPrefix(st, "closed 1008 ") {
-			t.Fatalf("alice's WebSocket %v after she left the members file: %q, want closed 1008 with a reason", time.Since(start).Round(time.Millisecond), st)
-		}
-		t.Logf("member removed: browser saw %q after %v", st, time.Since(start).Round(time.Millisecond))
+		page.WantPolicyClose(t, start, "member removed")
 		wstest.Echo(t, bySandbox, "token connections are not members'")
 	})
 	t.Run("port removed", func(t *testing.T) {

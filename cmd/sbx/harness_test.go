@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/internal/apicheck"
+	"github.com/sbxedge/sbx/internal/redistest"
 	"github.com/sbxedge/sbx/internal/testdb"
 )
 
@@ -61,26 +60,9 @@ func sbxBinary(t *testing.T) string {
 	return binPath
 }
 
-// freeAddr picks a port for `sbx dev` to bind after this returns. It is
-// drawn below Linux's ephemeral range (32768-60999): a port from :0 lies
-// inside it, and any outgoing connection on the machine (ssh, Postgres,
-// HTTP clients of parallel tests) could take it as its source port before
-// sbx dev binds it, which failed TestAdminCLI with "address already in use".
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	var last error
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err != nil {
-			last = err
-			continue
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	t.Fatalf("no free port below the ephemeral range: %v", last)
-	return ""
-}
+// freeAddr picks a port for `sbx dev` to bind after this returns, below
+// the ephemeral range (see redistest.FreeAddr).
+func freeAddr(t *testing.T) string { return redistest.FreeAddr(t) }
 
 // devProc is one running `sbx dev`.
 type devProc struct {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -64,76 +62,27 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		}
 	})
 	svc, tok, previewPort := d.svc, d.token, d.edge.PreviewAddr().(*net.TCPAddr).Port
-	call := func(method, path, body string, out any) int {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, svc.URL()+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if out != nil {
-			if err := json.Unmarshal(raw, out); err != nil {
-				t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-			}
-		}
-		return resp.StatusCode
-	}
-	status := func(id string) string {
-		var sb struct {
-			Status string `json:"status"`
-		}
-		call("GET", "/api/v1/sandboxes/"+id, "", &sb)
-		return sb.Status
-	}
-	waitStatus := func(id, want string) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for status(id) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("sandbox %s is %s; want %s", id, status(id), want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-
-	var sb struct {
-		ID string `json:"id"`
-	}
-	if code := call("POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-warm"}`, &sb); code != 201 {
+	// The API as the harness's clients speak it, here to the in-process
+	// control.
+	api := &devProc{t: t, API: svc.URL(), Token: tok, client: http.DefaultClient}
+	var sb sbView
+	if code := api.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-warm"}, &sb); code != 201 {
 		t.Fatalf("create: %d", code)
 	}
-	waitStatus(sb.ID, "ready")
-	var cred struct {
-		Username      string `json:"username"`
-		Host          string `json:"host"`
-		Port          int    `json:"port"`
-		PrivateKeyPEM string `json:"private_key_pem"`
-	}
-	if code := call("POST", "/api/v1/sandboxes/"+sb.ID+"/ssh_tokens", `{"ttl_minutes":10}`, &cred); code != 201 {
+	api.waitStatus(sb.ID, "ready", 60*time.Second)
+	var cred sshToken
+	if code := api.call("POST", "/api/v1/sandboxes/"+sb.ID+"/ssh_tokens", map[string]any{"ttl_minutes": 10}, &cred); code != 201 {
 		t.Fatalf("ssh_tokens: %d", code)
 	}
-	keyFile := filepath.Join(dir, "id_ed25519")
-	if err := os.WriteFile(keyFile, []byte(cred.PrivateKeyPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ta := sshTarget{id: cred.Username, host: cred.Host, port: cred.Port, known: filepath.Join(dir, "known_hosts"),
+		keyFile: writeKey(t, dir, "id_ed25519", []byte(cred.PrivateKeyPEM))}
 	ssh := func(command string) (stdout, stderr string) {
 		t.Helper()
-		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, sshBin, "-F", "/dev/null", "-i", keyFile, "-o", "IdentitiesOnly=yes",
-			"-o", "UserKnownHostsFile="+filepath.Join(dir, "known_hosts"), "-o", "StrictHostKeyChecking=accept-new",
-			"-o", "BatchMode=yes", "-p", strconv.Itoa(cred.Port), cred.Username+"@"+cred.Host, command)
-		var errBuf strings.Builder
-		cmd.Stderr = &errBuf
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("ssh %q: %v\n%s%s", command, err, out, errBuf.String())
+		out, errOut, code := runTool(t, "", sshBin, append(ta.opts("-p"), ta.dest(), command)...)
+		if code != 0 {
+			t.Fatalf("ssh %q: exit %d\n%s%s", command, code, out, errOut)
 		}
-		return string(out), errBuf.String()
+		return out, errOut
 	}
 	if got, _ := ssh("echo through-k8s > note.txt && cat note.txt"); got != "through-k8s\n" {
 		t.Errorf("ssh wrote and read %q; want through-k8s", got)
@@ -158,10 +107,8 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 			}
 		})
 	}
-	var pv struct {
-		URL string `json:"url"`
-	}
-	if code := call("POST", "/api/v1/sandboxes/"+sb.ID+"/ports", `{"port":`+strconv.Itoa(webPort)+`}`, &pv); code != 201 {
+	var pv portView
+	if code := api.call("POST", "/api/v1/sandboxes/"+sb.ID+"/ports", map[string]any{"port": webPort}, &pv); code != 201 {
 		t.Fatalf("POST ports: %d", code)
 	}
 	curlDeadline := time.Now().Add(20 * time.Second)
@@ -181,7 +128,7 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	if err := svc.Life.Suspend(ctx, sb.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(sb.ID, "suspended")
+	api.waitStatus(sb.ID, "suspended", 60*time.Second)
 	got, stderr := ssh("cat note.txt")
 	if got != "through-k8s\n" {
 		t.Errorf("after wake over SSH: %q; want the note kept in the snapshot", got)
@@ -189,7 +136,7 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	if !strings.Contains(stderr, "waking sandbox") {
 		t.Errorf("ssh stderr %q; want the broker's waking notice", stderr)
 	}
-	if got := status(sb.ID); got != "ready" {
-		t.Errorf("sandbox %s after SSH wake; want ready", got)
+	if api.call("GET", "/api/v1/sandboxes/"+sb.ID, nil, &sb); sb.Status != "ready" {
+		t.Errorf("sandbox %s after SSH wake; want ready", sb.Status)
 	}
 }

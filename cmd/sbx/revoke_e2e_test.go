@@ -6,16 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-	"github.com/oauth2-proxy/mockoidc"
-
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/devseed"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
 	"github.com/sbxedge/sbx/internal/wstest"
 )
 
@@ -25,16 +20,8 @@ import (
 // of the member's removal from the members file, of the port's removal
 // and of the sandbox's deletion, each leaving the other connections open.
 func TestDevPreviewRevokesConnections(t *testing.T) {
-	oidc, err := mockoidc.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = oidc.Shutdown() })
 	dir := t.TempDir()
-	members := filepath.Join(dir, "members.json")
-	if err := os.WriteFile(members, []byte(`[{"account_id":"`+devseed.AccountID+`","issuer":"`+oidc.Issuer()+`","subject":"alice"}]`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	oidc, members := wstest.MemberOIDC(t, dir, devseed.AccountID)
 	p := startDev(t, filepath.Join(dir, "data"), "", "--oidc-issuer", oidc.Issuer(), "--oidc-client-id", oidc.ClientID,
 		"--oidc-client-secret", oidc.ClientSecret, "--preview-members", members)
 	id := createReady(t, p)
@@ -61,23 +48,7 @@ func TestDevPreviewRevokesConnections(t *testing.T) {
 	byPortB := wstest.Dial(t, proxy, urlB, bearer(p.Token))
 	bySandbox := wstest.Dial(t, proxy, urlA, bearer(p.Token))
 
-	oidc.QueueUser(&mockoidc.MockUser{Subject: "alice", Email: "alice@example.com", EmailVerified: true})
-	bctx := chromiumtest.New(t, 2*time.Minute)
-	if err := chromedp.Do(bctx, chromedp.Navigate(urlA+"/"), chromedp.WaitVisible("#msg")); err != nil {
-		t.Fatalf("alice's page through sbx dev: %v", err)
-	}
-	browserState := func() string {
-		st, err := chromedp.Run(bctx, chromedp.Evaluate[string](`window.wsState`))
-		if err != nil {
-			t.Fatalf("read the page's WebSocket state: %v", err)
-		}
-		return st
-	}
-	for deadline := time.Now().Add(20 * time.Second); browserState() != "open"; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page's WebSocket: %q, want open", browserState())
-		}
-	}
+	page := wstest.OpenPage(t, oidc, urlA, "sbx dev")
 
 	t.Run("token revoked", func(t *testing.T) {
 		start := time.Now()
@@ -90,14 +61,7 @@ func TestDevPreviewRevokesConnections(t *testing.T) {
 		if err := os.WriteFile(members, []byte(`[]`), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var st string
-		for st = browserState(); !strings.HasPrefix(st, "closed") && time.Since(start) < wstest.RevokeWithin; st = browserState() {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if !strings.HasPrefix(st, "closed 1008 ") {
-			t.Fatalf("alice's WebSocket %v after she left the members file: %q, want closed 1008 with a reason", time.Since(start).Round(time.Millisecond), st)
-		}
-		t.Logf("member removed: browser saw %q after %v", st, time.Since(start).Round(time.Millisecond))
+		page.WantPolicyClose(t, start, "member removed")
 		wstest.Echo(t, bySandbox, "token connections are not members'")
 	})
 	t.Run("port removed", func(t *testing.T) {

@@ -69,9 +69,18 @@ func mint(t *testing.T, p *devProc, id, dir string) sshTarget {
 // the exit code.
 func runTool(t *testing.T, stdin string, name string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return runLimited(t, 60*time.Second, nil, stdin, name, args...)
+}
+
+// runLimited runs name with env (nil: this process's) and stdin, fails the
+// test if it cannot start or outlives limit, and returns stdout, stderr and
+// the exit code.
+func runLimited(t *testing.T, limit time.Duration, env []string, stdin string, name string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errb
 	err := cmd.Run()

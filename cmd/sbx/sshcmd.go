@@ -58,6 +58,24 @@ func (a *app) mintSSHToken(ctx context.Context, cl *apiClient, id string, ttl in
 	}
 }
 
+// mintPinned mints a credential for sandbox id (see mintSSHToken) and pins
+// the broker's host key: what every SSH command does before it connects
+// or writes anything.
+func (a *app) mintPinned(ctx context.Context, id string, ttl int) (sshToken, error) {
+	cl, err := a.api()
+	if err != nil {
+		return sshToken{}, err
+	}
+	tok, err := a.mintSSHToken(ctx, cl, id, ttl)
+	if err != nil {
+		return sshToken{}, err
+	}
+	if err := pinBrokerKey(ctx, tok.Host, tok.Port); err != nil {
+		return sshToken{}, err
+	}
+	return tok, nil
+}
+
 // knownHostsFile is the one place sbx pins SSH brokers' host keys, for
 // every stack: entries are keyed by the broker's host:port, so each stack
 // has its own pin.
@@ -164,15 +182,8 @@ func (a *app) runSSH(ctx context.Context, id string, o sshRunOptions, extra []st
 	if err != nil {
 		return fmt.Errorf("OpenSSH client (ssh) not found on PATH: %w", err)
 	}
-	cl, err := a.api()
+	tok, err := a.mintPinned(ctx, id, o.ttl)
 	if err != nil {
-		return err
-	}
-	tok, err := a.mintSSHToken(ctx, cl, id, o.ttl)
-	if err != nil {
-		return err
-	}
-	if err := pinBrokerKey(ctx, tok.Host, tok.Port); err != nil {
 		return err
 	}
 	keyDir, err := os.MkdirTemp("", "sbx-ssh-")
@@ -252,15 +263,8 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 			if ttl < 0 || ttl > 60 {
 				return usageErrorf(c, "--ttl %d: want minutes from 1 to 60", ttl)
 			}
-			cl, err := a.api()
+			tok, err := a.mintPinned(c.Context(), got[0], ttl)
 			if err != nil {
-				return err
-			}
-			tok, err := a.mintSSHToken(c.Context(), cl, got[0], ttl)
-			if err != nil {
-				return err
-			}
-			if err := pinBrokerKey(c.Context(), tok.Host, tok.Port); err != nil {
 				return err
 			}
 			if err := writeFileAtomic(got[1], []byte(tok.PrivateKeyPEM), 0o600); err != nil {
@@ -298,18 +302,10 @@ is pinned in ~/.config/sbx/known_hosts.`,
 		Args:              args([]string{"ID"}),
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(c *cobra.Command, got []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
-			id := got[0]
 			// One credential now checks the sandbox and pins the broker;
 			// each connection mints its own.
-			tok, err := a.mintSSHToken(c.Context(), cl, id, 0)
+			tok, err := a.mintPinned(c.Context(), got[0], 0)
 			if err != nil {
-				return err
-			}
-			if err := pinBrokerKey(c.Context(), tok.Host, tok.Port); err != nil {
 				return err
 			}
 			alias, err := writeSSHConfig(dir, a.apiURL(), tok)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"os"
 	"os/exec"
@@ -17,23 +16,7 @@ import (
 // runEnv runs name with env and returns stdout, stderr and the exit code.
 func runEnv(t *testing.T, env []string, name string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("%s %v: %v", name, args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("%s %v: timed out; stderr: %s", name, args, errb.String())
-	}
-	return out.String(), errb.String(), code
+	return runLimited(t, 2*time.Minute, env, "", name, args...)
 }
 
 // expireCredentials ends every SSH credential of the sandbox now, as

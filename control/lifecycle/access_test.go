@@ -19,8 +19,7 @@ func TestMintSSHCredentialWhileSuspending(t *testing.T) {
 	h := newIdleHarness(t, "sqlite", nil)
 	ctx := context.Background()
 	sb := h.readySandbox(t)
-	hold := make(chan struct{})
-	h.prov.holdSuspend.Store(&hold)
+	release := gate(t, &h.prov.suspendGate)
 	if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -40,15 +39,13 @@ func TestMintSSHCredentialWhileSuspending(t *testing.T) {
 
 	// The connection's wake waits while the suspend is held, then wakes.
 	woke := make(chan error, 1)
-	wctx, cancel := context.WithTimeout(ctx, stateCeiling)
-	defer cancel()
-	go func() { woke <- h.m.Wake(wctx, sb.ID) }()
+	go func() { woke <- h.wake(sb.ID, stateCeiling) }()
 	select {
 	case err := <-woke:
 		t.Fatalf("wake returned while the sandbox was suspending: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(hold)
+	release()
 	if err := <-woke; err != nil {
 		t.Fatalf("wake after the suspend: %v", err)
 	}

@@ -27,34 +27,49 @@ type suspendProvider struct {
 	failRestores atomic.Int32 // how many restores to fail before succeeding
 	// restoreErr, when set, is what the failing restores return.
 	restoreErr atomic.Pointer[error]
-	// suspendGate and restoreGate, when set, hold Suspend and Restore
-	// until the channel is closed.
+	// suspendGate and restoreGate, when set (see gate), hold Suspend and
+	// Restore until the channel is closed or the call's context ends.
 	suspendGate, restoreGate atomic.Pointer[chan struct{}]
-	// holdSuspend, when set, holds suspends until the channel closes.
-	holdSuspend atomic.Pointer[chan struct{}]
+}
+
+// gate stores a fresh gate in g and returns what opens it, which the
+// test's end calls too, so that a failed assertion never strands a job.
+func gate(t *testing.T, g *atomic.Pointer[chan struct{}]) (release func()) {
+	ch := make(chan struct{})
+	g.Store(&ch)
+	release = sync.OnceFunc(func() { close(ch) })
+	t.Cleanup(release)
+	return release
+}
+
+// waitGate waits for the gate in g, if one is set, to open.
+func waitGate(ctx context.Context, g *atomic.Pointer[chan struct{}]) error {
+	ch := g.Load()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-*ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
-	if g := p.suspendGate.Load(); g != nil {
-		<-*g
+	if err := waitGate(ctx, &p.suspendGate); err != nil {
+		return err
 	}
 	if p.failSuspend.Load() {
 		return errors.New("injected: snapshot failed")
-	}
-	if hold := p.holdSuspend.Load(); hold != nil {
-		select {
-		case <-*hold:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 	return p.Local.Suspend(ctx, id)
 }
 
 func (p *suspendProvider) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
 	p.restores.Add(1)
-	if g := p.restoreGate.Load(); g != nil {
-		<-*g
+	if err := waitGate(ctx, &p.restoreGate); err != nil {
+		return provider.Endpoint{}, err
 	}
 	if p.failRestores.Add(-1) >= 0 {
 		if err := p.restoreErr.Load(); err != nil {
@@ -157,74 +172,77 @@ func wantSessions(t *testing.T, st store.Store, id string, want []string) []stor
 	return ss
 }
 
+// forBackends runs f as a parallel subtest of each backend, on a fresh
+// idle harness tuned by tune.
+func forBackends(t *testing.T, f func(t *testing.T, h *idleHarness), tune ...func(*lifecycle.Config)) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			f(t, newIdleHarness(t, backend, nil, tune...))
+		})
+	}
+}
+
 // TestIdleSuspendThenWake: an idle sandbox is suspended (compute line
 // closed idle_offload, storage line open, workspace archived); 100
 // concurrent wakers cause one restore, and the workspace comes back.
 func TestIdleSuspendThenWake(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			h := newIdleHarness(t, backend, nil)
-			ctx := context.Background()
-			sb := h.readySandbox(t)
+	forBackends(t, func(t *testing.T, h *idleHarness) {
+		ctx := context.Background()
+		sb := h.readySandbox(t)
 
-			h.holds(t, sb.ID, store.StateReady, 2500*time.Millisecond) // not idle long enough yet
-			h.clock.Advance(idleTimeout + time.Second)
-			susp := h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
-			if susp.SuspendedAt == nil {
-				t.Fatal("suspended sandbox has no suspended_at")
-			}
-			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:open"})
-			if _, err := os.Stat(sb.Workspace); !errors.Is(err, os.ErrNotExist) {
-				t.Fatalf("workspace still on disk while suspended: %v", err)
-			}
+		h.holds(t, sb.ID, store.StateReady, 2500*time.Millisecond) // not idle long enough yet
+		h.clock.Advance(idleTimeout + time.Second)
+		susp := h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
+		if susp.SuspendedAt == nil {
+			t.Fatal("suspended sandbox has no suspended_at")
+		}
+		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:open"})
+		if _, err := os.Stat(sb.Workspace); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("workspace still on disk while suspended: %v", err)
+		}
 
-			h.clock.Advance(10 * time.Minute) // time spent suspended
-			var wg sync.WaitGroup
-			errs := make(chan error, 100)
-			for range 100 {
-				wg.Go(func() {
-					wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-					defer cancel()
-					errs <- h.m.Wake(wctx, sb.ID)
-				})
+		h.clock.Advance(10 * time.Minute) // time spent suspended
+		var wg sync.WaitGroup
+		errs := make(chan error, 100)
+		for range 100 {
+			wg.Go(func() {
+				errs <- h.wake(sb.ID, 30*time.Second)
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("wake: %v", err)
 			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Fatalf("wake: %v", err)
-				}
-			}
-			if n := h.prov.restores.Load(); n != 1 {
-				t.Fatalf("100 wakers caused %d restores, want 1", n)
-			}
-			woke, _ := h.st.Sandbox(ctx, sb.ID)
-			if woke.State != store.StateReady || woke.SuspendedAt != nil {
-				t.Fatalf("after wake: state %s suspended_at %v, want ready and none", woke.State, woke.SuspendedAt)
-			}
-			if moved := woke.DeadlineAt.Sub(sb.DeadlineAt); moved < 10*time.Minute {
-				t.Fatalf("deadline moved by %v, want at least the 10m spent suspended", moved)
-			}
-			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
-			got, err := os.ReadFile(filepath.Join(woke.Workspace, "notes.txt"))
-			if err != nil || string(got) != "kept across suspend\n" {
-				t.Fatalf("workspace file after wake: %q, %v", got, err)
-			}
+		}
+		if n := h.prov.restores.Load(); n != 1 {
+			t.Fatalf("100 wakers caused %d restores, want 1", n)
+		}
+		woke, _ := h.st.Sandbox(ctx, sb.ID)
+		if woke.State != store.StateReady || woke.SuspendedAt != nil {
+			t.Fatalf("after wake: state %s suspended_at %v, want ready and none", woke.State, woke.SuspendedAt)
+		}
+		if moved := woke.DeadlineAt.Sub(sb.DeadlineAt); moved < 10*time.Minute {
+			t.Fatalf("deadline moved by %v, want at least the 10m spent suspended", moved)
+		}
+		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+		got, err := os.ReadFile(filepath.Join(woke.Workspace, "notes.txt"))
+		if err != nil || string(got) != "kept across suspend\n" {
+			t.Fatalf("workspace file after wake: %q, %v", got, err)
+		}
 
-			// Again: every suspend and wake runs its own job.
-			if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
-				t.Fatal(err)
-			}
-			h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			if err := h.m.Wake(wctx, sb.ID); err != nil {
-				t.Fatalf("second wake: %v", err)
-			}
-			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:idle_offload", "storage:restored", "compute:open"})
-		})
-	}
+		// Again: every suspend and wake runs its own job.
+		if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
+		if err := h.wake(sb.ID, 30*time.Second); err != nil {
+			t.Fatalf("second wake: %v", err)
+		}
+		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:idle_offload", "storage:restored", "compute:open"})
+	})
 }
 
 // TestLiveConnectionNeverSuspended: an open connection (ssh -N) keeps the
@@ -300,42 +318,38 @@ func TestSuspendFailureReturnsToReady(t *testing.T) {
 // ends, the storage line closes and the snapshot is deleted. DELETE while
 // suspended does the same.
 func TestSuspendedDeadlinePausedCapApplies(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			h := newIdleHarness(t, backend, nil)
-			ctx := context.Background()
-			capped, deleted := h.readySandbox(t), h.readySandbox(t)
-			for _, sb := range []store.Sandbox{capped, deleted} {
-				if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
-					t.Fatal(err)
-				}
-				h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
-			}
-			if _, err := h.m.Delete(ctx, h.acct, deleted.ID); err != nil {
+	forBackends(t, func(t *testing.T, h *idleHarness) {
+		ctx := context.Background()
+		capped, deleted := h.readySandbox(t), h.readySandbox(t)
+		for _, sb := range []store.Sandbox{capped, deleted} {
+			if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
 				t.Fatal(err)
 			}
-			h.waitState(t, deleted.ID, store.StateTerminated, stateCeiling)
-			wantSessions(t, h.st, deleted.ID, []string{"compute:idle_offload", "storage:explicit_delete"})
+			h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
+		}
+		if _, err := h.m.Delete(ctx, h.acct, deleted.ID); err != nil {
+			t.Fatal(err)
+		}
+		h.waitState(t, deleted.ID, store.StateTerminated, stateCeiling)
+		wantSessions(t, h.st, deleted.ID, []string{"compute:idle_offload", "storage:explicit_delete"})
 
-			h.clock.Advance(time.Hour) // past the 30-minute deadline
-			h.holds(t, capped.ID, store.StateSuspended, 2500*time.Millisecond)
-			h.clock.Advance(7 * 24 * time.Hour) // past the lifetime cap
-			ended := h.waitState(t, capped.ID, store.StateTerminated, stateCeiling)
-			if ended.EndReason != lifecycle.ReasonDeadline {
-				t.Fatalf("end reason %q, want deadline", ended.EndReason)
+		h.clock.Advance(time.Hour) // past the 30-minute deadline
+		h.holds(t, capped.ID, store.StateSuspended, 2500*time.Millisecond)
+		h.clock.Advance(7 * 24 * time.Hour) // past the lifetime cap
+		ended := h.waitState(t, capped.ID, store.StateTerminated, stateCeiling)
+		if ended.EndReason != lifecycle.ReasonDeadline {
+			t.Fatalf("end reason %q, want deadline", ended.EndReason)
+		}
+		wantSessions(t, h.st, capped.ID, []string{"compute:idle_offload", "storage:deadline"})
+		for _, id := range []string{capped.ID, deleted.ID} {
+			if in, err := h.prov.Status(ctx, id); err == nil && in.Phase != provider.PhaseNotFound {
+				t.Fatalf("snapshot of %s survived its end (%s)", id, in.Phase)
 			}
-			wantSessions(t, h.st, capped.ID, []string{"compute:idle_offload", "storage:deadline"})
-			for _, id := range []string{capped.ID, deleted.ID} {
-				if in, err := h.prov.Status(ctx, id); err == nil && in.Phase != provider.PhaseNotFound {
-					t.Fatalf("snapshot of %s survived its end (%s)", id, in.Phase)
-				}
-			}
-			if err := h.m.Wake(ctx, capped.ID); !errors.Is(err, lifecycle.ErrCannotWake) {
-				t.Fatalf("wake of an ended sandbox: %v, want ErrCannotWake", err)
-			}
-		})
-	}
+		}
+		if err := h.m.Wake(ctx, capped.ID); !errors.Is(err, lifecycle.ErrCannotWake) {
+			t.Fatalf("wake of an ended sandbox: %v, want ErrCannotWake", err)
+		}
+	})
 }
 
 // lossyActivity is an in-memory activity store that a test can make lose

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/tick"
 )
 
 // A restore is leased to the process doing it. The lease lives on the
@@ -60,26 +61,19 @@ func (m *Manager) holdLease(ctx context.Context, l restoreLease, work func(conte
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(m.cfg.RestoreLease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-			}
+		tick.Every(rctx, m.cfg.RestoreLease/3, func() bool {
 			held, err := m.renewLease(rctx, l)
 			if err != nil {
 				if rctx.Err() == nil {
 					m.log.WarnContext(rctx, "renew restore lease", "sandbox_id", l.id, "err", err)
 				}
-				continue // the next tick tries again before the lease lapses
+				return true // the next tick tries again before the lease lapses
 			}
 			if !held {
 				m.log.InfoContext(rctx, "restore lease lost", "sandbox_id", l.id, "attempt", l.attempt)
-				return
 			}
-		}
+			return held
+		})
 	}()
 	err := work(rctx)
 	cancel()

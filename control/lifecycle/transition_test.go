@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,44 +22,37 @@ import (
 // storage line at that same instant, and only then stops the deadline
 // clock.
 func TestComputeLineRunsWhileSuspending(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			h := newIdleHarness(t, backend, nil)
-			ctx := context.Background()
-			sb := h.readySandbox(t)
-			gate := make(chan struct{})
-			h.prov.suspendGate.Store(&gate)
-			release := sync.OnceFunc(func() { close(gate) })
-			t.Cleanup(release) // a failed assertion must not strand the job
-			if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
-				t.Fatal(err)
-			}
-			mid, err := h.st.Sandbox(ctx, sb.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mid.State != store.StateSuspending || mid.SuspendedAt != nil {
-				t.Fatalf("after Suspend: state %s suspended_at %v, want suspending and none", mid.State, mid.SuspendedAt)
-			}
-			wantSessions(t, h.st, sb.ID, []string{"compute:open"})
+	forBackends(t, func(t *testing.T, h *idleHarness) {
+		ctx := context.Background()
+		sb := h.readySandbox(t)
+		release := gate(t, &h.prov.suspendGate)
+		if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+		mid, err := h.st.Sandbox(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mid.State != store.StateSuspending || mid.SuspendedAt != nil {
+			t.Fatalf("after Suspend: state %s suspended_at %v, want suspending and none", mid.State, mid.SuspendedAt)
+		}
+		wantSessions(t, h.st, sb.ID, []string{"compute:open"})
 
-			h.clock.Advance(time.Minute) // the snapshot takes a minute
-			stored := h.clock.Now()
-			release()
-			susp := h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
-			ss := wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:open"})
-			if ss[0].EndedAt.Before(stored.Add(-time.Second)) {
-				t.Fatalf("compute line ended %v, want at or after the snapshot was stored (%v)", ss[0].EndedAt, stored)
-			}
-			if !ss[1].StartedAt.Equal(*ss[0].EndedAt) {
-				t.Fatalf("storage line starts %v, compute line ends %v: want one instant", ss[1].StartedAt, ss[0].EndedAt)
-			}
-			if susp.SuspendedAt == nil || !susp.SuspendedAt.Equal(ss[1].StartedAt) {
-				t.Fatalf("suspended_at %v, want the storage line's start %v", susp.SuspendedAt, ss[1].StartedAt)
-			}
-		})
-	}
+		h.clock.Advance(time.Minute) // the snapshot takes a minute
+		stored := h.clock.Now()
+		release()
+		susp := h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
+		ss := wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:open"})
+		if ss[0].EndedAt.Before(stored.Add(-time.Second)) {
+			t.Fatalf("compute line ended %v, want at or after the snapshot was stored (%v)", ss[0].EndedAt, stored)
+		}
+		if !ss[1].StartedAt.Equal(*ss[0].EndedAt) {
+			t.Fatalf("storage line starts %v, compute line ends %v: want one instant", ss[1].StartedAt, ss[0].EndedAt)
+		}
+		if susp.SuspendedAt == nil || !susp.SuspendedAt.Equal(ss[1].StartedAt) {
+			t.Fatalf("suspended_at %v, want the storage line's start %v", susp.SuspendedAt, ss[1].StartedAt)
+		}
+	})
 }
 
 // TestRestoreBackstopAfterCrash: a sandbox left restoring by a process
@@ -68,27 +60,23 @@ func TestComputeLineRunsWhileSuspending(t *testing.T) {
 // nobody working on it) is restored by another worker within seconds, not
 // after a fixed delay of minutes.
 func TestRestoreBackstopAfterCrash(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			h := newIdleHarness(t, backend, nil)
-			ctx := context.Background()
-			sb := h.suspended(t)
-			err := h.st.InTx(ctx, func(tx store.Tx) error {
-				cur, err := tx.SandboxForUpdate(ctx, sb.ID)
-				if err != nil {
-					return err
-				}
-				cur.State = store.StateRestoring
-				return tx.UpdateSandbox(ctx, cur)
-			})
+	forBackends(t, func(t *testing.T, h *idleHarness) {
+		ctx := context.Background()
+		sb := h.suspended(t)
+		err := h.st.InTx(ctx, func(tx store.Tx) error {
+			cur, err := tx.SandboxForUpdate(ctx, sb.ID)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
-			h.waitState(t, sb.ID, store.StateReady, 20*time.Second)
-			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+			cur.State = store.StateRestoring
+			return tx.UpdateSandbox(ctx, cur)
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.waitState(t, sb.ID, store.StateReady, 20*time.Second)
+		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+	})
 }
 
 // restoreTune keeps restore retries short: three attempts, a 2 s lease.
@@ -113,17 +101,14 @@ func TestRestoreFailureEndsFailed(t *testing.T) {
 		{"retries exhausted", errors.New("injected: restore failed"), lifecycle.ReasonRestoreFailed, 3},
 		{"snapshot expired", fmt.Errorf("injected: %w", provider.ErrSnapshotGone), lifecycle.ReasonSnapshotExpired, 1},
 	} {
-		for _, backend := range backends {
-			t.Run(tc.name+"/"+backend, func(t *testing.T) {
-				t.Parallel()
-				h := newIdleHarness(t, backend, nil, restoreTune)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			forBackends(t, func(t *testing.T, h *idleHarness) {
 				ctx := context.Background()
 				sb := h.suspended(t)
 				h.prov.restoreErr.Store(&tc.err)
 				h.prov.failRestores.Store(1000)
-				wctx, cancel := context.WithTimeout(ctx, stateCeiling)
-				defer cancel()
-				if err := h.m.Wake(wctx, sb.ID); !errors.Is(err, lifecycle.ErrCannotWake) {
+				if err := h.wake(sb.ID, stateCeiling); !errors.Is(err, lifecycle.ErrCannotWake) {
 					t.Fatalf("wake of a sandbox whose restore fails: %v, want ErrCannotWake", err)
 				}
 				got, err := h.st.Sandbox(ctx, sb.ID)
@@ -139,8 +124,8 @@ func TestRestoreFailureEndsFailed(t *testing.T) {
 					t.Fatalf("restore attempts: got %d, want %d", n, tc.wantRestores)
 				}
 				waitGone(t, h.prov, sb.ID)
-			})
-		}
+			}, restoreTune)
+		})
 	}
 }
 
@@ -165,61 +150,52 @@ func waitGone(t *testing.T, p provider.Provider, id string) {
 // with the lease held (the row as a live waker wrote it, then nobody
 // renewing) is picked up once the lease runs out.
 func TestRestoreLeaseHeldWhileRestoring(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			h := newIdleHarness(t, backend, nil, restoreTune)
-			ctx := context.Background()
-			sb := h.suspended(t)
-			gate := make(chan struct{})
-			h.prov.restoreGate.Store(&gate)
-			release := sync.OnceFunc(func() { close(gate) })
-			t.Cleanup(release)
-			woke := make(chan error, 1)
-			go func() {
-				wctx, cancel := context.WithTimeout(ctx, stateCeiling)
-				defer cancel()
-				woke <- h.m.Wake(wctx, sb.ID)
-			}()
-			time.Sleep(3 * 2 * time.Second) // three leases long
-			if n := h.prov.restores.Load(); n != 1 {
-				t.Fatalf("restores while the first is alive: got %d, want 1", n)
-			}
-			release()
-			if err := <-woke; err != nil {
-				t.Fatalf("wake: %v", err)
-			}
-			if n := h.prov.restores.Load(); n != 1 {
-				t.Fatalf("restores: got %d, want 1", n)
-			}
-			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+	forBackends(t, func(t *testing.T, h *idleHarness) {
+		ctx := context.Background()
+		sb := h.suspended(t)
+		release := gate(t, &h.prov.restoreGate)
+		woke := make(chan error, 1)
+		go func() {
+			woke <- h.wake(sb.ID, stateCeiling)
+		}()
+		time.Sleep(3 * 2 * time.Second) // three leases long
+		if n := h.prov.restores.Load(); n != 1 {
+			t.Fatalf("restores while the first is alive: got %d, want 1", n)
+		}
+		release()
+		if err := <-woke; err != nil {
+			t.Fatalf("wake: %v", err)
+		}
+		if n := h.prov.restores.Load(); n != 1 {
+			t.Fatalf("restores: got %d, want 1", n)
+		}
+		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
 
-			// Suspend again, then leave it restoring with a lease nobody
-			// renews: a process that died right after winning the wake.
-			h.prov.restoreGate.Store(nil)
-			if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
-				t.Fatal(err)
-			}
-			h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
-			err := h.st.InTx(ctx, func(tx store.Tx) error {
-				cur, err := tx.SandboxForUpdate(ctx, sb.ID)
-				if err != nil {
-					return err
-				}
-				until := time.Now().Add(2 * time.Second)
-				cur.State, cur.LeaseHolder, cur.LeaseUntil, cur.RestoreAttempts = store.StateRestoring, "dead-process", &until, 1
-				return tx.UpdateSandbox(ctx, cur)
-			})
+		// Suspend again, then leave it restoring with a lease nobody
+		// renews: a process that died right after winning the wake.
+		h.prov.restoreGate.Store(nil)
+		if err := h.m.Suspend(ctx, sb.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
+		err := h.st.InTx(ctx, func(tx store.Tx) error {
+			cur, err := tx.SandboxForUpdate(ctx, sb.ID)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
-			back := h.waitState(t, sb.ID, store.StateReady, 20*time.Second)
-			if back.LeaseHolder != "" || back.LeaseUntil != nil || back.RestoreAttempts != 0 {
-				t.Fatalf("ready sandbox keeps a restore lease: holder %q until %v attempts %d", back.LeaseHolder, back.LeaseUntil, back.RestoreAttempts)
-			}
-			if n := h.prov.restores.Load(); n != 2 {
-				t.Fatalf("restores: got %d, want 2", n)
-			}
+			until := time.Now().Add(2 * time.Second)
+			cur.State, cur.LeaseHolder, cur.LeaseUntil, cur.RestoreAttempts = store.StateRestoring, "dead-process", &until, 1
+			return tx.UpdateSandbox(ctx, cur)
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := h.waitState(t, sb.ID, store.StateReady, 20*time.Second)
+		if back.LeaseHolder != "" || back.LeaseUntil != nil || back.RestoreAttempts != 0 {
+			t.Fatalf("ready sandbox keeps a restore lease: holder %q until %v attempts %d", back.LeaseHolder, back.LeaseUntil, back.RestoreAttempts)
+		}
+		if n := h.prov.restores.Load(); n != 2 {
+			t.Fatalf("restores: got %d, want 2", n)
+		}
+	}, restoreTune)
 }

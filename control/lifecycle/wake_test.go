@@ -18,30 +18,32 @@ func (h *idleHarness) suspended(t *testing.T) store.Sandbox {
 	return h.waitState(t, sb.ID, store.StateSuspended, stateCeiling)
 }
 
+// wake wakes sandbox id, giving up after limit, and returns what Wake
+// returned.
+func (h *idleHarness) wake(id string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	return h.m.Wake(ctx, id)
+}
+
 // TestWakeRestoresInline: the waker that moves a sandbox to restoring
 // restores it itself, so a wake does not wait for a job worker to pick
 // the restore up: with the job queue stopped, Wake still returns ready.
 func TestWakeRestoresInline(t *testing.T) {
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			h := newIdleHarness(t, backend, nil)
-			ctx := context.Background()
-			sb := h.suspended(t)
-			if err := h.st.StopJobs(ctx); err != nil {
-				t.Fatal(err)
-			}
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			if err := h.m.Wake(wctx, sb.ID); err != nil {
-				t.Fatalf("wake with the job queue stopped: %v", err)
-			}
-			if n := h.prov.restores.Load(); n != 1 {
-				t.Fatalf("restores: got %d, want 1", n)
-			}
-			wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
-		})
-	}
+	forBackends(t, func(t *testing.T, h *idleHarness) {
+		ctx := context.Background()
+		sb := h.suspended(t)
+		if err := h.st.StopJobs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.wake(sb.ID, 20*time.Second); err != nil {
+			t.Fatalf("wake with the job queue stopped: %v", err)
+		}
+		if n := h.prov.restores.Load(); n != 1 {
+			t.Fatalf("restores: got %d, want 1", n)
+		}
+		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+	})
 }
 
 // TestWakeInlineFailureRetriedByJob: when the waker's restore fails, the
@@ -52,9 +54,7 @@ func TestWakeInlineFailureRetriedByJob(t *testing.T) {
 	h := newIdleHarness(t, "sqlite", nil)
 	sb := h.suspended(t)
 	h.prov.failRestores.Store(1)
-	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := h.m.Wake(wctx, sb.ID); err != nil {
+	if err := h.wake(sb.ID, 30*time.Second); err != nil {
 		t.Fatalf("wake after a failed inline restore: %v", err)
 	}
 	if n := h.prov.restores.Load(); n != 2 {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/tick"
 )
 
 // MembersWatchInterval is how often a MembersFile is read again by
@@ -70,22 +72,16 @@ func (f *MembersFile) Reload() (changed bool, err error) {
 // Watch reloads the file every interval until ctx ends, calling changed
 // after each reload that changed it. It runs in the caller's goroutine.
 func (f *MembersFile) Watch(ctx context.Context, interval time.Duration, log *slog.Logger, changed func()) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, interval, func() bool {
 		ok, err := f.Reload()
 		if err != nil {
 			log.Warn("reload preview members; keeping the previous ones", "path", f.path, "err", err)
-			continue
+			return true
 		}
 		if ok {
 			log.Info("preview members reloaded", "path", f.path)
 			changed()
 		}
-	}
+		return true
+	})
 }

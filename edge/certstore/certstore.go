@@ -20,6 +20,8 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sbxedge/sbx/internal/tick"
 )
 
 var _ certmagic.Storage = (*Redis)(nil)
@@ -221,16 +223,10 @@ var unlockScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] the
 
 func (r *Redis) renew(ctx context.Context, name, token string) {
 	defer r.wg.Done()
-	t := time.NewTicker(r.lockTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = renewScript.Run(ctx, r.rdb, []string{r.lockKey(name)}, token, r.lockTTL.Milliseconds()).Err()
-		}
-	}
+	tick.Every(ctx, r.lockTTL/3, func() bool {
+		_ = renewScript.Run(ctx, r.rdb, []string{r.lockKey(name)}, token, r.lockTTL.Milliseconds()).Err()
+		return true
+	})
 }
 
 // Unlock releases a lock this process holds.

@@ -20,25 +20,28 @@ func (e *env) to(k key, user string) sshscenario.SSH {
 	}
 }
 
-func TestLocalForward(t *testing.T) {
+// granted is a fresh broker with one sandbox, alpha, and the SSH builder
+// of a key granted it: what the single-sandbox scenarios start from.
+func granted(t *testing.T) sshscenario.SSH {
 	e := newEnv(t, nil)
-	sshscenario.LocalForward(t, e.to(e.grant("alpha", nil), "alpha"))
+	return e.to(e.grant("alpha", nil), "alpha")
+}
+
+func TestLocalForward(t *testing.T) {
+	sshscenario.LocalForward(t, granted(t))
 }
 
 func TestDynamicForwardSOCKS(t *testing.T) {
-	e := newEnv(t, nil)
-	sshscenario.DynamicForward(t, e.to(e.grant("alpha", nil), "alpha"))
+	sshscenario.DynamicForward(t, granted(t))
 }
 
 func TestRemoteForward(t *testing.T) {
-	e := newEnv(t, nil)
-	sshscenario.RemoteForward(t, e.to(e.grant("alpha", nil), "alpha"))
+	sshscenario.RemoteForward(t, granted(t))
 }
 
 // TestVSCodePattern mimics Remote-SSH (see sshscenario.VSCodePattern).
 func TestVSCodePattern(t *testing.T) {
-	e := newEnv(t, nil)
-	sshscenario.VSCodePattern(t, e.to(e.grant("alpha", nil), "alpha"))
+	sshscenario.VSCodePattern(t, granted(t))
 }
 
 func TestAgentForwarding(t *testing.T) {

@@ -21,10 +21,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sbxedge/sbx/auth/sshca"
-	"github.com/sbxedge/sbx/edge/internal/sshdtest"
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/edge/internal/sshdtest"
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 func TestMain(m *testing.M) {
@@ -280,11 +282,8 @@ func run(t testing.TB, cmd *exec.Cmd, stdin io.Reader) result {
 // behaved correctly.
 const sshCeiling = 2 * time.Minute
 
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testCtx is a context that ends with the test or after d.
+var testCtx = sshscenario.Ctx
 
 type fakeCA struct{}
 

@@ -14,15 +14,13 @@ import (
 )
 
 func TestInteractivePTY(t *testing.T) {
-	e := newEnv(t, nil)
-	sshscenario.TTYShell(t, e.to(e.grant("alpha", nil), "alpha"))
+	sshscenario.TTYShell(t, granted(t))
 }
 
 // TestBulkStdinRoundTrip pipes 200 MiB through `cat` on the sandbox and
 // checks every byte comes back in order.
 func TestBulkStdinRoundTrip(t *testing.T) {
-	e := newEnv(t, nil)
-	sshscenario.BulkRoundTrip(t, e.to(e.grant("alpha", nil), "alpha"), 200<<20)
+	sshscenario.BulkRoundTrip(t, granted(t), 200<<20)
 }
 
 func TestSCPAndSFTP(t *testing.T) {

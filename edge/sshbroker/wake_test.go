@@ -28,15 +28,22 @@ func (w *fakeWaker) Wake(ctx context.Context, id string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	w.e.auth.mu.Lock()
-	defer w.e.auth.mu.Unlock()
-	for fp, c := range w.e.auth.creds {
+	w.e.wakeUp(id)
+	return nil
+}
+
+// wakeUp makes the credentials of sandbox id live, as control's restore
+// does: no refusal, and the route at the upstream, where a restore that
+// moved the sandbox put it.
+func (e *env) wakeUp(id string) {
+	e.auth.mu.Lock()
+	defer e.auth.mu.Unlock()
+	for fp, c := range e.auth.creds {
 		if c.username == id {
-			c.err = nil
-			w.e.auth.creds[fp] = c
+			c.err, c.route.Addr = nil, e.up.Addr
+			e.auth.creds[fp] = c
 		}
 	}
-	return nil
 }
 
 // TestWakeOnConnect: a key holder connecting to a suspended sandbox is told
@@ -97,14 +104,7 @@ type restoringWaker struct {
 
 func (w *restoringWaker) Wake(_ context.Context, id string) error {
 	w.calls.Add(1)
-	w.e.auth.mu.Lock()
-	defer w.e.auth.mu.Unlock()
-	for fp, c := range w.e.auth.creds {
-		if c.username == id {
-			c.err, c.route.Addr = nil, w.e.up.Addr
-			w.e.auth.creds[fp] = c
-		}
-	}
+	w.e.wakeUp(id)
 	return nil
 }
 

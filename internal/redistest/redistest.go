@@ -31,7 +31,7 @@ type Server struct {
 // test: .ci/run installs it.
 func Start(t *testing.T) *Server {
 	t.Helper()
-	s := &Server{t: t, Addr: freeAddr(t)}
+	s := &Server{t: t, Addr: FreeAddr(t)}
 	s.Restart()
 	t.Cleanup(func() {
 		s.Kill() // SIGKILL ends a hung (stopped) server too
@@ -42,11 +42,14 @@ func Start(t *testing.T) *Server {
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://" + s.Addr }
 
-// freeAddr picks a port below Linux's ephemeral range, so that no outgoing
-// connection takes it between this check and the server's bind (see
-// cmd/sbx's freeAddr), and so that the server can bind it again after a
-// restart.
-func freeAddr(t *testing.T) string {
+// FreeAddr picks a loopback address for a server to bind after this
+// returns. The port is drawn below Linux's ephemeral range (32768-60999): a
+// port from :0 lies inside it, and any outgoing connection on the machine
+// (ssh, Postgres, HTTP clients of parallel tests) could take it as its
+// source port before the server binds it ("address already in use"). A
+// redis-server restarted on the same port can bind it again for the same
+// reason. cmd/sbx's tests bind `sbx dev` on these addresses too.
+func FreeAddr(t *testing.T) string {
 	t.Helper()
 	var last error
 	for range 100 {
@@ -58,7 +61,7 @@ func freeAddr(t *testing.T) string {
 		defer ln.Close()
 		return ln.Addr().String()
 	}
-	t.Fatalf("redistest: no free port: %v", last)
+	t.Fatalf("redistest: no free port below the ephemeral range: %v", last)
 	return ""
 }
 

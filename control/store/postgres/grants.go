@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 const grantCols = `g.id, g.sandbox_id, g.account_id, g.project_id, g.position, g.scopes, g.hash, g.created_at, g.minted_at`
@@ -27,15 +28,7 @@ func scanGrant(row pgx.Row, extra ...any) (store.GrantToken, error) {
 }
 
 func (q queries) GrantTokens(ctx context.Context, sandboxID string) ([]store.GrantToken, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.sandbox_id = $1 ORDER BY g.position`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	gs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.GrantToken, error) { return scanGrant(r) })
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	return gs, nil
+	return list(ctx, q.q, "grants of "+sandboxID, func(r pgx.Row) (store.GrantToken, error) { return scanGrant(r) }, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.sandbox_id = $1 ORDER BY g.position`, sandboxID)
 }
 
 func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.GrantToken, error) {
@@ -49,64 +42,43 @@ func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.Grant
 	return g, nil
 }
 
-func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultLimit
+// scanAuditEntry scans one row of Audit.
+func scanAuditEntry(r pgx.Row) (store.AuditEntry, error) {
+	var a store.AuditEntry
+	err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &a.Scopes, &a.Message, &a.At)
+	a.At = a.At.UTC()
+	if len(a.Scopes) == 0 {
+		a.Scopes = nil
 	}
-	rows, err := q.q.Query(ctx, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
+	return a, err
+}
+
+func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
+	limit := backend.Limit(f.Limit)
+	return list(ctx, q.q, "audit of "+f.AccountID, scanAuditEntry, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
 		FROM audit_log
 		WHERE account_id = $1 AND ($2 = '' OR project_id = $2) AND ($3 = '' OR sandbox_id = $3)
 		  AND ($4 = 0 OR id < $4)
 		ORDER BY id DESC LIMIT $5`, f.AccountID, f.ProjectID, f.SandboxID, f.Before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.AuditEntry, error) {
-		var a store.AuditEntry
-		err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &a.Scopes, &a.Message, &a.At)
-		a.At = a.At.UTC()
-		if len(a.Scopes) == 0 {
-			a.Scopes = nil
-		}
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	return es, nil
 }
 
 func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	as, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Account, error) { return scanAccount(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	return as, nil
+	return list(ctx, q.q, "list accounts", func(r pgx.Row) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
+}
+
+// scanLiveCount scans one row of LiveCounts.
+func scanLiveCount(r pgx.Row) (store.LiveCount, error) {
+	var c store.LiveCount
+	var state string
+	err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
+	c.State = store.State(state)
+	return c, err
 }
 
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
-	rows, err := q.q.Query(ctx, `SELECT account_id, platform, state, count(*) FROM sandboxes
+	return list(ctx, q.q, "live counts", scanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,
 		append(liveStates(), string(store.StateSuspended)))
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LiveCount, error) {
-		var c store.LiveCount
-		var state string
-		err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
-		c.State = store.State(state)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	return cs, nil
 }
 
 func (t *tx) InsertGrantToken(ctx context.Context, g store.GrantToken) error {
@@ -117,13 +89,7 @@ func (t *tx) InsertGrantToken(ctx context.Context, g store.GrantToken) error {
 	tag, err := t.q.Exec(ctx, `INSERT INTO grant_tokens (id, sandbox_id, account_id, project_id, position, scopes, hash, created_at, minted_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
 		g.ID, g.SandboxID, g.AccountID, g.ProjectID, g.Position, scopes, nilIfEmpty(g.Hash), orNow(g.CreatedAt), g.MintedAt)
-	if err != nil {
-		return fmt.Errorf("insert grant %s: %w", g.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert grant %s: %w", g.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(tag, err, "insert grant "+g.ID, store.ErrConflict)
 }
 
 func (t *tx) SetGrantTokenHash(ctx context.Context, id string, hash []byte, at time.Time) error {
@@ -163,11 +129,5 @@ func nilIfEmpty(b []byte) []byte {
 
 func (t *tx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	tag, err := t.q.Exec(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1`, id, at)
-	if err != nil {
-		return fmt.Errorf("revoke token %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(tag, err, "revoke token "+id, store.ErrNotFound)
 }

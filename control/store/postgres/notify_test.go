@@ -9,6 +9,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
+	"github.com/sbxedge/sbx/control/store/storetest"
 	"github.com/sbxedge/sbx/internal/testdb"
 )
 
@@ -20,7 +21,7 @@ func TestEventsCrossReplicas(t *testing.T) {
 	url := testdb.Postgres(t)
 	ctx := t.Context()
 	open := func() *postgres.Store {
-		s, err := postgres.Open(ctx, url, testLogger())
+		s, err := postgres.Open(ctx, url, storetest.Logger())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,8 @@
 package postgres_test
 
 import (
+	"context"
 	"log/slog"
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -17,25 +17,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func testLogger() *slog.Logger {
-	if testing.Verbose() && os.Getenv("SBX_TEST_STORE_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 func open(t *testing.T) store.Store {
 	t.Helper()
-	s, err := postgres.Open(t.Context(), testdb.Postgres(t), testLogger())
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
+	url := testdb.Postgres(t)
+	return storetest.Open(t, func(ctx context.Context, log *slog.Logger) (store.Store, error) {
+		return postgres.Open(ctx, url, log)
 	})
-	return s
 }
 
 func TestStore(t *testing.T) {
@@ -49,7 +36,7 @@ func TestOpenConcurrently(t *testing.T) {
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
-			s, err := postgres.Open(t.Context(), url, testLogger())
+			s, err := postgres.Open(t.Context(), url, storetest.Logger())
 			if err == nil {
 				err = s.Close()
 			}
@@ -61,7 +48,7 @@ func TestOpenConcurrently(t *testing.T) {
 			t.Errorf("concurrent Open: %v", err)
 		}
 	}
-	s, err := postgres.Open(t.Context(), url, testLogger())
+	s, err := postgres.Open(t.Context(), url, storetest.Logger())
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}

@@ -7,9 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
-const previewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+const previewPortCols = backend.PreviewPortCols
 
 func scanPreviewPort(row pgx.Row) (store.PreviewPort, error) {
 	var p store.PreviewPort
@@ -21,15 +22,7 @@ func scanPreviewPort(row pgx.Row) (store.PreviewPort, error) {
 }
 
 func (q queries) PreviewPorts(ctx context.Context, sandboxID string) ([]store.PreviewPort, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = $1 ORDER BY port`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
-	}
-	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.PreviewPort, error) { return scanPreviewPort(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
-	}
-	return ps, nil
+	return list(ctx, q.q, "list preview ports of "+sandboxID, scanPreviewPort, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = $1 ORDER BY port`, sandboxID)
 }
 
 func (q queries) PreviewPortByLabel(ctx context.Context, label string) (store.PreviewPort, error) {
@@ -57,11 +50,5 @@ func (t *tx) PutPreviewPort(ctx context.Context, p store.PreviewPort) (store.Pre
 
 func (t *tx) DeletePreviewPort(ctx context.Context, sandboxID string, port int) error {
 	tag, err := t.q.Exec(ctx, `DELETE FROM preview_ports WHERE sandbox_id = $1 AND port = $2`, sandboxID, port)
-	if err != nil {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(tag, err, fmt.Sprintf("delete preview port %s:%d", sandboxID, port), store.ErrNotFound)
 }

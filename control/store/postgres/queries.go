@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // querier is what both the pool and a transaction offer.
@@ -23,8 +24,6 @@ type querier interface {
 // queries implements store.Reader on the pool or on a transaction.
 type queries struct{ q querier }
 
-const defaultLimit = 100
-
 // notFound turns pgx.ErrNoRows into store.ErrNotFound, wrapped with what
 // was looked up.
 func notFound(err error, what string) error {
@@ -32,6 +31,34 @@ func notFound(err error, what string) error {
 		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// list runs sql and scans every row with scan; an error is wrapped with
+// what.
+func list[T any](ctx context.Context, q querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// oneRow wraps a write's error with what, and reports a write that
+// touched no row as none: store.ErrConflict for an insert that met an
+// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
+// a missing one.
+func oneRow(tag pgconn.CommandTag, err error, what string, none error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", what, none)
+	}
+	return nil
 }
 
 // conflict maps unique violations to store.ErrConflict.
@@ -51,7 +78,7 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-const accountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+const accountCols = backend.AccountCols
 
 func scanAccount(row pgx.Row, extra ...any) (store.Account, error) {
 	var a store.Account
@@ -124,7 +151,7 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 	return p, nil
 }
 
-const profileCols = `name, platform, cpu, memory_mb, disk_gb, image`
+const profileCols = backend.ProfileCols
 
 func scanProfile(row pgx.Row) (store.Profile, error) {
 	var p store.Profile
@@ -141,20 +168,10 @@ func (q queries) Profile(ctx context.Context, name string) (store.Profile, error
 }
 
 func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Profile, error) { return scanProfile(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	return ps, nil
+	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
-const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
-	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts`
+const sandboxCols = backend.SandboxCols
 
 func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -185,15 +202,7 @@ func scanSandbox(row pgx.Row) (store.Sandbox, error) {
 }
 
 func (q queries) sandboxes(ctx context.Context, what, sql string, args ...any) ([]store.Sandbox, error) {
-	rows, err := q.q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	sbs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Sandbox, error) { return scanSandbox(r) })
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return sbs, nil
+	return list(ctx, q.q, what, scanSandbox, sql, args...)
 }
 
 func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
@@ -205,10 +214,7 @@ func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) 
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
-	limit := opts.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit := backend.Limit(opts.Limit)
 	states := make([]string, len(opts.States))
 	for i, s := range opts.States {
 		states[i] = string(s)
@@ -245,39 +251,41 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 }
 
 func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit = backend.Limit(limit)
 	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE deadline_at < $1
 		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= $2))
 		ORDER BY deadline_at, id LIMIT $3`, now, now.Add(-maxLifetime), limit)
 }
 
+// scanSession scans one row of Sessions.
+func scanSession(r pgx.Row) (store.Session, error) {
+	var s store.Session
+	var kind string
+	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
+	s.Kind = store.SessionKind(kind)
+	s.StartedAt, s.EndedAt = s.StartedAt.UTC(), utcPtr(s.EndedAt)
+	return s, err
+}
+
 func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
+	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
 		FROM sandbox_sessions WHERE sandbox_id = $1 ORDER BY started_at, id`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	ss, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Session, error) {
-		var s store.Session
-		var kind string
-		err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
-		s.Kind = store.SessionKind(kind)
-		s.StartedAt, s.EndedAt = s.StartedAt.UTC(), utcPtr(s.EndedAt)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	return ss, nil
+}
+
+// scanUsageRow scans one row of Usage.
+func scanUsageRow(r pgx.Row) (store.UsageRow, error) {
+	var u store.UsageRow
+	var kind string
+	err := r.Scan(&u.Platform, &kind, &u.Seconds)
+	u.Kind = store.SessionKind(kind)
+	return u, err
 }
 
 func (q queries) Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]store.UsageRow, error) {
 	// Each session is clipped to [from, to) and an open one runs until
 	// now; the WHERE clause keeps only intervals that stay positive.
-	rows, err := q.q.Query(ctx, `SELECT platform, kind,
+	return list(ctx, q.q, "usage of "+accountID, scanUsageRow, `SELECT platform, kind,
 			sum(extract(epoch FROM least(coalesce(ended_at, $4), $3) - greatest(started_at, $2)))::float8
 		FROM sandbox_sessions
 		WHERE account_id = $1
@@ -286,45 +294,26 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		  AND coalesce(ended_at, $4) > started_at
 		GROUP BY platform, kind
 		ORDER BY platform, kind`, accountID, from, to, now)
+}
+
+// scanEvent scans one row of Events.
+func scanEvent(r pgx.Row) (store.Event, error) {
+	var e store.Event
+	var state string
+	var consumer []byte
+	err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At, &consumer)
 	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+		return e, err
 	}
-	us, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.UsageRow, error) {
-		var u store.UsageRow
-		var kind string
-		err := r.Scan(&u.Platform, &kind, &u.Seconds)
-		u.Kind = store.SessionKind(kind)
-		return u, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	e.State = store.State(state)
+	if err := json.Unmarshal(consumer, &e.Consumer); err != nil {
+		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
 	}
-	return us, nil
+	e.At = e.At.UTC()
+	return e, err
 }
 
 func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
+	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
 		FROM events WHERE sandbox_id = $1 AND id > $2 ORDER BY id`, sandboxID, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Event, error) {
-		var e store.Event
-		var state string
-		var consumer []byte
-		err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At, &consumer)
-		if err != nil {
-			return e, err
-		}
-		e.State = store.State(state)
-		if err := json.Unmarshal(consumer, &e.Consumer); err != nil {
-			return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-		}
-		e.At = e.At.UTC()
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	return es, nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sbxedge/sbx/control/store"
 )
@@ -25,11 +24,5 @@ func (t *tx) InsertSSHCredential(ctx context.Context, c store.SSHCredential) err
 	tag, err := t.q.Exec(ctx, `INSERT INTO ssh_credentials (id, sandbox_id, account_id, fingerprint, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
 		c.ID, c.SandboxID, c.AccountID, c.Fingerprint, orNow(c.CreatedAt), c.ExpiresAt)
-	if err != nil {
-		return fmt.Errorf("insert ssh credential %s: %w", c.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert ssh credential %s: %w", c.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(tag, err, "insert ssh credential "+c.ID, store.ErrConflict)
 }

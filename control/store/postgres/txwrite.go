@@ -58,13 +58,7 @@ func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
 		sb.GrantsJSON(), sb.IdempotencyKey, sb.RequestHash, sb.Consumer.JSON(),
 		sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(tag, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
 
 func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
@@ -76,13 +70,7 @@ func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 		sb.ID, sb.ProjectID, string(sb.State), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt,
 		sb.TerminatedAt, sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
 		sb.HostKey, sb.GrantsJSON(), sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
-	if err != nil {
-		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("update sandbox %s: %w", sb.ID, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(tag, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
 
 func (t *tx) OpenSession(ctx context.Context, s store.Session) (int64, error) {
@@ -162,13 +150,7 @@ func (t *tx) InsertToken(ctx context.Context, tk store.Token) error {
 	tag, err := t.q.Exec(ctx, `INSERT INTO tokens (id, account_id, kind, name, hash, created_at, expires_at, revoked_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
 		tk.ID, tk.AccountID, string(tk.Kind), tk.Name, tk.Hash, orNow(tk.CreatedAt), tk.ExpiresAt, tk.RevokedAt)
-	if err != nil {
-		return fmt.Errorf("insert token %s: %w", tk.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert token %s: %w", tk.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(tag, err, "insert token "+tk.ID, store.ErrConflict)
 }
 
 func (t *tx) UpsertProfile(ctx context.Context, p store.Profile) error {

@@ -52,21 +52,16 @@ func (s *Store) ClaimWarmPod(ctx context.Context, profile, sandboxID string) (st
 }
 
 // WarmPods lists every row, oldest first.
+// scanWarmPod scans one row of WarmPods.
+func scanWarmPod(r pgx.Row) (store.WarmPod, error) {
+	var w store.WarmPod
+	err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, &w.CreatedAt, &w.ClaimedAt)
+	return w, err
+}
+
 func (s *Store) WarmPods(ctx context.Context) ([]store.WarmPod, error) {
-	rows, err := s.pool.Query(ctx, `SELECT pod, profile, image, coalesce(claimed_by, ''), created_at, claimed_at
+	return list(ctx, s.pool, "list warm pods", scanWarmPod, `SELECT pod, profile, image, coalesce(claimed_by, ''), created_at, claimed_at
 		FROM warm_pods ORDER BY created_at, pod`)
-	if err != nil {
-		return nil, fmt.Errorf("list warm pods: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.WarmPod, error) {
-		var w store.WarmPod
-		err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, &w.CreatedAt, &w.ClaimedAt)
-		return w, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list warm pods: %w", err)
-	}
-	return out, nil
 }
 
 // RemoveWarmPod deletes a pod's row.

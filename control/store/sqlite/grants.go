@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 const grantCols = `id, sandbox_id, account_id, project_id, position, scopes, hash, created_at, minted_at`
@@ -32,15 +33,7 @@ func scanGrant(row scanner) (store.GrantToken, error) {
 }
 
 func (q queries) GrantTokens(ctx context.Context, sandboxID string) ([]store.GrantToken, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+grantCols+` FROM grant_tokens WHERE sandbox_id = ? ORDER BY position`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	gs, err := collect(rows, scanGrant)
-	if err != nil {
-		return nil, fmt.Errorf("grants of %s: %w", sandboxID, err)
-	}
-	return gs, nil
+	return list(ctx, q.q, "grants of "+sandboxID, scanGrant, `SELECT `+grantCols+` FROM grant_tokens WHERE sandbox_id = ? ORDER BY position`, sandboxID)
 }
 
 func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.GrantToken, error) {
@@ -54,39 +47,31 @@ func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.Grant
 	return g, nil
 }
 
-func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultLimit
+// scanAuditEntry scans one row of Audit.
+func scanAuditEntry(r scanner) (store.AuditEntry, error) {
+	var a store.AuditEntry
+	var scopes string
+	var at int64
+	if err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &scopes, &a.Message, &at); err != nil {
+		return a, err
 	}
-	rows, err := q.q.QueryContext(ctx, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
+	if err := json.Unmarshal([]byte(scopes), &a.Scopes); err != nil {
+		return a, fmt.Errorf("decode scopes of audit entry %d: %w", a.ID, err)
+	}
+	if len(a.Scopes) == 0 {
+		a.Scopes = nil
+	}
+	a.At = fromMicros(at)
+	return a, nil
+}
+
+func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
+	limit := backend.Limit(f.Limit)
+	return list(ctx, q.q, "audit of "+f.AccountID, scanAuditEntry, `SELECT id, account_id, project_id, sandbox_id, caller, action, scopes, message, at
 		FROM audit_log
 		WHERE account_id = ?1 AND (?2 = '' OR project_id = ?2) AND (?3 = '' OR sandbox_id = ?3)
 		  AND (?4 = 0 OR id < ?4)
 		ORDER BY id DESC LIMIT ?5`, f.AccountID, f.ProjectID, f.SandboxID, f.Before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	es, err := collect(rows, func(r scanner) (store.AuditEntry, error) {
-		var a store.AuditEntry
-		var scopes string
-		var at int64
-		if err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &scopes, &a.Message, &at); err != nil {
-			return a, err
-		}
-		if err := json.Unmarshal([]byte(scopes), &a.Scopes); err != nil {
-			return a, fmt.Errorf("decode scopes of audit entry %d: %w", a.ID, err)
-		}
-		if len(a.Scopes) == 0 {
-			a.Scopes = nil
-		}
-		a.At = fromMicros(at)
-		return a, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("audit of %s: %w", f.AccountID, err)
-	}
-	return es, nil
 }
 
 func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
@@ -101,24 +86,19 @@ func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
 	return as, nil
 }
 
+// scanLiveCount scans one row of LiveCounts.
+func scanLiveCount(r scanner) (store.LiveCount, error) {
+	var c store.LiveCount
+	var state string
+	err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
+	c.State = store.State(state)
+	return c, err
+}
+
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
 	in, args := inList(append(append([]store.State{}, store.LiveStates...), store.StateSuspended))
-	rows, err := q.q.QueryContext(ctx, `SELECT account_id, platform, state, count(*) FROM sandboxes
+	return list(ctx, q.q, "live counts", scanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state IN `+in+` GROUP BY account_id, platform, state ORDER BY account_id, platform, state`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	cs, err := collect(rows, func(r scanner) (store.LiveCount, error) {
-		var c store.LiveCount
-		var state string
-		err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
-		c.State = store.State(state)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("live counts: %w", err)
-	}
-	return cs, nil
 }
 
 func jsonList(v []string) string {
@@ -137,13 +117,7 @@ func (t *tx) InsertGrantToken(ctx context.Context, g store.GrantToken) error {
 	res, err := t.q.ExecContext(ctx, `INSERT INTO grant_tokens (`+grantCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		g.ID, g.SandboxID, g.AccountID, g.ProjectID, g.Position, jsonList(g.Scopes), hash, orNow(g.CreatedAt), nullMicros(g.MintedAt))
-	if err != nil {
-		return fmt.Errorf("insert grant %s: %w", g.ID, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("insert grant %s: %w", g.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(res, err, "insert grant "+g.ID, store.ErrConflict)
 }
 
 func (t *tx) SetGrantTokenHash(ctx context.Context, id string, hash []byte, at time.Time) error {
@@ -172,11 +146,5 @@ func (t *tx) InsertAudit(ctx context.Context, a store.AuditEntry) error {
 
 func (t *tx) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	res, err := t.q.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, micros(at), id)
-	if err != nil {
-		return fmt.Errorf("revoke token %s: %w", id, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, "revoke token "+id, store.ErrNotFound)
 }

@@ -3,34 +3,24 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
+// scanIdleCandidate scans one row of IdleCandidates.
+func scanIdleCandidate(r scanner) (store.IdleCandidate, error) {
+	var c store.IdleCandidate
+	var since, secs int64
+	err := r.Scan(&c.SandboxID, &c.AccountID, &since, &secs)
+	c.ComputeSince = fromMicros(since)
+	c.IdleTimeout = time.Duration(secs) * time.Second
+	return c, err
+}
+
 func (q queries) IdleCandidates(ctx context.Context) ([]store.IdleCandidate, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT s.id, s.account_id, ss.started_at, coalesce(a.idle_timeout_seconds, 0)
-		FROM sandboxes s
-		JOIN sandbox_sessions ss ON ss.sandbox_id = s.id AND ss.kind = 'compute' AND ss.ended_at IS NULL
-		JOIN accounts a ON a.id = s.account_id
-		WHERE s.state = 'ready'
-		ORDER BY ss.started_at`)
-	if err != nil {
-		return nil, fmt.Errorf("list idle candidates: %w", err)
-	}
-	cs, err := collect(rows, func(r scanner) (store.IdleCandidate, error) {
-		var c store.IdleCandidate
-		var since, secs int64
-		err := r.Scan(&c.SandboxID, &c.AccountID, &since, &secs)
-		c.ComputeSince = fromMicros(since)
-		c.IdleTimeout = time.Duration(secs) * time.Second
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list idle candidates: %w", err)
-	}
-	return cs, nil
+	return list(ctx, q.q, "list idle candidates", scanIdleCandidate, backend.IdleCandidates)
 }
 
 func (q queries) AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error) {
@@ -48,11 +38,5 @@ func (t *tx) SetAccountIdleTimeout(ctx context.Context, accountID string, d time
 		secs = s
 	}
 	res, err := t.q.ExecContext(ctx, `UPDATE accounts SET idle_timeout_seconds = ? WHERE id = ?`, secs, accountID)
-	if err != nil {
-		return fmt.Errorf("set idle timeout of %s: %w", accountID, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("set idle timeout of %s: %w", accountID, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, "set idle timeout of "+accountID, store.ErrNotFound)
 }

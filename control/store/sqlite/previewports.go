@@ -5,9 +5,10 @@ import (
 	"fmt"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
-const previewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+const previewPortCols = backend.PreviewPortCols
 
 func scanPreviewPort(row scanner) (store.PreviewPort, error) {
 	var p store.PreviewPort
@@ -20,15 +21,7 @@ func scanPreviewPort(row scanner) (store.PreviewPort, error) {
 }
 
 func (q queries) PreviewPorts(ctx context.Context, sandboxID string) ([]store.PreviewPort, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = ? ORDER BY port`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
-	}
-	ps, err := collect(rows, scanPreviewPort)
-	if err != nil {
-		return nil, fmt.Errorf("list preview ports of %s: %w", sandboxID, err)
-	}
-	return ps, nil
+	return list(ctx, q.q, "list preview ports of "+sandboxID, scanPreviewPort, `SELECT `+previewPortCols+` FROM preview_ports WHERE sandbox_id = ? ORDER BY port`, sandboxID)
 }
 
 func (q queries) PreviewPortByLabel(ctx context.Context, label string) (store.PreviewPort, error) {
@@ -53,11 +46,5 @@ func (t *tx) PutPreviewPort(ctx context.Context, p store.PreviewPort) (store.Pre
 
 func (t *tx) DeletePreviewPort(ctx context.Context, sandboxID string, port int) error {
 	res, err := t.q.ExecContext(ctx, `DELETE FROM preview_ports WHERE sandbox_id = ? AND port = ?`, sandboxID, port)
-	if err != nil {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("delete preview port %s:%d: %w", sandboxID, port, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, fmt.Sprintf("delete preview port %s:%d", sandboxID, port), store.ErrNotFound)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // querier is what both *sql.DB and *sql.Tx offer.
@@ -21,8 +22,6 @@ type querier interface {
 
 // queries implements store.Reader on the database or on a transaction.
 type queries struct{ q querier }
-
-const defaultLimit = 100
 
 // Times are stored as unix microseconds, the precision Postgres keeps, so
 // both backends round-trip the same values.
@@ -62,6 +61,20 @@ func notFound(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// list runs query and scans every row with scan; an error is wrapped
+// with what.
+func list[T any](ctx context.Context, q querier, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out, err := collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
 // collect scans every row with scan and closes rows.
 func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
@@ -85,7 +98,7 @@ func inList[S ~string](vals []S) (string, []any) {
 	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
 }
 
-const accountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+const accountCols = backend.AccountCols
 
 func scanAccount(row scanner, extra ...any) (store.Account, error) {
 	var a store.Account
@@ -167,7 +180,7 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 	return p, nil
 }
 
-const profileCols = `name, platform, cpu, memory_mb, disk_gb, image`
+const profileCols = backend.ProfileCols
 
 func scanProfile(row scanner) (store.Profile, error) {
 	var p store.Profile
@@ -184,20 +197,10 @@ func (q queries) Profile(ctx context.Context, name string) (store.Profile, error
 }
 
 func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	ps, err := collect(rows, scanProfile)
-	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
-	}
-	return ps, nil
+	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
-const sandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
-	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
-	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts`
+const sandboxCols = backend.SandboxCols
 
 func scanSandbox(row scanner) (store.Sandbox, error) {
 	var sb store.Sandbox
@@ -229,15 +232,7 @@ func scanSandbox(row scanner) (store.Sandbox, error) {
 }
 
 func (q queries) sandboxes(ctx context.Context, what, query string, args ...any) ([]store.Sandbox, error) {
-	rows, err := q.q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	sbs, err := collect(rows, scanSandbox)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return sbs, nil
+	return list(ctx, q.q, what, scanSandbox, query, args...)
 }
 
 func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
@@ -249,10 +244,7 @@ func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) 
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
-	limit := opts.Limit
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit := backend.Limit(opts.Limit)
 	query := `SELECT ` + sandboxCols + ` FROM sandboxes WHERE account_id = ?`
 	args := []any{opts.AccountID}
 	if len(opts.States) > 0 {
@@ -293,41 +285,44 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 }
 
 func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	if limit <= 0 {
-		limit = defaultLimit
-	}
+	limit = backend.Limit(limit)
 	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE deadline_at < ?
 		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= ?))
 		ORDER BY deadline_at, id LIMIT ?`, micros(now), micros(now.Add(-maxLifetime)), limit)
 }
 
+// scanSession scans one row of Sessions.
+func scanSession(r scanner) (store.Session, error) {
+	var s store.Session
+	var kind string
+	var started int64
+	var ended sql.NullInt64
+	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &started, &ended, &s.EndReason)
+	s.Kind, s.StartedAt, s.EndedAt = store.SessionKind(kind), fromMicros(started), fromNullMicros(ended)
+	return s, err
+}
+
 func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
+	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
 		FROM sandbox_sessions WHERE sandbox_id = ? ORDER BY started_at, id`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	ss, err := collect(rows, func(r scanner) (store.Session, error) {
-		var s store.Session
-		var kind string
-		var started int64
-		var ended sql.NullInt64
-		err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &started, &ended, &s.EndReason)
-		s.Kind, s.StartedAt, s.EndedAt = store.SessionKind(kind), fromMicros(started), fromNullMicros(ended)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sessions of %s: %w", sandboxID, err)
-	}
-	return ss, nil
+}
+
+// scanUsageRow scans one row of Usage.
+func scanUsageRow(r scanner) (store.UsageRow, error) {
+	var u store.UsageRow
+	var kind string
+	var us int64
+	err := r.Scan(&u.Platform, &kind, &us)
+	u.Kind, u.Seconds = store.SessionKind(kind), float64(us)/1e6
+	return u, err
 }
 
 func (q queries) Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]store.UsageRow, error) {
 	// Each session is clipped to [from, to) and an open one runs until
 	// now; the WHERE clause keeps only intervals that stay positive. The
 	// sum is exact integer microseconds, converted to seconds once.
-	rows, err := q.q.QueryContext(ctx, `SELECT platform, kind,
+	return list(ctx, q.q, "usage of "+accountID, scanUsageRow, `SELECT platform, kind,
 			sum(min(coalesce(ended_at, :now), :to) - max(started_at, :from))
 		FROM sandbox_sessions
 		WHERE account_id = :account
@@ -338,44 +333,24 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		ORDER BY platform, kind`,
 		sql.Named("account", accountID), sql.Named("from", micros(from)),
 		sql.Named("to", micros(to)), sql.Named("now", micros(now)))
-	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+}
+
+// scanEvent scans one row of Events.
+func scanEvent(r scanner) (store.Event, error) {
+	var e store.Event
+	var state, consumer string
+	var at int64
+	if err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at, &consumer); err != nil {
+		return e, err
 	}
-	us, err := collect(rows, func(r scanner) (store.UsageRow, error) {
-		var u store.UsageRow
-		var kind string
-		var us int64
-		err := r.Scan(&u.Platform, &kind, &us)
-		u.Kind, u.Seconds = store.SessionKind(kind), float64(us)/1e6
-		return u, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("usage of %s: %w", accountID, err)
+	e.State, e.At = store.State(state), fromMicros(at)
+	if err := json.Unmarshal([]byte(consumer), &e.Consumer); err != nil {
+		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
 	}
-	return us, nil
+	return e, nil
 }
 
 func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
+	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
 		FROM events WHERE sandbox_id = ? AND id > ? ORDER BY id`, sandboxID, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	es, err := collect(rows, func(r scanner) (store.Event, error) {
-		var e store.Event
-		var state, consumer string
-		var at int64
-		if err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at, &consumer); err != nil {
-			return e, err
-		}
-		e.State, e.At = store.State(state), fromMicros(at)
-		if err := json.Unmarshal([]byte(consumer), &e.Consumer); err != nil {
-			return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-		}
-		return e, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("events of %s: %w", sandboxID, err)
-	}
-	return es, nil
 }

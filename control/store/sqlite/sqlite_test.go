@@ -1,8 +1,8 @@
 package sqlite_test
 
 import (
+	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -17,25 +17,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func testLogger() *slog.Logger {
-	if testing.Verbose() && os.Getenv("SBX_TEST_STORE_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 func open(t *testing.T) store.Store {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "sbx.db"), testLogger())
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
+	path := filepath.Join(t.TempDir(), "sbx.db")
+	return storetest.Open(t, func(ctx context.Context, log *slog.Logger) (store.Store, error) {
+		return sqlite.Open(ctx, path, log)
 	})
-	return s
 }
 
 func TestStore(t *testing.T) {
@@ -45,7 +32,7 @@ func TestStore(t *testing.T) {
 // TestReopen checks that migrations apply once and data survives.
 func TestReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sbx.db")
-	s, err := sqlite.Open(t.Context(), path, testLogger())
+	s, err := sqlite.Open(t.Context(), path, storetest.Logger())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -58,7 +45,7 @@ func TestReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	s, err = sqlite.Open(t.Context(), path, testLogger())
+	s, err = sqlite.Open(t.Context(), path, storetest.Logger())
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}

@@ -28,6 +28,20 @@ func conflict(err error, what string) error {
 }
 
 // affected reads RowsAffected, which the sqlite driver always provides.
+// oneRow wraps a write's error with what, and reports a write that
+// touched no row as none: store.ErrConflict for an insert that met an
+// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
+// a missing one.
+func oneRow(res sql.Result, err error, what string, none error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if affected(res) == 0 {
+		return fmt.Errorf("%s: %w", what, none)
+	}
+	return nil
+}
+
 func affected(res sql.Result) int64 {
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -65,13 +79,7 @@ func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
 		string(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, string(sb.Consumer.JSON()),
 		sb.LeaseHolder, nullMicros(sb.LeaseUntil), sb.RestoreAttempts)
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(res, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
 
 func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
@@ -83,13 +91,7 @@ func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 		sb.ProjectID, string(sb.State), micros(sb.DeadlineAt), nullMicros(sb.ReadyAt), nullMicros(sb.SuspendedAt),
 		nullMicros(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
 		sb.HostKey, string(sb.GrantsJSON()), sb.LeaseHolder, nullMicros(sb.LeaseUntil), sb.RestoreAttempts, sb.ID)
-	if err != nil {
-		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("update sandbox %s: %w", sb.ID, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
 
 func (t *tx) OpenSession(ctx context.Context, s store.Session) (int64, error) {
@@ -169,13 +171,7 @@ func (t *tx) InsertToken(ctx context.Context, tk store.Token) error {
 	res, err := t.q.ExecContext(ctx, `INSERT INTO tokens (id, account_id, kind, name, hash, created_at, expires_at, revoked_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		tk.ID, tk.AccountID, string(tk.Kind), tk.Name, tk.Hash, orNow(tk.CreatedAt), nullMicros(tk.ExpiresAt), nullMicros(tk.RevokedAt))
-	if err != nil {
-		return fmt.Errorf("insert token %s: %w", tk.ID, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("insert token %s: %w", tk.ID, store.ErrConflict)
-	}
-	return nil
+	return oneRow(res, err, "insert token "+tk.ID, store.ErrConflict)
 }
 
 func (t *tx) UpsertProfile(ctx context.Context, p store.Profile) error {

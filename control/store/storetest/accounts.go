@@ -16,18 +16,14 @@ func testAccounts(t *testing.T, s store.Store) {
 		AllowedPlatforms: []string{"linux", "macos"}, MonthlyMinutes: 600, CreatedAt: t0,
 	}
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertAccount(ctx, want) })
-	got, err := s.Account(ctx, want.ID)
-	if err != nil {
-		t.Fatalf("Account(%q): %v", want.ID, err)
-	}
-	wantEqual(t, "account after insert", got, want)
+	wantRead(t, "account after insert", want)(s.Account(ctx, want.ID))
 
 	// An upsert changes every field except the creation time.
 	upd := want
 	upd.Name, upd.SandboxesEnabled, upd.ConcurrentLimit = "renamed", false, 0
 	upd.AllowedPlatforms, upd.MonthlyMinutes, upd.CreatedAt = nil, 0, t0.Add(time.Hour)
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertAccount(ctx, upd) })
-	got, err = s.Account(ctx, want.ID)
+	got, err := s.Account(ctx, want.ID)
 	if err != nil {
 		t.Fatalf("Account(%q): %v", want.ID, err)
 	}
@@ -48,19 +44,14 @@ func testProjects(t *testing.T, s store.Store) {
 	seedAccounts(t, s, "a", "b")
 	want := store.Project{ID: "prj-1", AccountID: "a", Name: "web", CreatedAt: t0}
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertProject(ctx, want) })
-	got, err := s.Project(ctx, want.ID)
-	if err != nil {
-		t.Fatalf("Project(%q): %v", want.ID, err)
-	}
-	wantEqual(t, "project", got, want)
+	wantRead(t, "project", want)(s.Project(ctx, want.ID))
 
 	renamed := want
 	renamed.Name = "api"
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertProject(ctx, renamed) })
-	got, _ = s.Project(ctx, want.ID)
-	wantEqual(t, "renamed project", got, renamed)
+	wantRead(t, "renamed project", renamed)(s.Project(ctx, want.ID))
 
-	_, err = s.Project(ctx, "missing")
+	_, err := s.Project(ctx, "missing")
 	wantErr(t, "Project(missing)", err, store.ErrNotFound)
 
 	err = s.InTx(ctx, func(tx store.Tx) error {
@@ -137,16 +128,8 @@ func testProfiles(t *testing.T, s store.Store) {
 	small.CPU, small.Image = 1.5, "img:2"
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertProfile(ctx, small) })
 
-	got, err := s.Profile(ctx, "small")
-	if err != nil {
-		t.Fatalf("Profile(small): %v", err)
-	}
-	wantEqual(t, "updated profile", got, small)
-	list, err := s.Profiles(ctx)
-	if err != nil {
-		t.Fatalf("Profiles: %v", err)
-	}
-	wantEqual(t, "profiles by name", list, []store.Profile{mac, small})
-	_, err = s.Profile(ctx, "missing")
+	wantRead(t, "updated profile", small)(s.Profile(ctx, "small"))
+	wantRead(t, "profiles by name", []store.Profile{mac, small})(s.Profiles(ctx))
+	_, err := s.Profile(ctx, "missing")
 	wantErr(t, "Profile(missing)", err, store.ErrNotFound)
 }

@@ -25,13 +25,9 @@ func testGrantTokens(t *testing.T, s store.Store) {
 			func(ctx context.Context, tx store.Tx) error { return tx.InsertGrantToken(ctx, g1) },
 			func(ctx context.Context, tx store.Tx) error { return tx.InsertGrantToken(ctx, g0) })
 	})
-	got, err := s.GrantTokens(ctx, "sb-g")
-	if err != nil {
-		t.Fatalf("GrantTokens: %v", err)
-	}
-	wantEqual(t, "grants in request order, unminted", got, []store.GrantToken{g0, g1})
+	wantRead(t, "grants in request order, unminted", []store.GrantToken{g0, g1})(s.GrantTokens(ctx, "sb-g"))
 
-	err = s.InTx(ctx, func(tx store.Tx) error { return tx.InsertGrantToken(ctx, g0) })
+	err := s.InTx(ctx, func(tx store.Tx) error { return tx.InsertGrantToken(ctx, g0) })
 	wantErr(t, "second grant with the same id", err, store.ErrConflict)
 
 	// An unminted grant has no hash and is found by none.

@@ -139,11 +139,7 @@ func testUsage(t *testing.T, s store.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := s.Usage(ctx, "a", from, to, tc.now)
-			if err != nil {
-				t.Fatalf("Usage: %v", err)
-			}
-			wantEqual(t, "usage", got, tc.want)
+			wantRead(t, "usage", tc.want)(s.Usage(ctx, "a", from, to, tc.now))
 		})
 	}
 
@@ -182,11 +178,7 @@ func testEvents(t *testing.T, s store.Store) {
 			t.Errorf("event ids not increasing: %d after %d", got[i].ID, got[i-1].ID)
 		}
 	}
-	rest, err := s.Events(ctx, "sb-1", got[0].ID)
-	if err != nil {
-		t.Fatalf("Events after %d: %v", got[0].ID, err)
-	}
-	wantEqual(t, "events after the first", rest, got[1:])
+	wantRead(t, "events after the first", got[1:])(s.Events(ctx, "sb-1", got[0].ID))
 	none, err := s.Events(ctx, "sb-1", got[2].ID)
 	if err != nil {
 		t.Fatalf("Events after last: %v", err)

@@ -48,17 +48,9 @@ func testPreviewPorts(t *testing.T, s store.Store) {
 	want.Access, want.HostPolicy = store.AccessPublic, store.HostLocalhost
 	wantEqual(t, "re-put preview port", got, want)
 
-	list, err := s.PreviewPorts(ctx, "sb-pp")
-	if err != nil {
-		t.Fatalf("PreviewPorts: %v", err)
-	}
-	wantEqual(t, "preview ports, lowest first", list, []store.PreviewPort{api, want})
+	wantRead(t, "preview ports, lowest first", []store.PreviewPort{api, want})(s.PreviewPorts(ctx, "sb-pp"))
 
-	byLabel, err := s.PreviewPortByLabel(ctx, web.Label)
-	if err != nil {
-		t.Fatalf("PreviewPortByLabel: %v", err)
-	}
-	wantEqual(t, "by label", byLabel, want)
+	wantRead(t, "by label", want)(s.PreviewPortByLabel(ctx, web.Label))
 	_, err = s.PreviewPortByLabel(ctx, "nosuchlabel")
 	wantErr(t, "PreviewPortByLabel(unknown)", err, store.ErrNotFound)
 
@@ -73,7 +65,7 @@ func testPreviewPorts(t *testing.T, s store.Store) {
 	wantErr(t, "PreviewPortByLabel after delete", err, store.ErrNotFound)
 	err = s.InTx(ctx, func(tx store.Tx) error { return tx.DeletePreviewPort(ctx, "sb-pp", 3000) })
 	wantErr(t, "DeletePreviewPort twice", err, store.ErrNotFound)
-	list, err = s.PreviewPorts(ctx, "sb-pp2")
+	list, err := s.PreviewPorts(ctx, "sb-pp2")
 	if err != nil || len(list) != 0 {
 		t.Errorf("PreviewPorts(other sandbox) = %v, %v; want none", list, err)
 	}

@@ -21,11 +21,7 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 	insertSandboxes(t, s, want, bare)
 
 	for _, w := range []store.Sandbox{want, bare} {
-		got, err := s.Sandbox(ctx, w.ID)
-		if err != nil {
-			t.Fatalf("Sandbox(%q): %v", w.ID, err)
-		}
-		wantEqual(t, "inserted sandbox", got, w)
+		wantRead(t, "inserted sandbox", w)(s.Sandbox(ctx, w.ID))
 	}
 
 	// Every mutable field changes; identity and request fields stay.
@@ -44,13 +40,9 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 		return tx.UpdateSandbox(ctx, upd)
 	})
 	wantEqual(t, "SandboxForUpdate", locked, want)
-	got, err := s.Sandbox(ctx, want.ID)
-	if err != nil {
-		t.Fatalf("Sandbox(%q): %v", want.ID, err)
-	}
-	wantEqual(t, "updated sandbox", got, upd)
+	wantRead(t, "updated sandbox", upd)(s.Sandbox(ctx, want.ID))
 
-	_, err = s.Sandbox(ctx, "missing")
+	_, err := s.Sandbox(ctx, "missing")
 	wantErr(t, "Sandbox(missing)", err, store.ErrNotFound)
 	err = s.InTx(ctx, func(tx store.Tx) error {
 		_, err := tx.SandboxForUpdate(ctx, "missing")

@@ -18,24 +18,16 @@ func testSSHCredentials(t *testing.T, s store.Store) {
 		CreatedAt:   t0, ExpiresAt: t0.Add(time.Hour),
 	}
 	inTx(t, s, func(tx store.Tx) error { return tx.InsertSSHCredential(ctx, want) })
-	got, err := s.SSHCredential(ctx, want.Fingerprint)
-	if err != nil {
-		t.Fatalf("SSHCredential(%q): %v", want.Fingerprint, err)
-	}
-	wantEqual(t, "ssh credential", got, want)
+	wantRead(t, "ssh credential", want)(s.SSHCredential(ctx, want.Fingerprint))
 
 	// Expired credentials are still returned, so the authorizer can tell
 	// the user that theirs expired rather than that it is unknown.
 	old := want
 	old.ID, old.Fingerprint, old.ExpiresAt = "sshc-old", "SHA256:expired", t0.Add(-time.Minute)
 	inTx(t, s, func(tx store.Tx) error { return tx.InsertSSHCredential(ctx, old) })
-	got, err = s.SSHCredential(ctx, old.Fingerprint)
-	if err != nil {
-		t.Fatalf("SSHCredential(expired): %v", err)
-	}
-	wantEqual(t, "expired ssh credential", got, old)
+	wantRead(t, "expired ssh credential", old)(s.SSHCredential(ctx, old.Fingerprint))
 
-	_, err = s.SSHCredential(ctx, "SHA256:unknown")
+	_, err := s.SSHCredential(ctx, "SHA256:unknown")
 	wantErr(t, "SSHCredential(unknown)", err, store.ErrNotFound)
 
 	dupFP := want

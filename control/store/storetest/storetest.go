@@ -122,6 +122,18 @@ func wantEqual[T any](t *testing.T, what string, got, want T) {
 	}
 }
 
+// wantRead returns what fails the test if a read failed and wants its
+// result equal to want: wantRead(t, "account", want)(s.Account(ctx, id)).
+func wantRead[T any](t *testing.T, what string, want T) func(got T, err error) {
+	return func(got T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		wantEqual(t, what, got, want)
+	}
+}
+
 func wantErr(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {

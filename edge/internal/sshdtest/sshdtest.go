@@ -3,7 +3,6 @@
 package sshdtest
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -12,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/internal/sshscenario"
-	"golang.org/x/crypto/ssh"
 )
 
 // Binary is the sshd the tests run.
@@ -59,11 +59,7 @@ func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 		tb.Fatal(err)
 	}
 
-	port, err := freePort()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := "127.0.0.1:" + sshscenario.FreePort(tb)
 	cfg := []string{
 		"ListenAddress " + addr,
 		"HostKey " + hostKeyPath,
@@ -137,13 +133,4 @@ func write(tb testing.TB, path string, b []byte, mode os.FileMode) {
 	if err := os.WriteFile(path, b, mode); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

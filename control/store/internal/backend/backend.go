@@ -1,0 +1,39 @@
+// Package backend is what the Postgres and SQLite stores share as
+// written: the column lists their scanners read in this order, the queries
+// without placeholders or dialect-specific functions, and the page size.
+// Everything with a placeholder ($1 or ?) or a dialect's own function
+// stays in its backend.
+package backend
+
+// Column lists, in the order each backend's scanner reads them.
+const (
+	AccountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+
+	ProfileCols = `name, platform, cpu, memory_mb, disk_gb, image`
+
+	SandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
+	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
+	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts`
+
+	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+)
+
+// IdleCandidates lists the ready sandboxes with an open compute session,
+// oldest session first, with their account's idle timeout (0: the default).
+const IdleCandidates = `SELECT s.id, s.account_id, ss.started_at, coalesce(a.idle_timeout_seconds, 0)
+		FROM sandboxes s
+		JOIN sandbox_sessions ss ON ss.sandbox_id = s.id AND ss.kind = 'compute' AND ss.ended_at IS NULL
+		JOIN accounts a ON a.id = s.account_id
+		WHERE s.state = 'ready'
+		ORDER BY ss.started_at`
+
+// DefaultLimit is the page size of a list asked for with no limit.
+const DefaultLimit = 100
+
+// Limit is n, or DefaultLimit when n is not positive.
+func Limit(n int) int {
+	if n <= 0 {
+		return DefaultLimit
+	}
+	return n
+}
