@@ -49,6 +49,7 @@ DOCKER ?= docker
 images:
 	$(DOCKER) build -f deploy/docker/edge.Dockerfile -t $(IMAGE_PREFIX)edge:$(TAG) .
 	$(DOCKER) build -f deploy/docker/control.Dockerfile -t $(IMAGE_PREFIX)control:$(TAG) .
+	$(DOCKER) build -f deploy/docker/sandbox.Dockerfile -t $(IMAGE_PREFIX)sandbox:$(TAG) .
 
 # manifests renders every kustomize overlay (what deploy/manifests_test.go checks).
 manifests:

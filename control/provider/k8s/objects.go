@@ -33,8 +33,8 @@ const (
 	RoleWarm    = "warm"
 )
 
-// Paths inside the sandbox. The image's init (outside this repository)
-// follows this contract: it waits for SecretDir/host_key, installs each
+// Paths inside the sandbox. The image's init (cmd/sbx-init, PID 1 of
+// deploy/docker/sandbox.Dockerfile) follows this contract: it waits for SecretDir/host_key, installs each
 // entry of SecretDir/files.json into the sandbox user's home, then starts
 // sshd on the SSH port trusting SecretDir/user_ca.pub. Grant tokens reach
 // the sandbox this way, at the path the grants code documents.

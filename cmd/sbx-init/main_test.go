@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
+)
+
+// writeSecret writes the Secret's files the way kubelet updates a
+// mounted Secret: a new directory, then an atomic swap of the ..data
+// symlink the visible names point through.
+func writeSecret(t *testing.T, dir string, gen int, files map[string][]byte) {
+	t.Helper()
+	ts := filepath.Join(dir, "..gen"+strconv.Itoa(gen))
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(ts, name), b, 0o440); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); err != nil {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitHostKey(t *testing.T, addr string, want ssh.PublicKey) {
+	t.Helper()
+	var err error
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if err = podssh.ProbeHostKey(t.Context(), addr, want); err == nil {
+			return
+		}
+	}
+	t.Fatalf("sshd at %s never presented the expected host key: %v", addr, err)
+}
+
+// TestPID1InPIDNamespace runs the real init as PID 1 of a new PID
+// namespace (unshare), with a Secret directory that changes under it:
+// the keys are installed and sshd serves them; the Secret's new host key
+// is installed and sshd restarted; an orphan that exits is reaped, not
+// left a zombie; a service runs and is reachable over the init's
+// subsystem; SIGTERM to PID 1 ends every process, the service getting
+// its SIGTERM first.
+func TestPID1InPIDNamespace(t *testing.T) {
+	for _, bin := range []string{"unshare", "/usr/sbin/sshd", "ps"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is required: %v", bin, err)
+		}
+	}
+	dir := t.TempDir()
+	initBin := filepath.Join(dir, "sbx-init")
+	if out, err := exec.Command("go", "build", "-o", initBin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build sbx-init: %v\n%s", err, out)
+	}
+	ca, _, err := sshca.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key1PEM, key1, _ := sshca.GenerateKey()
+	key2PEM, key2, _ := sshca.GenerateKey()
+	secret, run, home, ws := filepath.Join(dir, "secret"), filepath.Join(dir, "run"), filepath.Join(dir, "home"), filepath.Join(dir, "ws")
+	for _, d := range []string{secret, home, ws} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSecret(t, secret, 1, map[string][]byte{
+		"host_key": key1PEM, "user_ca.pub": []byte(ca.AuthorizedKey()),
+		"files.json": []byte(`[{"key":"grant","path":".sbx/grant-token","mode":384}]`), "grant": []byte("tok-1"),
+	})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+
+	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", initBin,
+		"--secret-dir", secret, "--run-dir", run, "--home", home, "--workspace", ws, "--port", strconv.Itoa(port), "--grace", "2s")
+	var logBuf strings.Builder
+	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-waited:
+		case <-time.After(10 * time.Second):
+		}
+		if t.Failed() {
+			t.Logf("init log:\n%s", logBuf.String())
+		}
+	})
+
+	waitHostKey(t, addr, key1.PublicKey())
+	if b, err := os.ReadFile(filepath.Join(home, ".sbx/grant-token")); err != nil || string(b) != "tok-1" {
+		t.Errorf("files.json entry: %q %v", b, err)
+	}
+	pool := podssh.NewPool(ca, nil)
+	defer pool.Close()
+	target := podssh.Target{SandboxID: "sbx-pid1", Addr: addr, User: "root", HostKey: string(ssh.MarshalAuthorizedKey(key1.PublicKey()))}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	// PID 1 is ours, and an orphan that exits is reaped.
+	res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "cat /proc/1/cmdline | tr '\\0' ' '; (sleep 0.2 &) ; echo"})
+	if err != nil || !strings.Contains(string(res.Stdout), "sbx-init") {
+		t.Fatalf("PID 1 is %q (%v), want sbx-init", res.Stdout, err)
+	}
+	time.Sleep(800 * time.Millisecond) // the orphan ends meanwhile
+	res, err = pool.Exec(ctx, target, podssh.ExecRequest{Command: "ps -eo stat=,pid=,ppid=,comm="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "Z") {
+			t.Errorf("zombie left in the namespace: %q\n%s", l, res.Stdout)
+		}
+	}
+
+	// A service through the init's subsystem (sshd runs "sbx-init ctl").
+	c, err := pool.Client(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := filepath.Join(ws, "got-term")
+	svc := sandboxinit.Service{Name: "loop", Command: "trap 'echo term > " + term + "; exit 0' TERM; while true; do sleep 0.1; done"}
+	if _, err := (sandboxinit.Client{SSH: c}).Sync(ctx, []sandboxinit.Service{svc}); err != nil {
+		t.Fatalf("sync over the subsystem: %v", err)
+	}
+	var st []sandboxinit.Status
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if st, err = (sandboxinit.Client{SSH: c}).List(ctx); err == nil && len(st) == 1 && st[0].State == sandboxinit.StateRunning {
+			break
+		}
+	}
+	if len(st) != 1 || st[0].State != sandboxinit.StateRunning {
+		t.Fatalf("service list %+v, %v", st, err)
+	}
+
+	// A warm claim: the Secret changes under the init.
+	pool.Forget("sbx-pid1")
+	writeSecret(t, secret, 2, map[string][]byte{
+		"host_key": key2PEM, "user_ca.pub": []byte(ca.AuthorizedKey()),
+		"files.json": []byte(`[{"key":"grant","path":".sbx/grant-token","mode":384}]`), "grant": []byte("tok-2"),
+	})
+	waitHostKey(t, addr, key2.PublicKey())
+	if b, _ := os.ReadFile(filepath.Join(home, ".sbx/grant-token")); string(b) != "tok-2" {
+		t.Errorf("grant file after the secret changed: %q", b)
+	}
+	target.HostKey = string(ssh.MarshalAuthorizedKey(key2.PublicKey()))
+	if st, err := func() ([]sandboxinit.Status, error) {
+		c, err := pool.Client(ctx, target)
+		if err != nil {
+			return nil, err
+		}
+		return sandboxinit.Client{SSH: c}.List(ctx)
+	}(); err != nil || len(st) != 1 || st[0].Starts != 1 {
+		t.Errorf("after sshd's restart the service is %+v (%v), want the same run", st, err)
+	}
+
+	// SIGTERM to PID 1 (as the kubelet sends it): everything ends, the
+	// service first asked to stop.
+	pid1 := nsInit(t, cmd.Process.Pid)
+	if err := syscall.Kill(pid1, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the namespace did not end within 20s of SIGTERM")
+	}
+	if b, err := os.ReadFile(term); err != nil || strings.TrimSpace(string(b)) != "term" {
+		t.Errorf("the service was not asked to stop: %q %v", b, err)
+	}
+	if !strings.Contains(logBuf.String(), "secret changed: keys reinstalled; restarting sshd") {
+		t.Errorf("init log does not record the reinstall:\n%s", logBuf.String())
+	}
+}
+
+// nsInit is the host PID of the child unshare forked: the namespace's
+// PID 1.
+func nsInit(t *testing.T, unsharePID int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(unsharePID) + "/task/" + strconv.Itoa(unsharePID) + "/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("unshare's children: %q", b)
+	}
+	pid, _ := strconv.Atoi(f[0])
+	return pid
+}

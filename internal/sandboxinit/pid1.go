@@ -1,0 +1,368 @@
+package sandboxinit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The sandbox pod's start-up contract (control/provider/k8s objects.go):
+// the mounted Secret at SecretDir holds host_key, user_ca.pub and
+// files.json (entries {key, path, mode}: Secret key, path under the home
+// directory); sshd listens on the SSH port trusting the CA. A warm pod's
+// Secret is replaced when it is claimed: the init notices, installs the
+// new files and restarts sshd, so the pod presents the claimed sandbox's
+// host key.
+
+// InitConfig configures the init proper (RunInit).
+type InitConfig struct {
+	SecretDir string // the mounted Secret, read only
+	RunDir    string // writable: installed keys, sshd_config, control socket
+	HomeDir   string // files.json entries land here
+	Workspace string // services' working directory
+	SSHPort   int
+	SSHD      string // absolute path of sshd
+	// Self is the init binary, which sshd runs as "Self ctl --socket S"
+	// for the sbx-init subsystem.
+	Self string
+	// WatchInterval is how often the Secret is checked (default 1 s;
+	// kubelet updates a mounted Secret within a minute or so).
+	WatchInterval time.Duration
+	Logger        *slog.Logger
+}
+
+// SocketPath is where the init's control protocol listens under runDir.
+func SocketPath(runDir string) string { return filepath.Join(runDir, "init.sock") }
+
+// RunInit installs the Secret's files, runs and supervises sshd, serves
+// the control protocol on a unix socket and runs the services, until ctx
+// ends; then it stops the services and sshd and returns.
+func RunInit(ctx context.Context, cfg InitConfig) error {
+	if cfg.WatchInterval <= 0 {
+		cfg.WatchInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := cfg.Logger
+	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
+		return fmt.Errorf("create run dir: %w", err)
+	}
+	sup, err := New(Config{Workspace: cfg.Workspace, Env: []string{
+		"HOME=" + cfg.HomeDir, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+	}, LogDir: filepath.Join(cfg.Workspace, ".sbx", "service-logs"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer sup.Close()
+
+	sock := SocketPath(cfg.RunDir)
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	var wg sync.WaitGroup
+	serveCtx, stopServe := context.WithCancel(ctx)
+	defer func() {
+		stopServe()
+		ln.Close()
+		wg.Wait()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				stop := context.AfterFunc(serveCtx, func() { c.Close() })
+				defer stop()
+				_ = sup.Serve(serveCtx, c)
+			}()
+		}
+	}()
+
+	var sshd *exec.Cmd
+	var sshdDone chan struct{}
+	startSSHD := func() error {
+		cmd := exec.Command(cfg.SSHD, "-D", "-e", "-f", filepath.Join(cfg.RunDir, "sshd_config"))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start sshd: %w", err)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = cmd.Wait() }()
+		sshd, sshdDone = cmd, done
+		log.Info("sshd started", "pid", cmd.Process.Pid, "port", cfg.SSHPort)
+		return nil
+	}
+	stopSSHD := func() {
+		if sshd == nil {
+			return
+		}
+		_ = syscall.Kill(-sshd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-sshdDone:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-sshd.Process.Pid, syscall.SIGKILL)
+			<-sshdDone
+		}
+		sshd = nil
+	}
+	defer stopSSHD()
+
+	sum, err := install(cfg)
+	for err != nil { // a warm pod may start before its Secret has keys
+		log.Info("waiting for the secret", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(cfg.WatchInterval):
+		}
+		sum, err = install(cfg)
+	}
+	if err := startSSHD(); err != nil {
+		return err
+	}
+	tick := time.NewTicker(cfg.WatchInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("init stopping")
+			return nil
+		case <-sshdDone:
+			log.Warn("sshd exited; restarting it")
+			sshd = nil
+			time.Sleep(200 * time.Millisecond)
+			if err := startSSHD(); err != nil {
+				return err
+			}
+		case <-tick.C:
+			now, err := secretSum(cfg.SecretDir)
+			if err != nil || bytes.Equal(now, sum) {
+				continue
+			}
+			if sum, err = install(cfg); err != nil {
+				log.Warn("install changed secret", "err", err)
+				continue
+			}
+			log.Info("secret changed: keys reinstalled; restarting sshd")
+			stopSSHD()
+			if err := startSSHD(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// secretSum fingerprints the Secret's files (through kubelet's ..data
+// symlink swap, which is how a mounted Secret changes).
+func secretSum(dir string) ([]byte, error) {
+	h := sha256.New()
+	for _, name := range []string{"host_key", "user_ca.pub", "files.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil && !(name == "files.json" && errors.Is(err, fs.ErrNotExist)) {
+			return nil, err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		h.Write(b)
+	}
+	return h.Sum(nil), nil
+}
+
+// install copies the host key and CA into RunDir (sshd wants the key
+// 0600 and owned by its user, which a Secret mount is not), writes the
+// files.json entries under HomeDir, and writes sshd_config. It returns
+// the Secret's fingerprint.
+func install(cfg InitConfig) ([]byte, error) {
+	sum, err := secretSum(cfg.SecretDir)
+	if err != nil {
+		return nil, fmt.Errorf("read secret: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		mode fs.FileMode
+	}{{"host_key", 0o600}, {"user_ca.pub", 0o644}} {
+		b, err := os.ReadFile(filepath.Join(cfg.SecretDir, f.name))
+		if err != nil {
+			return nil, err
+		}
+		if err := writeAtomic(filepath.Join(cfg.RunDir, f.name), b, f.mode); err != nil {
+			return nil, err
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.SecretDir, "files.json")); err == nil {
+		var entries []struct {
+			Key  string `json:"key"`
+			Path string `json:"path"`
+			Mode uint32 `json:"mode"`
+		}
+		if err := json.Unmarshal(b, &entries); err != nil {
+			return nil, fmt.Errorf("files.json: %w", err)
+		}
+		for _, e := range entries {
+			if !filepath.IsLocal(e.Path) || strings.ContainsAny(e.Key, "/\\") {
+				return nil, fmt.Errorf("files.json: entry %q -> %q leaves the home directory", e.Key, e.Path)
+			}
+			data, err := os.ReadFile(filepath.Join(cfg.SecretDir, e.Key))
+			if err != nil {
+				return nil, err
+			}
+			p := filepath.Join(cfg.HomeDir, e.Path)
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				return nil, err
+			}
+			mode := fs.FileMode(e.Mode).Perm()
+			if mode == 0 {
+				mode = 0o600
+			}
+			if err := writeAtomic(p, data, mode); err != nil {
+				return nil, err
+			}
+		}
+	}
+	conf := strings.Join([]string{
+		"Port " + strconv.Itoa(cfg.SSHPort),
+		"HostKey " + filepath.Join(cfg.RunDir, "host_key"),
+		"TrustedUserCAKeys " + filepath.Join(cfg.RunDir, "user_ca.pub"),
+		"AuthorizedKeysFile none",
+		"PubkeyAuthentication yes",
+		"PasswordAuthentication no",
+		"KbdInteractiveAuthentication no",
+		"UsePAM no",
+		"StrictModes no",
+		"PermitRootLogin prohibit-password",
+		"AllowTcpForwarding yes",
+		"X11Forwarding no",
+		"PrintMotd no",
+		"MaxSessions 64",
+		// Every connection comes from the broker or control's pool: many
+		// concurrent handshakes from few peers (see the local provider).
+		"MaxStartups 256",
+		"PidFile " + filepath.Join(cfg.RunDir, "sshd.pid"),
+		"Subsystem sftp internal-sftp",
+		"Subsystem " + Subsystem + " " + cfg.Self + " ctl --socket " + SocketPath(cfg.RunDir),
+	}, "\n") + "\n"
+	if err := writeAtomic(filepath.Join(cfg.RunDir, "sshd_config"), []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+func writeAtomic(path string, data []byte, mode fs.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	return nil
+}
+
+// Relay is the init's control command ("ctl"), which sshd runs for the
+// sbx-init subsystem: it joins the SSH channel (stdin, stdout) to the
+// init's control socket.
+func Relay(socket string, in io.Reader, out io.Writer) error {
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		return fmt.Errorf("reach the init: %w", err)
+	}
+	defer c.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(c, in)
+		if uc, ok := c.(*net.UnixConn); ok {
+			_ = uc.CloseWrite()
+		}
+	}()
+	_, err = io.Copy(out, c)
+	return err
+}
+
+// Reap is what PID 1 does: it runs child (the init proper), forwards
+// SIGTERM, SIGINT and SIGHUP to it, and reaps every process that ends in
+// the namespace, orphans included, so none stays a zombie. When the child
+// exits, every process left gets SIGTERM, then SIGKILL after grace, and
+// Reap returns the child's exit code. Only PID 1 may call it: it waits
+// for any child, so the caller must not use exec.Cmd.Wait on child.
+func Reap(child *exec.Cmd, grace time.Duration, log *slog.Logger) (int, error) {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCHLD)
+	defer signal.Stop(sigs)
+	if err := child.Start(); err != nil {
+		return 1, fmt.Errorf("start the init: %w", err)
+	}
+	pid := child.Process.Pid
+	code := -1
+	for code < 0 {
+		sig := <-sigs
+		if sig != syscall.SIGCHLD {
+			_ = syscall.Kill(pid, sig.(syscall.Signal))
+			continue
+		}
+		for {
+			var ws syscall.WaitStatus
+			got, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if err != nil || got <= 0 {
+				break
+			}
+			if got == pid {
+				code = ws.ExitStatus()
+				if ws.Signaled() {
+					code = 128 + int(ws.Signal())
+				}
+			} else if log != nil {
+				log.Debug("reaped", "pid", got)
+			}
+		}
+	}
+	// The init is gone: end whatever it left behind.
+	_ = syscall.Kill(-1, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.ECHILD) {
+			return code, nil
+		}
+		if got <= 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+	for {
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(-1, &ws, 0, nil); err != nil {
+			return code, nil
+		}
+	}
+}
