@@ -243,6 +243,36 @@ func (e SandboxUsageLinesKind) Valid() bool {
 	}
 }
 
+// Defines values for ServiceState.
+const (
+	Exited     ServiceState = "exited"
+	Restarting ServiceState = "restarting"
+	Running    ServiceState = "running"
+	Starting   ServiceState = "starting"
+	Stopped    ServiceState = "stopped"
+	Unknown    ServiceState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the ServiceState enum.
+func (e ServiceState) Valid() bool {
+	switch e {
+	case Exited:
+		return true
+	case Restarting:
+		return true
+	case Running:
+		return true
+	case Starting:
+		return true
+	case Stopped:
+		return true
+	case Unknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Status.
 const (
 	Failed      Status = "failed"
@@ -323,6 +353,9 @@ type CreateSandbox struct {
 
 	// ProjectId Reporting tag; no access implications.
 	ProjectId *openapi_types.UUID `json:"project_id,omitempty"`
+
+	// Services Long-running services (a dev server) the sandbox's init starts when the sandbox is ready, restarts with backoff when they exit, and starts again after every restore. A bad entry is 422 naming it (`services[i]`).
+	Services *[]ServiceDeclaration `json:"services,omitempty"`
 }
 
 // Event defines model for Event.
@@ -596,6 +629,67 @@ type SandboxUsage struct {
 // SandboxUsageLinesKind defines model for SandboxUsage.Lines.Kind.
 type SandboxUsageLinesKind string
 
+// Service defines model for Service.
+type Service struct {
+	Args      []string          `json:"args"`
+	Command   string            `json:"command"`
+	CreatedAt time.Time         `json:"created_at"`
+	Cwd       string            `json:"cwd"`
+	Env       map[string]string `json:"env"`
+
+	// ExitCode The last exit's code (128+signal when a signal ended it); null before the first exit.
+	ExitCode    *int       `json:"exit_code"`
+	LastExitAt  *time.Time `json:"last_exit_at"`
+	LastStartAt *time.Time `json:"last_start_at"`
+	Name        string     `json:"name"`
+	Port        *int       `json:"port"`
+
+	// Starts Starts since the sandbox last became ready.
+	Starts int `json:"starts"`
+
+	// State From the sandbox's init: `starting` (started; its port does not answer yet), `running`, `restarting` (it exited and waits out its backoff, 0.5 s doubling to 30 s), `exited`. `stopped` while the sandbox is not running (suspended, pending), `unknown` when its init could not be asked.
+	State     ServiceState `json:"state"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// ServiceState From the sandbox's init: `starting` (started; its port does not answer yet), `running`, `restarting` (it exited and waits out its backoff, 0.5 s doubling to 30 s), `exited`. `stopped` while the sandbox is not running (suspended, pending), `unknown` when its init could not be asked.
+type ServiceState string
+
+// ServiceDeclaration defines model for ServiceDeclaration.
+type ServiceDeclaration struct {
+	Args *[]string `json:"args,omitempty"`
+
+	// Command Run with `args` as its argv; without `args` it is a shell line (`/bin/sh -c`).
+	Command string `json:"command"`
+
+	// Cwd Working directory relative to the workspace; default the workspace.
+	Cwd *string `json:"cwd,omitempty"`
+
+	// Env Added to the service's environment (which also holds `PORT` when `port` is set).
+	Env  *map[string]string `json:"env,omitempty"`
+	Name string             `json:"name"`
+
+	// Port Where the service answers. It is `running` only once something accepts on 127.0.0.1 or ::1 at this port, and a preview of this port waits for it after a wake.
+	Port *int `json:"port,omitempty"`
+}
+
+// ServiceRequest defines model for ServiceRequest.
+type ServiceRequest struct {
+	Args *[]string `json:"args,omitempty"`
+
+	// Command Run with `args` as its argv; without `args` it is a shell line (`/bin/sh -c`).
+	Command string `json:"command"`
+
+	// Cwd Working directory relative to the workspace; default the workspace.
+	Cwd *string `json:"cwd,omitempty"`
+
+	// Env Added to the service's environment (which also holds `PORT` when `port` is set).
+	Env *map[string]string `json:"env,omitempty"`
+
+	// Port Where the service answers. It is `running` only once something accepts on 127.0.0.1 or ::1 at this port, and a preview of this port waits for it after a wake.
+	Port *int `json:"port,omitempty"`
+}
+
 // Status defines model for Status.
 type Status string
 
@@ -655,7 +749,14 @@ type CreateSandboxParams struct {
 
 // UpdateSandboxJSONBody defines parameters for UpdateSandbox.
 type UpdateSandboxJSONBody struct {
-	DeadlineMinutes int `json:"deadline_minutes"`
+	// AllowShorten With deadline_minutes: accept a deadline earlier than the current one.
+	AllowShorten *bool `json:"allow_shorten,omitempty"`
+
+	// DeadlineMinutes The deadline becomes now + this many minutes.
+	DeadlineMinutes *int `json:"deadline_minutes,omitempty"`
+
+	// ExtendMinutes Minutes added to the current deadline.
+	ExtendMinutes *int `json:"extend_minutes,omitempty"`
 }
 
 // SandboxEventsParams defines parameters for SandboxEvents.
@@ -686,6 +787,12 @@ type DeleteSandboxFileParams struct {
 	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
 
+// ServiceLogsParams defines parameters for ServiceLogs.
+type ServiceLogsParams struct {
+	Tail   *int  `form:"tail,omitempty" json:"tail,omitempty"`
+	Follow *bool `form:"follow,omitempty" json:"follow,omitempty"`
+}
+
 // GetUsageParams defines parameters for GetUsage.
 type GetUsageParams struct {
 	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
@@ -709,6 +816,9 @@ type ExecInSandboxJSONRequestBody = ExecRequest
 
 // ExposePortJSONRequestBody defines body for ExposePort for application/json ContentType.
 type ExposePortJSONRequestBody = PortRequest
+
+// PutServiceJSONRequestBody defines body for PutService for application/json ContentType.
+type PutServiceJSONRequestBody = ServiceRequest
 
 // CreateSSHTokenJSONRequestBody defines body for CreateSSHToken for application/json ContentType.
 type CreateSSHTokenJSONRequestBody = SSHTokenRequest
@@ -858,14 +968,18 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandboxWithBody Set the deadline to now + deadline_minutes (7-day cap from creation)
+	// UpdateSandboxWithBody Extend or set the deadline (7-day cap from creation)
+	//
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandbox Set the deadline to now + deadline_minutes (7-day cap from creation)
+	// UpdateSandbox Extend or set the deadline (7-day cap from creation)
+	//
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -976,6 +1090,46 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePort(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListServices List the sandbox's services and their state
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/services (the `ListServices` operationId).
+	ListServices(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteService Remove a service and stop it
+	//
+	// Corresponds with DELETE /api/v1/sandboxes/{id}/services/{name} (the `DeleteService` operationId).
+	DeleteService(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetService One service and its state
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name} (the `GetService` operationId).
+	GetService(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutServiceWithBody Declare (or re-declare) a service
+	//
+	// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+	PutServiceWithBody(ctx context.Context, id string, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutService Declare (or re-declare) a service
+	//
+	// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+	PutService(ctx context.Context, id string, name string, body PutServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ServiceLogs The service's output
+	//
+	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
+	ServiceLogs(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateSSHTokenWithBody Mint an SSH credential for the sandbox
 	//
 	// Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -1028,11 +1182,6 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /mcp (the `Mcp` operationId).
 	Mcp(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
-
-	// Metrics Prometheus metrics
-	//
-	// Corresponds with GET /metrics (the `Metrics` operationId).
-	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness
 	//
@@ -1208,7 +1357,9 @@ func (c *Client) GetSandbox(ctx context.Context, id string, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// UpdateSandboxWithBody Set the deadline to now + deadline_minutes (7-day cap from creation)
+// UpdateSandboxWithBody Extend or set the deadline (7-day cap from creation)
+//
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1225,7 +1376,9 @@ func (c *Client) UpdateSandboxWithBody(ctx context.Context, id string, contentTy
 	return c.Client.Do(req)
 }
 
-// UpdateSandbox Set the deadline to now + deadline_minutes (7-day cap from creation)
+// UpdateSandbox Extend or set the deadline (7-day cap from creation)
+//
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1466,6 +1619,106 @@ func (c *Client) UnexposePort(ctx context.Context, id string, port int, reqEdito
 	return c.Client.Do(req)
 }
 
+// ListServices List the sandbox's services and their state
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/services (the `ListServices` operationId).
+func (c *Client) ListServices(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListServicesRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteService Remove a service and stop it
+//
+// Corresponds with DELETE /api/v1/sandboxes/{id}/services/{name} (the `DeleteService` operationId).
+func (c *Client) DeleteService(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteServiceRequest(c.Server, id, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetService One service and its state
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/services/{name} (the `GetService` operationId).
+func (c *Client) GetService(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetServiceRequest(c.Server, id, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutServiceWithBody Declare (or re-declare) a service
+//
+// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+func (c *Client) PutServiceWithBody(ctx context.Context, id string, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutServiceRequestWithBody(c.Server, id, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutService Declare (or re-declare) a service
+//
+// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+func (c *Client) PutService(ctx context.Context, id string, name string, body PutServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutServiceRequest(c.Server, id, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ServiceLogs The service's output
+//
+// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
+func (c *Client) ServiceLogs(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewServiceLogsRequest(c.Server, id, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateSSHTokenWithBody Mint an SSH credential for the sandbox
 //
 // Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -1579,21 +1832,6 @@ func (c *Client) McpWithBody(ctx context.Context, contentType string, body io.Re
 // Corresponds with POST /mcp (the `Mcp` operationId).
 func (c *Client) Mcp(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMcpRequest(c.Server, body)
-	if err != nil {
-		return nil, err
-	}
-	req = req.WithContext(ctx)
-	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
-		return nil, err
-	}
-	return c.Client.Do(req)
-}
-
-// Metrics Prometheus metrics
-//
-// Corresponds with GET /metrics (the `Metrics` operationId).
-func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMetricsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2586,6 +2824,256 @@ func NewUnexposePortRequest(server string, id string, port int) (*http.Request, 
 	return req, nil
 }
 
+// NewListServicesRequest constructs an http.Request for the ListServices method
+func NewListServicesRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/services", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteServiceRequest constructs an http.Request for the DeleteService method
+func NewDeleteServiceRequest(server string, id string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/services/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetServiceRequest constructs an http.Request for the GetService method
+func NewGetServiceRequest(server string, id string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/services/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutServiceRequest calls the generic PutService builder with application/json body
+func NewPutServiceRequest(server string, id string, name string, body PutServiceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutServiceRequestWithBody(server, id, name, "application/json", bodyReader)
+}
+
+// NewPutServiceRequestWithBody constructs an http.Request for the PutService method, with any body, and a specified content type
+func NewPutServiceRequestWithBody(server string, id string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/services/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewServiceLogsRequest constructs an http.Request for the ServiceLogs method
+func NewServiceLogsRequest(server string, id string, name string, params *ServiceLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/services/%s/logs", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tail != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tail", *params.Tail, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Follow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", *params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateSSHTokenRequest calls the generic CreateSSHToken builder with application/json body
 func NewCreateSSHTokenRequest(server string, id string, body CreateSSHTokenJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2800,33 +3288,6 @@ func NewMcpRequestWithBody(server string, contentType string, body io.Reader) (*
 	return req, nil
 }
 
-// NewMetricsRequest constructs an http.Request for the Metrics method
-func NewMetricsRequest(server string) (*http.Request, error) {
-	var err error
-
-	serverURL, err := url.Parse(server)
-	if err != nil {
-		return nil, err
-	}
-
-	operationPath := fmt.Sprintf("/metrics")
-	if operationPath[0] == '/' {
-		operationPath = "." + operationPath
-	}
-
-	queryURL, err := serverURL.Parse(operationPath)
-	if err != nil {
-		return nil, err
-	}
-
-	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-
-	return req, nil
-}
-
 // NewReadyzRequest constructs an http.Request for the Readyz method
 func NewReadyzRequest(server string) (*http.Request, error) {
 	var err error
@@ -2978,14 +3439,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
-	// UpdateSandboxWithBodyWithResponse Set the deadline to now + deadline_minutes (7-day cap from creation)
+	// UpdateSandboxWithBodyWithResponse Extend or set the deadline (7-day cap from creation)
+	//
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
 
-	// UpdateSandboxWithResponse Set the deadline to now + deadline_minutes (7-day cap from creation)
+	// UpdateSandboxWithResponse Extend or set the deadline (7-day cap from creation)
+	//
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3110,6 +3575,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePortWithResponse(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*UnexposePortResponse, error)
 
+	// ListServicesWithResponse List the sandbox's services and their state
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/services (the `ListServices` operationId).
+	ListServicesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListServicesResponse, error)
+
+	// DeleteServiceWithResponse Remove a service and stop it
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/sandboxes/{id}/services/{name} (the `DeleteService` operationId).
+	DeleteServiceWithResponse(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*DeleteServiceResponse, error)
+
+	// GetServiceWithResponse One service and its state
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name} (the `GetService` operationId).
+	GetServiceWithResponse(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*GetServiceResponse, error)
+
+	// PutServiceWithBodyWithResponse Declare (or re-declare) a service
+	//
+	// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+	PutServiceWithBodyWithResponse(ctx context.Context, id string, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutServiceResponse, error)
+
+	// PutServiceWithResponse Declare (or re-declare) a service
+	//
+	// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+	PutServiceWithResponse(ctx context.Context, id string, name string, body PutServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*PutServiceResponse, error)
+
+	// ServiceLogsWithResponse The service's output
+	//
+	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
+	ServiceLogsWithResponse(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*ServiceLogsResponse, error)
+
 	// CreateSSHTokenWithBodyWithResponse Mint an SSH credential for the sandbox
 	//
 	// Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -3168,13 +3681,6 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /mcp (the `Mcp` operationId).
 	McpWithResponse(ctx context.Context, body McpJSONRequestBody, reqEditors ...RequestEditorFn) (*McpResponse, error)
-
-	// MetricsWithResponse Prometheus metrics
-	//
-	// Returns a wrapper object for the known response body format(s).
-	//
-	// Corresponds with GET /metrics (the `Metrics` operationId).
-	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
 	// ReadyzWithResponse Readiness
 	//
@@ -4614,6 +5120,348 @@ func (r UnexposePortResponse) ContentType() string {
 	return ""
 }
 
+type ListServicesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Services []Service `json:"services"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListServicesResponse) GetJSON200() *struct {
+	Services []Service `json:"services"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListServicesResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListServicesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListServicesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListServicesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListServicesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteServiceResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteServiceResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteServiceResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Service
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetServiceResponse) GetJSON200() *Service {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetServiceResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutServiceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Service
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutServiceResponse) GetJSON200() *Service {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutServiceResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutServiceResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutServiceResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PutServiceResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PutServiceResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PutServiceResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutServiceResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r PutServiceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutServiceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutServiceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutServiceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ServiceLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ServiceLogsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ServiceLogsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ServiceLogsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ServiceLogsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ServiceLogsResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r ServiceLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ServiceLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ServiceLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ServiceLogsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CreateSSHTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4931,40 +5779,6 @@ func (r McpResponse) ContentType() string {
 	return ""
 }
 
-type MetricsResponse struct {
-	Body         []byte
-	HTTPResponse *http.Response
-}
-
-// GetBody returns the raw response body bytes
-func (r MetricsResponse) GetBody() []byte {
-	return r.Body
-}
-
-// Status returns HTTPResponse.Status
-func (r MetricsResponse) Status() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Status
-	}
-	return http.StatusText(0)
-}
-
-// StatusCode returns HTTPResponse.StatusCode
-func (r MetricsResponse) StatusCode() int {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.StatusCode
-	}
-	return 0
-}
-
-// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r MetricsResponse) ContentType() string {
-	if r.HTTPResponse != nil {
-		return r.HTTPResponse.Header.Get("Content-Type")
-	}
-	return ""
-}
-
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5139,7 +5953,9 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 	return ParseGetSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithBodyWithResponse Set the deadline to now + deadline_minutes (7-day cap from creation)
+// UpdateSandboxWithBodyWithResponse Extend or set the deadline (7-day cap from creation)
+//
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5152,7 +5968,9 @@ func (c *ClientWithResponses) UpdateSandboxWithBodyWithResponse(ctx context.Cont
 	return ParseUpdateSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithResponse Set the deadline to now + deadline_minutes (7-day cap from creation)
+// UpdateSandboxWithResponse Extend or set the deadline (7-day cap from creation)
+//
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5355,6 +6173,90 @@ func (c *ClientWithResponses) UnexposePortWithResponse(ctx context.Context, id s
 	return ParseUnexposePortResponse(rsp)
 }
 
+// ListServicesWithResponse List the sandbox's services and their state
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/services (the `ListServices` operationId).
+func (c *ClientWithResponses) ListServicesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListServicesResponse, error) {
+	rsp, err := c.ListServices(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListServicesResponse(rsp)
+}
+
+// DeleteServiceWithResponse Remove a service and stop it
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/sandboxes/{id}/services/{name} (the `DeleteService` operationId).
+func (c *ClientWithResponses) DeleteServiceWithResponse(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*DeleteServiceResponse, error) {
+	rsp, err := c.DeleteService(ctx, id, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteServiceResponse(rsp)
+}
+
+// GetServiceWithResponse One service and its state
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/services/{name} (the `GetService` operationId).
+func (c *ClientWithResponses) GetServiceWithResponse(ctx context.Context, id string, name string, reqEditors ...RequestEditorFn) (*GetServiceResponse, error) {
+	rsp, err := c.GetService(ctx, id, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetServiceResponse(rsp)
+}
+
+// PutServiceWithBodyWithResponse Declare (or re-declare) a service
+//
+// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+func (c *ClientWithResponses) PutServiceWithBodyWithResponse(ctx context.Context, id string, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutServiceResponse, error) {
+	rsp, err := c.PutServiceWithBody(ctx, id, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutServiceResponse(rsp)
+}
+
+// PutServiceWithResponse Declare (or re-declare) a service
+//
+// Stores the declaration and, when the sandbox is ready, starts it now (a changed declaration restarts it). It starts again every time the sandbox becomes ready, after a restore included; the sandbox's init restarts it with backoff when it exits.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/sandboxes/{id}/services/{name} (the `PutService` operationId).
+func (c *ClientWithResponses) PutServiceWithResponse(ctx context.Context, id string, name string, body PutServiceJSONRequestBody, reqEditors ...RequestEditorFn) (*PutServiceResponse, error) {
+	rsp, err := c.PutService(ctx, id, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutServiceResponse(rsp)
+}
+
+// ServiceLogsWithResponse The service's output
+//
+// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
+func (c *ClientWithResponses) ServiceLogsWithResponse(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*ServiceLogsResponse, error) {
+	rsp, err := c.ServiceLogs(ctx, id, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseServiceLogsResponse(rsp)
+}
+
 // CreateSSHTokenWithBodyWithResponse Mint an SSH credential for the sandbox
 //
 // Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -5454,19 +6356,6 @@ func (c *ClientWithResponses) McpWithResponse(ctx context.Context, body McpJSONR
 		return nil, err
 	}
 	return ParseMcpResponse(rsp)
-}
-
-// MetricsWithResponse Prometheus metrics
-//
-// Returns a wrapper object for the known response body format(s).
-//
-// Corresponds with GET /metrics (the `Metrics` operationId).
-func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error) {
-	rsp, err := c.Metrics(ctx, reqEditors...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseMetricsResponse(rsp)
 }
 
 // ReadyzWithResponse Readiness
@@ -6680,6 +7569,274 @@ func ParseUnexposePortResponse(rsp *http.Response) (*UnexposePortResponse, error
 	return response, nil
 }
 
+// ParseListServicesResponse parses an HTTP response from a ListServicesWithResponse call
+func ParseListServicesResponse(rsp *http.Response) (*ListServicesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListServicesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Services []Service `json:"services"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteServiceResponse parses an HTTP response from a DeleteServiceWithResponse call
+func ParseDeleteServiceResponse(rsp *http.Response) (*DeleteServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetServiceResponse parses an HTTP response from a GetServiceWithResponse call
+func ParseGetServiceResponse(rsp *http.Response) (*GetServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Service
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutServiceResponse parses an HTTP response from a PutServiceWithResponse call
+func ParsePutServiceResponse(rsp *http.Response) (*PutServiceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutServiceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Service
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseServiceLogsResponse parses an HTTP response from a ServiceLogsWithResponse call
+func ParseServiceLogsResponse(rsp *http.Response) (*ServiceLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ServiceLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCreateSSHTokenResponse parses an HTTP response from a CreateSSHTokenWithResponse call
 func ParseCreateSSHTokenResponse(rsp *http.Response) (*CreateSSHTokenResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6920,22 +8077,6 @@ func ParseMcpResponse(rsp *http.Response) (*McpResponse, error) {
 	case rsp.StatusCode == 200:
 		// Content-type (text/event-stream) unsupported
 
-	}
-
-	return response, nil
-}
-
-// ParseMetricsResponse parses an HTTP response from a MetricsWithResponse call
-func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
-	bodyBytes, err := io.ReadAll(rsp.Body)
-	defer func() { _ = rsp.Body.Close() }()
-	if err != nil {
-		return nil, err
-	}
-
-	response := &MetricsResponse{
-		Body:         bodyBytes,
-		HTTPResponse: rsp,
 	}
 
 	return response, nil
