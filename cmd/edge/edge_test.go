@@ -222,7 +222,7 @@ func TestEdgeAgainstControl(t *testing.T) {
 	// The edge may hold the earlier yes in its cache; a failed upstream
 	// dial drops it, so at most one more attempt is told "not reachable"
 	// before control's answer (ended) comes through.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a hang detector, not a speed check
 	for {
 		out, err = s.ssh(ctx, keyA, a, "true").CombinedOutput()
 		if err != nil && strings.Contains(string(out), "has ended") {
