@@ -23,6 +23,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +74,9 @@ func (c Config) Validate() error {
 	for _, kv := range c.SSHDSetEnv {
 		if !setEnvRe.MatchString(kv) {
 			return fmt.Errorf("local provider: SSHDSetEnv %q: want NAME=value, the value without spaces or quotes", kv)
+		}
+		if strings.HasPrefix(kv, markerEnv+"=") {
+			return fmt.Errorf("local provider: SSHDSetEnv %q: %s is the provider's own", kv, markerEnv)
 		}
 	}
 	if c.DataDir == "" {

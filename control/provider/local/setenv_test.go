@@ -39,7 +39,7 @@ func TestSSHDSetEnv(t *testing.T) {
 }
 
 func TestSSHDSetEnvValidate(t *testing.T) {
-	for _, kv := range []string{"NOEQUALS", "A=b c", `A="x"`, "1A=x", "A=x\nPort 22"} {
+	for _, kv := range []string{"NOEQUALS", "A=b c", `A="x"`, "1A=x", "A=x\nPort 22", "SBX_LOCAL_SANDBOX=/elsewhere"} {
 		if err := (local.Config{DataDir: "/tmp/x", SSHDSetEnv: []string{kv}}).Validate(); err == nil {
 			t.Errorf("SSHDSetEnv %q: Validate passed, want an error", kv)
 		}

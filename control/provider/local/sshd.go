@@ -123,8 +123,10 @@ func sshdConfig(dir string, port int, setEnv []string) string {
 		"PermitUserEnvironment no",
 		// Every session carries the sandbox's marker, so Destroy and
 		// Suspend find what it started (endTree); SetEnv wins over
-		// anything the client sends.
-		"SetEnv " + strconv.Quote(marker(dir)),
+		// anything the client sends. One line: sshd keeps the first of
+		// repeated keywords (Validate keeps each extra pair to NAME=word
+		// and away from the marker's name).
+		strings.Join(append([]string{"SetEnv", strconv.Quote(marker(dir))}, setEnv...), " "),
 		"PrintMotd no",
 		// Pooled clients multiplex many exec and sftp channels on one connection.
 		"MaxSessions 64",
@@ -137,11 +139,6 @@ func sshdConfig(dir string, port int, setEnv []string) string {
 		"Subsystem sftp internal-sftp",
 		"PidFile " + filepath.Join(dir, "sshd.pid"),
 		"LogLevel INFO",
-	}
-	if len(setEnv) > 0 {
-		// One line: sshd keeps the first of repeated keywords. Validate
-		// keeps each to NAME=word.
-		lines = append(lines, "SetEnv "+strings.Join(setEnv, " "))
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
