@@ -108,13 +108,33 @@ func FreePort(t testing.TB) string {
 // WaitTCP polls until something accepts on addr.
 func WaitTCP(t testing.TB, addr string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitTCP(t, addr, nil, func() string { return "" })
+}
+
+// WaitTCP polls until something accepts on addr, failing at once (with
+// the command's stderr) if the command exits first.
+func (p *Proc) WaitTCP(t testing.TB, addr string) {
+	t.Helper()
+	waitTCP(t, addr, p.Done, p.Stderr.String)
+}
+
+// waitTCP polls addr for up to 20 s; a closed exited ends the wait early.
+func waitTCP(t testing.TB, addr string, exited <-chan struct{}, stderr func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
 			return
 		}
+		select {
+		case <-exited:
+			t.Fatalf("exited before listening on %s: %s", addr, stderr())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listening on %s %s", addr, stderr())
+		}
 	}
-	t.Fatalf("nothing listening on %s", addr)
 }
 
 // Curl runs curl -sS with args and returns its output.
