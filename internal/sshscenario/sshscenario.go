@@ -137,6 +137,17 @@ func waitTCP(t testing.TB, addr string, exited <-chan struct{}, stderr func() st
 	}
 }
 
+// Require returns the path of tool and fails the test if it is not
+// installed; pkg is the Debian package that has it (.ci/run installs it).
+func Require(t testing.TB, tool, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("%s is required (apt-get install %s): %v", tool, pkg, err)
+	}
+	return path
+}
+
 // Curl runs curl -sS with args and returns its output.
 func Curl(t testing.TB, args ...string) string {
 	t.Helper()
@@ -272,9 +283,7 @@ func RemoteForward(t *testing.T, ssh SSH) {
 // script on stdin that starts a server in the sandbox, then HTTP to that
 // server through the SOCKS forward.
 func VSCodePattern(t *testing.T, ssh SSH) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatal("python3 not installed: install python3 (.ci/run does)")
-	}
+	Require(t, "python3", "python3")
 	webroot := t.TempDir()
 	if err := os.WriteFile(filepath.Join(webroot, "index.html"), []byte("vscode-server-ok"), 0o644); err != nil {
 		t.Fatal(err)
