@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/edge"
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 const testSecret = "edge-test-secret-edge-test-secret-0123"
@@ -188,9 +189,7 @@ func (s *stack) ssh(ctx context.Context, keyPath, user string, remote ...string)
 // TestEdgeAgainstControl runs the split deployment: SSH lands on cmd/edge,
 // which asks control's internal API over HTTP and relays to the sandbox.
 func TestEdgeAgainstControl(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("the OpenSSH client is required (apt-get install openssh-client)")
-	}
+	sshscenario.Require(t, "ssh", "openssh-client")
 	s := startStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -20,6 +20,7 @@ import (
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/sshscenario"
 	"github.com/sbxedge/sbx/internal/wstest"
 )
 
@@ -87,9 +88,7 @@ func startPreviewStack(t *testing.T) *previewStack {
 // TestPreviewSplitDeployment: a dev server bound to 127.0.0.1 in a
 // sandbox, served through cmd/edge to curl and a signed-in browser.
 func TestPreviewSplitDeployment(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatal("python3 is required")
-	}
+	sshscenario.Require(t, "python3", "python3")
 	ps := startPreviewStack(t)
 	s, oidc, previewPort, tok := ps.stack, ps.oidc, ps.previewPort, ps.token
 	id := s.readySandbox(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 // TestSSHAndPreviewThroughKubernetes runs control with the k8s provider (client-go
@@ -27,10 +28,7 @@ import (
 // next SSH connection wakes it with the file still there.
 func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	t.Parallel()
-	sshBin, err := exec.LookPath("ssh")
-	if err != nil {
-		t.Fatalf("OpenSSH client required (apt-get install openssh-client): %v", err)
-	}
+	sshBin := sshscenario.Require(t, "ssh", "openssh-client")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const ns = "sandboxes"
@@ -90,9 +88,7 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 
 	// A loopback-only web server in the pod, reached through the preview
 	// proxy over the pod's sshd (direct-tcpip).
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatal("python3 is required (apt-get install python3)")
-	}
+	sshscenario.Require(t, "python3", "python3")
 	webPort := previewPort + 1 // any port: it is bound inside the sandbox's loopback
 	if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
 		webPort = l.Addr().(*net.TCPAddr).Port

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"database/sql"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 // runEnv runs name with env and returns stdout, stderr and the exit code.
@@ -43,9 +44,7 @@ func expireCredentials(t *testing.T, dataDir, id string) {
 // stack (new data dir, so a new broker key) on the same SSH port is
 // refused with how to forget the old key, and works after doing so.
 func TestSSHConfigNeverStale(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Fatal("OpenSSH client not installed (.ci/run installs openssh-client)")
-	}
+	sshscenario.Require(t, "ssh", "openssh-client")
 	sshAddr := freeAddr(t)
 	dataDir := t.TempDir()
 	p := startDev(t, dataDir, "", "--ssh-addr", sshAddr)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 // tmuxSession is one tmux server on a private socket with one pane.
@@ -18,9 +20,7 @@ type tmuxSession struct {
 
 func newTmux(t *testing.T, env []string) *tmuxSession {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Fatal("tmux not installed (.ci/run installs it)")
-	}
+	sshscenario.Require(t, "tmux", "tmux")
 	s := &tmuxSession{t: t, sock: filepath.Join(t.TempDir(), "tmux.sock")}
 	cmd := exec.Command("tmux", "-S", s.sock, "-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50", "sh")
 	cmd.Env = env

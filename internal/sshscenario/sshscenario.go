@@ -108,13 +108,44 @@ func FreePort(t testing.TB) string {
 // WaitTCP polls until something accepts on addr.
 func WaitTCP(t testing.TB, addr string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitTCP(t, addr, nil, func() string { return "" })
+}
+
+// WaitTCP polls until something accepts on addr, failing at once (with
+// the command's stderr) if the command exits first.
+func (p *Proc) WaitTCP(t testing.TB, addr string) {
+	t.Helper()
+	waitTCP(t, addr, p.Done, p.Stderr.String)
+}
+
+// waitTCP polls addr for up to 20 s; a closed exited ends the wait early.
+func waitTCP(t testing.TB, addr string, exited <-chan struct{}, stderr func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
 			return
 		}
+		select {
+		case <-exited:
+			t.Fatalf("exited before listening on %s: %s", addr, stderr())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listening on %s %s", addr, stderr())
+		}
 	}
-	t.Fatalf("nothing listening on %s", addr)
+}
+
+// Require returns the path of tool and fails the test if it is not
+// installed; pkg is the Debian package that has it (.ci/run installs it).
+func Require(t testing.TB, tool, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("%s is required (apt-get install %s): %v", tool, pkg, err)
+	}
+	return path
 }
 
 // Curl runs curl -sS with args and returns its output.
@@ -252,9 +283,7 @@ func RemoteForward(t *testing.T, ssh SSH) {
 // script on stdin that starts a server in the sandbox, then HTTP to that
 // server through the SOCKS forward.
 func VSCodePattern(t *testing.T, ssh SSH) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatal("python3 not installed: install python3 (.ci/run does)")
-	}
+	Require(t, "python3", "python3")
 	webroot := t.TempDir()
 	if err := os.WriteFile(filepath.Join(webroot, "index.html"), []byte("vscode-server-ok"), 0o644); err != nil {
 		t.Fatal(err)

@@ -3,13 +3,11 @@
 package sshdtest
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -85,42 +83,8 @@ func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 	cfg = append(cfg, extraConfig...)
 	write(tb, cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644)
 
-	cmd := exec.Command(Binary, "-D", "-e", "-f", cfgPath)
-	var logs sshscenario.SyncBuffer
-	cmd.Stdout = &logs
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start sshd: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	tb.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if tb.Failed() {
-			tb.Logf("sshd %s log:\n%s", addr, logs.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-exited:
-			tb.Fatalf("sshd exited: %s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("sshd did not listen on %s: %s", addr, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// -e: sshd logs to stderr, which the test logs if it fails.
+	sshscenario.Background(tb, exec.Command(Binary, "-D", "-e", "-f", cfgPath)).WaitTCP(tb, addr)
 	return &Server{
 		Addr:    addr,
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))),
