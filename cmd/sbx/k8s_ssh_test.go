@@ -96,12 +96,10 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	}
 	pidOut, _ := ssh("mkdir -p site && echo from-the-pod > site/index.html && " +
 		"{ setsid nohup python3 -m http.server --bind 127.0.0.1 --directory site " + strconv.Itoa(webPort) + " >/dev/null 2>&1 & } && echo $!")
+	killWeb := func() {}
 	if pid, err := strconv.Atoi(strings.TrimSpace(pidOut)); err == nil {
-		t.Cleanup(func() {
-			if proc, err := os.FindProcess(pid); err == nil {
-				_ = proc.Kill()
-			}
-		})
+		killWeb = func() { killProcess(pid) }
+		t.Cleanup(killWeb)
 	}
 	var pv portView
 	if code := api.call("POST", "/api/v1/sandboxes/"+sb.ID+"/ports", map[string]any{"port": webPort}, &pv); code != 201 {
@@ -134,5 +132,23 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	}
 	if api.call("GET", "/api/v1/sandboxes/"+sb.ID, nil, &sb); sb.Status != "ready" {
 		t.Errorf("sandbox %s after SSH wake; want ready", sb.Status)
+	}
+
+	// The web server as a declared service: the pod's init runs it, and
+	// after the next suspend an API client's preview request wakes the
+	// pod and is held until the service's port answers.
+	killWeb() // a pod release would have ended it; setsid escaped the test kubelet's sessions
+	if code := call("PUT", "/api/v1/sandboxes/"+sb.ID+"/services/web", `{"command":"python3","args":["-m","http.server","--bind","127.0.0.1","--directory","site","`+
+		strconv.Itoa(webPort)+`"],"port":`+strconv.Itoa(webPort)+`}`, nil); code != 200 {
+		t.Fatalf("PUT service: %d", code)
+	}
+	if err := svc.Life.Suspend(ctx, sb.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(sb.ID, "suspended")
+	out, err := exec.CommandContext(ctx, "curl", "-sS", "--max-time", "60", "-w", "\n%{http_code}",
+		"--connect-to", "::127.0.0.1:"+strconv.Itoa(previewPort), "-H", "Authorization: Bearer "+tok, pv.URL+"/").CombinedOutput()
+	if err != nil || string(out) != "from-the-pod\n\n200" {
+		t.Fatalf("preview of the suspended pod: %q %v; want the service's page, held until its port answered", out, err)
 	}
 }

@@ -206,6 +206,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 		rt = nrt // the loop's first turn names the next step
 	}
 	var lastAsk time.Time
+	var lastErr error
 	for {
 		conn, err := p.dialPort(ctx, rt, rt.upstream)
 		if err == nil {
@@ -218,11 +219,11 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 			p.log.InfoContext(ctx, "preview woke", "sandbox_id", w.sandboxID, "port", w.port, "took_ms", st.ElapsedMS, "steps", st.Steps)
 			return
 		}
-		if !errors.Is(err, errPortClosed) {
-			fail(err)
-			return
-		}
-		if now := p.cfg.Now(); now.Sub(lastAsk) >= 500*time.Millisecond {
+		lastErr = err
+		// Anything but a refusal (an SSH connection to the sandbox's
+		// previous incarnation, not yet noticed dead) is retried until
+		// the wake's deadline; the pool redials.
+		if now := p.cfg.Now(); errors.Is(err, errPortClosed) && now.Sub(lastAsk) >= 500*time.Millisecond {
 			lastAsk = now
 			name, state := p.portService(ctx, rt)
 			switch {
@@ -241,7 +242,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			fail(fmt.Errorf("port %d of sandbox %s did not answer: %w", rt.Port, rt.SandboxID, context.Cause(ctx)))
+			fail(fmt.Errorf("port %d of sandbox %s did not answer: %w (last: %w)", rt.Port, rt.SandboxID, context.Cause(ctx), lastErr))
 			return
 		case <-t.C:
 		}

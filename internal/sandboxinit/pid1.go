@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -245,28 +244,10 @@ func install(cfg InitConfig) ([]byte, error) {
 			}
 		}
 	}
-	conf := strings.Join([]string{
-		"Port " + strconv.Itoa(cfg.SSHPort),
-		"HostKey " + filepath.Join(cfg.RunDir, "host_key"),
-		"TrustedUserCAKeys " + filepath.Join(cfg.RunDir, "user_ca.pub"),
-		"AuthorizedKeysFile none",
-		"PubkeyAuthentication yes",
-		"PasswordAuthentication no",
-		"KbdInteractiveAuthentication no",
-		"UsePAM no",
-		"StrictModes no",
-		"PermitRootLogin prohibit-password",
-		"AllowTcpForwarding yes",
-		"X11Forwarding no",
-		"PrintMotd no",
-		"MaxSessions 64",
-		// Every connection comes from the broker or control's pool: many
-		// concurrent handshakes from few peers (see the local provider).
-		"MaxStartups 256",
-		"PidFile " + filepath.Join(cfg.RunDir, "sshd.pid"),
-		"Subsystem sftp internal-sftp",
-		"Subsystem " + Subsystem + " " + cfg.Self + " ctl --socket " + SocketPath(cfg.RunDir),
-	}, "\n") + "\n"
+	conf := SSHDConfig{
+		Port: cfg.SSHPort, HostKey: filepath.Join(cfg.RunDir, "host_key"), CAKeys: filepath.Join(cfg.RunDir, "user_ca.pub"),
+		PidFile: filepath.Join(cfg.RunDir, "sshd.pid"), InitCommand: cfg.Self + " ctl --socket " + SocketPath(cfg.RunDir),
+	}.String()
 	if err := writeAtomic(filepath.Join(cfg.RunDir, "sshd_config"), []byte(conf), 0o600); err != nil {
 		return nil, err
 	}

@@ -9,13 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 type sshdOptions struct {
@@ -100,47 +101,16 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 	return s, nil
 }
 
-// sshdConfig authenticates only by certificates from the CA in ca.pub,
-// with the certificate principal equal to the login name (no
-// AuthorizedPrincipalsFile), and listens only on loopback.
+// sshdConfig listens only on loopback; see sandboxinit.SSHDConfig.
+// Every session carries the sandbox's marker, so Destroy and Suspend
+// find what it started (endTree); setEnv follows it (Validate keeps each
+// pair to NAME=word and away from the marker's name).
 func sshdConfig(dir string, port int, setEnv []string) string {
-	lines := []string{
-		"ListenAddress 127.0.0.1",
-		fmt.Sprintf("Port %d", port),
-		"HostKey " + filepath.Join(dir, "host_key"),
-		"TrustedUserCAKeys " + filepath.Join(dir, "ca.pub"),
-		"AuthorizedKeysFile none",
-		"PubkeyAuthentication yes",
-		"PasswordAuthentication no",
-		"KbdInteractiveAuthentication no",
-		"UsePAM no",
-		// The sandbox dir is ours, not a user's home with strict modes.
-		"StrictModes no",
-		"PermitRootLogin prohibit-password",
-		"AllowTcpForwarding yes",
-		"GatewayPorts no",
-		"X11Forwarding no",
-		"PermitUserEnvironment no",
-		// Every session carries the sandbox's marker, so Destroy and
-		// Suspend find what it started (endTree); SetEnv wins over
-		// anything the client sends. One line: sshd keeps the first of
-		// repeated keywords (Validate keeps each extra pair to NAME=word
-		// and away from the marker's name).
-		strings.Join(append([]string{"SetEnv", strconv.Quote(marker(dir))}, setEnv...), " "),
-		"PrintMotd no",
-		// Pooled clients multiplex many exec and sftp channels on one connection.
-		"MaxSessions 64",
-		// Every user's connection arrives from the broker, one upstream
-		// connection each, so a burst of logins (50 parallel sessions, a
-		// VS Code reconnect) is many concurrent handshakes from one peer.
-		// sshd's default 10:30:100 would drop some at random; only CA
-		// certificates get in, so a larger budget costs no safety.
-		"MaxStartups 256",
-		"Subsystem sftp internal-sftp",
-		"PidFile " + filepath.Join(dir, "sshd.pid"),
-		"LogLevel INFO",
-	}
-	return strings.Join(lines, "\n") + "\n"
+	return sandboxinit.SSHDConfig{
+		Listen: "127.0.0.1", Port: port, HostKey: filepath.Join(dir, "host_key"),
+		CAKeys: filepath.Join(dir, "ca.pub"), PidFile: filepath.Join(dir, "sshd.pid"),
+		SetEnv: append([]string{marker(dir)}, setEnv...),
+	}.String()
 }
 
 func (s *sshdServer) exited() <-chan struct{} { return s.done }
