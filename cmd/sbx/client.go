@@ -9,9 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // apiClient talks to the REST API and renders problem documents as errors.
@@ -23,20 +24,15 @@ type apiClient struct {
 	// for longer (downloads, the event stream), so it is not a deadline
 	// on the whole exchange.
 	timeout time.Duration
+	// gen is the generated client on the same API, token and transport:
+	// the calls moved onto it use it; streaming uploads, downloads, SSH
+	// tokens and the event stream still go through the methods below.
+	gen *apiclient.ClientWithResponses
 }
 
-// apiError is an RFC 9457 problem document from the API.
-type apiError struct {
-	Status     int    `json:"status"`
-	Code       string `json:"code"`
-	Title      string `json:"title"`
-	Detail     string `json:"detail"`
-	retryAfter time.Duration
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail)
-}
+// apiError is an RFC 9457 problem document from the API: the generated
+// client's, so errors read alike whichever client made the call.
+type apiError = apiclient.ProblemError
 
 // apiTimeoutError is the API not answering within the client's timeout.
 type apiTimeoutError struct {
@@ -92,15 +88,8 @@ func (c *apiClient) send(req *http.Request, extra time.Duration) (*http.Response
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
-		p := &apiError{}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, p) != nil || p.Code == "" {
-			return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, bytes.TrimSpace(b))
-		}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
-			p.retryAfter = time.Duration(s) * time.Second
-		}
-		return nil, p
+		return nil, apiclient.Check(resp, b)
 	}
 	return resp, nil
 }
@@ -183,8 +172,22 @@ func (s sandbox) MarshalJSON() ([]byte, error) {
 
 func (c *apiClient) sandbox(ctx context.Context, id string) (sandbox, error) {
 	var sb sandbox
-	err := c.json(ctx, http.MethodGet, sandboxPath(id), nil, &sb)
+	err := decodeRaw(&sb)(apiclient.Raw(c.gen.GetSandboxWithResponse(ctx, id)))
 	return sb, err
+}
+
+// decodeRaw decodes an API answer (apiclient.Raw's) into out, keeping the
+// CLI's own views of the API's documents.
+func decodeRaw(out any) func(json.RawMessage, error) error {
+	return func(raw json.RawMessage, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("decode the API's answer: %w", err)
+		}
+		return nil
+	}
 }
 
 type profile struct {
@@ -199,6 +202,50 @@ func (c *apiClient) profiles(ctx context.Context) ([]profile, error) {
 	var out struct {
 		Profiles []profile `json:"profiles"`
 	}
-	err := c.json(ctx, http.MethodGet, "/api/v1/profiles", nil, &out)
+	err := decodeRaw(&out)(apiclient.Raw(c.gen.ListProfilesWithResponse(ctx)))
 	return out.Profiles, err
+}
+
+// generated returns the generated API client with the CLI's API, token,
+// transport and header timeout (plus extra, for calls the API may hold
+// before answering, such as one on a sandbox that must wake first).
+func (a *app) generated(extra time.Duration) (*apiclient.ClientWithResponses, error) {
+	tok, err := a.token()
+	if err != nil {
+		return nil, err
+	}
+	rt := &headerTimeout{next: a.transport(), base: a.apiURL()}
+	if a.timeout > 0 {
+		rt.limit = a.timeout + extra
+	}
+	return apiclient.New(a.apiURL(), tok, &http.Client{Transport: rt})
+}
+
+// headerTimeout cancels a request whose response headers do not arrive
+// within limit (0: no limit), as apiClient.send does: bodies (streams) may
+// last longer.
+type headerTimeout struct {
+	next  http.RoundTripper
+	base  string
+	limit time.Duration
+}
+
+func (h *headerTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h.limit <= 0 {
+		return h.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timedOut := &apiTimeoutError{base: h.base, after: h.limit}
+	timer := time.AfterFunc(h.limit, func() { cancel(timedOut) })
+	resp, err := h.next.RoundTrip(req.WithContext(ctx))
+	timer.Stop()
+	if err != nil {
+		cancel(nil)
+		if errors.Is(context.Cause(ctx), timedOut) {
+			return nil, timedOut
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
 }
