@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -138,14 +137,16 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	// after the next suspend an API client's preview request wakes the
 	// pod and is held until the service's port answers.
 	killWeb() // a pod release would have ended it; setsid escaped the test kubelet's sessions
-	if code := call("PUT", "/api/v1/sandboxes/"+sb.ID+"/services/web", `{"command":"python3","args":["-m","http.server","--bind","127.0.0.1","--directory","site","`+
-		strconv.Itoa(webPort)+`"],"port":`+strconv.Itoa(webPort)+`}`, nil); code != 200 {
+	if code := api.call("PUT", "/api/v1/sandboxes/"+sb.ID+"/services/web", map[string]any{
+		"command": "python3", "args": []string{"-m", "http.server", "--bind", "127.0.0.1", "--directory", "site", strconv.Itoa(webPort)},
+		"port": webPort,
+	}, nil); code != 200 {
 		t.Fatalf("PUT service: %d", code)
 	}
 	if err := svc.Life.Suspend(ctx, sb.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus(sb.ID, "suspended")
+	api.waitStatus(sb.ID, "suspended", 60*time.Second)
 	out, err := exec.CommandContext(ctx, "curl", "-sS", "--max-time", "60", "-w", "\n%{http_code}",
 		"--connect-to", "::127.0.0.1:"+strconv.Itoa(previewPort), "-H", "Authorization: Bearer "+tok, pv.URL+"/").CombinedOutput()
 	if err != nil || string(out) != "from-the-pod\n\n200" {
