@@ -81,14 +81,15 @@ func TestTerminal(t *testing.T) {
 		t.Errorf("create showed no progress on the terminal:\n%s", pane)
 	}
 
-	s.send(fmt.Sprintf("%s exec -it $ID -- sh", bin), "Enter")
+	// The exit status is echoed by the same command line, so no keystroke
+	// races the end of the session (typed while ssh closes, it was lost).
+	s.send(fmt.Sprintf("%s exec -it $ID -- sh; echo exec-exit-$?", bin), "Enter")
 	s.send("tty; echo answer-$((6*7))", "Enter")
 	pane = s.waitFor("answer-42")
 	if !strings.Contains(pane, "/dev/pts/") {
 		t.Errorf("exec -it gave no terminal (tty printed no /dev/pts):\n%s", pane)
 	}
 	s.send("exit 3", "Enter")
-	s.send("echo exec-exit-$?", "Enter")
 	s.waitFor("exec-exit-3")
 
 	// Not a terminal: the progress stays out of files.
