@@ -45,6 +45,11 @@ const maxLeanBody = 32 << 10
 // forever.
 const responseHeaderTimeout = 5 * time.Minute
 
+// errHeadTimeout is an answer's head not back within
+// responseHeaderTimeout: the app is slow, not the channel stale, so the
+// request is not sent again.
+var errHeadTimeout = errors.New("timeout awaiting response headers")
+
 // max1xx is how many informational answers one request may get before
 // the upstream is treated as broken (the Transport's limit).
 const max1xx = 5
@@ -252,7 +257,7 @@ func (p *Proxy) roundTrip(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		stop()
 		_ = c.Close()
-		if !c.used || c.read > 0 || ctx.Err() != nil {
+		if !c.used || c.read > 0 || ctx.Err() != nil || errors.Is(err, errHeadTimeout) {
 			return nil, nil, nil, err
 		}
 		p.pool.drop(up.key)
@@ -277,7 +282,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, c *upConn, r *http.Request, host
 		resp, err := http.ReadResponse(c.br, r)
 		if err != nil {
 			if !timer.Stop() {
-				err = fmt.Errorf("timeout awaiting response headers: %w", err)
+				err = fmt.Errorf("%w: %w", errHeadTimeout, err)
 			}
 			return nil, fmt.Errorf("read response head: %w", err)
 		}
