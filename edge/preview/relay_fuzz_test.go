@@ -180,7 +180,10 @@ func clientView(t testing.TB, addr, raw, method string, dropType bool) string {
 // DisableLeanRelay, in front of one raw upstream) and wants the upstream
 // to receive the same bytes and the client the same answer.
 //
-//	go test -run '^$' -fuzz FuzzRelayParity -fuzztime 60s ./edge/preview/
+//	go test -run '^$' -fuzz FuzzRelayParity -fuzztime 60s -fuzzminimizetime 3s ./edge/preview/
+//
+// (Each input costs two requests through SSH: minimising a new one for
+// the default 60 s stalls the run.)
 func FuzzRelayParity(f *testing.F) {
 	if reverseProxyPass {
 		f.Skip("compares both relays in the first pass")
@@ -216,6 +219,12 @@ func FuzzRelayParity(f *testing.F) {
 		var head strings.Builder
 		fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n", method, target, e.host(label), tokenA)
 		for _, l := range strings.Split(reqHeaders, "\n") {
+			if name, _, _ := strings.Cut(strings.ToLower(l), ":"); strings.TrimSpace(name) == "transfer-encoding" || strings.TrimSpace(name) == "content-length" {
+				// Framing of our own making only: a body that does not
+				// match its framing makes both proxies wait for the rest,
+				// which compares nothing and stalls the fuzzer.
+				t.Skip()
+			}
 			if l != "" && !strings.ContainsAny(l, "\r\x00") {
 				head.WriteString(l + "\r\n")
 			}
