@@ -158,7 +158,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(401)
 		_, _ = io.WriteString(w, `{"status":401,"code":"unauthenticated","detail":"missing or invalid token"}`)
 	case strings.HasSuffix(r.URL.Path, "/exec"):
-		_, _ = io.WriteString(w, `{"exit_code":0,"stdout":"ok\n","stderr":"","stdout_encoding":"utf-8","stderr_encoding":"utf-8"}`)
+		// sbx exec streams.
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: stdout\ndata: {\"data\":\"ok\\n\",\"encoding\":\"utf-8\"}\n\n"+
+			"event: exit\ndata: {\"exit_code\":0,\"signal\":null,\"stdout_truncated\":false,\"stderr_truncated\":false,\"truncated\":false,\"timed_out\":false,\"duration_ms\":1}\n\n")
 	case strings.HasSuffix(r.URL.Path, "/ports"):
 		_, _ = io.WriteString(w, `{"port":3000,"url":"http://x.preview.localhost:8081"}`)
 	default:

@@ -9,9 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // apiClient talks to the REST API and renders problem documents as errors.
@@ -25,18 +26,9 @@ type apiClient struct {
 	timeout time.Duration
 }
 
-// apiError is an RFC 9457 problem document from the API.
-type apiError struct {
-	Status     int    `json:"status"`
-	Code       string `json:"code"`
-	Title      string `json:"title"`
-	Detail     string `json:"detail"`
-	retryAfter time.Duration
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail)
-}
+// apiError is an RFC 9457 problem document from the API: the generated
+// client's, so errors read alike whichever client made the call.
+type apiError = apiclient.ProblemError
 
 // apiTimeoutError is the API not answering within the client's timeout.
 type apiTimeoutError struct {
@@ -92,15 +84,8 @@ func (c *apiClient) send(req *http.Request, extra time.Duration) (*http.Response
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
-		p := &apiError{}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, p) != nil || p.Code == "" {
-			return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, bytes.TrimSpace(b))
-		}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
-			p.retryAfter = time.Duration(s) * time.Second
-		}
-		return nil, p
+		return nil, apiclient.Check(resp, b)
 	}
 	return resp, nil
 }
@@ -201,4 +186,48 @@ func (c *apiClient) profiles(ctx context.Context) ([]profile, error) {
 	}
 	err := c.json(ctx, http.MethodGet, "/api/v1/profiles", nil, &out)
 	return out.Profiles, err
+}
+
+// generated returns the generated API client with the CLI's API, token,
+// transport and header timeout (plus extra, for calls the API may hold
+// before answering, such as one on a sandbox that must wake first).
+func (a *app) generated(extra time.Duration) (*apiclient.ClientWithResponses, error) {
+	tok, err := a.token()
+	if err != nil {
+		return nil, err
+	}
+	rt := &headerTimeout{next: a.transport(), base: a.apiURL()}
+	if a.timeout > 0 {
+		rt.limit = a.timeout + extra
+	}
+	return apiclient.New(a.apiURL(), tok, &http.Client{Transport: rt})
+}
+
+// headerTimeout cancels a request whose response headers do not arrive
+// within limit (0: no limit), as apiClient.send does: bodies (streams) may
+// last longer.
+type headerTimeout struct {
+	next  http.RoundTripper
+	base  string
+	limit time.Duration
+}
+
+func (h *headerTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h.limit <= 0 {
+		return h.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timedOut := &apiTimeoutError{base: h.base, after: h.limit}
+	timer := time.AfterFunc(h.limit, func() { cancel(timedOut) })
+	resp, err := h.next.RoundTrip(req.WithContext(ctx))
+	timer.Stop()
+	if err != nil {
+		cancel(nil)
+		if errors.Is(context.Cause(ctx), timedOut) {
+			return nil, timedOut
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
 }

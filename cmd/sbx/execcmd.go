@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // maxExecStdin bounds what `sbx exec` reads from a pipe: the request
@@ -68,9 +69,14 @@ sandbox is woken first; on a terminal sbx says so while it waits.`,
 			if err != nil {
 				return err
 			}
-			body := map[string]any{"command": argv[0], "timeout_seconds": timeout}
+			gc, err := a.generated(wakeHold)
+			if err != nil {
+				return err
+			}
+			req := apiclient.ExecRequest{Command: argv[0], TimeoutSeconds: &timeout}
 			if len(argv) > 1 {
-				body["args"] = argv[1:]
+				args := argv[1:]
+				req.Args = &args
 			}
 			if !noStdin && !isTerminal(a.in) && a.in != nil {
 				b, err := io.ReadAll(io.LimitReader(a.in, maxExecStdin+1))
@@ -81,21 +87,16 @@ sandbox is woken first; on a terminal sbx says so while it waits.`,
 					return fmt.Errorf("stdin is over %s; use sbx files put for large input, or --no-stdin", sizeString(maxExecStdin))
 				}
 				if len(b) > 0 {
-					if utf8.Valid(b) {
-						body["stdin"] = string(b)
-					} else {
-						body["stdin"], body["stdin_encoding"] = base64.StdEncoding.EncodeToString(b), "base64"
+					in, enc := string(b), apiclient.ExecRequestStdinEncoding("utf-8")
+					if !utf8.Valid(b) {
+						in, enc = base64.StdEncoding.EncodeToString(b), "base64"
 					}
+					req.Stdin, req.StdinEncoding = &in, &enc
 				}
 			}
-			res, err := a.execOnce(c.Context(), cl, id, body, time.Duration(timeout*float64(time.Second)))
+			res, err := a.execStreamed(c.Context(), cl, gc, id, req)
 			if err != nil {
 				return err
-			}
-			writeOut(a.out, res.Stdout, res.StdoutEncoding)
-			writeOut(a.errw, res.Stderr, res.StderrEncoding)
-			if res.Truncated {
-				fmt.Fprintln(a.errw, "sbx: output truncated")
 			}
 			if res.TimedOut {
 				return fmt.Errorf("the command timed out after %gs (--timeout gives it longer)", timeout)
@@ -113,34 +114,37 @@ sandbox is woken first; on a terminal sbx says so while it waits.`,
 	return c
 }
 
-type execOutcome struct {
-	ExitCode       int    `json:"exit_code"`
-	Stdout         string `json:"stdout"`
-	Stderr         string `json:"stderr"`
-	StdoutEncoding string `json:"stdout_encoding"`
-	StderrEncoding string `json:"stderr_encoding"`
-	TimedOut       bool   `json:"timed_out"`
-	Truncated      bool   `json:"truncated"`
-}
-
 // wakeHold is how long a call may be held while a sandbox wakes: the API
 // holds up to 60 s, then answers 503 with Retry-After.
 const wakeHold = 90 * time.Second
 
-// execOnce runs one exec call, saying so if the sandbox must wake first
-// and retrying while the API answers "still waking".
-func (a *app) execOnce(ctx context.Context, cl *apiClient, id string, body map[string]any, timeout time.Duration) (execOutcome, error) {
+// execStreamed runs one exec with its output streamed to stdout and
+// stderr as the command produces it, saying so if the sandbox must wake
+// first and retrying while the API answers "still waking" (nothing was
+// run then).
+func (a *app) execStreamed(ctx context.Context, cl *apiClient, gc *apiclient.ClientWithResponses, id string, req apiclient.ExecRequest) (apiclient.ExecExit, error) {
 	p := a.wakeNotice(ctx, cl, id)
 	defer p.Stop("")
-	var res execOutcome
+	started := false
+	write := func(stream string, data []byte) {
+		if !started {
+			started = true
+			p.Stop("")
+		}
+		w := a.out
+		if stream == "stderr" {
+			w = a.errw
+		}
+		_, _ = w.Write(data)
+	}
 	for attempt := 0; ; attempt++ {
-		err := cl.jsonWait(ctx, http.MethodPost, sandboxPath(id, "/exec"), body, &res, timeout+wakeHold)
+		res, err := apiclient.ExecStream(ctx, gc, id, req, write)
 		var pe *apiError
 		if errors.As(err, &pe) && pe.Code == "sandbox_waking" && attempt < 10 {
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
-			case <-time.After(max(pe.retryAfter, time.Second)):
+			case <-time.After(max(pe.RetryAfter, time.Second)):
 			}
 			continue
 		}
@@ -167,15 +171,6 @@ func (a *app) wakeNotice(ctx context.Context, cl *apiClient, id string) *progres
 		p.set("waking %s", id)
 	}
 	return p
-}
-
-func writeOut(w io.Writer, s, enc string) {
-	if enc == "base64" {
-		b, _ := base64.StdEncoding.DecodeString(s)
-		_, _ = w.Write(b)
-		return
-	}
-	_, _ = io.WriteString(w, s)
 }
 
 // execTTY runs argv on a terminal in the sandbox over SSH (ssh -tt).

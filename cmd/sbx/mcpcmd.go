@@ -3,13 +3,11 @@ package main
 import (
 	"io"
 	"log/slog"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	controlapi "github.com/sbxedge/sbx/control/api"
-	"github.com/sbxedge/sbx/internal/apiclient"
 	"github.com/sbxedge/sbx/internal/mcpserver"
 )
 
@@ -30,11 +28,7 @@ The same tools are served over Streamable HTTP by the API itself at /mcp.`,
   {"command": "sbx", "args": ["mcp"], "env": {"SBX_API": "https://api.example.com"}}`,
 		Args: args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
-			tok, err := a.token()
-			if err != nil {
-				return err
-			}
-			client, err := apiclient.New(a.apiURL(), tok, &http.Client{Transport: a.transport()})
+			client, err := a.generated(wakeHold)
 			if err != nil {
 				return err
 			}
