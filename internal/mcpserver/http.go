@@ -1,7 +1,10 @@
 package mcpserver
 
 import (
+	"context"
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -16,6 +19,11 @@ const maxRequestBody = 4 << 20
 // HTTP request that carried it (the API authenticates it, call by call).
 // Progress notifications of a call travel on that call's own response
 // stream.
+//
+// A tool call ends when the HTTP request that carried it does (the agent
+// gave up or went away), so an exec it started is ended in the sandbox:
+// the SDK ties handler contexts to the request only for the newest
+// protocol, so the handler does it for every version.
 func Handler(cfg Config) (http.Handler, error) {
 	cfg.Authorization = func(extra *mcp.RequestExtra) string {
 		if extra == nil || extra.Header == nil {
@@ -23,11 +31,55 @@ func Handler(cfg Config) (http.Handler, error) {
 		}
 		return extra.Header.Get("Authorization")
 	}
+	live := &liveRequests{ctxs: map[string]context.Context{}}
+	cfg.requestContext = live.lookup
 	srv, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless: true, Logger: cfg.Logger, MaxRequestBodyBytes: maxRequestBody,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := live.add(r.Context())
+		defer live.remove(id)
+		r.Header.Set(requestIDHeader, id) // ours: whatever the client sent is replaced
+		h.ServeHTTP(w, r)
 	}), nil
+}
+
+// requestIDHeader carries, from the HTTP handler to the tool handlers
+// (which see the request's headers), the key of the HTTP request's
+// context.
+const requestIDHeader = "X-Sbx-Mcp-Request"
+
+// liveRequests are the contexts of the HTTP requests being served.
+type liveRequests struct {
+	mu   sync.Mutex // guards ctxs, n
+	ctxs map[string]context.Context
+	n    uint64
+}
+
+func (l *liveRequests) add(ctx context.Context) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	id := strconv.FormatUint(l.n, 36)
+	l.ctxs[id] = ctx
+	return id
+}
+
+func (l *liveRequests) remove(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.ctxs, id)
+}
+
+func (l *liveRequests) lookup(extra *mcp.RequestExtra) context.Context {
+	if extra == nil || extra.Header == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ctxs[extra.Header.Get(requestIDHeader)]
 }

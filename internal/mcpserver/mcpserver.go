@@ -43,6 +43,10 @@ type Config struct {
 	// Version is reported to clients.
 	Version string
 	Logger  *slog.Logger
+
+	// requestContext returns the context of the transport request that
+	// carried a call, which also ends the call (set by Handler).
+	requestContext func(extra *mcp.RequestExtra) context.Context
 }
 
 func (c *Config) setDefaults() {
@@ -109,6 +113,15 @@ type handler func(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.
 
 func (t *tools) add(tool *mcp.Tool, h handler) {
 	t.srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if t.cfg.requestContext != nil {
+			if rctx := t.cfg.requestContext(req.Extra); rctx != nil {
+				var cancel context.CancelCauseFunc
+				ctx, cancel = context.WithCancelCause(ctx)
+				defer cancel(nil)
+				stop := context.AfterFunc(rctx, func() { cancel(errCallerGone) })
+				defer stop()
+			}
+		}
 		auth := func(context.Context, *http.Request) error { return nil }
 		if t.cfg.Authorization != nil {
 			header := t.cfg.Authorization(req.Extra)
@@ -136,6 +149,9 @@ func (t *tools) add(tool *mcp.Tool, h handler) {
 		}, nil
 	})
 }
+
+// errCallerGone ends a call whose HTTP request ended.
+var errCallerGone = errors.New("the MCP client's request ended")
 
 // argsError is a tool call whose arguments do not fit the tool's schema.
 type argsError struct{ err error }
