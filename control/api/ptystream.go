@@ -156,7 +156,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer term.Close()
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		if err := pingLoop(ctx, conn, keepAlive); err != nil {
+			cancel(err)
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		cancel(s.ptyInput(ctx, conn, term))
@@ -195,6 +201,27 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	s.writePty(ctx, conn, ptyMessage{Type: "exit", ExitCode: &code, Signal: optional(res.Signal)})
 	_ = conn.Close(websocket.StatusNormalClosure, "exited")
 	cancel(nil)
+}
+
+// pingLoop pings the client every interval so proxies with idle timeouts
+// keep a quiet terminal open, and notices a client that vanished without
+// closing. It returns nil when ctx ends.
+func pingLoop(ctx context.Context, conn *websocket.Conn, interval time.Duration) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			pctx, cancel := context.WithTimeout(ctx, interval)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("ping client: %w", err)
+			}
+		}
+	}
 }
 
 func (s *Server) writePty(ctx context.Context, conn *websocket.Conn, m ptyMessage) {
