@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 var termIsTerminal = term.IsTerminal
@@ -141,8 +143,18 @@ func (a *app) api() (*apiClient, error) {
 // newClient builds a client for base with tok, with the global flags'
 // timeouts and debug log.
 func (a *app) newClient(base, tok string) *apiClient {
-	return &apiClient{base: base, token: tok, http: &http.Client{Transport: a.transport()}, timeout: a.timeout}
+	gen, err := apiclient.New(base, tok, &http.Client{Transport: &headerTimeout{next: a.transport(), base: base, limit: a.timeout}})
+	if err != nil {
+		// Only a base URL that does not parse; the first call reports it.
+		gen = &apiclient.ClientWithResponses{ClientInterface: &apiclient.Client{Server: base, Client: errDoer{err}}}
+	}
+	return &apiClient{base: base, token: tok, http: &http.Client{Transport: a.transport()}, timeout: a.timeout, gen: gen}
 }
+
+// errDoer fails every request with err.
+type errDoer struct{ err error }
+
+func (d errDoer) Do(*http.Request) (*http.Response, error) { return nil, d.err }
 
 // transport is how every API client of the CLI reaches the API: bounded
 // dials and handshakes, and the --debug log.

@@ -24,6 +24,10 @@ type apiClient struct {
 	// for longer (downloads, the event stream), so it is not a deadline
 	// on the whole exchange.
 	timeout time.Duration
+	// gen is the generated client on the same API, token and transport:
+	// the calls moved onto it use it; streaming uploads, downloads, SSH
+	// tokens and the event stream still go through the methods below.
+	gen *apiclient.ClientWithResponses
 }
 
 // apiError is an RFC 9457 problem document from the API: the generated
@@ -168,8 +172,22 @@ func (s sandbox) MarshalJSON() ([]byte, error) {
 
 func (c *apiClient) sandbox(ctx context.Context, id string) (sandbox, error) {
 	var sb sandbox
-	err := c.json(ctx, http.MethodGet, sandboxPath(id), nil, &sb)
+	err := decodeRaw(&sb)(apiclient.Raw(c.gen.GetSandboxWithResponse(ctx, id)))
 	return sb, err
+}
+
+// decodeRaw decodes an API answer (apiclient.Raw's) into out, keeping the
+// CLI's own views of the API's documents.
+func decodeRaw(out any) func(json.RawMessage, error) error {
+	return func(raw json.RawMessage, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("decode the API's answer: %w", err)
+		}
+		return nil
+	}
 }
 
 type profile struct {
@@ -184,7 +202,7 @@ func (c *apiClient) profiles(ctx context.Context) ([]profile, error) {
 	var out struct {
 		Profiles []profile `json:"profiles"`
 	}
-	err := c.json(ctx, http.MethodGet, "/api/v1/profiles", nil, &out)
+	err := decodeRaw(&out)(apiclient.Raw(c.gen.ListProfilesWithResponse(ctx)))
 	return out.Profiles, err
 }
 

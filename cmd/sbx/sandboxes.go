@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // printSandbox prints one sandbox: its fields (table), the API's JSON, or
@@ -52,12 +54,12 @@ func newCreateCmd(a *app) *cobra.Command {
   ID=$(sbx create -o id)`,
 		Args: args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
-			body := map[string]any{"profile": profileName}
+			body := apiclient.CreateSandbox{Profile: profileName}
 			if c.Flags().Changed("deadline") {
 				if deadline < 1 {
 					return usageErrorf(c, "--deadline %d: want minutes from now, at least 1", deadline)
 				}
-				body["deadline_minutes"] = deadline
+				body.DeadlineMinutes = &deadline
 			}
 			if wait < 0 {
 				return usageErrorf(c, "--wait %s: want a duration of 0 or more", wait)
@@ -67,7 +69,7 @@ func newCreateCmd(a *app) *cobra.Command {
 				return err
 			}
 			var sb sandbox
-			if err := cl.json(c.Context(), http.MethodPost, "/api/v1/sandboxes", body, &sb); err != nil {
+			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.CreateSandboxWithResponse(c.Context(), nil, body))); err != nil {
 				return err
 			}
 			if wait > 0 {
@@ -140,7 +142,8 @@ func newListCmd(a *app) *cobra.Command {
 			var out struct {
 				Sandboxes []sandbox `json:"sandboxes"`
 			}
-			if err := cl.json(c.Context(), http.MethodGet, "/api/v1/sandboxes?limit=200", nil, &out); err != nil {
+			limit := 200
+			if err := decodeRaw(&out)(apiclient.Raw(cl.gen.ListSandboxesWithResponse(c.Context(), &apiclient.ListSandboxesParams{Limit: &limit}))); err != nil {
 				return err
 			}
 			if !all {
@@ -203,7 +206,7 @@ func newDestroyCmd(a *app) *cobra.Command {
 				return err
 			}
 			var sb sandbox
-			if err := cl.json(c.Context(), http.MethodDelete, sandboxPath(got[0]), nil, &sb); err != nil {
+			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.DeleteSandboxWithResponse(c.Context(), got[0]))); err != nil {
 				return err
 			}
 			return a.printSandbox(sb)
@@ -231,7 +234,8 @@ creation still holds.`,
 				return err
 			}
 			var sb sandbox
-			if err := cl.json(c.Context(), http.MethodPatch, sandboxPath(got[0]), map[string]int{"extend_minutes": minutes}, &sb); err != nil {
+			body := strings.NewReader(fmt.Sprintf(`{"extend_minutes":%d}`, minutes))
+			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.UpdateSandboxWithBodyWithResponse(c.Context(), got[0], "application/json", body))); err != nil {
 				return err
 			}
 			return a.printSandbox(sb)
@@ -302,7 +306,7 @@ reason each one closed.`,
 				} `json:"soft_cap"`
 			}
 			var raw map[string]any
-			if err := cl.json(c.Context(), http.MethodGet, "/api/v1/usage", nil, &raw); err != nil {
+			if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.GetUsageWithResponse(c.Context(), nil))); err != nil {
 				return err
 			}
 			if err := remarshal(raw, &u); err != nil {
@@ -336,7 +340,7 @@ reason each one closed.`,
 
 func (a *app) sandboxUsage(ctx context.Context, cl *apiClient, id string) error {
 	var raw map[string]any
-	if err := cl.json(ctx, http.MethodGet, sandboxPath(id, "/usage"), nil, &raw); err != nil {
+	if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.GetSandboxUsageWithResponse(ctx, id))); err != nil {
 		return err
 	}
 	var u struct {
