@@ -125,12 +125,6 @@ func TestCrashKeepsLedgerExact(t *testing.T) {
 // becomes ready, and the ledger holds exactly one open line for it. The
 // shared Postgres is never restarted: the proxy is this test's own.
 func TestPostgresRestartMidCreate(t *testing.T) {
-	// Known defect, not an install step: on the merged tree a create whose
-	// provision job was running when the connection was cut can stay
-	// pending (River leaves a job in `running` until RescueStuckJobsAfter,
-	// one hour by default). Seen once in a full run on a loaded machine;
-	// passed on its branch. Re-enable with the River rescue fix (issue 11 §5).
-	t.Skip("known defect: a provision job cut off from Postgres can stay running until River's stuck-job rescue (issue 11 §5)")
 	t.Parallel()
 	dbURL := testdb.Postgres(t)
 	px := tcpproxy.New(t, "127.0.0.1:5432")
