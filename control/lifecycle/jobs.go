@@ -97,7 +97,21 @@ type provisionWorker struct {
 	m *Manager
 }
 
+// Work provisions; on an error it returns only once the store answers
+// again (or its timeout ends), so that River records the retry rather
+// than losing the outcome to the same outage (see retryStore).
 func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs]) error {
+	err := w.work(ctx, job)
+	if err != nil && ctx.Err() == nil {
+		_ = w.m.retryStore(ctx, "reach the store after a failed provisioning", func() error {
+			_, err := w.m.store.Sandbox(ctx, job.Args.SandboxID)
+			return err
+		})
+	}
+	return err
+}
+
+func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs]) error {
 	m := w.m
 	var sb store.Sandbox
 	err := m.retryStore(ctx, "read sandbox "+job.Args.SandboxID, func() error {

@@ -10,7 +10,11 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
-// retryStore runs a store step of a job again, after retryBackoff, until
+// storeRetryMax bounds the wait between tries of a store step, so that a
+// worker notices within seconds that the database is back.
+const storeRetryMax = 5 * time.Second
+
+// retryStore runs a store step of a job again, after a backoff, until
 // it succeeds, reports a missing row, or ctx (the job's timeout) ends.
 //
 // Why in the worker and not through River's retry: when a job returns
@@ -21,7 +25,9 @@ import (
 // answers again, so its outcome is recorded. The steps retried are
 // idempotent: each re-reads the sandbox's state in its transaction.
 func (m *Manager) retryStore(ctx context.Context, what string, step func() error) error {
-	return retryUntil(ctx, m.log, what, retryBackoff, step)
+	return retryUntil(ctx, m.log, what, func(attempt int) time.Duration {
+		return min(retryBackoff(attempt), storeRetryMax)
+	}, step)
 }
 
 func retryUntil(ctx context.Context, log *slog.Logger, what string, backoff func(attempt int) time.Duration, step func() error) error {
