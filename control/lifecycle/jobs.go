@@ -97,9 +97,28 @@ type provisionWorker struct {
 	m *Manager
 }
 
+// Work provisions; on an error it returns only once the store answers
+// again (or its timeout ends), so that River records the retry rather
+// than losing the outcome to the same outage (see retryStore).
 func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs]) error {
+	err := w.work(ctx, job)
+	if err != nil && ctx.Err() == nil {
+		_ = w.m.retryStore(ctx, "reach the store after a failed provisioning", func() error {
+			_, err := w.m.store.Sandbox(ctx, job.Args.SandboxID)
+			return err
+		})
+	}
+	return err
+}
+
+func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs]) error {
 	m := w.m
-	sb, err := m.store.Sandbox(ctx, job.Args.SandboxID)
+	var sb store.Sandbox
+	err := m.retryStore(ctx, "read sandbox "+job.Args.SandboxID, func() error {
+		var err error
+		sb, err = m.store.Sandbox(ctx, job.Args.SandboxID)
+		return err
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("sandbox %s vanished", job.Args.SandboxID))
 	}
@@ -113,7 +132,13 @@ func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs
 		return m.fail(ctx, sb.ID, "provisioning timed out")
 	}
 	start := time.Now()
-	spec, hostPub, err := m.spec(ctx, sb)
+	var spec provider.Spec
+	var hostPub string
+	err = m.retryStore(ctx, "build spec of "+sb.ID, func() error {
+		var err error
+		spec, hostPub, err = m.spec(ctx, sb)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -131,8 +156,25 @@ func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs
 		boot = "cold_boot"
 	}
 	becameReady := false
-	err = m.store.InTx(ctx, func(tx store.Tx) error {
-		cur, err := tx.SandboxForUpdate(ctx, sb.ID)
+	err = m.retryStore(ctx, "mark "+sb.ID+" ready", func() error {
+		becameReady = false
+		return m.markReady(ctx, sb.ID, ep, hostPub, boot, &becameReady)
+	})
+	if err != nil {
+		return fmt.Errorf("mark %s ready: %w", sb.ID, err)
+	}
+	if becameReady {
+		m.metrics.provisionSeconds.WithLabelValues(sb.Platform, boot).Observe(time.Since(start).Seconds())
+		m.log.InfoContext(ctx, "sandbox ready", "sandbox_id", sb.ID, "took", time.Since(start))
+	}
+	return nil
+}
+
+// markReady moves a still-pending sandbox to ready and opens its compute
+// session, in one transaction; becameReady says whether it did.
+func (m *Manager) markReady(ctx context.Context, id string, ep provider.Endpoint, hostPub, boot string, becameReady *bool) error {
+	return m.store.InTx(ctx, func(tx store.Tx) error {
+		cur, err := tx.SandboxForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -152,17 +194,9 @@ func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs
 		}); err != nil {
 			return err
 		}
-		becameReady = true
+		*becameReady = true
 		return tx.InsertEvent(ctx, stateEvent(cur, boot, "provisioner", now))
 	})
-	if err != nil {
-		return fmt.Errorf("mark %s ready: %w", sb.ID, err)
-	}
-	if becameReady {
-		m.metrics.provisionSeconds.WithLabelValues(sb.Platform, boot).Observe(time.Since(start).Seconds())
-		m.log.InfoContext(ctx, "sandbox ready", "sandbox_id", sb.ID, "took", time.Since(start))
-	}
-	return nil
 }
 
 // spec builds the provider spec, including the derived host key.
@@ -190,7 +224,18 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 // fail moves a pending sandbox to failed (no session ever opened) and
 // enqueues cleanup of whatever the provider started.
 func (m *Manager) fail(ctx context.Context, id, why string) error {
-	err := m.store.InTx(ctx, func(tx store.Tx) error {
+	err := m.retryStore(ctx, "mark "+id+" failed", func() error { return m.failTx(ctx, id, why) })
+	if err != nil {
+		return fmt.Errorf("mark %s failed: %w", id, err)
+	}
+	m.metrics.failed.Inc()
+	m.log.WarnContext(ctx, "sandbox failed", "sandbox_id", id, "why", why)
+	return nil
+}
+
+// failTx is fail's transaction.
+func (m *Manager) failTx(ctx context.Context, id, why string) error {
+	return m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)
 		if err != nil {
 			return err
@@ -212,12 +257,6 @@ func (m *Manager) fail(ctx context.Context, id, why string) error {
 		}
 		return tx.Enqueue(ctx, TerminateArgs{SandboxID: id}, nil)
 	})
-	if err != nil {
-		return fmt.Errorf("mark %s failed: %w", id, err)
-	}
-	m.metrics.failed.Inc()
-	m.log.WarnContext(ctx, "sandbox failed", "sandbox_id", id, "why", why)
-	return nil
 }
 
 type terminateWorker struct {
