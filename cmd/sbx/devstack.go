@@ -170,9 +170,8 @@ func runDevStack(ctx context.Context, c devConfig) error {
 	if m := d.svc.MetricsAddr(); m != nil {
 		fmt.Fprintf(os.Stderr, "  metrics:    http://%s/metrics\n", m)
 	}
-	if d.fresh {
-		fmt.Fprintf(os.Stderr, "  token:      %s   (shown once; also in the token file)\n", d.token)
-	}
+	// The token itself is never printed: terminal scrollback and CI logs
+	// keep what a banner shows. The CLI reads the token file.
 	fmt.Fprintf(os.Stderr, "\nTry:\n  export SBX_API=%s SBX_TOKEN=$(cat %s)\n  sbx create && sbx list\n  sbx ssh <id>\n\n", d.svc.URL(), d.tokenFile)
 	select {
 	case <-ctx.Done():
