@@ -23,6 +23,7 @@ import (
 	"github.com/sbxedge/sbx/internal/apicheck"
 	"github.com/sbxedge/sbx/internal/redistest"
 	"github.com/sbxedge/sbx/internal/testdb"
+	"go.uber.org/goleak"
 )
 
 var (
@@ -32,10 +33,19 @@ var (
 	binDir    string
 )
 
+// TestMain removes the built binary and then proves the tests' own
+// process (the CLI commands run in process, the harness) ended every
+// goroutine it started.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
