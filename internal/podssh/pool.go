@@ -255,7 +255,10 @@ func (p *Pool) conn(ctx context.Context, t Target) (*poolConn, error) {
 			// something we no longer trust to be it.
 			delete(p.conns, t.SandboxID)
 			p.wg.Add(1)
-			go func() { defer p.wg.Done(); c.close() }() // may block; don't hold mu
+			// old, not c: c is about to name the new connection, which
+			// this goroutine must not close.
+			old := c
+			go func() { defer p.wg.Done(); old.close() }() // may block; don't hold mu
 			c = nil
 		}
 		if c == nil {

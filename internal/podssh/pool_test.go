@@ -3,6 +3,7 @@ package podssh_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,33 @@ func TestPool(t *testing.T) {
 			if err != nil || c2 == c1 {
 				t.Fatalf("Client after drop = same %v, err %v; want a new connection", c2 == c1, err)
 			}
+		})
+
+		t.Run("moved target: the old connection closed, the new one kept", func(t *testing.T) {
+			c1, err := sb.pool.Client(ctx, sb.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := sb.target
+			_, port, _ := net.SplitHostPort(moved.Addr)
+			moved.Addr = net.JoinHostPort("localhost", port) // same server, another target
+			c2, err := sb.pool.Client(ctx, moved)
+			if err != nil || c2 == c1 {
+				t.Fatalf("Client for the moved target = same %v, err %v; want a new connection", c2 == c1, err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- c1.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the old target's connection is still open")
+			}
+			s, err := c2.NewSession()
+			if err != nil {
+				t.Fatalf("the new target's connection was closed with the old one: %v", err)
+			}
+			s.Close()
+			sb.pool.Forget(moved.SandboxID)
 		})
 
 		t.Run("forget closes", func(t *testing.T) {
