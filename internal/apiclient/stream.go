@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // event is one server-sent event.
@@ -156,4 +157,36 @@ func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, f
 		}
 		return fn(e)
 	})
+}
+
+// LogLine is one line of a service's output, as its log stream sends it.
+type LogLine struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
+}
+
+// FollowServiceLogs streams service name's output in sandbox id: the last
+// tail lines (nil: the server's default), then every new one, calling fn
+// for each until fn returns false or fails, ctx ends or the stream ends.
+func FollowServiceLogs(ctx context.Context, c ClientInterface, id, name string, tail *int, fn func(LogLine) (bool, error), editors ...RequestEditorFn) error {
+	follow := true
+	resp, err := openStream(c.ServiceLogs(ctx, id, name, &ServiceLogsParams{Tail: tail, Follow: &follow}, append(editors, acceptEvents)...))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	err = readEvents(resp.Body, func(ev event) (bool, error) {
+		if ev.name != "line" {
+			return true, nil
+		}
+		var l LogLine
+		if err := json.Unmarshal(ev.data, &l); err != nil {
+			return false, fmt.Errorf("log stream: line event: %w", err)
+		}
+		return fn(l)
+	})
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
