@@ -215,6 +215,7 @@ func TestFlagsAndArguments(t *testing.T) {
 		{"service rm", []string{"services", "rm", fakeID, "web"}, "DELETE", "/api/v1/sandboxes/" + fakeID + "/services/web", nil},
 		{"service logs follow after NAME", []string{"services", "logs", fakeID, "web", "-f"}, "GET", "/api/v1/sandboxes/" + fakeID + "/services/web/logs", nil},
 		{"ports rm", []string{"ports", fakeID, "3000", "--rm"}, "DELETE", "/api/v1/sandboxes/" + fakeID + "/ports/3000", nil},
+		{"events list", []string{"events", fakeID}, "GET", "/api/v1/sandboxes/" + fakeID + "/events", nil},
 		{"ports list", []string{"ports", fakeID}, "GET", "/api/v1/sandboxes/" + fakeID + "/ports", nil},
 		{"rm recursive after the path", []string{"files", "rm", fakeID, "build", "-r"}, "DELETE", "/api/v1/sandboxes/" + fakeID + "/files/build", nil},
 	}

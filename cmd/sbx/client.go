@@ -25,8 +25,8 @@ type apiClient struct {
 	// on the whole exchange.
 	timeout time.Duration
 	// gen is the generated client on the same API, token and transport:
-	// the calls moved onto it use it; streaming uploads, downloads, SSH
-	// tokens and the event stream still go through the methods below.
+	// every command uses it but files, whose uploads and downloads (with
+	// progress) still go through the methods below.
 	gen *apiclient.ClientWithResponses
 }
 

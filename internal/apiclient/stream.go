@@ -138,6 +138,12 @@ func ExecStream(ctx context.Context, c ClientInterface, id string, req ExecReque
 // or the stream ends (the sandbox reached a final state). Reconnects are
 // the caller's: the last id fn saw resumes the stream.
 func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, fn func(Event) (bool, error), editors ...RequestEditorFn) error {
+	return WatchEventsRaw(ctx, c, id, after, func(e Event, _ json.RawMessage) (bool, error) { return fn(e) }, editors...)
+}
+
+// WatchEventsRaw is WatchEvents also passing each event's JSON as the API
+// sent it, for callers that print it.
+func WatchEventsRaw(ctx context.Context, c ClientInterface, id string, after int, fn func(Event, json.RawMessage) (bool, error), editors ...RequestEditorFn) error {
 	params := &SandboxEventsParams{}
 	if after > 0 {
 		params.After = &after
@@ -155,7 +161,7 @@ func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, f
 		if e.Id == 0 {
 			e.Id, _ = strconv.Atoi(ev.id)
 		}
-		return fn(e)
+		return fn(e, json.RawMessage(ev.data))
 	})
 }
 
