@@ -50,6 +50,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Run("exec", func(t *testing.T) { testExec(t, p, id) })
 		t.Run("files", func(t *testing.T) { testFiles(t, p, id) })
 		t.Run("services via the CLI", func(t *testing.T) { testServicesCLI(t, p, id) })
+		t.Run("files via the CLI", func(t *testing.T) { testFilesCLI(t, p, id) })
 
 		var del sbView
 		if code := p.call("DELETE", "/api/v1/sandboxes/"+id, nil, &del); code != 200 {
@@ -248,5 +249,30 @@ func testServicesCLI(t *testing.T, p *devProc, id string) {
 	sbx("services", "rm", id, "hello")
 	if out := sbx("services", id, "-o", "json"); strings.Contains(out, `"hello"`) {
 		t.Errorf("sbx services after rm: %s", out)
+	}
+}
+
+// testFilesCLI round-trips a file through sbx files (stdin up, a name
+// that needs escaping), lists its folder and removes it recursively.
+func testFilesCLI(t *testing.T, p *devProc, id string) {
+	env := append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "HOME="+t.TempDir())
+	sbx := func(stdin string, args ...string) string {
+		t.Helper()
+		out, errOut, code := runLimited(t, 2*time.Minute, env, stdin, sbxBinary(t), args...)
+		if code != 0 {
+			t.Fatalf("sbx %v: exit %d, stderr %q", args, code, errOut)
+		}
+		return out
+	}
+	sbx("from stdin\n", "files", "put", id, "cli dir/a b#1.txt")
+	if got := sbx("", "files", "get", id, "cli dir/a b#1.txt", "-"); got != "from stdin\n" {
+		t.Errorf("files get: %q, want what was put", got)
+	}
+	if got := sbx("", "files", "ls", id, "cli dir"); !strings.Contains(got, "a b#1.txt") {
+		t.Errorf("files ls: %q, want the file", got)
+	}
+	sbx("", "files", "rm", "-r", id, "cli dir")
+	if _, errOut, code := runLimited(t, time.Minute, env, "", sbxBinary(t), "files", "ls", id, "cli dir"); code != 5 {
+		t.Errorf("files ls after rm -r: exit %d (%q), want 5 (not found)", code, errOut)
 	}
 }

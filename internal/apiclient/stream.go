@@ -57,13 +57,8 @@ func readEvents(r io.Reader, fn func(event) (bool, error)) error {
 // openStream checks a streaming answer: a problem document is returned as
 // an error (the body closed), anything else but an event stream too.
 func openStream(resp *http.Response, err error) (*http.Response, error) {
-	if err != nil {
+	if resp, err = Open(resp, err); err != nil {
 		return nil, err
-	}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, Check(resp, body)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		resp.Body.Close()
@@ -75,6 +70,22 @@ func openStream(resp *http.Response, err error) (*http.Response, error) {
 func acceptEvents(_ context.Context, req *http.Request) error {
 	req.Header.Set("Accept", "text/event-stream")
 	return nil
+}
+
+// Open checks the answer of one of the generated client's plain calls
+// (those returning *http.Response) whose body the caller reads as it
+// streams: an error status is returned as Check's error, the body read
+// and closed; otherwise resp is the caller's to read and close.
+func Open(resp *http.Response, err error) (*http.Response, error) {
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, Check(resp, body)
+	}
+	return resp, nil
 }
 
 // ErrStreamEnded is returned when a stream ends without its final event
