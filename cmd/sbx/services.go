@@ -39,17 +39,20 @@ code and last start.`,
 			if err := decodeRaw(&out)(apiclient.Raw(cl.gen.ListServicesWithResponse(c.Context(), got[0]))); err != nil {
 				return err
 			}
-			return a.render(out, func(w io.Writer) error {
-				t := newTable(w, "NAME", "STATE", "PORT", "EXIT", "STARTED")
-				for _, s := range out.Services {
-					t.row(s.Name, s.State, optInt(s.Port), optInt(s.ExitCode), optTime(s.LastStartAt))
-				}
-				return t.flush()
-			})
+			return a.render(out, func(w io.Writer) error { return servicesTable(w, out.Services...) })
 		},
 	}
 	c.AddCommand(newServiceSetCmd(a), newServiceRmCmd(a), newServiceLogsCmd(a))
 	return c
+}
+
+// servicesTable prints services as sbx services lists them.
+func servicesTable(w io.Writer, services ...apiclient.Service) error {
+	t := newTable(w, "NAME", "STATE", "PORT", "EXIT", "STARTED")
+	for _, s := range services {
+		t.row(s.Name, s.State, optInt(s.Port), optInt(s.ExitCode), optTime(s.LastStartAt))
+	}
+	return t.flush()
 }
 
 func optInt(n *int) string {
@@ -122,11 +125,7 @@ environment); --cwd is relative to the workspace.`,
 			if err := decodeRaw(&s)(apiclient.Raw(cl.gen.PutServiceWithResponse(c.Context(), id, name, req))); err != nil {
 				return err
 			}
-			return a.render(s, func(w io.Writer) error {
-				t := newTable(w, "NAME", "STATE", "PORT", "EXIT", "STARTED")
-				t.row(s.Name, s.State, optInt(s.Port), optInt(s.ExitCode), optTime(s.LastStartAt))
-				return t.flush()
-			})
+			return a.render(s, func(w io.Writer) error { return servicesTable(w, s) })
 		},
 	}
 	c.Flags().IntVar(&port, "port", 0, "the port the service answers on (127.0.0.1 or ::1)")
