@@ -148,7 +148,7 @@ func (a *app) newClient(base, tok string) *apiClient {
 		// Only a base URL that does not parse; the first call reports it.
 		gen = &apiclient.ClientWithResponses{ClientInterface: &apiclient.Client{Server: base, Client: errDoer{err}}}
 	}
-	return &apiClient{base: base, token: tok, http: &http.Client{Transport: a.transport()}, timeout: a.timeout, gen: gen}
+	return &apiClient{base: base, gen: gen}
 }
 
 // errDoer fails every request with err.

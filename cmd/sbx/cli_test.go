@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -96,6 +97,8 @@ func TestEveryHelp(t *testing.T) {
 		"get": "sbx get ID", "exec": "sbx exec ID [--] CMD [ARG...]", "files put": "sbx files put ID PATH [SRC]",
 		"extend": "sbx extend ID MINUTES", "ssh": "sbx ssh ID [SSH ARG...]", "ports": "sbx ports ID [PORT]",
 		"ssh-key": "sbx ssh-key ID FILE", "files get": "sbx files get ID PATH [DEST]", "destroy": "sbx destroy ID",
+		"services": "sbx services ID", "services set": "sbx services set ID NAME [--] COMMAND [ARG...]", "services rm": "sbx services rm ID NAME",
+		"services logs": "sbx services logs ID NAME",
 	} {
 		_, out, _ := runCLI(t, "", append(strings.Fields(cmd), "--help")...)
 		if !strings.Contains(out, want) {
@@ -162,6 +165,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "event: stdout\ndata: {\"data\":\"ok\\n\",\"encoding\":\"utf-8\"}\n\n"+
 			"event: exit\ndata: {\"exit_code\":0,\"signal\":null,\"stdout_truncated\":false,\"stderr_truncated\":false,\"truncated\":false,\"timed_out\":false,\"duration_ms\":1}\n\n")
+	case strings.HasSuffix(r.URL.Path, "/logs") && r.URL.Query().Get("follow") == "true":
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: line\ndata: {\"at\":\"2030-01-01T00:00:00Z\",\"text\":\"listening\"}\n\n")
+	case strings.HasSuffix(r.URL.Path, "/services"):
+		_, _ = io.WriteString(w, `{"services":[{"name":"web","state":"running","port":5173,"exit_code":null,"last_start_at":"2030-01-01T00:00:00Z"}]}`)
 	case strings.HasSuffix(r.URL.Path, "/ports"):
 		_, _ = io.WriteString(w, `{"port":3000,"url":"http://x.preview.localhost:8081"}`)
 	default:
@@ -198,6 +206,17 @@ func TestFlagsAndArguments(t *testing.T) {
 			map[string]any{"profile": "tuist-linux-small", "deadline_minutes": 30.0}},
 		{"global flag after the ID", []string{"get", fakeID, "-o", "json"}, "GET", "/api/v1/sandboxes/" + fakeID, nil},
 		{"extend adds", []string{"extend", fakeID, "45"}, "PATCH", "/api/v1/sandboxes/" + fakeID, map[string]any{"extend_minutes": 45.0}},
+		{"services list", []string{"services", fakeID, "-o", "json"}, "GET", "/api/v1/sandboxes/" + fakeID + "/services", nil},
+		{"service set with flags after NAME", []string{"services", "set", fakeID, "web", "--port", "5173", "--env", "A=1=2", "--cwd", "app", "--", "npm", "run", "dev", "--host"},
+			"PUT", "/api/v1/sandboxes/" + fakeID + "/services/web",
+			map[string]any{"command": "npm", "args": []any{"run", "dev", "--host"}, "cwd": "app", "env": map[string]any{"A": "1=2"}, "port": 5173.0}},
+		{"service set shell line", []string{"services", "set", fakeID, "api", "python3 -m http.server $PORT"}, "PUT", "/api/v1/sandboxes/" + fakeID + "/services/api",
+			map[string]any{"command": "python3 -m http.server $PORT"}},
+		{"service rm", []string{"services", "rm", fakeID, "web"}, "DELETE", "/api/v1/sandboxes/" + fakeID + "/services/web", nil},
+		{"service logs follow after NAME", []string{"services", "logs", fakeID, "web", "-f"}, "GET", "/api/v1/sandboxes/" + fakeID + "/services/web/logs", nil},
+		{"ports rm", []string{"ports", fakeID, "3000", "--rm"}, "DELETE", "/api/v1/sandboxes/" + fakeID + "/ports/3000", nil},
+		{"events list", []string{"events", fakeID}, "GET", "/api/v1/sandboxes/" + fakeID + "/events", nil},
+		{"ports list", []string{"ports", fakeID}, "GET", "/api/v1/sandboxes/" + fakeID + "/ports", nil},
 		{"rm recursive after the path", []string{"files", "rm", fakeID, "build", "-r"}, "DELETE", "/api/v1/sandboxes/" + fakeID + "/files/build", nil},
 	}
 	for _, tc := range accepted {
@@ -246,6 +265,13 @@ func TestFlagsAndArguments(t *testing.T) {
 		{"unknown command", []string{"destory", fakeID}, "unknown command"},
 		{"bad output", []string{"list", "-o", "yaml"}, "want table, json or id"},
 		{"ssh ttl too long", []string{"ssh", "--ttl", "90", fakeID}, "from 1 to 60"},
+		{"services without ID", []string{"services"}, "missing ID"},
+		{"service set without command", []string{"services", "set", fakeID, "web"}, "missing COMMAND"},
+		{"service set NAME after --", []string{"services", "set", fakeID, "--", "web", "npm"}, "ID and NAME go before --"},
+		{"service set bad env", []string{"services", "set", fakeID, "web", "--env", "NOEQUALS", "--", "x"}, `--env "NOEQUALS"`},
+		{"service set bad port", []string{"services", "set", fakeID, "web", "--port", "0", "--", "x"}, "--port 0"},
+		{"service rm without NAME", []string{"services", "rm", fakeID}, "missing NAME"},
+		{"service logs bad tail", []string{"services", "logs", fakeID, "web", "--tail", "0"}, "--tail 0"},
 		{"completion shell", []string{"completion", "tcsh"}, "invalid argument"},
 	}
 	for _, tc := range refused {
@@ -357,4 +383,20 @@ func TestLoginStoresTokenPrivately(t *testing.T) {
 func execCommand(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	return exec.Command(sbxBinary(t), args...)
+}
+
+// TestServicesOutput: sbx services prints a table with a header, logs -f
+// prints each line's text, and neither shows the token.
+func TestServicesOutput(t *testing.T) {
+	srv := httptest.NewServer(&fakeAPI{})
+	t.Cleanup(srv.Close)
+	cliEnv(t, srv.URL)
+	code, out, errOut := runCLI(t, "", "services", fakeID)
+	if code != 0 || !regexp.MustCompile(`NAME\s+STATE\s+PORT\s+EXIT\s+STARTED\nweb\s+running\s+5173\s+-\s+\d{4}-`).MatchString(out) {
+		t.Errorf("sbx services: exit %d, %q (stderr %q); want the table with web running on 5173", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "services", "logs", fakeID, "web", "-f")
+	if code != 0 || out != "listening\n" {
+		t.Errorf("sbx services logs -f: exit %d, %q (stderr %q); want the line's text", code, out, errOut)
+	}
 }

@@ -1,33 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
-// apiClient talks to the REST API and renders problem documents as errors.
+// apiClient is the generated API client with the API's base URL (for
+// messages naming it).
 type apiClient struct {
-	base  string
-	token string
-	http  *http.Client
-	// timeout bounds the wait for a response's headers. Bodies may stream
-	// for longer (downloads, the event stream), so it is not a deadline
-	// on the whole exchange.
-	timeout time.Duration
-	// gen is the generated client on the same API, token and transport:
-	// the calls moved onto it use it; streaming uploads, downloads, SSH
-	// tokens and the event stream still go through the methods below.
-	gen *apiclient.ClientWithResponses
+	base string
+	gen  *apiclient.ClientWithResponses
 }
 
 // apiError is an RFC 9457 problem document from the API: the generated
@@ -44,56 +33,6 @@ func (e *apiTimeoutError) Error() string {
 	return fmt.Sprintf("the API at %s did not answer within %s (is it overloaded or stuck? --api-timeout waits longer)", e.base, e.after)
 }
 
-func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader, ctype string) (*http.Response, error) {
-	return c.doWait(ctx, method, path, body, ctype, 0)
-}
-
-// doWait sends a request whose answer may take extra (an exec runs its
-// command before answering) beyond the client's timeout.
-func (c *apiClient) doWait(ctx context.Context, method, path string, body io.Reader, ctype string, extra time.Duration) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return nil, err
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	return c.send(req, extra)
-}
-
-// send authenticates req, sends it, and turns an error status into an
-// error (an *apiError for problem documents). It cancels the request if
-// no response headers arrive within the timeout (plus extra).
-func (c *apiClient) send(req *http.Request, extra time.Duration) (*http.Response, error) {
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	ctx, cancel := context.WithCancelCause(req.Context())
-	limit := c.timeout + extra
-	timedOut := &apiTimeoutError{base: c.base, after: limit}
-	var timer *time.Timer
-	if c.timeout > 0 {
-		timer = time.AfterFunc(limit, func() { cancel(timedOut) })
-	}
-	resp, err := c.http.Do(req.WithContext(ctx))
-	if timer != nil {
-		timer.Stop()
-	}
-	if err != nil {
-		cancel(nil)
-		if errors.Is(context.Cause(ctx), timedOut) {
-			return nil, timedOut
-		}
-		return nil, err
-	}
-	// The body outlives this call; its context is released on Close.
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, apiclient.Check(resp, b)
-	}
-	return resp, nil
-}
-
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel func()
@@ -103,40 +42,6 @@ func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
-}
-
-// json sends v (if non-nil) and decodes the answer into out.
-func (c *apiClient) json(ctx context.Context, method, path string, v, out any) error {
-	return c.jsonWait(ctx, method, path, v, out, 0)
-}
-
-func (c *apiClient) jsonWait(ctx context.Context, method, path string, v, out any, extra time.Duration) error {
-	var body io.Reader
-	ctype := ""
-	if v != nil {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		body, ctype = bytes.NewReader(b), "application/json"
-	}
-	resp, err := c.doWait(ctx, method, path, body, ctype, extra)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if out == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode %s %s: %w", method, path, err)
-	}
-	return nil
-}
-
-func sandboxPath(id string, rest ...string) string {
-	return "/api/v1/sandboxes/" + url.PathEscape(id) + strings.Join(rest, "")
 }
 
 type sandbox struct {

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // completeSandboxes offers the IDs of live sandboxes for the first
@@ -27,7 +28,8 @@ func (a *app) completeSandboxes(c *cobra.Command, got []string, prefix string) (
 	var out struct {
 		Sandboxes []sandbox `json:"sandboxes"`
 	}
-	if cl.json(ctx, http.MethodGet, "/api/v1/sandboxes?limit=200", nil, &out) != nil {
+	limit := 200
+	if decodeRaw(&out)(apiclient.Raw(cl.gen.ListSandboxesWithResponse(ctx, &apiclient.ListSandboxesParams{Limit: &limit}))) != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var ids []string

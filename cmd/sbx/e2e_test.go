@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,8 @@ func TestEndToEnd(t *testing.T) {
 
 		t.Run("exec", func(t *testing.T) { testExec(t, p, id) })
 		t.Run("files", func(t *testing.T) { testFiles(t, p, id) })
+		t.Run("services via the CLI", func(t *testing.T) { testServicesCLI(t, p, id) })
+		t.Run("files via the CLI", func(t *testing.T) { testFilesCLI(t, p, id) })
 
 		var del sbView
 		if code := p.call("DELETE", "/api/v1/sandboxes/"+id, nil, &del); code != 200 {
@@ -212,5 +216,63 @@ func testFiles(t *testing.T, p *devProc, id string) {
 	}
 	if code := p.call("GET", "/api/v1/sandboxes/"+id+"/files/big/dir/blob.bin", nil, nil); code != 404 {
 		t.Fatalf("GET deleted file: status %d, want 404", code)
+	}
+}
+
+// testServicesCLI declares, lists, reads and removes a service with the
+// real sbx binary against the stack.
+func testServicesCLI(t *testing.T, p *devProc, id string) {
+	env := append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "HOME="+t.TempDir())
+	sbx := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runEnv(t, env, sbxBinary(t), args...)
+		if code != 0 {
+			t.Fatalf("sbx %v: exit %d, stderr %q", args, code, errOut)
+		}
+		if strings.Contains(out+errOut, p.Token) {
+			t.Fatalf("sbx %v: output shows the token", args)
+		}
+		return out
+	}
+	sbx("services", "set", id, "hello", "--env", "WHO=cli", "--", "sh", "-c", "echo hello from $WHO; sleep 600")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if strings.Contains(sbx("services", "logs", id, "hello", "--tail", "10"), "hello from cli") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sbx services logs never showed the service's line")
+		}
+	}
+	if out := sbx("services", id); !regexp.MustCompile(`(?m)^hello\s+(starting|running)\s`).MatchString(out) {
+		t.Errorf("sbx services: %q, want hello starting or running", out)
+	}
+	sbx("services", "rm", id, "hello")
+	if out := sbx("services", id, "-o", "json"); strings.Contains(out, `"hello"`) {
+		t.Errorf("sbx services after rm: %s", out)
+	}
+}
+
+// testFilesCLI round-trips a file through sbx files (stdin up, a name
+// that needs escaping), lists its folder and removes it recursively.
+func testFilesCLI(t *testing.T, p *devProc, id string) {
+	env := append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "HOME="+t.TempDir())
+	sbx := func(stdin string, args ...string) string {
+		t.Helper()
+		out, errOut, code := runLimited(t, 2*time.Minute, env, stdin, sbxBinary(t), args...)
+		if code != 0 {
+			t.Fatalf("sbx %v: exit %d, stderr %q", args, code, errOut)
+		}
+		return out
+	}
+	sbx("from stdin\n", "files", "put", id, "cli dir/a b#1.txt")
+	if got := sbx("", "files", "get", id, "cli dir/a b#1.txt", "-"); got != "from stdin\n" {
+		t.Errorf("files get: %q, want what was put", got)
+	}
+	if got := sbx("", "files", "ls", id, "cli dir"); !strings.Contains(got, "a b#1.txt") {
+		t.Errorf("files ls: %q, want the file", got)
+	}
+	sbx("", "files", "rm", "-r", id, "cli dir")
+	if _, errOut, code := runLimited(t, time.Minute, env, "", sbxBinary(t), "files", "ls", id, "cli dir"); code != 5 {
+		t.Errorf("files ls after rm -r: exit %d (%q), want 5 (not found)", code, errOut)
 	}
 }

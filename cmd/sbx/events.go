@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // event is one lifecycle event as the API renders it.
@@ -43,41 +42,23 @@ func followEvents(ctx context.Context, c *apiClient, id string, lastID int64, fn
 	}
 }
 
-// streamOnce reads one connection's worth of events. done is true when fn
-// asked to stop or the server ended the stream.
+// streamOnce reads one connection's worth of events, resuming after
+// *lastID. done is true when fn asked to stop or the server ended the
+// stream; a cut connection is an error with done false.
 func (c *apiClient) streamOnce(ctx context.Context, id string, lastID *int64, fn func(event) bool) (done bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+sandboxPath(id, "/events"), nil)
-	if err != nil {
-		return true, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if *lastID > 0 {
-		req.Header.Set("Last-Event-ID", fmt.Sprint(*lastID))
-	}
-	resp, err := c.send(req, 0)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue // id:, event:, comments and blank lines: the data line has it all
+	stopped := false
+	err = apiclient.WatchEventsRaw(ctx, c.gen, id, int(*lastID), func(e apiclient.Event, raw json.RawMessage) (bool, error) {
+		ev := event{ID: int64(e.Id), raw: raw}
+		if e.State != nil {
+			st := string(*e.State)
+			ev.State = &st
 		}
-		var ev event
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return true, fmt.Errorf("event stream: %w", err)
-		}
-		ev.raw = json.RawMessage(data)
 		*lastID = ev.ID
-		if fn(ev) {
-			return true, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return false, fmt.Errorf("event stream: %w", err)
+		stopped = fn(ev)
+		return !stopped, nil
+	})
+	if err != nil {
+		return stopped, err
 	}
 	return true, nil
 }
@@ -107,7 +88,7 @@ events as they happen, until the sandbox ends (terminated or failed) or Ctrl-C.`
 			var out struct {
 				Events []json.RawMessage `json:"events"`
 			}
-			if err := cl.json(c.Context(), http.MethodGet, sandboxPath(id, "/events"), nil, &out); err != nil {
+			if err := decodeRaw(&out)(apiclient.Raw(cl.gen.SandboxEventsWithResponse(c.Context(), id, nil))); err != nil {
 				return err
 			}
 			for _, e := range out.Events {

@@ -1,26 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-)
 
-// filesPath is the API path of p in the workspace.
-func filesPath(id, p string) string {
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	for i, s := range parts {
-		parts[i] = url.PathEscape(s)
-	}
-	return sandboxPath(id, "/files/", strings.Join(parts, "/"))
-}
+	"github.com/sbxedge/sbx/internal/apiclient"
+)
 
 // workspacePath checks a path argument: paths are relative to the
 // workspace, and an absolute one is refused rather than silently taken
@@ -65,12 +58,20 @@ func newFilesLsCmd(a *app) *cobra.Command {
 					return err
 				}
 			}
-			cl, err := a.api()
+			gc, err := a.generated(wakeHold)
 			if err != nil {
 				return err
 			}
+			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p))
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				return fmt.Errorf("%s is a file: sbx files get %s %s", p, got[0], p)
+			}
 			var raw map[string]any
-			if err := cl.json(c.Context(), http.MethodGet, filesPath(got[0], p), nil, &raw); err != nil {
+			if err := jsonDecode(resp.Body, &raw); err != nil {
 				return err
 			}
 			var out struct {
@@ -112,13 +113,13 @@ func newFilesGetCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := a.api()
+			gc, err := a.generated(wakeHold)
 			if err != nil {
 				return err
 			}
 			prog := a.newProgress("downloading " + p)
 			defer prog.Stop("")
-			resp, err := cl.doWait(c.Context(), http.MethodGet, filesPath(got[0], p), nil, "", wakeHold)
+			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p))
 			if err != nil {
 				return err
 			}
@@ -179,22 +180,22 @@ created. An absolute PATH is refused.`,
 				}
 				src = f
 			}
-			cl, err := a.api()
+			gc, err := a.generated(wakeHold)
 			if err != nil {
 				return err
 			}
 			prog := a.newProgress("uploading " + p)
 			defer prog.Stop("")
+			// The body streams from SRC as it is sent, counted for the
+			// progress line; a known size goes as Content-Length.
 			body := &countingReader{r: src, p: prog, label: "uploading " + p, total: size}
-			req, err := http.NewRequestWithContext(c.Context(), http.MethodPut, cl.base+filesPath(got[0], p), io.NopCloser(body))
-			if err != nil {
-				return err
+			length := func(_ context.Context, req *http.Request) error {
+				if size >= 0 {
+					req.ContentLength = size
+				}
+				return nil
 			}
-			if size >= 0 {
-				req.ContentLength = size
-			}
-			req.Header.Set("Content-Type", "application/octet-stream")
-			resp, err := cl.send(req, wakeHold)
+			resp, err := apiclient.Open(gc.WriteSandboxFileWithBody(c.Context(), got[0], p, "application/octet-stream", body, length))
 			if err != nil {
 				return err
 			}
@@ -225,15 +226,15 @@ func newFilesRmCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := a.api()
+			gc, err := a.generated(wakeHold)
 			if err != nil {
 				return err
 			}
-			path := filesPath(got[0], p)
+			var params apiclient.DeleteSandboxFileParams
 			if recursive {
-				path += "?recursive=true"
+				params.Recursive = &recursive
 			}
-			resp, err := cl.do(c.Context(), http.MethodDelete, path, nil, "")
+			resp, err := apiclient.Open(gc.DeleteSandboxFile(c.Context(), got[0], p, &params))
 			if err != nil {
 				var pe *apiError
 				if errors.As(err, &pe) && pe.Code == "directory_not_empty" {

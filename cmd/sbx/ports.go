@@ -3,10 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 func newPortsCmd(a *app) *cobra.Command {
@@ -29,7 +30,6 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(c *cobra.Command, got []string) error {
 			id := got[0]
-			base := sandboxPath(id, "/ports")
 			if len(got) == 1 {
 				if rm || public || hostLocalhost {
 					return usageErrorf(c, "--rm, --public and --host-localhost need a PORT")
@@ -39,7 +39,7 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 					return err
 				}
 				var raw map[string]any
-				if err := cl.json(c.Context(), http.MethodGet, base, nil, &raw); err != nil {
+				if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.ListPortsWithResponse(c.Context(), id))); err != nil {
 					return err
 				}
 				var out struct {
@@ -73,17 +73,19 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 				return err
 			}
 			if rm {
-				return cl.json(c.Context(), http.MethodDelete, base+"/"+strconv.Itoa(port), nil, nil)
+				_, err := apiclient.Result(cl.gen.UnexposePortWithResponse(c.Context(), id, port))
+				return err
 			}
-			body := map[string]any{"port": port, "access": "private", "host_policy": "forward"}
+			access, policy := apiclient.PortRequestAccess("private"), apiclient.PortRequestHostPolicy("forward")
 			if public {
-				body["access"] = "public"
+				access = "public"
 			}
 			if hostLocalhost {
-				body["host_policy"] = "localhost"
+				policy = "localhost"
 			}
+			body := apiclient.PortRequest{Port: port, Access: &access, HostPolicy: &policy}
 			var raw map[string]any
-			if err := cl.json(c.Context(), http.MethodPost, base, body, &raw); err != nil {
+			if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.ExposePortWithResponse(c.Context(), id, body))); err != nil {
 				return err
 			}
 			if a.output == "json" {

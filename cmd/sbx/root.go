@@ -70,7 +70,7 @@ or the token file of a local sbx dev (~/.sbx/dev/token, or $SBX_DATA_DIR/token).
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{
-		newExecCmd(a), newFilesCmd(a), newSSHCmd(a), newSSHConfigCmd(a), newSSHKeyCmd(a), newPortsCmd(a), newMCPCmd(a),
+		newExecCmd(a), newFilesCmd(a), newSSHCmd(a), newSSHConfigCmd(a), newSSHKeyCmd(a), newPortsCmd(a), newServicesCmd(a), newMCPCmd(a),
 	} {
 		c.GroupID = "connect"
 		root.AddCommand(c)

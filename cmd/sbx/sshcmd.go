@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 type sshToken struct {
@@ -31,13 +32,13 @@ type sshToken struct {
 // (or back out) cannot be given one yet: it waits for that to finish,
 // saying so, then mints; a suspended sandbox wakes on the connection.
 func (a *app) mintSSHToken(ctx context.Context, cl *apiClient, id string, ttl int) (sshToken, error) {
-	body := map[string]int{}
+	var body apiclient.SSHTokenRequest
 	if ttl > 0 {
-		body["ttl_minutes"] = ttl
+		body.TtlMinutes = &ttl
 	}
 	var tok sshToken
 	for attempt := 0; ; attempt++ {
-		err := cl.json(ctx, http.MethodPost, sandboxPath(id, "/ssh_tokens"), body, &tok)
+		err := decodeRaw(&tok)(apiclient.Raw(cl.gen.CreateSSHTokenWithResponse(ctx, id, body)))
 		var pe *apiError
 		if !errors.As(err, &pe) || pe.Code != "sandbox_state" || attempt >= 3 {
 			return tok, err

@@ -93,8 +93,9 @@ func TestMCPTools(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"create_sandbox", "destroy_sandbox", "exec_in_sandbox", "expose_sandbox_port", "extend_sandbox", "get_sandbox",
-		"list_sandbox_files", "list_sandboxes", "read_sandbox_file", "wait_sandbox_ready", "write_sandbox_file"}
+	want := []string{"create_sandbox", "delete_sandbox_service", "destroy_sandbox", "exec_in_sandbox", "expose_sandbox_port", "extend_sandbox", "get_sandbox",
+		"list_sandbox_files", "list_sandbox_services", "list_sandboxes", "read_sandbox_file", "read_sandbox_service_logs", "set_sandbox_service",
+		"wait_sandbox_ready", "write_sandbox_file"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -165,6 +166,33 @@ func TestMCPTools(t *testing.T) {
 	if got, isErr := call(t, s, "expose_sandbox_port", map[string]any{"sandbox_id": id, "port": 8080}); isErr || !strings.Contains(got["url"].(string), "preview.test") {
 		t.Fatalf("expose_sandbox_port: %v", got)
 	}
+	// Services: declared, listed with their state, their output read, removed.
+	if got, isErr := call(t, s, "set_sandbox_service", map[string]any{"sandbox_id": id, "name": "web", "command": "echo hello from $SBX_SERVICE; sleep 600",
+		"port": 3000, "env": map[string]any{"A": "1"}}); isErr || got["name"] != "web" || got["port"] != float64(3000) {
+		t.Fatalf("set_sandbox_service: %v", got)
+	}
+	if got, isErr := call(t, s, "list_sandbox_services", map[string]any{"sandbox_id": id}); isErr || len(got["services"].([]any)) != 1 {
+		t.Fatalf("list_sandbox_services: %v", got)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, isErr := call(t, s, "read_sandbox_service_logs", map[string]any{"sandbox_id": id, "name": "web", "tail": 10})
+		if isErr {
+			t.Fatalf("read_sandbox_service_logs: %v", got)
+		}
+		if strings.Contains(got["text"].(string), "hello from web") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read_sandbox_service_logs: %v, want the service's line", got)
+		}
+	}
+	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); isErr || got["deleted"] != true {
+		t.Fatalf("delete_sandbox_service: %v", got)
+	}
+	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); !isErr || got["code"] != "service_not_found" {
+		t.Fatalf("delete_sandbox_service again: %v, want service_not_found", got)
+	}
+
 	if got, isErr := call(t, s, "extend_sandbox", map[string]any{"sandbox_id": id, "deadline_minutes": 90}); isErr || got["id"] != id {
 		t.Fatalf("extend_sandbox: %v", got)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // event is one server-sent event.
@@ -56,13 +57,8 @@ func readEvents(r io.Reader, fn func(event) (bool, error)) error {
 // openStream checks a streaming answer: a problem document is returned as
 // an error (the body closed), anything else but an event stream too.
 func openStream(resp *http.Response, err error) (*http.Response, error) {
-	if err != nil {
+	if resp, err = Open(resp, err); err != nil {
 		return nil, err
-	}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return nil, Check(resp, body)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		resp.Body.Close()
@@ -74,6 +70,22 @@ func openStream(resp *http.Response, err error) (*http.Response, error) {
 func acceptEvents(_ context.Context, req *http.Request) error {
 	req.Header.Set("Accept", "text/event-stream")
 	return nil
+}
+
+// Open checks the answer of one of the generated client's plain calls
+// (those returning *http.Response) whose body the caller reads as it
+// streams: an error status is returned as Check's error, the body read
+// and closed; otherwise resp is the caller's to read and close.
+func Open(resp *http.Response, err error) (*http.Response, error) {
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, Check(resp, body)
+	}
+	return resp, nil
 }
 
 // ErrStreamEnded is returned when a stream ends without its final event
@@ -137,6 +149,12 @@ func ExecStream(ctx context.Context, c ClientInterface, id string, req ExecReque
 // or the stream ends (the sandbox reached a final state). Reconnects are
 // the caller's: the last id fn saw resumes the stream.
 func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, fn func(Event) (bool, error), editors ...RequestEditorFn) error {
+	return WatchEventsRaw(ctx, c, id, after, func(e Event, _ json.RawMessage) (bool, error) { return fn(e) }, editors...)
+}
+
+// WatchEventsRaw is WatchEvents also passing each event's JSON as the API
+// sent it, for callers that print it.
+func WatchEventsRaw(ctx context.Context, c ClientInterface, id string, after int, fn func(Event, json.RawMessage) (bool, error), editors ...RequestEditorFn) error {
 	params := &SandboxEventsParams{}
 	if after > 0 {
 		params.After = &after
@@ -154,6 +172,38 @@ func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, f
 		if e.Id == 0 {
 			e.Id, _ = strconv.Atoi(ev.id)
 		}
-		return fn(e)
+		return fn(e, json.RawMessage(ev.data))
 	})
+}
+
+// LogLine is one line of a service's output, as its log stream sends it.
+type LogLine struct {
+	At   time.Time `json:"at"`
+	Text string    `json:"text"`
+}
+
+// FollowServiceLogs streams service name's output in sandbox id: the last
+// tail lines (nil: the server's default), then every new one, calling fn
+// for each until fn returns false or fails, ctx ends or the stream ends.
+func FollowServiceLogs(ctx context.Context, c ClientInterface, id, name string, tail *int, fn func(LogLine) (bool, error), editors ...RequestEditorFn) error {
+	follow := true
+	resp, err := openStream(c.ServiceLogs(ctx, id, name, &ServiceLogsParams{Tail: tail, Follow: &follow}, append(editors, acceptEvents)...))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	err = readEvents(resp.Body, func(ev event) (bool, error) {
+		if ev.name != "line" {
+			return true, nil
+		}
+		var l LogLine
+		if err := json.Unmarshal(ev.data, &l); err != nil {
+			return false, fmt.Errorf("log stream: line event: %w", err)
+		}
+		return fn(l)
+	})
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }

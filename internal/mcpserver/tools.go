@@ -118,6 +118,43 @@ func (t *tools) register(c *contract) error {
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &yes},
 		}, t.exposePort)
 
+		svcName, perr := c.param("/api/v1/sandboxes/{id}/services/{name}", "put", "name")
+		if perr != nil {
+			panic(perr)
+		}
+		svcName["description"] = "The service's name."
+		svcArgs := map[string]any{"sandbox_id": id, "name": svcName}
+		t.add(&mcp.Tool{Name: "set_sandbox_service", Title: "Declare a service",
+			Description: "Declare or replace a long-running service of the sandbox, such as a dev server, and (re)start it " +
+				"(PUT /api/v1/sandboxes/{id}/services/{name}). It restarts with backoff when it exits and starts again after every wake; " +
+				"with a port it is running only once something answers there.",
+			InputSchema: object(schema("#/components/schemas/ServiceRequest"), svcArgs, "sandbox_id", "name"),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
+		}, t.setService)
+
+		t.add(&mcp.Tool{Name: "list_sandbox_services", Title: "List services",
+			Description: "The sandbox's services with their state, port, last exit code and last start (GET /api/v1/sandboxes/{id}/services).",
+			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, t.listServices)
+
+		t.add(&mcp.Tool{Name: "delete_sandbox_service", Title: "Remove a service",
+			Description: "Stop a service and remove its declaration (DELETE /api/v1/sandboxes/{id}/services/{name}).",
+			InputSchema: object(nil, svcArgs, "sandbox_id", "name"),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: false},
+		}, t.deleteService)
+
+		tail, perr := c.param("/api/v1/sandboxes/{id}/services/{name}/logs", "get", "tail")
+		if perr != nil {
+			panic(perr)
+		}
+		tail["description"] = "How many of the last lines to read."
+		t.add(&mcp.Tool{Name: "read_sandbox_service_logs", Title: "Read a service's logs",
+			Description: "The last lines of a service's stdout and stderr, merged, with the init's start and exit lines " +
+				"(GET /api/v1/sandboxes/{id}/services/{name}/logs). The sandbox must be ready.",
+			InputSchema: object(nil, map[string]any{"sandbox_id": id, "name": svcName, "tail": tail}, "sandbox_id", "name"),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+		}, t.serviceLogs)
+
 		t.add(&mcp.Tool{Name: "destroy_sandbox", Title: "Destroy a sandbox",
 			Description: "Destroy a sandbox and its workspace; billing stops (DELETE /api/v1/sandboxes/{id}). Idempotent.",
 			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
@@ -278,4 +315,57 @@ func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, auth ap
 	}
 	return nil, &toolErr{status: http.StatusConflict, code: "sandbox_state",
 		detail: fmt.Sprintf("the sandbox will not become ready: it is %s%s", r.JSON200.Status, reason)}
+}
+
+type serviceArgs struct {
+	SandboxID string `json:"sandbox_id"`
+	Name      string `json:"name"`
+}
+
+func (t *tools) setService(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args struct {
+		serviceArgs
+		apiclient.ServiceRequest
+	}
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.PutServiceWithResponse(ctx, args.SandboxID, args.Name, args.ServiceRequest, auth))
+}
+
+func (t *tools) listServices(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args sandboxArgs
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	return apiclient.Raw(t.api.ListServicesWithResponse(ctx, args.SandboxID, auth))
+}
+
+// deleteService answers with what was removed: the API's 204 has no body.
+func (t *tools) deleteService(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args serviceArgs
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if _, err := apiclient.Result(t.api.DeleteServiceWithResponse(ctx, args.SandboxID, args.Name, auth)); err != nil {
+		return nil, err
+	}
+	return map[string]any{"sandbox_id": args.SandboxID, "name": args.Name, "deleted": true}, nil
+}
+
+// serviceLogs reads the tail only: a tool call answers once, so following
+// is left to the REST stream.
+func (t *tools) serviceLogs(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+	var args struct {
+		serviceArgs
+		Tail *int `json:"tail"`
+	}
+	if err := decodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	body, err := apiclient.Raw(t.api.ServiceLogsWithResponse(ctx, args.SandboxID, args.Name, &apiclient.ServiceLogsParams{Tail: args.Tail}, auth))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"sandbox_id": args.SandboxID, "name": args.Name, "text": string(body)}, nil
 }
