@@ -7,11 +7,12 @@ BIN := bin
 dev:
 	$(GO) run ./cmd/sbx dev
 
-# test runs every test against the real Postgres and Redis on this machine.
-test:
+# test runs every test against the real Postgres and Redis on this machine
+# (and the MCP TypeScript client the MCP end-to-end test drives).
+test: mcp-client
 	$(GO) test -count=1 -timeout 30m ./...
 
-race:
+race: mcp-client
 	$(GO) test -race -shuffle=on -count=1 -timeout 40m ./...
 
 build:
@@ -63,5 +64,10 @@ generate:
 
 # mcp-client installs the MCP TypeScript SDK client the MCP end-to-end
 # test drives (cmd/sbx/mcp_e2e_test.go), pinned by its package-lock.json.
-mcp-client:
-	cd cmd/sbx/testdata/mcp-client && npm ci --no-audit --no-fund --loglevel=error
+MCP_CLIENT := cmd/sbx/testdata/mcp-client
+mcp-client: $(MCP_CLIENT)/node_modules/.package-lock.json
+
+# npm ci writes node_modules/.package-lock.json: installed again only when
+# the lock file changes.
+$(MCP_CLIENT)/node_modules/.package-lock.json: $(MCP_CLIENT)/package-lock.json
+	cd $(MCP_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
