@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/tick"
 )
 
 // Authority ends the connections that rode on it. Every relayed request
@@ -178,23 +179,17 @@ func (p *Proxy) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
 
 // recheckLoop re-checks every connection each interval until ctx ends.
 func (p *Proxy) recheckLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.pool.prune()
-			all := p.conns.match(func(*liveConn) bool { return true })
-			if len(all) == 0 {
-				continue
-			}
-			rctx, cancel := context.WithTimeout(ctx, every)
-			p.recheck(rctx, all)
-			cancel()
+	tick.Every(ctx, every, func() bool {
+		p.pool.prune()
+		all := p.conns.match(func(*liveConn) bool { return true })
+		if len(all) == 0 {
+			return true
 		}
-	}
+		rctx, cancel := context.WithTimeout(ctx, every)
+		p.recheck(rctx, all)
+		cancel()
+		return true
+	})
 }
 
 // recheck asks control again, once per distinct label, token and
