@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/wstest"
 )
 
 // revokeWithin is how long an open connection may outlive its authority
@@ -23,53 +24,13 @@ const revokeWithin = 5 * time.Second
 // headers and proves it relays.
 func dialWS(t *testing.T, e *env, label string, hdr http.Header) *websocket.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if hdr == nil {
-		hdr = http.Header{}
-	}
-	hdr.Set("Origin", "http://"+e.host(label))
-	c, resp, err := websocket.Dial(ctx, "ws://"+e.host(label)+"/ws", &websocket.DialOptions{HTTPClient: e.client(), HTTPHeader: hdr})
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.Fatalf("dial %s: %v (status %d)", label, err, status)
-	}
-	t.Cleanup(func() { c.CloseNow() })
-	echo(t, c, "hello")
-	return c
-}
-
-func echo(t *testing.T, c *websocket.Conn, msg string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
-		t.Fatalf("write %q: %v", msg, err)
-	}
-	_, got, err := c.Read(ctx)
-	if err != nil || string(got) != "echo: "+msg {
-		t.Fatalf("echo of %q: %q, %v", msg, got, err)
-	}
+	return wstest.Dial(t, e.addr, "http://"+e.host(label), hdr)
 }
 
 // wantPolicyClose waits up to revokeWithin for c to be closed with 1008.
 func wantPolicyClose(t *testing.T, c *websocket.Conn, what string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), revokeWithin)
-	defer cancel()
-	start := time.Now()
-	_, msg, err := c.Read(ctx)
-	var ce websocket.CloseError
-	if !errors.As(err, &ce) || ce.Code != websocket.StatusPolicyViolation {
-		t.Fatalf("%s: read got %q, %v after %v; want a close frame with code 1008 within %v", what, msg, err, time.Since(start).Round(time.Millisecond), revokeWithin)
-	}
-	if ce.Reason == "" {
-		t.Errorf("%s: close 1008 without a reason", what)
-	}
-	t.Logf("%s: closed with %d %q after %v", what, ce.Code, ce.Reason, time.Since(start).Round(time.Millisecond))
+	wstest.WantPolicyClose(t, c, time.Now(), what)
 }
 
 func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
@@ -141,7 +102,7 @@ func TestRevokeClosesWebSockets(t *testing.T) {
 
 			e.proxy.Revoke(t.Context(), tc.end(e))
 			wantPolicyClose(t, c, tc.name)
-			echo(t, keep, "still here")
+			wstest.Echo(t, keep, "still here")
 		})
 	}
 }
