@@ -2,18 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/sshbroker"
@@ -54,20 +48,9 @@ func runBrokerChild(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	caPEM, err := os.ReadFile(filepath.Join(*dir, "ca_key"))
-	if err != nil {
-		return err
-	}
-	caSigner, err := ssh.ParsePrivateKey(caPEM)
-	if err != nil {
-		return err
-	}
-	rb, err := os.ReadFile(filepath.Join(*dir, "routes.json"))
-	if err != nil {
-		return err
-	}
 	var routes []childRoute
-	if err := json.Unmarshal(rb, &routes); err != nil {
+	caSigner, err := readChildInput(*dir, "routes.json", &routes)
+	if err != nil {
 		return err
 	}
 	auth := staticAuthorizer{}
@@ -93,22 +76,5 @@ func runBrokerChild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	served := make(chan error, 1)
-	go func() { served <- b.Serve(ln) }()
-	fmt.Println(ln.Addr().String())
-	stdinClosed := make(chan struct{})
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stdinClosed) }()
-	select {
-	case <-ctx.Done():
-	case <-stdinClosed:
-	}
-	_ = b.Close()
-	if err := <-served; err != nil && !errors.Is(err, sshbroker.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveChild(ctx, b.Serve, b.Close, func(err error) bool { return errors.Is(err, sshbroker.ErrServerClosed) })
 }

@@ -1,22 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/preview"
@@ -44,20 +37,9 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	caPEM, err := os.ReadFile(filepath.Join(*dir, "ca_key"))
-	if err != nil {
-		return err
-	}
-	caSigner, err := ssh.ParsePrivateKey(caPEM)
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(*dir, *file))
-	if err != nil {
-		return err
-	}
 	var c previewChildConfig
-	if err := json.Unmarshal(b, &c); err != nil {
+	caSigner, err := readChildInput(*dir, *file, &c)
+	if err != nil {
 		return err
 	}
 	pool := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"))
@@ -79,25 +61,10 @@ func runPreviewChild(ctx context.Context, args []string) error {
 		return err
 	}
 	defer px.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
 	srv := preview.NewServer(px, slog.New(slog.DiscardHandler), true)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Println(ln.Addr().String())
-	stdinClosed := make(chan struct{})
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stdinClosed) }()
-	select {
-	case <-ctx.Done():
-	case <-stdinClosed:
-	}
-	_ = srv.Close()
-	if err := <-served; err != nil && !errors.Is(err, net.ErrClosed) && err.Error() != "http: Server closed" {
-		return err
-	}
-	return nil
+	return serveChild(ctx, srv.Serve, srv.Close, func(err error) bool {
+		return errors.Is(err, net.ErrClosed) || err.Error() == "http: Server closed"
+	})
 }
 
 // startPreviewChild runs `loadtest _preview-proxy` (this binary) with c
@@ -108,28 +75,9 @@ func startPreviewChild(dir, name string, c previewChildConfig) (addr string, pid
 	if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
 		return "", 0, nil, err
 	}
-	self, err := os.Executable()
+	cmd, stdin, addr, err := startChild("preview proxy", previewChildCmd, "--dir", dir, "--config", file)
 	if err != nil {
 		return "", 0, nil, err
 	}
-	cmd := exec.Command(self, previewChildCmd, "--dir", dir, "--config", file)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", 0, nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", 0, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", 0, nil, fmt.Errorf("start preview proxy: %w", err)
-	}
-	stop = func() { stdin.Close(); _ = cmd.Wait() }
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		stop()
-		return "", 0, nil, fmt.Errorf("preview proxy did not report its address: %w", err)
-	}
-	return strings.TrimSpace(line), cmd.Process.Pid, stop, nil
+	return addr, cmd.Process.Pid, func() { stdin.Close(); _ = cmd.Wait() }, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -222,34 +221,17 @@ func (e *sshEnv) startBroker(upstreamCipher string) (*brokerProc, error) {
 	if err := os.WriteFile(filepath.Join(e.dir, "routes.json"), rb, 0o600); err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
+	cmd, stdin, addr, err := startChild("broker", brokerChildCmd, "--dir", e.dir, "--upstream-cipher", upstreamCipher)
 	if err != nil {
 		return nil, err
-	}
-	cmd := exec.Command(self, brokerChildCmd, "--dir", e.dir, "--upstream-cipher", upstreamCipher)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start broker: %w", err)
 	}
 	b := &brokerProc{cmd: cmd, stdin: stdin}
 	e.brokers = append(e.brokers, b)
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return nil, fmt.Errorf("broker did not report its address: %w", err)
-	}
 	name := "broker"
 	if upstreamCipher != "" {
 		name = "broker/" + strings.SplitN(upstreamCipher, "@", 2)[0]
 	}
-	b.t = target{name: name, addr: strings.TrimSpace(line), cfg: e.clientConfig(e.sandboxID, e.clientKey, e.brokerKey)}
+	b.t = target{name: name, addr: addr, cfg: e.clientConfig(e.sandboxID, e.clientKey, e.brokerKey)}
 	return b, nil
 }
 
