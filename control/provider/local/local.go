@@ -181,8 +181,11 @@ func validID(id string) error {
 
 func (l *Local) dir(id string) string { return filepath.Join(l.root, id) }
 
-// lock serializes lifecycle operations on one sandbox.
+// lock checks id and serializes lifecycle operations on that sandbox.
 func (l *Local) lock(id string) (unlock func(), err error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -207,9 +210,6 @@ func (l *Local) Provision(ctx context.Context, spec provider.Spec) (provider.End
 // provision is Provision; with restore set, a sandbox with neither a
 // workspace nor a snapshot is ErrSnapshotGone rather than a fresh start.
 func (l *Local) provision(ctx context.Context, spec provider.Spec, restore bool) (provider.Endpoint, error) {
-	if err := validID(spec.SandboxID); err != nil {
-		return provider.Endpoint{}, err
-	}
 	unlock, err := l.lock(spec.SandboxID)
 	if err != nil {
 		return provider.Endpoint{}, err
@@ -423,9 +423,6 @@ func (l *Local) stopLocked(id string) error {
 
 // Destroy stops the sandbox and deletes everything it had.
 func (l *Local) Destroy(ctx context.Context, id string) error {
-	if err := validID(id); err != nil {
-		return err
-	}
 	unlock, err := l.lock(id)
 	if err != nil {
 		return err

@@ -26,9 +26,6 @@ const snapshotName = "snapshot.tar.gz"
 // moment either a complete workspace or a complete snapshot exists, and
 // when both exist the workspace is authoritative (see restoreWorkspace).
 func (l *Local) Suspend(ctx context.Context, id string) error {
-	if err := validID(id); err != nil {
-		return err
-	}
 	unlock, err := l.lock(id)
 	if err != nil {
 		return err
