@@ -335,21 +335,15 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 	e.paths = append(e.paths, path{name: "direct", addr: upLn.Addr().String(), host: upLn.Addr().String()})
 
 	if !c.NoNginx {
-		p, stop, err := startNginx(dir, upLn.Addr().String(), c.IdleConns)
-		if err != nil {
+		if err := e.add(startNginx(dir, upLn.Addr().String(), c.IdleConns)); err != nil {
 			return nil, err
 		}
-		e.cleanup = append(e.cleanup, stop)
-		e.paths = append(e.paths, p)
 	}
 
 	if !c.NoCaddy {
-		p, stop, err := startCaddy(dir, upLn.Addr().String(), c.IdleConns)
-		if err != nil {
+		if err := e.add(startCaddy(dir, upLn.Addr().String(), c.IdleConns)); err != nil {
 			return nil, err
 		}
-		e.cleanup = append(e.cleanup, stop)
-		e.paths = append(e.paths, p)
 	}
 
 	// The sandbox, and the proxy in front of it in its own process.
@@ -406,6 +400,17 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 	return e, nil
 }
 
+// add adds a started path and its stop, or returns the error it failed
+// to start with.
+func (e *previewEnv) add(p path, stop func(), err error) error {
+	if err != nil {
+		return err
+	}
+	e.cleanup = append(e.cleanup, stop)
+	e.paths = append(e.paths, p)
+	return nil
+}
+
 // startCaddy runs Debian's caddy as a plain reverse proxy to upstream,
 // keeping idle upstream connections as nginx and the proxy do.
 func startCaddy(dir, upstream string, idle int) (path, func(), error) {
@@ -454,29 +459,11 @@ http://:%[1]s {
 		logf.Close()
 		return path{}, nil, fmt.Errorf("start caddy: %w", err)
 	}
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	}
-	for i := 0; ; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if i > 100 {
-			stop()
-			b, _ := os.ReadFile(filepath.Join(dir, "caddy.log"))
-			return path{}, nil, fmt.Errorf("caddy did not listen within 5s: %s", b)
-		}
-		time.Sleep(50 * time.Millisecond)
+	stop := func() { terminate(cmd); logf.Close() }
+	if !listening(addr) {
+		stop()
+		b, _ := os.ReadFile(filepath.Join(dir, "caddy.log"))
+		return path{}, nil, fmt.Errorf("caddy did not listen within 5s: %s", b)
 	}
 	pid := cmd.Process.Pid
 	return path{name: "caddy", addr: addr, host: addr, tier: func() []int { return descendants(pid) }}, stop, nil
@@ -530,31 +517,42 @@ http {
 	if err := cmd.Start(); err != nil {
 		return path{}, nil, fmt.Errorf("start nginx: %w", err)
 	}
-	// SIGTERM lets the master stop its workers; SIGKILL would orphan them.
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
-	for i := 0; ; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if i > 100 {
-			stop()
-			return path{}, nil, errors.New("nginx did not listen within 5s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	stop := func() { terminate(cmd) }
+	if !listening(addr) {
+		stop()
+		return path{}, nil, errors.New("nginx did not listen within 5s")
 	}
 	pid := cmd.Process.Pid
 	return path{name: "nginx", addr: addr, host: addr, tier: func() []int { return descendants(pid) }}, stop, nil
+}
+
+// terminate stops cmd with SIGTERM (so a master process stops its
+// workers; SIGKILL would orphan them), and kills it if it has not exited
+// within 5 s.
+func terminate(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// listening waits about 5 s for something to accept on addr.
+func listening(addr string) bool {
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return true
+		}
+		if i > 100 {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func clientFor(p path, conns int) *http.Client {
