@@ -66,11 +66,7 @@ func TestWarmImageRollAndRetire(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openSQLite(t)
 	const v1, v2 = "registry.example/sandbox-linux:v1", "registry.example/sandbox-linux:v2"
 	withImage := func(image string, replicas int) *k8s.Provider {
 		cat := loadCatalog(t)
@@ -223,11 +219,7 @@ func TestWarmClaimResumes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openSQLite(t)
 	p, err := k8s.New(k8s.Config{
 		Namespace: ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second,
@@ -260,4 +252,16 @@ func TestWarmClaimResumes(t *testing.T) {
 			t.Errorf("pod %s labels %v, %v; want the claim's sandbox %s", pod, got.Labels, err, id)
 		}
 	}
+}
+
+// openSQLite opens a fresh SQLite store (the store of sbx dev), closed
+// when the test ends.
+func openSQLite(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(ctxT(t), filepath.Join(t.TempDir(), "sbx.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
