@@ -72,7 +72,7 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		t.Fatalf("ssh_tokens: %d", code)
 	}
 	ta := sshTarget{id: cred.Username, host: cred.Host, port: cred.Port, known: filepath.Join(dir, "known_hosts"),
-		keyFile: writeKey(t, dir, "id_ed25519", []byte(cred.PrivateKeyPEM))}
+		keyFile: writeKey(t, dir, "id_ed25519", []byte(cred.PrivateKeyPem))}
 	ssh := func(command string) (stdout, stderr string) {
 		t.Helper()
 		out, errOut, code := runTool(t, "", sshBin, append(ta.opts("-p"), ta.dest(), command)...)

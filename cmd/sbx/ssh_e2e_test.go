@@ -58,11 +58,11 @@ func mint(t *testing.T, p *devProc, id, dir string) sshTarget {
 	if code := p.call("POST", "/api/v1/sandboxes/"+id+"/ssh_tokens", map[string]any{"ttl_minutes": 10}, &tok); code != 201 {
 		t.Fatalf("mint ssh token for %s: status %d", id, code)
 	}
-	if tok.Username != id || !strings.Contains(tok.SSHCommand, "-p "+strconv.Itoa(tok.Port)) {
+	if tok.Username != id || !strings.Contains(tok.SshCommand, "-p "+strconv.Itoa(tok.Port)) {
 		t.Fatalf("token %+v does not name sandbox %s and its port", tok, id)
 	}
 	return sshTarget{id: id, host: tok.Host, port: tok.Port, known: filepath.Join(dir, "known_hosts"),
-		keyFile: writeKey(t, dir, id+".key", []byte(tok.PrivateKeyPEM))}
+		keyFile: writeKey(t, dir, id+".key", []byte(tok.PrivateKeyPem))}
 }
 
 // runTool runs an OpenSSH tool with a deadline and returns stdout, stderr and

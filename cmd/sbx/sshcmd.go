@@ -19,14 +19,8 @@ import (
 	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
-type sshToken struct {
-	Username      string    `json:"username"`
-	Host          string    `json:"host"`
-	Port          int       `json:"port"`
-	PrivateKeyPEM string    `json:"private_key_pem"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	SSHCommand    string    `json:"ssh_command"`
-}
+// sshToken is a minted SSH credential, as the API's schema has it.
+type sshToken = apiclient.SSHToken
 
 // mintSSHToken mints a credential. A sandbox on its way into suspension
 // (or back out) cannot be given one yet: it waits for that to finish,
@@ -193,7 +187,7 @@ func (a *app) runSSH(ctx context.Context, id string, o sshRunOptions, extra []st
 	}
 	defer os.RemoveAll(keyDir)
 	keyFile := filepath.Join(keyDir, "id_ed25519")
-	if err := os.WriteFile(keyFile, []byte(tok.PrivateKeyPEM), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte(tok.PrivateKeyPem), 0o600); err != nil {
 		return fmt.Errorf("write key: %w", err)
 	}
 	cmd := exec.Command(sshPath, append(sshOptions(keyFile, tok), extra...)...)
@@ -268,7 +262,7 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 			if err != nil {
 				return err
 			}
-			if err := writeFileAtomic(got[1], []byte(tok.PrivateKeyPEM), 0o600); err != nil {
+			if err := writeFileAtomic(got[1], []byte(tok.PrivateKeyPem), 0o600); err != nil {
 				return err
 			}
 			if !quiet {
@@ -350,7 +344,7 @@ func writeSSHConfig(dir, apiURL string, tok sshToken) (string, error) {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
 	keyFile := filepath.Join(dir, alias+".key")
-	if err := writeFileAtomic(keyFile, []byte(tok.PrivateKeyPEM), 0o600); err != nil {
+	if err := writeFileAtomic(keyFile, []byte(tok.PrivateKeyPem), 0o600); err != nil {
 		return "", err
 	}
 	// Match exec runs before OpenSSH reads the IdentityFile, and its

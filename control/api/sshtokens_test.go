@@ -8,16 +8,12 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
-type sshTokenView struct {
-	Username      string    `json:"username"`
-	Host          string    `json:"host"`
-	Port          int       `json:"port"`
-	PrivateKeyPEM string    `json:"private_key_pem"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	SSHCommand    string    `json:"ssh_command"`
-}
+// sshTokenView is the response as the API's schema (and so sbx) reads it.
+type sshTokenView = apiclient.SSHToken
 
 func TestSSHTokens(t *testing.T) {
 	e := newEnv(t, "sqlite", true) // no jobs: the sandbox stays pending
@@ -50,13 +46,13 @@ func TestSSHTokens(t *testing.T) {
 	if v.Username != sb.ID || v.Host != "127.0.0.1" || v.Port != 2222 {
 		t.Errorf("got username %q host %q port %d, want %q 127.0.0.1 2222", v.Username, v.Host, v.Port, sb.ID)
 	}
-	if want := "ssh -p 2222 " + sb.ID + "@127.0.0.1"; v.SSHCommand != want {
-		t.Errorf("ssh_command %q, want %q", v.SSHCommand, want)
+	if want := "ssh -p 2222 " + sb.ID + "@127.0.0.1"; v.SshCommand != want {
+		t.Errorf("ssh_command %q, want %q", v.SshCommand, want)
 	}
 	if d := time.Until(v.ExpiresAt); d < 59*time.Minute || d > 61*time.Minute {
 		t.Errorf("default lifetime %s, want 60m", d)
 	}
-	signer, err := ssh.ParsePrivateKey([]byte(v.PrivateKeyPEM))
+	signer, err := ssh.ParsePrivateKey([]byte(v.PrivateKeyPem))
 	if err != nil {
 		t.Fatalf("private_key_pem does not parse: %v", err)
 	}
@@ -75,7 +71,7 @@ func TestSSHTokens(t *testing.T) {
 	if d := time.Until(short.ExpiresAt); d < 4*time.Minute || d > 6*time.Minute {
 		t.Errorf("ttl_minutes 5 gave lifetime %s", d)
 	}
-	if short.PrivateKeyPEM == v.PrivateKeyPEM {
+	if short.PrivateKeyPem == v.PrivateKeyPem {
 		t.Error("two mints returned the same key")
 	}
 
