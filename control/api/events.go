@@ -80,11 +80,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, err)
 			return
 		}
-		out := eventListView{Events: make([]eventView, 0, len(evs))}
-		for _, e := range evs {
-			out.Events = append(out.Events, viewEvent(e))
-		}
-		writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, eventListView{Events: views(evs, viewEvent)})
 		return
 	}
 	s.streamEvents(w, r, sb.ID, after)

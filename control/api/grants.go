@@ -106,19 +106,15 @@ func (s *Server) projectAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := auditListView{Entries: make([]auditEntryView, 0, len(es))}
-	if len(es) > limit {
-		es = es[:limit]
-		next := strconv.FormatInt(es[limit-1].ID, 10)
-		out.NextCursor = &next
+	es, next := page(es, limit, func(e store.AuditEntry) string { return strconv.FormatInt(e.ID, 10) })
+	writeJSON(w, http.StatusOK, auditListView{Entries: views(es, viewAuditEntry), NextCursor: next})
+}
+
+func viewAuditEntry(e store.AuditEntry) auditEntryView {
+	scopes := e.Scopes
+	if scopes == nil {
+		scopes = []string{}
 	}
-	for _, e := range es {
-		scopes := e.Scopes
-		if scopes == nil {
-			scopes = []string{}
-		}
-		out.Entries = append(out.Entries, auditEntryView{ID: e.ID, Action: e.Action, ProjectID: e.ProjectID,
-			SandboxID: e.SandboxID, Caller: e.Caller, Scopes: scopes, Message: e.Message, At: e.At.UTC()})
-	}
-	writeJSON(w, http.StatusOK, out)
+	return auditEntryView{ID: e.ID, Action: e.Action, ProjectID: e.ProjectID,
+		SandboxID: e.SandboxID, Caller: e.Caller, Scopes: scopes, Message: e.Message, At: e.At.UTC()}
 }

@@ -92,11 +92,7 @@ func (s *Server) listPorts(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := make([]portView, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, s.portView(p))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"ports": out})
+	writeJSON(w, http.StatusOK, map[string]any{"ports": views(ps, s.portView)})
 }
 
 func (s *Server) deletePort(w http.ResponseWriter, r *http.Request) {

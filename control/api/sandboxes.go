@@ -153,16 +153,8 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := listView{Sandboxes: make([]sandboxView, 0, len(list))}
-	if len(list) > limit {
-		list = list[:limit]
-		next := list[limit-1].ID
-		out.NextCursor = &next
-	}
-	for _, sb := range list {
-		out.Sandboxes = append(out.Sandboxes, s.view(sb))
-	}
-	writeJSON(w, http.StatusOK, out)
+	list, next := page(list, limit, func(sb store.Sandbox) string { return sb.ID })
+	writeJSON(w, http.StatusOK, listView{Sandboxes: views(list, s.view), NextCursor: next})
 }
 
 func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
@@ -214,6 +206,26 @@ func badQuery(param, detail string) *problem.Problem {
 	p := problem.New(http.StatusBadRequest, "invalid_query", param+" "+detail)
 	p.Errors = []problem.FieldError{{Field: param, Detail: detail}}
 	return p
+}
+
+// views maps list through view; an empty list is [] in JSON, never null.
+func views[T, V any](list []T, view func(T) V) []V {
+	out := make([]V, 0, len(list))
+	for _, x := range list {
+		out = append(out, view(x))
+	}
+	return out
+}
+
+// page cuts a list fetched with limit+1 rows to limit; when it was longer,
+// next is the cursor of the page's last item.
+func page[T any](list []T, limit int, cursor func(T) string) (_ []T, next *string) {
+	if len(list) > limit {
+		list = list[:limit]
+		c := cursor(list[limit-1])
+		next = &c
+	}
+	return list, next
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -86,11 +86,7 @@ func (s *Server) listServices(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := serviceListView{Services: make([]serviceView, 0, len(list))}
-	for _, st := range list {
-		out.Services = append(out.Services, viewService(st))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, serviceListView{Services: views(list, viewService)})
 }
 
 func (s *Server) getService(w http.ResponseWriter, r *http.Request) {
