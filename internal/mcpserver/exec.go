@@ -14,14 +14,10 @@ import (
 // exec runs the command through the streamed exec endpoint. Each piece of
 // output becomes a progress notification as it arrives (when the caller
 // asked for progress); the result holds the output as well, capped.
-func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		sandboxArgs
-		apiclient.ExecRequest
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	sandboxArgs
+	apiclient.ExecRequest
+}, auth apiclient.RequestEditorFn) (any, error) {
 	token := req.Params.GetProgressToken()
 	out := map[string]*capped{"stdout": {limit: t.cfg.MaxExecOutput}, "stderr": {limit: t.cfg.MaxExecOutput}}
 	var sent float64

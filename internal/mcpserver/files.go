@@ -38,11 +38,7 @@ func (t *tools) tooLarge(what string, size int64, method string) error {
 			"(sbx files get/put does)", what, size, t.cfg.MaxFileBytes, restPath(method, "/api/v1/sandboxes/{id}/files/{path}"))}
 }
 
-func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args fileArgs
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, args fileArgs, auth apiclient.RequestEditorFn) (any, error) {
 	resp, err := t.api.ReadSandboxFile(ctx, args.SandboxID, args.Path, auth)
 	if err != nil {
 		return nil, err
@@ -91,16 +87,12 @@ func mimeType(name string, data []byte) string {
 	return http.DetectContentType(data)
 }
 
-func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		fileArgs
-		Content  string `json:"content"`
-		Encoding string `json:"encoding"`
-		MimeType string `json:"mime_type"`
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	fileArgs
+	Content  string `json:"content"`
+	Encoding string `json:"encoding"`
+	MimeType string `json:"mime_type"`
+}, auth apiclient.RequestEditorFn) (any, error) {
 	data := []byte(args.Content)
 	switch args.Encoding {
 	case "", "utf-8":
@@ -131,11 +123,7 @@ func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, auth ap
 	return out, nil
 }
 
-func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args fileArgs
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, args fileArgs, auth apiclient.RequestEditorFn) (any, error) {
 	// The raw call: a file's bytes are not read when a folder was wanted.
 	resp, err := t.api.ReadSandboxFile(ctx, args.SandboxID, args.Path, auth)
 	if err != nil {

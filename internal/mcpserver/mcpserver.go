@@ -111,6 +111,18 @@ type tools struct {
 // it came, or a ready *mcp.CallToolResult).
 type handler func(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error)
 
+// withArgs is the handler that reads a call's arguments strictly into an
+// A (see decodeArgs) and then calls f with them.
+func withArgs[A any](f func(ctx context.Context, req *mcp.CallToolRequest, args A, auth apiclient.RequestEditorFn) (any, error)) handler {
+	return func(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
+		var args A
+		if err := decodeArgs(req, &args); err != nil {
+			return nil, err
+		}
+		return f(ctx, req, args, auth)
+	}
+}
+
 func (t *tools) add(tool *mcp.Tool, h handler) {
 	t.srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if t.cfg.requestContext != nil {

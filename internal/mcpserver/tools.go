@@ -48,12 +48,12 @@ func (t *tools) register(c *contract) error {
 			InputSchema: object(create, map[string]any{"idempotency_key": map[string]any{"type": "string",
 				"description": "Retrying with the same key and arguments returns the same sandbox instead of a second one."}}),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes},
-		}, t.createSandbox)
+		}, withArgs(t.createSandbox))
 
 		t.add(&mcp.Tool{Name: "get_sandbox", Title: "Get a sandbox",
 			Description: "A sandbox's state, deadline and ways in (GET /api/v1/sandboxes/{id}).",
 			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-		}, t.getSandbox)
+		}, withArgs(t.getSandbox))
 
 		list, perr := listParams(c)
 		if perr != nil {
@@ -62,7 +62,7 @@ func (t *tools) register(c *contract) error {
 		t.add(&mcp.Tool{Name: "list_sandboxes", Title: "List sandboxes",
 			Description: "The account's sandboxes, newest first, a page at a time (GET /api/v1/sandboxes).",
 			InputSchema: list, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-		}, t.listSandboxes)
+		}, withArgs(t.listSandboxes))
 
 		exec := schema("#/components/schemas/ExecRequest")
 		delete(exec["properties"].(map[string]any), "stream")
@@ -74,7 +74,7 @@ func (t *tools) register(c *contract) error {
 				"A suspended sandbox is woken first. Cancelling the call ends the command.",
 			InputSchema: object(exec, map[string]any{"sandbox_id": id}, "sandbox_id"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes},
-		}, t.exec)
+		}, withArgs(t.exec))
 
 		pathArg := func(desc string) map[string]any {
 			p := map[string]any{}
@@ -89,7 +89,7 @@ func (t *tools) register(c *contract) error {
 				"other content as base64 with its mime type. Files over %d bytes are refused: download them from that endpoint.", t.cfg.MaxFileBytes),
 			InputSchema: object(nil, map[string]any{"sandbox_id": id, "path": pathArg("File path relative to the workspace.")}, "sandbox_id", "path"),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-		}, t.readFile)
+		}, withArgs(t.readFile))
 
 		t.add(&mcp.Tool{Name: "write_sandbox_file", Title: "Write a file",
 			Description: fmt.Sprintf("Create or replace a file of the workspace, making its folders (PUT /api/v1/sandboxes/{id}/files/{path}). "+
@@ -102,21 +102,21 @@ func (t *tools) register(c *contract) error {
 				"mime_type":  map[string]any{"type": "string", "description": "What the content is (informational; echoed back)."},
 			}, "sandbox_id", "path", "content"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
-		}, t.writeFile)
+		}, withArgs(t.writeFile))
 
 		t.add(&mcp.Tool{Name: "list_sandbox_files", Title: "List a folder",
 			Description: "The entries of a workspace folder (GET /api/v1/sandboxes/{id}/files/{path} on a folder).",
 			InputSchema: object(nil, map[string]any{"sandbox_id": id,
 				"path": pathArg("Folder path relative to the workspace; empty for the workspace itself.")}, "sandbox_id"),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-		}, t.listFiles)
+		}, withArgs(t.listFiles))
 
 		port := schema("#/components/schemas/PortRequest")
 		t.add(&mcp.Tool{Name: "expose_sandbox_port", Title: "Expose a port",
 			Description: "Give a port the sandbox listens on a preview URL (POST /api/v1/sandboxes/{id}/ports).",
 			InputSchema: object(port, map[string]any{"sandbox_id": id}, "sandbox_id"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &yes},
-		}, t.exposePort)
+		}, withArgs(t.exposePort))
 
 		svcName, perr := c.param("/api/v1/sandboxes/{id}/services/{name}", "put", "name")
 		if perr != nil {
@@ -158,7 +158,7 @@ func (t *tools) register(c *contract) error {
 		t.add(&mcp.Tool{Name: "destroy_sandbox", Title: "Destroy a sandbox",
 			Description: "Destroy a sandbox and its workspace; billing stops (DELETE /api/v1/sandboxes/{id}). Idempotent.",
 			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
-		}, t.destroySandbox)
+		}, withArgs(t.destroySandbox))
 
 		extend, perr := c.at("#/paths/~1api~1v1~1sandboxes~1{id}/patch/requestBody/content/application~1json/schema")
 		if perr != nil {
@@ -168,7 +168,7 @@ func (t *tools) register(c *contract) error {
 			Description: "Set the deadline to now + deadline_minutes, within the 7-day cap (PATCH /api/v1/sandboxes/{id}).",
 			InputSchema: object(extend, map[string]any{"sandbox_id": id}, "sandbox_id"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
-		}, t.extendSandbox)
+		}, withArgs(t.extendSandbox))
 
 		t.add(&mcp.Tool{Name: "wait_sandbox_ready", Title: "Wait until a sandbox is ready",
 			Description: "Wait on the sandbox's event stream (GET /api/v1/sandboxes/{id}/events) until it is ready, " +
@@ -177,7 +177,7 @@ func (t *tools) register(c *contract) error {
 				"timeout_seconds": map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "default": 300,
 					"description": "How long to wait before giving up (the sandbox keeps starting)."}}, "sandbox_id"),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-		}, t.waitReady)
+		}, withArgs(t.waitReady))
 	}()
 	return err
 }
@@ -200,74 +200,46 @@ type sandboxArgs struct {
 	SandboxID string `json:"sandbox_id"`
 }
 
-func (t *tools) createSandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		apiclient.CreateSandbox
-		IdempotencyKey *string `json:"idempotency_key"`
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) createSandbox(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	apiclient.CreateSandbox
+	IdempotencyKey *string `json:"idempotency_key"`
+}, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.CreateSandboxWithResponse(ctx, &apiclient.CreateSandboxParams{IdempotencyKey: args.IdempotencyKey},
 		args.CreateSandbox, auth))
 }
 
-func (t *tools) getSandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args sandboxArgs
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) getSandbox(ctx context.Context, req *mcp.CallToolRequest, args sandboxArgs, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.GetSandboxWithResponse(ctx, args.SandboxID, auth))
 }
 
-func (t *tools) listSandboxes(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args apiclient.ListSandboxesParams
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) listSandboxes(ctx context.Context, req *mcp.CallToolRequest, args apiclient.ListSandboxesParams, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.ListSandboxesWithResponse(ctx, &args, auth))
 }
 
-func (t *tools) destroySandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args sandboxArgs
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) destroySandbox(ctx context.Context, req *mcp.CallToolRequest, args sandboxArgs, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.DeleteSandboxWithResponse(ctx, args.SandboxID, auth))
 }
 
-func (t *tools) extendSandbox(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		sandboxArgs
-		apiclient.UpdateSandboxJSONBody
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) extendSandbox(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	sandboxArgs
+	apiclient.UpdateSandboxJSONBody
+}, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.UpdateSandboxWithResponse(ctx, args.SandboxID, apiclient.UpdateSandboxJSONRequestBody(args.UpdateSandboxJSONBody), auth))
 }
 
-func (t *tools) exposePort(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		sandboxArgs
-		apiclient.PortRequest
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) exposePort(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	sandboxArgs
+	apiclient.PortRequest
+}, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.ExposePortWithResponse(ctx, args.SandboxID, args.PortRequest, auth))
 }
 
 // waitReady follows the event stream from its start, so a sandbox that
 // turned ready before the call still answers at once.
-func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		sandboxArgs
-		TimeoutSeconds *float64 `json:"timeout_seconds"`
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	sandboxArgs
+	TimeoutSeconds *float64 `json:"timeout_seconds"`
+}, auth apiclient.RequestEditorFn) (any, error) {
 	limit := 300 * time.Second
 	if args.TimeoutSeconds != nil {
 		if *args.TimeoutSeconds <= 0 || *args.TimeoutSeconds > 3600 {
