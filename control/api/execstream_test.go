@@ -19,6 +19,45 @@ type execEvent struct {
 	at   time.Time
 }
 
+// openSSE sends req and wants a 200 text/event-stream answer.
+func (e *env) openSSE(t testing.TB, req *http.Request, what string) *http.Response {
+	t.Helper()
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("%s: %d %s %s", what, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return resp
+}
+
+// scanSSE reads server-sent events from body until it ends or emit
+// returns false, then closes it. emit gets each event's id, event and
+// data fields (the last line of each).
+func scanSSE(body io.ReadCloser, emit func(fields map[string]string) bool) {
+	defer body.Close()
+	sc := bufio.NewScanner(body)
+	f := map[string]string{}
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if len(f) > 0 && !emit(f) {
+				return
+			}
+			f = map[string]string{}
+			continue
+		}
+		for _, k := range []string{"id", "event", "data"} {
+			if v, ok := strings.CutPrefix(line, k+": "); ok {
+				f[k] = v
+			}
+		}
+	}
+}
+
 // startExecStream posts an exec with Accept: text/event-stream (or, with
 // bodyFlag, "stream": true) and returns the events as they arrive. The
 // channel closes when the stream ends; cancel ends the request.
@@ -34,38 +73,18 @@ func (e *env) startExecStream(t *testing.T, id, body string, bodyFlag bool) (<-c
 	if !bodyFlag {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("exec stream: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
-	}
+	resp := e.openSSE(t, req, "exec stream")
 	events := make(chan execEvent, 64)
 	done := make(chan struct{})
 	go func() { // ends at the stream's end or when cancel closes the body
 		defer close(done)
 		defer close(events)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		var ev execEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" {
-					ev.at = time.Now()
-					events <- ev
-				}
-				ev = execEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				ev.data = strings.TrimPrefix(line, "data: ")
+		scanSSE(resp.Body, func(f map[string]string) bool {
+			if f["event"] != "" {
+				events <- execEvent{name: f["event"], data: f["data"], at: time.Now()}
 			}
-		}
+			return true
+		})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return events, cancel

@@ -1,11 +1,9 @@
 package api_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -109,43 +107,25 @@ func (e *env) openStream(ctx context.Context, tok, id, lastEventID string) <-cha
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		e.t.Fatalf("stream: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
-	}
+	resp := e.openSSE(e.t, req, "stream")
 	out := make(chan sseEvent)
 	go func() {
 		defer close(out)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		var cur sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if cur.ID != "" {
-					select {
-					case out <- cur:
-					case <-ctx.Done():
-						return
-					}
-				}
-				cur = sseEvent{}
-			case strings.HasPrefix(line, "id: "):
-				cur.ID = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				cur.Event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.Data); err != nil {
-					e.t.Errorf("stream data %q: %v", line, err)
-				}
+		scanSSE(resp.Body, func(f map[string]string) bool {
+			if f["id"] == "" {
+				return true
 			}
-		}
+			cur := sseEvent{ID: f["id"], Event: f["event"]}
+			if err := json.Unmarshal([]byte(f["data"]), &cur.Data); err != nil {
+				e.t.Errorf("stream data %q: %v", f["data"], err)
+			}
+			select {
+			case out <- cur:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
 	}()
 	return out
 }
