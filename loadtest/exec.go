@@ -60,10 +60,7 @@ func runExec(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Rounds, "rounds", 5, "rounds per path")
 	fs.IntVar(&c.Calls, "calls", 40, "exec calls per round and path")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Minute, "bound on the whole run")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := c.Validate(); err != nil {
+	if err := parseConfig(fs, args, &c); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -60,4 +61,12 @@ func main() {
 	}
 	usage()
 	os.Exit(2)
+}
+
+// parseConfig parses a scenario's flags (which fill c) and checks c.
+func parseConfig(fs *flag.FlagSet, args []string, c interface{ Validate() error }) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return c.Validate()
 }

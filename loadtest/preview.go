@@ -84,10 +84,7 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
 	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
 	fs.StringVar(&c.Scenarios, "scenarios", "small,download,ws", "comma-separated subset")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := c.Validate(); err != nil {
+	if err := parseConfig(fs, args, &c); err != nil {
 		return err
 	}
 	env, err := setupPreview(ctx, c)

@@ -76,10 +76,7 @@ func runSSH(ctx context.Context, args []string) error {
 	fs.StringVar(&c.UpstreamCiphers, "compare-upstream-cipher", "chacha20-poly1305@openssh.com", "also run bulk through a broker using this upstream cipher (empty: skip)")
 	fs.StringVar(&c.Only, "only", "", "comma list of scenarios: bulk,cpu,handshake,keystroke,memory,cipher")
 	fs.DurationVar(&c.Timeout, "timeout", 20*time.Minute, "bound on the whole run")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := c.Validate(); err != nil {
+	if err := parseConfig(fs, args, &c); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
