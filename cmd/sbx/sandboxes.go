@@ -343,18 +343,7 @@ func (a *app) sandboxUsage(ctx context.Context, cl *apiClient, id string) error 
 	if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.GetSandboxUsageWithResponse(ctx, id))); err != nil {
 		return err
 	}
-	var u struct {
-		Lines []struct {
-			Kind      string     `json:"kind"`
-			Platform  string     `json:"platform"`
-			StartedAt time.Time  `json:"started_at"`
-			EndedAt   *time.Time `json:"ended_at"`
-			EndReason string     `json:"end_reason"`
-			Seconds   float64    `json:"seconds"`
-		} `json:"lines"`
-		Compute float64 `json:"compute_seconds"`
-		Storage float64 `json:"storage_seconds"`
-	}
+	var u apiclient.SandboxUsage
 	if err := remarshal(raw, &u); err != nil {
 		return err
 	}
@@ -365,12 +354,12 @@ func (a *app) sandboxUsage(ctx context.Context, cl *apiClient, id string) error 
 			if l.EndedAt == nil {
 				reason, ended = "(open)", "-"
 			}
-			t.row(l.Kind, l.Platform, localTime(l.StartedAt), ended, seconds(l.Seconds), reason)
+			t.row(string(l.Kind), l.Platform, localTime(l.StartedAt), ended, seconds(l.Seconds), reason)
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\ncompute %s, storage %s\n", seconds(u.Compute), seconds(u.Storage))
+		fmt.Fprintf(w, "\ncompute %s, storage %s\n", seconds(u.ComputeSeconds), seconds(u.StorageSeconds))
 		return nil
 	})
 }
