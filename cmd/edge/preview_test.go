@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -26,12 +25,8 @@ import (
 
 func reservePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	n, _ := strconv.Atoi(sshscenario.FreePort(t))
+	return n
 }
 
 // previewStack is control (internal API, members file, Redis) and

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 // gateWaker wakes each sandbox by its own rule: a sandbox in gates waits
@@ -65,12 +67,8 @@ func initStatus(t *testing.T, services ...sandboxinit.Status) []string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	n, _ := strconv.Atoi(sshscenario.FreePort(t))
+	return n
 }
 
 // TestWakingPageInBrowser: a browser opening a suspended private preview
