@@ -181,20 +181,6 @@ func (m *Manager) Suspend(ctx context.Context, id, actor string) error {
 	return nil
 }
 
-type idleCheckWorker struct {
-	river.WorkerDefaults[IdleCheckArgs]
-	m *Manager
-}
-
-func (w *idleCheckWorker) Work(ctx context.Context, _ *river.Job[IdleCheckArgs]) error {
-	if err := w.m.CheckIdle(ctx); err != nil {
-		w.m.log.WarnContext(ctx, "idle check failed", "err", err)
-		// The next tick tries again; retrying this job would only pile up.
-		return river.JobCancel(err)
-	}
-	return nil
-}
-
 type suspendWorker struct {
 	river.WorkerDefaults[SuspendArgs]
 	m *Manager

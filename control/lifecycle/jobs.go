@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -53,9 +54,9 @@ func (m *Manager) Jobs() store.JobsConfig {
 	river.AddWorker(w, &provisionWorker{m: m})
 	river.AddWorker(w, &terminateWorker{m: m})
 	river.AddWorker(w, &reapWorker{m: m})
-	river.AddWorker(w, &idleCheckWorker{m: m})
+	river.AddWorker(w, &tickWorker[IdleCheckArgs]{what: "idle check", run: m.CheckIdle, log: m.log})
 	river.AddWorker(w, &suspendWorker{m: m})
-	river.AddWorker(w, &restoreSweepWorker{m: m})
+	river.AddWorker(w, &tickWorker[RestoreSweepArgs]{what: "restore sweep", run: m.SweepRestores, log: m.log})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReapInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
@@ -292,6 +293,24 @@ func (w *terminateWorker) Work(ctx context.Context, job *river.Job[TerminateArgs
 		}
 		return tx.InsertEvent(ctx, stateEvent(sb, sb.EndReason, "terminator", now))
 	})
+}
+
+// tickWorker runs a periodic job's sweep. A failure is logged and the job
+// cancelled: the next tick tries again, and retrying this job would only
+// pile up.
+type tickWorker[A river.JobArgs] struct {
+	river.WorkerDefaults[A]
+	what string
+	run  func(context.Context) error
+	log  *slog.Logger
+}
+
+func (w *tickWorker[A]) Work(ctx context.Context, _ *river.Job[A]) error {
+	if err := w.run(ctx); err != nil {
+		w.log.WarnContext(ctx, w.what+" failed", "err", err)
+		return river.JobCancel(err)
+	}
+	return nil
 }
 
 type reapWorker struct {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/tick"
 )
@@ -112,20 +110,6 @@ func (RestoreSweepArgs) Kind() string { return "sandbox.restore_sweep" }
 // (River on Postgres does not honour sub-second periodic intervals).
 func (m *Manager) restoreSweepInterval() time.Duration {
 	return max(m.cfg.RestoreLease/2, time.Second)
-}
-
-type restoreSweepWorker struct {
-	river.WorkerDefaults[RestoreSweepArgs]
-	m *Manager
-}
-
-func (w *restoreSweepWorker) Work(ctx context.Context, _ *river.Job[RestoreSweepArgs]) error {
-	if err := w.m.SweepRestores(ctx); err != nil {
-		w.m.log.WarnContext(ctx, "restore sweep failed", "err", err)
-		// The next tick sweeps again; retrying this job would only pile up.
-		return river.JobCancel(err)
-	}
-	return nil
 }
 
 // SweepRestores takes over every restoring sandbox whose lease lapsed
