@@ -70,12 +70,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, errProjectToken)
 			return
 		}
-		log := s.log.With("account_id", acct.ID, "request_id", middleware.GetReqID(r.Context()))
-		ctx := context.WithValue(r.Context(), accountKey, acct)
-		ctx = context.WithValue(ctx, loggerKey, log)
-		ctx = context.WithValue(ctx, tokenKey, tok.ID)
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, s.authenticated(r, acct, tok.ID))
 	})
+}
+
+// authenticated is r as the handlers behind auth see it: with the
+// account, a logger naming it and the request, and the token's ID.
+func (s *Server) authenticated(r *http.Request, acct store.Account, tokenID string) *http.Request {
+	log := s.log.With("account_id", acct.ID, "request_id", middleware.GetReqID(r.Context()))
+	ctx := context.WithValue(r.Context(), accountKey, acct)
+	ctx = context.WithValue(ctx, loggerKey, log)
+	ctx = context.WithValue(ctx, tokenKey, tokenID)
+	return r.WithContext(ctx)
 }
 
 func bearer(r *http.Request) (string, bool) {

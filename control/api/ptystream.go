@@ -15,7 +15,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
@@ -72,11 +71,7 @@ func (s *Server) execStreamAuth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	log := s.log.With("account_id", acct.ID, "request_id", middleware.GetReqID(r.Context()))
-	ctx := context.WithValue(r.Context(), accountKey, acct)
-	ctx = context.WithValue(ctx, loggerKey, log)
-	ctx = context.WithValue(ctx, tokenKey, c.TokenID)
-	s.execStream(w, r.WithContext(ctx))
+	s.execStream(w, s.authenticated(r, acct, c.TokenID))
 }
 
 // originAllowed admits requests without an Origin (not a browser), the
