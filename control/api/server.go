@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -161,7 +162,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Registry = prometheus.NewRegistry()
 	}
 	if d.Tickets == nil {
-		d.Tickets = &memoryTickets{used: map[string]time.Time{}, now: d.Now}
+		d.Tickets = nonces.NewMemory(d.Now)
 	}
 	if len(d.TicketKey) == 0 {
 		d.TicketKey = make([]byte, 32)

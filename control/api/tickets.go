@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -115,27 +114,4 @@ func (s *Server) redeemTicket(ctx context.Context, tk, sandboxID string) (ticket
 		return c, errBadTicket
 	}
 	return c, nil
-}
-
-// memoryTickets is Tickets for one process (sbx dev, tests).
-type memoryTickets struct {
-	mu   sync.Mutex // guards used
-	used map[string]time.Time
-	now  func() time.Time
-}
-
-func (m *memoryTickets) Redeem(_ context.Context, nonce string, ttl time.Duration) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now()
-	for n, until := range m.used {
-		if now.After(until) {
-			delete(m.used, n)
-		}
-	}
-	if _, seen := m.used[nonce]; seen {
-		return false, nil
-	}
-	m.used[nonce] = now.Add(ttl)
-	return true, nil
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
+	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
@@ -100,7 +101,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		p.waker = nopWaker{}
 	}
 	if p.tickets = cfg.Tickets; p.tickets == nil {
-		p.tickets = NewMemoryTickets(cfg.Now)
+		p.tickets = nonces.NewMemory(cfg.Now)
 	}
 	p.routes.now = cfg.Now
 	p.wakes.m = map[string]*wakeState{}
