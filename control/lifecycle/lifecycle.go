@@ -5,6 +5,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -57,21 +58,11 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.DefaultDeadline == 0 {
-		c.DefaultDeadline = 60 * time.Minute
-	}
-	if c.MaxLifetime == 0 {
-		c.MaxLifetime = 7 * 24 * time.Hour
-	}
-	if c.ProvisionTimeout == 0 {
-		c.ProvisionTimeout = 5 * time.Minute
-	}
-	if c.ReapInterval == 0 {
-		c.ReapInterval = 30 * time.Second
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 5 * time.Minute
-	}
+	c.DefaultDeadline = cmp.Or(c.DefaultDeadline, 60*time.Minute)
+	c.MaxLifetime = cmp.Or(c.MaxLifetime, 7*24*time.Hour)
+	c.ProvisionTimeout = cmp.Or(c.ProvisionTimeout, 5*time.Minute)
+	c.ReapInterval = cmp.Or(c.ReapInterval, 30*time.Second)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 5*time.Minute)
 	if c.IdleCheckInterval == 0 {
 		// River on Postgres does not honour sub-second periodic intervals.
 		// At most 10 s, so an account overriding the timeout below the

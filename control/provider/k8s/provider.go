@@ -10,6 +10,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,21 +113,11 @@ func New(cfg Config, d Deps) (*Provider, error) {
 	if d.Client == nil || d.Dynamic == nil {
 		return nil, errors.New("k8s provider: Client and Dynamic are required")
 	}
-	if cfg.SSHPort == 0 {
-		cfg.SSHPort = 2222
-	}
-	if cfg.WorkspaceDir == "" {
-		cfg.WorkspaceDir = LinuxWorkspace
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 500 * time.Millisecond
-	}
-	if cfg.ReadyTimeout == 0 {
-		cfg.ReadyTimeout = 5 * time.Minute
-	}
-	if cfg.ReplenishInterval == 0 {
-		cfg.ReplenishInterval = 10 * time.Second
-	}
+	cfg.SSHPort = cmp.Or(cfg.SSHPort, 2222)
+	cfg.WorkspaceDir = cmp.Or(cfg.WorkspaceDir, LinuxWorkspace)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, 500*time.Millisecond)
+	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 5*time.Minute)
+	cfg.ReplenishInterval = cmp.Or(cfg.ReplenishInterval, 10*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
