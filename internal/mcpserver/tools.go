@@ -130,18 +130,18 @@ func (t *tools) register(c *contract) error {
 				"with a port it is running only once something answers there.",
 			InputSchema: object(schema("#/components/schemas/ServiceRequest"), svcArgs, "sandbox_id", "name"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
-		}, t.setService)
+		}, withArgs(t.setService))
 
 		t.add(&mcp.Tool{Name: "list_sandbox_services", Title: "List services",
 			Description: "The sandbox's services with their state, port, last exit code and last start (GET /api/v1/sandboxes/{id}/services).",
 			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-		}, t.listServices)
+		}, withArgs(t.listServices))
 
 		t.add(&mcp.Tool{Name: "delete_sandbox_service", Title: "Remove a service",
 			Description: "Stop a service and remove its declaration (DELETE /api/v1/sandboxes/{id}/services/{name}).",
 			InputSchema: object(nil, svcArgs, "sandbox_id", "name"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: false},
-		}, t.deleteService)
+		}, withArgs(t.deleteService))
 
 		tail, perr := c.param("/api/v1/sandboxes/{id}/services/{name}/logs", "get", "tail")
 		if perr != nil {
@@ -153,7 +153,7 @@ func (t *tools) register(c *contract) error {
 				"(GET /api/v1/sandboxes/{id}/services/{name}/logs). The sandbox must be ready.",
 			InputSchema: object(nil, map[string]any{"sandbox_id": id, "name": svcName, "tail": tail}, "sandbox_id", "name"),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
-		}, t.serviceLogs)
+		}, withArgs(t.serviceLogs))
 
 		t.add(&mcp.Tool{Name: "destroy_sandbox", Title: "Destroy a sandbox",
 			Description: "Destroy a sandbox and its workspace; billing stops (DELETE /api/v1/sandboxes/{id}). Idempotent.",
@@ -294,31 +294,19 @@ type serviceArgs struct {
 	Name      string `json:"name"`
 }
 
-func (t *tools) setService(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		serviceArgs
-		apiclient.ServiceRequest
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) setService(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	serviceArgs
+	apiclient.ServiceRequest
+}, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.PutServiceWithResponse(ctx, args.SandboxID, args.Name, args.ServiceRequest, auth))
 }
 
-func (t *tools) listServices(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args sandboxArgs
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) listServices(ctx context.Context, req *mcp.CallToolRequest, args sandboxArgs, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.ListServicesWithResponse(ctx, args.SandboxID, auth))
 }
 
 // deleteService answers with what was removed: the API's 204 has no body.
-func (t *tools) deleteService(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args serviceArgs
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) deleteService(ctx context.Context, req *mcp.CallToolRequest, args serviceArgs, auth apiclient.RequestEditorFn) (any, error) {
 	if _, err := apiclient.Result(t.api.DeleteServiceWithResponse(ctx, args.SandboxID, args.Name, auth)); err != nil {
 		return nil, err
 	}
@@ -327,14 +315,10 @@ func (t *tools) deleteService(ctx context.Context, req *mcp.CallToolRequest, aut
 
 // serviceLogs reads the tail only: a tool call answers once, so following
 // is left to the REST stream.
-func (t *tools) serviceLogs(ctx context.Context, req *mcp.CallToolRequest, auth apiclient.RequestEditorFn) (any, error) {
-	var args struct {
-		serviceArgs
-		Tail *int `json:"tail"`
-	}
-	if err := decodeArgs(req, &args); err != nil {
-		return nil, err
-	}
+func (t *tools) serviceLogs(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	serviceArgs
+	Tail *int `json:"tail"`
+}, auth apiclient.RequestEditorFn) (any, error) {
 	body, err := apiclient.Raw(t.api.ServiceLogsWithResponse(ctx, args.SandboxID, args.Name, &apiclient.ServiceLogsParams{Tail: args.Tail}, auth))
 	if err != nil {
 		return nil, err
