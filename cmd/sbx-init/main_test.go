@@ -177,13 +177,20 @@ func TestPID1InPIDNamespace(t *testing.T) {
 		t.Errorf("grant file after the secret changed: %q", b)
 	}
 	target.HostKey = string(ssh.MarshalAuthorizedKey(key2.PublicKey()))
-	if st, err := func() ([]sandboxinit.Status, error) {
+	// sshd re-reads its host key per connection, so the old sshd may show
+	// the new key just before it ends: the new one may not listen yet.
+	afterRestart := func() ([]sandboxinit.Status, error) {
 		c, err := pool.Client(ctx, target)
 		if err != nil {
 			return nil, err
 		}
 		return sandboxinit.Client{SSH: c}.List(ctx)
-	}(); err != nil || len(st) != 1 || st[0].Starts != 1 {
+	}
+	st, err = afterRestart()
+	for end := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		st, err = afterRestart()
+	}
+	if err != nil || len(st) != 1 || st[0].Starts != 1 {
 		t.Errorf("after sshd's restart the service is %+v (%v), want the same run", st, err)
 	}
 
