@@ -74,6 +74,10 @@ type clientConn struct {
 	sessions map[ssh.Channel]struct{}
 
 	wg sync.WaitGroup // relay goroutines
+
+	// eofMu keeps teardown's message to a session apart from the
+	// session's half-close (see half).
+	eofMu sync.Mutex
 }
 
 func (cc *clientConn) sandboxID() string {

@@ -59,7 +59,11 @@ func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prome
 	finish := func() {
 		if left.Add(-1) == 0 {
 			// EOF covers extended data too, so it waits for both copies.
+			// eofMu: x/crypto/ssh sets the channel's sent-EOF flag without
+			// a lock, and teardown may be writing a message to it.
+			cc.eofMu.Lock()
 			dst.CloseWrite()
+			cc.eofMu.Unlock()
 			close(done)
 		}
 	}

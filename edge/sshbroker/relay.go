@@ -111,7 +111,9 @@ func (cc *clientConn) teardown(cause error) {
 		go func() {
 			defer close(done)
 			for _, ch := range sessions {
+				cc.eofMu.Lock() // see half: not beside a CloseWrite
 				io.WriteString(ch.Stderr(), "\r\n"+k.msg+"\r\n")
+				cc.eofMu.Unlock()
 			}
 		}()
 		t := time.NewTimer(time.Second)
