@@ -23,8 +23,8 @@ import (
 )
 
 // TestKubernetesEndToEnd runs the spine's flow through the k8s provider's
-// code path: control on real Postgres with client-go fakes and the test
-// kubelet (no real API server runs). Create claims a warm pod, exec and
+// code path: control on real Postgres with a real kube-apiserver (control
+// under deploy/'s Role) and the test kubelet. Create claims a warm pod, exec and
 // files reach it over SSH, an idle suspend goes through a VolumeSnapshot
 // and exec wakes it, a pod killed for memory closes the billing session
 // through the Pod Watcher, and delete removes every object.
@@ -32,9 +32,9 @@ func TestKubernetesEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const ns = "sandboxes"
-	client, dyn := k8stest.Clients()
-	kl := k8stest.Start(t, client, dyn, ns)
+	kc := k8stest.NewCluster(t)
+	kl, ns := kc.Kubelet, kc.Namespace
+	client, dyn := kc.Admin, kc.AdminDynamic // the test's own checks
 	cat, err := k8s.LoadCatalog(filepath.Join("provider", "k8s", "testdata", "catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestKubernetesEndToEnd(t *testing.T) {
 				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},
-			Client: client, Dynamic: dyn,
+			Client: kc.Client, Dynamic: kc.Dynamic,
 		},
 	})
 	c := &apiClient{t: t, base: svc.URL(), token: tok}

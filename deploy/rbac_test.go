@@ -1,12 +1,12 @@
-package deploy
+package deploy_test
 
 import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
@@ -69,9 +68,11 @@ func (g grant) String() string { return fmt.Sprintf("%s/%s:%s", g.group, g.resou
 
 // TestRBACMatchesProviderCalls drives the k8s provider through every path
 // (informer, cold boot, warm pool fill and claim, suspend, restore,
-// status, list, destroy) against fake clients, records each API call, and
+// status, list, destroy), records each API call, and
 // compares them with the control Role: every call must be allowed in the
-// sandbox namespace, and every rule must be used. No real API server runs.
+// sandbox namespace, and every rule must be used. It runs on the real
+// apiserver, as control's ServiceAccount under that Role: a call the Role
+// does not allow is refused there and fails the test.
 func TestRBACMatchesProviderCalls(t *testing.T) {
 	t.Parallel()
 	r := render(t, "base")
@@ -95,19 +96,22 @@ func TestRBACMatchesProviderCalls(t *testing.T) {
 		}
 	}
 
-	calls := driveProvider(t, role.Namespace)
+	kc := k8stest.NewCluster(t)
+	calls := driveProvider(t, kc)
 	used := map[grant]bool{}
 	for _, a := range calls {
-		g := grant{a.GetResource().Group, a.GetResource().Resource, a.GetVerb()}
-		if a.GetSubresource() != "" {
-			g.resource += "/" + a.GetSubresource()
+		g := grant{a.Group, a.Resource, a.Verb}
+		if a.Subresource != "" {
+			g.resource += "/" + a.Subresource
 		}
-		if ns := a.GetNamespace(); ns != role.Namespace {
-			t.Errorf("call %s in namespace %q; the Role covers %s only", g, ns, role.Namespace)
+		if a.Namespace != kc.Namespace {
+			t.Errorf("call %s in namespace %q; the Role covers the sandbox namespace only", g, a.Namespace)
 		}
 		used[g] = true
-		if !granted[g] {
-			t.Errorf("provider calls %s, which the Role does not grant", g)
+		// The apiserver enforced the Role already (driveProvider fails on
+		// a refused call); this names the rule.
+		if !granted[g] || a.Status == http.StatusForbidden {
+			t.Errorf("provider calls %s (status %d), which the Role does not grant", g, a.Status)
 		}
 	}
 	for g := range granted {
@@ -123,14 +127,15 @@ func TestRBACMatchesProviderCalls(t *testing.T) {
 	t.Logf("provider calls: %v", list)
 }
 
-// driveProvider runs every provider path once and returns the calls it
-// made through its own clients (the test kubelet uses separate ones).
-func driveProvider(t *testing.T, ns string) []k8stesting.Action {
+// driveProvider runs every provider path once, as control's
+// ServiceAccount under the Role on the real apiserver, and returns the
+// calls it made through its own clients (the test kubelet and the test's
+// own set-up use cluster-admin ones).
+func driveProvider(t *testing.T, kc *k8stest.Cluster) []k8stest.Call {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	client, dyn := k8stest.Clients()
-	kl := k8stest.Start(t, client, dyn, ns)
+	ns, kl := kc.Namespace, kc.Kubelet
 	cat, err := k8s.LoadCatalog(filepath.Join("base", "catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +148,7 @@ func driveProvider(t *testing.T, ns string) []k8stesting.Action {
 	p, err := k8s.New(k8s.Config{
 		Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReplenishInterval: 50 * time.Millisecond,
-	}, k8s.Deps{Client: client, Dynamic: dyn, Warm: st})
+	}, k8s.Deps{Client: kc.Client, Dynamic: kc.Dynamic, Warm: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,14 +217,11 @@ func driveProvider(t *testing.T, ns string) []k8stesting.Action {
 		}
 	}
 	// Re-provisioning over a Secret left by a crash updates it. The
-	// test's own create is not the provider's call: keep it out.
-	out := append(client.Actions(), dyn.Actions()...)
+	// test's own create goes through the admin client, not the recorder.
 	left := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sbx-rbac-again-ssh", Namespace: ns}}
-	if _, err := client.CoreV1().Secrets(ns).Create(ctx, left, metav1.CreateOptions{}); err != nil {
+	if _, err := kc.Admin.CoreV1().Secrets(ns).Create(ctx, left, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	client.ClearActions()
-	dyn.ClearActions()
 	if _, err := p.Provision(ctx, spec("sbx-rbac-again", "tuist-linux-large")); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +239,5 @@ func driveProvider(t *testing.T, ns string) []k8stesting.Action {
 	if err := p.Replenish(ctx); err != nil {
 		t.Fatal(err)
 	}
-	out = append(out, client.Actions()...)
-	out = append(out, dyn.Actions()...)
-	return slices.Clip(out)
+	return kc.Calls()
 }

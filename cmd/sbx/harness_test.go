@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/internal/apicheck"
+	"github.com/sbxedge/sbx/internal/kubetest"
 	"github.com/sbxedge/sbx/internal/redistest"
 	"github.com/sbxedge/sbx/internal/testdb"
 	"go.uber.org/goleak"
@@ -37,7 +38,7 @@ var (
 // process (the CLI commands run in process, the harness) ended every
 // goroutine it started.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := kubetest.WithCluster(m).Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

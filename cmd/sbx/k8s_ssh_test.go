@@ -18,8 +18,8 @@ import (
 	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
-// TestSSHAndPreviewThroughKubernetes runs control with the k8s provider (client-go
-// fakes and the test kubelet; no real API server runs), the SSH broker and
+// TestSSHAndPreviewThroughKubernetes runs control with the k8s provider (a real
+// kube-apiserver, control under deploy/'s Role, and the test kubelet), the SSH broker and
 // the preview proxy in one process, as sbx dev wires them, and drives a
 // sandbox pod with the real OpenSSH client through the broker: a command
 // writes a file and starts a loopback web server that curl reaches through
@@ -30,9 +30,8 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	sshBin := sshscenario.Require(t, "ssh", "openssh-client")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const ns = "sandboxes"
-	client, dyn := k8stest.Clients()
-	kl := k8stest.Start(t, client, dyn, ns)
+	kc := k8stest.NewCluster(t)
+	kl := kc.Kubelet
 	cat, err := k8s.LoadCatalog(filepath.Join("..", "..", "control", "provider", "k8s", "testdata", "catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +43,10 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	}, slog.New(slog.DiscardHandler), func(c *control.Config) {
 		c.Provider = k8stest.Opener{
 			Config: k8s.Config{
-				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
+				Namespace: kc.Namespace, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},
-			Client: client, Dynamic: dyn,
+			Client: kc.Client, Dynamic: kc.Dynamic,
 		}
 	})
 	if err != nil {

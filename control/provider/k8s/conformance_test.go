@@ -7,8 +7,8 @@ import (
 	"github.com/sbxedge/sbx/control/provider/providertest"
 )
 
-// TestConformance runs the provider suite on the fake cluster and the
-// test kubelet (a real apiserver is a later step).
+// TestConformance runs the provider suite on the real kube-apiserver, as
+// control's ServiceAccount, with the test kubelet running the pods.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	providertest.Run(t, func(t *testing.T) providertest.Env {

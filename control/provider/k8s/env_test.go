@@ -8,8 +8,8 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
@@ -18,13 +18,16 @@ import (
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
 )
 
-const ns = "sandboxes"
-
-// env is a provider on fake clients with a test kubelet running its pods.
+// env is a provider in a namespace of its own on the real kube-apiserver,
+// acting as control's ServiceAccount under deploy/'s Role, with a test
+// kubelet running its pods.
 type env struct {
-	prov    *k8s.Provider
-	client  *fake.Clientset
-	dyn     *dynamicfake.FakeDynamicClient
+	prov *k8s.Provider
+	ctl  *k8stest.Cluster
+	ns   string
+	// client and dyn are cluster-admin, for the test's own checks.
+	client  kubernetes.Interface
+	dyn     dynamic.Interface
 	kubelet *k8stest.Kubelet
 	ca      *sshca.CA
 	keys    *hostkey.Deriver
@@ -40,16 +43,27 @@ func loadCatalog(t testing.TB) k8s.Catalog {
 	return c
 }
 
-func newEnv(t *testing.T, warm k8s.WarmStore) *env {
+func newEnv(t testing.TB, warm k8s.WarmStore) *env {
 	t.Helper()
-	client, dyn := k8stest.Clients()
-	kl := k8stest.Start(t, client, dyn, ns)
-	e := &env{client: client, dyn: dyn, kubelet: kl, catalog: loadCatalog(t)}
+	return newEnvIn(t, k8stest.NewCluster(t), warm)
+}
+
+// newEnvIn is newEnv in a given namespace (on an apiserver of the test's
+// own, say).
+func newEnvIn(t testing.TB, c *k8stest.Cluster, warm k8s.WarmStore) *env {
+	t.Helper()
+	kl := c.Kubelet
+	e := &env{ctl: c, ns: c.Namespace, client: c.Admin, dyn: c.AdminDynamic, kubelet: kl, catalog: loadCatalog(t)}
+	for _, pool := range e.catalog.Pools {
+		if pool.RuntimeClassName != "" {
+			c.RuntimeClass(t, pool.RuntimeClassName)
+		}
+	}
 	var err error
 	e.prov, err = k8s.New(k8s.Config{
-		Namespace: ns, Catalog: e.catalog, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second, ReplenishInterval: 100 * time.Millisecond,
-	}, k8s.Deps{Client: client, Dynamic: dyn, Warm: warm})
+	}, k8s.Deps{Client: c.Client, Dynamic: c.Dynamic, Warm: warm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +97,7 @@ func (e *env) spec(t testing.TB, id, profile string) provider.Spec {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -47,9 +47,9 @@ func newReplicaCfg(t *testing.T, e *env, dbURL string, watch, jobs bool, lc life
 	}
 	t.Cleanup(func() { st.Close() })
 	prov, err := k8s.New(k8s.Config{
-		Namespace: ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second, ReplenishInterval: 100 * time.Millisecond,
-	}, k8s.Deps{Client: e.client, Dynamic: e.dyn, Warm: st})
+	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestReconcileOrphans(t *testing.T) {
 	if _, err := e.prov.Provision(ctx, e.spec(t, "sbx-orphan", "tuist-linux-medium")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.client.CoreV1().Pods(ns).Delete(ctx, sb.ID, metav1.DeleteOptions{}); err != nil {
+	if err := e.client.CoreV1().Pods(e.ns).Delete(ctx, sb.ID, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.m.Reconcile(ctx); err != nil {
@@ -274,7 +274,7 @@ func TestWarmClaimParallel(t *testing.T) {
 			ep, err := r.prov.Provision(ctx, e.spec(t, id, "tuist-linux-warm"))
 			res := result{id: id, boot: ep.Boot, err: err}
 			if err == nil {
-				pods, _ := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelSandbox + "=" + id})
+				pods, _ := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelSandbox + "=" + id})
 				if len(pods.Items) == 1 {
 					res.pod = pods.Items[0].Name
 				}

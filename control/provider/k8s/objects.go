@@ -1,8 +1,10 @@
 package k8s
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/sbxedge/sbx/control/provider"
@@ -241,3 +244,38 @@ func workspaceFor(platform string) string {
 	}
 	return LinuxWorkspace
 }
+
+// replaceSecret makes the Secret named want.Name hold want's data, labels
+// and annotations. It updates from a fresh read with its resourceVersion,
+// so a concurrent writer (another replica re-provisioning, an operator's
+// edit) is not silently overwritten: on 409 Conflict it reads and tries
+// again. Fields others own (other labels, finalizers) are kept.
+func (p *Provider) replaceSecret(ctx context.Context, want *corev1.Secret) error {
+	secrets := p.client.CoreV1().Secrets(p.cfg.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		next := cur.DeepCopy()
+		next.Data, next.StringData, next.Type = want.Data, nil, want.Type
+		if next.Labels == nil {
+			next.Labels = map[string]string{}
+		}
+		maps.Copy(next.Labels, want.Labels)
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		maps.Copy(next.Annotations, want.Annotations)
+		_, err = secrets.Update(ctx, next, metav1.UpdateOptions{FieldValidation: metav1.FieldValidationStrict})
+		return err
+	})
+}
+
+// Every object is written with strict server-side field validation: a
+// field the apiserver does not know (a typo, a field of a newer API) is
+// an error, not silently dropped.
+var (
+	createOpts = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	patchOpts  = metav1.PatchOptions{FieldValidation: metav1.FieldValidationStrict}
+)

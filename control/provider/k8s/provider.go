@@ -269,8 +269,8 @@ func (p *Provider) createObjects(ctx context.Context, n names, shape Shape, spec
 		return err
 	}
 	secrets := p.client.CoreV1().Secrets(p.cfg.Namespace)
-	if _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		if _, err := secrets.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+	if _, err := secrets.Create(ctx, sec, createOpts); apierrors.IsAlreadyExists(err) {
+		if err := p.replaceSecret(ctx, sec); err != nil {
 			return fmt.Errorf("update secret %s: %w", n.secret, err)
 		}
 	} else if err != nil {
@@ -278,11 +278,11 @@ func (p *Provider) createObjects(ctx context.Context, n names, shape Shape, spec
 	}
 	if shape.Platform == PlatformLinux {
 		pvc := p.pvc(n, RoleSandbox, shape, &spec, fromSnapshot)
-		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Create(ctx, pvc, createOpts); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create pvc %s: %w", n.pvc, err)
 		}
 	}
-	if _, err := p.pods().Create(ctx, p.pod(n, RoleSandbox, shape, &spec), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := p.pods().Create(ctx, p.pod(n, RoleSandbox, shape, &spec), createOpts); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create pod %s: %w", n.pod, err)
 	}
 	return nil

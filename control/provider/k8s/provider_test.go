@@ -20,13 +20,13 @@ func count(t *testing.T, e *env, id string) (pods, pvcs, secrets, snaps int) {
 	t.Helper()
 	ctx := ctxT(t)
 	sel := metav1.ListOptions{LabelSelector: k8s.LabelSandbox + "=" + id}
-	pl, err := e.client.CoreV1().Pods(ns).List(ctx, sel)
+	pl, err := e.client.CoreV1().Pods(e.ns).List(ctx, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, _ := e.client.CoreV1().PersistentVolumeClaims(ns).List(ctx, sel)
-	sl, _ := e.client.CoreV1().Secrets(ns).List(ctx, sel)
-	vl, err := e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).List(ctx, sel)
+	cl, _ := e.client.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, sel)
+	sl, _ := e.client.CoreV1().Secrets(e.ns).List(ctx, sel)
+	vl, err := e.dyn.Resource(k8s.SnapshotGVR).Namespace(e.ns).List(ctx, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestColdBootToReady(t *testing.T) {
 	if ep.Boot != k8s.BootCold || ep.User != k8s.SandboxUser {
 		t.Errorf("endpoint %+v: want cold_boot as %s", ep, k8s.SandboxUser)
 	}
-	pod, err := e.client.CoreV1().Pods(ns).Get(ctx, "sbx-cold", metav1.GetOptions{})
+	pod, err := e.client.CoreV1().Pods(e.ns).Get(ctx, "sbx-cold", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestSuspendRestore(t *testing.T) {
 	if p != 0 || c != 0 || s != 0 || v != 1 {
 		t.Fatalf("suspended: %d pods, %d pvcs, %d secrets, %d snapshots; want only 1 snapshot", p, c, s, v)
 	}
-	snaps, _ := e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	snaps, _ := e.dyn.Resource(k8s.SnapshotGVR).Namespace(e.ns).List(ctx, metav1.ListOptions{})
 	snap := snaps.Items[0]
 	src, _, _ := unstructured.NestedString(snap.Object, "spec", "source", "persistentVolumeClaimName")
 	class, _, _ := unstructured.NestedString(snap.Object, "spec", "volumeSnapshotClassName")
@@ -137,7 +137,7 @@ func TestSuspendRestore(t *testing.T) {
 	if ep2.Boot == k8s.BootWarm {
 		t.Error("restore used the warm pool")
 	}
-	pvc, err := e.client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "sbx-susp-ws", metav1.GetOptions{})
+	pvc, err := e.client.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, "sbx-susp-ws", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,9 +155,9 @@ func TestSuspendRestore(t *testing.T) {
 		t.Errorf("after second suspend %d snapshots; want 1", v)
 	}
 	// A snapshot deleted behind the provider's back is gone for good.
-	snaps, _ = e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	snaps, _ = e.dyn.Resource(k8s.SnapshotGVR).Namespace(e.ns).List(ctx, metav1.ListOptions{})
 	for _, s := range snaps.Items {
-		if err := e.dyn.Resource(k8s.SnapshotGVR).Namespace(ns).Delete(ctx, s.GetName(), metav1.DeleteOptions{}); err != nil {
+		if err := e.dyn.Resource(k8s.SnapshotGVR).Namespace(e.ns).Delete(ctx, s.GetName(), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

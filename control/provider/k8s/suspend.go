@@ -62,7 +62,7 @@ func (p *Provider) Suspend(ctx context.Context, sandboxID string) error {
 	if snapName == "" {
 		snapName = fmt.Sprintf("%s-%d", sandboxID, time.Now().UnixNano())
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, annotSnapshot, snapName)
-		if _, err := pvcs.Patch(ctx, pvcName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := pvcs.Patch(ctx, pvcName, types.MergePatchType, []byte(patch), patchOpts); err != nil {
 			return fmt.Errorf("suspend %s: record snapshot name: %w", sandboxID, err)
 		}
 	}
@@ -116,7 +116,7 @@ func (p *Provider) createSnapshot(ctx context.Context, name, pvcName string, pod
 		},
 		"spec": spec,
 	}}
-	_, err := p.dyn.Resource(SnapshotGVR).Namespace(p.cfg.Namespace).Create(ctx, obj, metav1.CreateOptions{})
+	_, err := p.dyn.Resource(SnapshotGVR).Namespace(p.cfg.Namespace).Create(ctx, obj, createOpts)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create volume snapshot %s: %w", name, err)
 	}

@@ -106,11 +106,11 @@ func (p *Provider) bindWarm(ctx context.Context, name string, shape Shape, spec 
 	// the replenisher leaves it alone), and a retried Provision finds it
 	// and binds again. Only then the Secret, which makes the pod's init
 	// start sshd with the sandbox's host key.
-	if _, err := p.client.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := p.client.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.MergePatchType, patch, patchOpts); err != nil {
 		return false, fmt.Errorf("label pod %s for %s: %w", name, spec.SandboxID, err)
 	}
 	if shape.Platform == PlatformLinux {
-		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Patch(ctx, n.pvc, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Patch(ctx, n.pvc, types.MergePatchType, patch, patchOpts); err != nil {
 			return false, fmt.Errorf("label pvc %s for %s: %w", n.pvc, spec.SandboxID, err)
 		}
 	}
@@ -118,7 +118,7 @@ func (p *Provider) bindWarm(ctx context.Context, name string, shape Shape, spec 
 	if err != nil {
 		return false, err
 	}
-	if _, err := p.client.CoreV1().Secrets(p.cfg.Namespace).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+	if err := p.replaceSecret(ctx, sec); err != nil {
 		return false, fmt.Errorf("hand secret %s to %s: %w", n.secret, spec.SandboxID, err)
 	}
 	return true, nil
@@ -263,15 +263,15 @@ func (p *Provider) createWarm(ctx context.Context, shape Shape) error {
 	if err != nil {
 		return err
 	}
-	if _, err := p.client.CoreV1().Secrets(p.cfg.Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+	if _, err := p.client.CoreV1().Secrets(p.cfg.Namespace).Create(ctx, sec, createOpts); err != nil {
 		return fmt.Errorf("create warm secret %s: %w", n.secret, err)
 	}
 	if shape.Platform == PlatformLinux {
-		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Create(ctx, p.pvc(n, RoleWarm, shape, nil, ""), metav1.CreateOptions{}); err != nil {
+		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Create(ctx, p.pvc(n, RoleWarm, shape, nil, ""), createOpts); err != nil {
 			return fmt.Errorf("create warm pvc %s: %w", n.pvc, err)
 		}
 	}
-	if _, err := p.pods().Create(ctx, p.pod(n, RoleWarm, shape, nil), metav1.CreateOptions{}); err != nil {
+	if _, err := p.pods().Create(ctx, p.pod(n, RoleWarm, shape, nil), createOpts); err != nil {
 		return fmt.Errorf("create warm pod %s: %w", n.pod, err)
 	}
 	p.log.InfoContext(ctx, "warm pod created", "pod", n.pod, "profile", shape.Name, "image", shape.Image)

@@ -14,7 +14,7 @@ import (
 	"github.com/sbxedge/sbx/control/store/sqlite"
 )
 
-func freeRows(t *testing.T, st k8s.WarmStore) map[string]string {
+func freeRows(t testing.TB, st k8s.WarmStore) map[string]string {
 	t.Helper()
 	rows, err := st.WarmPods(context.Background())
 	if err != nil {
@@ -30,7 +30,7 @@ func freeRows(t *testing.T, st k8s.WarmStore) map[string]string {
 }
 
 // replenishUntil runs Replenish until the free rows satisfy ok.
-func replenishUntil(t *testing.T, p *k8s.Provider, st k8s.WarmStore, what string, ok func(map[string]string) bool) {
+func replenishUntil(t testing.TB, p *k8s.Provider, st k8s.WarmStore, what string, ok func(map[string]string) bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -76,9 +76,9 @@ func TestWarmImageRollAndRetire(t *testing.T) {
 			}
 		}
 		p, err := k8s.New(k8s.Config{
-			Namespace: ns, Catalog: cat, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+			Namespace: e.ns, Catalog: cat, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 			PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second,
-		}, k8s.Deps{Client: e.client, Dynamic: e.dyn, Warm: st})
+		}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestWarmImageRollAndRetire(t *testing.T) {
 	for pod := range freeRows(t, st) {
 		gone = pod
 	}
-	if err := e.client.CoreV1().Pods(ns).Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
+	if err := e.client.CoreV1().Pods(e.ns).Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	replenishUntil(t, p2, st, "a replacement", func(f map[string]string) bool {
@@ -131,7 +131,7 @@ func TestWarmImageRollAndRetire(t *testing.T) {
 	if f := freeRows(t, st); len(f) != 0 {
 		t.Errorf("free rows after warmReplicas 0: %v", f)
 	}
-	pods, _ := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleWarm})
+	pods, _ := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleWarm})
 	if len(pods.Items) != 0 {
 		t.Errorf("%d warm pods left after warmReplicas 0", len(pods.Items))
 	}
@@ -145,9 +145,9 @@ func TestCapacityGauges(t *testing.T) {
 	ctx := ctxT(t)
 	reg := prometheus.NewRegistry()
 	p, err := k8s.New(k8s.Config{
-		Namespace: ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReplenishInterval: 20 * time.Millisecond,
-	}, k8s.Deps{Client: e.client, Dynamic: e.dyn, Metrics: k8s.NewMetrics(reg)})
+	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Metrics: k8s.NewMetrics(reg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,9 +221,9 @@ func TestWarmClaimResumes(t *testing.T) {
 	ctx := ctxT(t)
 	st := openSQLite(t)
 	p, err := k8s.New(k8s.Config{
-		Namespace: ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second,
-	}, k8s.Deps{Client: e.client, Dynamic: e.dyn, Warm: st})
+	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,14 +240,14 @@ func TestWarmClaimResumes(t *testing.T) {
 		t.Fatalf("claim: %q, %v", podB, err)
 	}
 	patch := []byte(`{"metadata":{"labels":{"` + k8s.LabelRole + `":"sandbox","` + k8s.LabelSandbox + `":"sbx-cut-b"}}}`)
-	if _, err := e.client.CoreV1().Pods(ns).Patch(ctx, podB, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := e.client.CoreV1().Pods(e.ns).Patch(ctx, podB, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for id, pod := range map[string]string{"sbx-cut-a": podA, "sbx-cut-b": podB} {
 		if _, err := p.Provision(ctx, e.spec(t, id, "tuist-linux-warm")); err != nil {
 			t.Fatalf("retried provision of %s: %v", id, err)
 		}
-		got, err := e.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		got, err := e.client.CoreV1().Pods(e.ns).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil || got.Labels[k8s.LabelSandbox] != id {
 			t.Errorf("pod %s labels %v, %v; want the claim's sandbox %s", pod, got.Labels, err, id)
 		}
@@ -256,7 +256,7 @@ func TestWarmClaimResumes(t *testing.T) {
 
 // openSQLite opens a fresh SQLite store (the store of sbx dev), closed
 // when the test ends.
-func openSQLite(t *testing.T) *sqlite.Store {
+func openSQLite(t testing.TB) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(ctxT(t), filepath.Join(t.TempDir(), "sbx.db"), nil)
 	if err != nil {

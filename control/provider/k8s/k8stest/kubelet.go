@@ -1,5 +1,7 @@
-// Package k8stest is a test kubelet for the k8s provider. It watches a
-// fake clientset's pods and, for each, does what a node and the sandbox
+// Package k8stest is a test kubelet for the k8s provider, and a test's
+// own namespace on a real kube-apiserver (internal/kubetest) with control's
+// Role from deploy/ applied (NewCluster). The kubelet watches the
+// namespace's pods through the API and, for each, does what a node and the sandbox
 // image's init would: it reads the pod's Secret (waiting for a host key, as
 // a warm pod does), starts a real SSH server (the local provider's
 // embedded server) behind the pod's own loopback IP and the SSH port, and
@@ -7,8 +9,6 @@
 // VolumeSnapshots copy the PVC's directory and become readyToUse, and a PVC
 // with a snapshot data source starts as that copy. Fail ends a pod with a
 // terminal phase and reason on demand.
-//
-// No real API server runs: objects live in client-go's fake tracker.
 package k8stest
 
 import (
@@ -30,27 +30,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/local"
 )
-
-// Clients returns a fresh fake clientset and a fake dynamic client that
-// knows VolumeSnapshots.
-func Clients() (*fake.Clientset, *dynamicfake.FakeDynamicClient) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{k8s.SnapshotGVR: "VolumeSnapshotList"})
-	return fake.NewClientset(), dyn
-}
 
 // Kubelet runs pods of one namespace. Close stops every server.
 type Kubelet struct {
@@ -85,19 +72,11 @@ type podRun struct {
 	ln      net.Listener
 }
 
-// Start runs a kubelet for namespace ns until the test ends. It talks to
-// the cluster through clients of its own that share client's and dyn's
-// object trackers, so client.Actions() and dyn.Actions() record only the
-// calls of the code under test (the RBAC test relies on that).
-func Start(t testing.TB, cluster *fake.Clientset, clusterDyn *dynamicfake.FakeDynamicClient, ns string) *Kubelet {
+// Start runs a kubelet for namespace ns until the test ends, acting
+// through client and dyn (cluster-admin clients: a kubelet is not under
+// control's Role).
+func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns string) *Kubelet {
 	t.Helper()
-	client := fake.NewClientset()
-	client.PrependReactor("*", "*", k8stesting.ObjectReaction(cluster.Tracker()))
-	client.PrependWatchReactor("*", watchReactor(cluster.Tracker()))
-	_, dynView := Clients()
-	dynView.PrependReactor("*", "*", k8stesting.ObjectReaction(clusterDyn.Tracker()))
-	dynView.PrependWatchReactor("*", watchReactor(clusterDyn.Tracker()))
-	var dyn dynamic.Interface = dynView
 	dir := t.TempDir()
 	lp, err := local.New(local.Config{DataDir: filepath.Join(dir, "local")})
 	if err != nil {
@@ -181,22 +160,6 @@ func Start(t testing.TB, cluster *fake.Clientset, clusterDyn *dynamicfake.FakeDy
 	})
 	t.Cleanup(k.Close)
 	return k
-}
-
-// watchReactor serves watches from tracker, as the fakes' own reactor does
-// for their private tracker.
-func watchReactor(tracker k8stesting.ObjectTracker) k8stesting.WatchReactionFunc {
-	return func(action k8stesting.Action) (bool, watch.Interface, error) {
-		var opts metav1.ListOptions
-		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
-			opts = wa.ListOptions
-		}
-		w, err := tracker.Watch(action.GetResource(), action.GetNamespace(), opts)
-		if err != nil {
-			return false, nil, err
-		}
-		return true, w, nil
-	}
 }
 
 // SSHPort is the port every pod's sshd answers on; give it to the
