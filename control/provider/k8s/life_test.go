@@ -173,7 +173,8 @@ func TestPodWatcherClosesSessionOnce(t *testing.T) {
 	if s, _ := r1.st.Sessions(context.Background(), skewed); len(s) != 1 || s[0].EndedAt == nil || !s[0].EndedAt.Equal(readyAt) {
 		t.Errorf("skewed stop: sessions %+v; want one closed at ready_at %v", s, readyAt)
 	}
-	fin = time.Now().UTC().Add(time.Second).Truncate(time.Millisecond)
+	// Kubernetes keeps times to the second (metav1.Time's RFC 3339).
+	fin = time.Now().UTC().Add(time.Second).Truncate(time.Second)
 	for i, c := range cases {
 		c.term.FinishedAt = fin
 		if err := e.kubelet.Fail(ctxT(t), ids[i], c.term); err != nil {

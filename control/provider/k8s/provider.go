@@ -277,9 +277,8 @@ func (p *Provider) createObjects(ctx context.Context, n names, shape Shape, spec
 		return fmt.Errorf("create secret %s: %w", n.secret, err)
 	}
 	if shape.Platform == PlatformLinux {
-		pvc := p.pvc(n, RoleSandbox, shape, &spec, fromSnapshot)
-		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace).Create(ctx, pvc, createOpts); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create pvc %s: %w", n.pvc, err)
+		if err := p.createPVC(ctx, p.pvc(n, RoleSandbox, shape, &spec, fromSnapshot)); err != nil {
+			return err
 		}
 	}
 	if _, err := p.pods().Create(ctx, p.pod(n, RoleSandbox, shape, &spec), createOpts); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -379,6 +378,38 @@ func (p *Provider) deleteSandboxObjects(ctx context.Context, sandboxID string, w
 		return p.deleteSnapshots(ctx, sandboxID, "")
 	}
 	return nil
+}
+
+// createPVC creates pvc unless it exists. One that exists but is being
+// deleted (a suspend's claim, held by the pvc-protection finalizer until
+// its pod is gone) is waited out first: a new pod must not mount a
+// claim that is about to vanish.
+func (p *Provider) createPVC(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
+	pvcs := p.client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace)
+	for {
+		_, err := pvcs.Create(ctx, pvc, createOpts)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create pvc %s: %w", pvc.Name, err)
+		}
+		cur, err := pvcs.Get(ctx, pvc.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("get pvc %s: %w", pvc.Name, err)
+		}
+		if cur.DeletionTimestamp == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pvc %s still terminating: %w", pvc.Name, ctx.Err())
+		case <-time.After(p.cfg.PollInterval):
+		}
+	}
 }
 
 func ignoreNotFound(err error) error {

@@ -30,7 +30,22 @@ func count(t *testing.T, e *env, id string) (pods, pvcs, secrets, snaps int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(pl.Items), len(cl.Items), len(sl.Items), len(vl.Items)
+	// An object being deleted is gone as far as the provider is
+	// concerned: a PVC waits on the pvc-protection finalizer until the
+	// (test) kubelet releases it, as a real cluster's controller does.
+	live := func(n int, deleting func(int) bool) int {
+		c := 0
+		for i := range n {
+			if !deleting(i) {
+				c++
+			}
+		}
+		return c
+	}
+	return live(len(pl.Items), func(i int) bool { return pl.Items[i].DeletionTimestamp != nil }),
+		live(len(cl.Items), func(i int) bool { return cl.Items[i].DeletionTimestamp != nil }),
+		live(len(sl.Items), func(i int) bool { return sl.Items[i].DeletionTimestamp != nil }),
+		live(len(vl.Items), func(i int) bool { return vl.Items[i].GetDeletionTimestamp() != nil })
 }
 
 // TestColdBootToReady provisions through the kubelet: the endpoint is the

@@ -107,7 +107,7 @@ func TestSecretUpdateConflict(t *testing.T) {
 			}
 		})
 	})
-	if _, err := e.prov.Provision(ctx, e.spec(t, id, "tuist-linux-large")); err != nil {
+	if _, err := e.prov.Provision(ctx, e.spec(t, id, "tuist-linux-medium")); err != nil {
 		t.Fatal(err)
 	}
 	var puts []int

@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -196,6 +197,9 @@ func (k *Kubelet) sync(ctx context.Context) error {
 	list, err := k.client.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return errors.Join(append(errs, err)...)
+	}
+	if err := k.releaseClaims(ctx, list.Items); err != nil {
+		errs = append(errs, err)
 	}
 	live := map[string]bool{}
 	for i := range list.Items {
@@ -449,6 +453,38 @@ func (k *Kubelet) stop(ctx context.Context, name string, forget bool) {
 	}
 	_ = k.local.Destroy(ctx, name)
 }
+
+// releaseClaims does the pvc-protection controller's part: a PVC being
+// deleted keeps its kubernetes.io/pvc-protection finalizer while a pod
+// uses it and loses it once none does, and only then is it gone.
+func (k *Kubelet) releaseClaims(ctx context.Context, pods []corev1.Pod) error {
+	used := map[string]bool{}
+	for i := range pods {
+		for _, v := range pods[i].Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				used[v.PersistentVolumeClaim.ClaimName] = true
+			}
+		}
+	}
+	claims, err := k.client.CoreV1().PersistentVolumeClaims(k.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if c.DeletionTimestamp == nil || used[c.Name] || !slices.Contains(c.Finalizers, pvcProtection) {
+			continue
+		}
+		c = c.DeepCopy()
+		c.Finalizers = slices.DeleteFunc(c.Finalizers, func(f string) bool { return f == pvcProtection })
+		if _, err := k.client.CoreV1().PersistentVolumeClaims(k.ns).Update(ctx, c, metav1.UpdateOptions{}); ignoreGone(err) != nil {
+			return fmt.Errorf("release pvc %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+const pvcProtection = "kubernetes.io/pvc-protection"
 
 func ignoreGone(err error) error {
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
