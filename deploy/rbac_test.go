@@ -140,6 +140,11 @@ func driveProvider(t *testing.T, kc *k8stest.Cluster) []k8stest.Call {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, pool := range cat.Pools {
+		if pool.RuntimeClassName != "" {
+			kc.RuntimeClass(t, pool.RuntimeClassName) // the macOS node pool's runtime
+		}
+	}
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sbx.db"), nil)
 	if err != nil {
 		t.Fatal(err)
