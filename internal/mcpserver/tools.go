@@ -272,6 +272,7 @@ func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, args st
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var final apiclient.Status
+	why := "" // the final state's message: a failed clone's git error
 	err := apiclient.WatchEvents(wctx, t.api, args.SandboxID, 0, func(e apiclient.Event) (bool, error) {
 		if e.Type != "state" || e.State == nil {
 			return true, nil
@@ -279,6 +280,9 @@ func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, args st
 		switch *e.State {
 		case "ready", "failed", "terminating", "terminated":
 			final = *e.State
+			if e.Message != nil {
+				why = ": " + *e.Message
+			}
 			return false, nil
 		}
 		return true, nil
@@ -308,7 +312,7 @@ func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, args st
 		reason = " (" + *r.JSON200.EndReason + ")"
 	}
 	return nil, &toolErr{status: http.StatusConflict, code: "sandbox_state",
-		detail: fmt.Sprintf("the sandbox will not become ready: it is %s%s", r.JSON200.Status, reason)}
+		detail: fmt.Sprintf("the sandbox will not become ready: it is %s%s%s", r.JSON200.Status, reason, why)}
 }
 
 type serviceArgs struct {
