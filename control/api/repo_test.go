@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/gittest"
@@ -337,4 +339,39 @@ func closedPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestRepoTokenStaysWithItsReplica: with two control replicas working one
+// Postgres queue, the provisioning of a create that carries a token runs
+// on the replica that took the create, the only one holding the token.
+func TestRepoTokenStaysWithItsReplica(t *testing.T) {
+	const token = "sbxtok_replica_only"
+	gs := gittest.Start(t, token)
+	priv := gs.Create(t, gittest.Repo{
+		Path: "private/secret.git", DefaultBranch: "main",
+		Branches: map[string][]gittest.Commit{"main": {{"secret.txt": "private contents"}}},
+	})
+	var dbURL string
+	a := newEnv(t, "postgres", false, func(c *control.Config) { dbURL = c.DatabaseURL })
+	a.liftLimit(t)
+	b, bTok := controltest.Start(t, control.Config{DatabaseURL: dbURL})
+	bEnv := &env{t: t, svc: b, client: http.DefaultClient, tokens: map[string]string{"dev": bTok}}
+
+	const n = 8
+	ids := make([]string, n)
+	for i := range ids {
+		code, _, body := bEnv.do("dev", "POST", "/api/v1/sandboxes",
+			jsonBody(map[string]any{"profile": "tuist-linux-small", "repo": map[string]any{"url": priv, "token": token}}))
+		if code != 201 {
+			t.Fatalf("create on replica b: %d %s", code, body)
+		}
+		var sb sandboxDoc
+		_ = json.Unmarshal(body, &sb)
+		ids[i] = sb.ID
+	}
+	for _, id := range ids {
+		if status, reason := a.waitSettled(t, id); status != "ready" {
+			t.Errorf("%s: got %s (%s), want ready; events: %s", id, status, reason, a.eventsBody(t, id))
+		}
+	}
 }
