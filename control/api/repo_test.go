@@ -52,7 +52,7 @@ func TestCreateWithRepo(t *testing.T) {
 			logs := &sshscenario.SyncBuffer{}
 			var cfg control.Config
 			e := newEnv(t, backend, false, func(c *control.Config) {
-				c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+				c.Logger = debugLogger(logs)
 				c.DataDir = t.TempDir()
 				cfg = *c
 			})
@@ -329,6 +329,21 @@ func assertNoTokenUnder(t *testing.T, dir, token string) {
 	}
 }
 
+// privateRepo serves a repository that needs token, with secret.txt on
+// its main branch, and returns its URL.
+func privateRepo(t *testing.T, token string) string {
+	t.Helper()
+	return gittest.Start(t, token).Create(t, gittest.Repo{
+		Path: "private/secret.git", DefaultBranch: "main",
+		Branches: map[string][]gittest.Commit{"main": {{"secret.txt": "private contents"}}},
+	})
+}
+
+// debugLogger logs everything, the debug level included, to w.
+func debugLogger(w *sshscenario.SyncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 // closedPort is a loopback address nothing listens on.
 func closedPort(t *testing.T) string {
 	t.Helper()
@@ -346,11 +361,7 @@ func closedPort(t *testing.T) string {
 // on the replica that took the create, the only one holding the token.
 func TestRepoTokenStaysWithItsReplica(t *testing.T) {
 	const token = "sbxtok_replica_only"
-	gs := gittest.Start(t, token)
-	priv := gs.Create(t, gittest.Repo{
-		Path: "private/secret.git", DefaultBranch: "main",
-		Branches: map[string][]gittest.Commit{"main": {{"secret.txt": "private contents"}}},
-	})
+	priv := privateRepo(t, token)
 	var dbURL string
 	a := newEnv(t, "postgres", false, func(c *control.Config) { dbURL = c.DatabaseURL })
 	a.liftLimit(t)
@@ -373,5 +384,40 @@ func TestRepoTokenStaysWithItsReplica(t *testing.T) {
 		if status, reason := a.waitSettled(t, id); status != "ready" {
 			t.Errorf("%s: got %s (%s), want ready; events: %s", id, status, reason, a.eventsBody(t, id))
 		}
+	}
+}
+
+// TestMCPCreateWithRepo: create_sandbox takes the repository like REST,
+// and wait_sandbox_ready's refusal says why a clone failed.
+func TestMCPCreateWithRepo(t *testing.T) {
+	const token = "sbxtok_through_mcp"
+	priv := privateRepo(t, token)
+	logs := &sshscenario.SyncBuffer{}
+	e := newEnv(t, "sqlite", false, func(c *control.Config) { c.Logger = debugLogger(logs) })
+	s := e.mcpSession(t, "Bearer "+e.tokens["dev"], nil)
+
+	sb, isErr := call(t, s, "create_sandbox", map[string]any{"profile": "tuist-linux-small",
+		"repo": map[string]any{"url": priv, "token": token, "depth": 1}})
+	id, _ := sb["id"].(string)
+	if isErr || id == "" {
+		t.Fatalf("create_sandbox: %v", sb)
+	}
+	if got, isErr := call(t, s, "wait_sandbox_ready", map[string]any{"sandbox_id": id}); isErr || got["status"] != "ready" {
+		t.Fatalf("wait_sandbox_ready: %v", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "secret.txt"}); isErr || got["content"] != "private contents" {
+		t.Fatalf("read the cloned file: %v", got)
+	}
+
+	sb, _ = call(t, s, "create_sandbox", map[string]any{"profile": "tuist-linux-small",
+		"repo": map[string]any{"url": priv, "token": "wrong"}})
+	id, _ = sb["id"].(string)
+	got, isErr := call(t, s, "wait_sandbox_ready", map[string]any{"sandbox_id": id})
+	detail, _ := got["detail"].(string)
+	if !isErr || !strings.Contains(detail, "repo_auth_failed") || !strings.Contains(detail, "Authentication failed") {
+		t.Fatalf("wait_sandbox_ready on a failed clone: %v, want a tool error naming repo_auth_failed and git's words", got)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("control logged the token")
 	}
 }
