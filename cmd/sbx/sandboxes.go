@@ -108,6 +108,7 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 	defer cancel()
 	p := a.newProgress("creating " + id + ": pending")
 	last := "pending"
+	why := "" // the message of the last state's event
 	trail := "pending"
 	err := followEvents(ctx, c, id, 0, func(ev event) bool {
 		if ev.Type == "repo_clone" && ev.Reason != nil && *ev.Reason == "started" {
@@ -116,6 +117,10 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 		}
 		if ev.State != nil && *ev.State != last {
 			last = *ev.State
+			why = ""
+			if ev.Message != nil {
+				why = ": " + *ev.Message // a failed clone's git error
+			}
 			trail += " → " + last
 			p.set("creating %s: %s", id, trail)
 		}
@@ -138,7 +143,7 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 		if sb.EndReason != nil {
 			reason = " (" + *sb.EndReason + ")"
 		}
-		return sb, fmt.Errorf("sandbox %s is %s%s; `sbx events %s` says why", id, sb.Status, reason, id)
+		return sb, fmt.Errorf("sandbox %s is %s%s%s; `sbx events %s` says more", id, sb.Status, reason, why, id)
 	}
 	p.Stop("created " + id + ": " + trail)
 	return sb, nil
