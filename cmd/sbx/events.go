@@ -15,9 +15,12 @@ import (
 // event is one lifecycle event as the API renders it.
 // Only what the CLI acts on is decoded; raw keeps the rest for printing.
 type event struct {
-	ID    int64   `json:"id"`
-	State *string `json:"state"`
-	raw   json.RawMessage
+	ID      int64   `json:"id"`
+	Type    string  `json:"type"`
+	State   *string `json:"state"`
+	Reason  *string `json:"reason"`
+	Message *string `json:"message"`
+	raw     json.RawMessage
 }
 
 // followEvents reads the sandbox's event stream from after the event
@@ -48,7 +51,7 @@ func followEvents(ctx context.Context, c *apiClient, id string, lastID int64, fn
 func (c *apiClient) streamOnce(ctx context.Context, id string, lastID *int64, fn func(event) bool) (done bool, err error) {
 	stopped := false
 	err = apiclient.WatchEventsRaw(ctx, c.gen, id, int(*lastID), func(e apiclient.Event, raw json.RawMessage) (bool, error) {
-		ev := event{ID: int64(e.Id), raw: raw}
+		ev := event{ID: int64(e.Id), Type: e.Type, Reason: e.Reason, Message: e.Message, raw: raw}
 		if e.State != nil {
 			st := string(*e.State)
 			ev.State = &st

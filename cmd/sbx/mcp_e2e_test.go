@@ -47,11 +47,15 @@ func TestMCPThroughDev(t *testing.T) {
 				t.Fatalf("node e2e.mjs %s: %v\nstdout: %s\nstderr: %s", mode, err, out, stderr.String())
 			}
 			var seen struct {
-				Tools         []string `json:"tools"`
-				SandboxID     string   `json:"sandbox_id"`
-				FirstProgress string   `json:"first_progress"`
-				PreviewBody   string   `json:"preview_body"`
-				Destroyed     string   `json:"destroyed_status"`
+				Tools            []string `json:"tools"`
+				WithOutputSchema []string `json:"with_output_schema"`
+				Created          struct {
+					ID, Status, Profile string
+				} `json:"created_structured"`
+				SandboxID     string `json:"sandbox_id"`
+				FirstProgress string `json:"first_progress"`
+				PreviewBody   string `json:"preview_body"`
+				Destroyed     string `json:"destroyed_status"`
 				Quota         struct {
 					Type   string `json:"type"`
 					Status int    `json:"status"`
@@ -70,6 +74,14 @@ func TestMCPThroughDev(t *testing.T) {
 				"wait_sandbox_ready", "write_sandbox_file"}
 			if !slices.Equal(seen.Tools, want) {
 				t.Errorf("tools %v, want %v", seen.Tools, want)
+			}
+			// Every tool declares its output; the client validated each
+			// result against it.
+			if !slices.Equal(seen.WithOutputSchema, want) {
+				t.Errorf("tools with an output schema %v, want %v", seen.WithOutputSchema, want)
+			}
+			if seen.Created.ID != seen.SandboxID || seen.Created.Status != "pending" || seen.Created.Profile != "tuist-linux-small" {
+				t.Errorf("create_sandbox's structured content %+v, want the pending sandbox %s", seen.Created, seen.SandboxID)
 			}
 			if seen.FirstProgress != "hello from the agent\n" || seen.PreviewBody != "served to the agent" {
 				t.Errorf("first progress %q, preview body %q", seen.FirstProgress, seen.PreviewBody)

@@ -44,14 +44,23 @@ func newCreateCmd(a *app) *cobra.Command {
 	var profileName string
 	var deadline int
 	var wait time.Duration
+	var repo repoFlags
 	c := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox and wait until it is ready",
 		Long: `Create a sandbox and wait until it is ready, following its event stream
-(pending, then ready). On a terminal the states are shown on stderr as they come.`,
+(pending, then ready). On a terminal the states are shown on stderr as they come.
+
+With --repo, the repository is cloned into the workspace before the sandbox
+is ready (at --ref, a branch, tag or full commit ID, with --depth commits of
+history). A private repository's token is read from $SBX_REPO_TOKEN, or from
+the file --repo-token-file names ("-" for stdin), never from a flag's value:
+those show in ps and in shell history.`,
 		Example: `  sbx create
   sbx create --profile tuist-linux-medium --deadline 120
-  ID=$(sbx create -o id)`,
+  ID=$(sbx create -o id)
+  sbx create --repo https://github.com/tuist/tuist.git --ref main --depth 1
+  gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -`,
 		Args: args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
 			body := apiclient.CreateSandbox{Profile: profileName}
@@ -60,6 +69,10 @@ func newCreateCmd(a *app) *cobra.Command {
 					return usageErrorf(c, "--deadline %d: want minutes from now, at least 1", deadline)
 				}
 				body.DeadlineMinutes = &deadline
+			}
+			var err error
+			if body.Repo, err = repo.source(c, a.in); err != nil {
+				return err
 			}
 			if wait < 0 {
 				return usageErrorf(c, "--wait %s: want a duration of 0 or more", wait)
@@ -83,6 +96,7 @@ func newCreateCmd(a *app) *cobra.Command {
 	c.Flags().StringVar(&profileName, "profile", "tuist-linux-small", "sandbox profile (sbx profiles lists them)")
 	c.Flags().IntVar(&deadline, "deadline", 0, "minutes until the sandbox is ended (default: the server's, 60)")
 	c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for ready (0: return at once, pending)")
+	repo.register(c)
 	_ = c.RegisterFlagCompletionFunc("profile", a.completeProfiles)
 	return c
 }
@@ -94,10 +108,19 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 	defer cancel()
 	p := a.newProgress("creating " + id + ": pending")
 	last := "pending"
+	why := "" // the message of the last state's event
 	trail := "pending"
 	err := followEvents(ctx, c, id, 0, func(ev event) bool {
+		if ev.Type == "repo_clone" && ev.Reason != nil && *ev.Reason == "started" {
+			trail += " (cloning)"
+			p.set("creating %s: %s", id, trail)
+		}
 		if ev.State != nil && *ev.State != last {
 			last = *ev.State
+			why = ""
+			if ev.Message != nil {
+				why = ": " + *ev.Message // a failed clone's git error
+			}
 			trail += " → " + last
 			p.set("creating %s: %s", id, trail)
 		}
@@ -120,7 +143,7 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 		if sb.EndReason != nil {
 			reason = " (" + *sb.EndReason + ")"
 		}
-		return sb, fmt.Errorf("sandbox %s is %s%s; `sbx events %s` says why", id, sb.Status, reason, id)
+		return sb, fmt.Errorf("sandbox %s is %s%s%s; `sbx events %s` says more", id, sb.Status, reason, why, id)
 	}
 	p.Stop("created " + id + ": " + trail)
 	return sb, nil

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // bearerTransport adds an Authorization header to every request.
@@ -61,7 +63,50 @@ func call(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, 
 	var out map[string]any
 	b, _ := json.Marshal(res.StructuredContent)
 	_ = json.Unmarshal(b, &out)
+	checkOutput(t, s, name, b)
 	return out, res.IsError
+}
+
+// checkOutput validates a result's structured content against the
+// output schema the tool declares, errors included, as the TypeScript
+// SDK's client does.
+func checkOutput(t *testing.T, s *mcp.ClientSession, name string, structured []byte) {
+	t.Helper()
+	tools, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("list tools: %v", err)
+	}
+	var schema any
+	for _, tl := range tools.Tools {
+		if tl.Name == name {
+			schema = tl.OutputSchema
+		}
+	}
+	if schema == nil {
+		t.Errorf("%s declares no output schema", name)
+		return
+	}
+	doc, _ := json.Marshal(schema)
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource("mem://out.json", raw); err != nil {
+		t.Fatalf("%s output schema: %v", name, err)
+	}
+	sch, err := c.Compile("mem://out.json")
+	if err != nil {
+		t.Fatalf("%s output schema does not compile: %v", name, err)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
+	if err != nil {
+		t.Fatalf("%s structured content is not JSON: %v", name, err)
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("%s structured content does not match its output schema: %v\n%s", name, err, structured)
+	}
 }
 
 // TestMCPTools drives the tools through control's /mcp with the Go SDK's

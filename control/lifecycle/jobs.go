@@ -17,6 +17,8 @@ import (
 // ProvisionArgs asks for a pending sandbox to be brought up.
 type ProvisionArgs struct {
 	SandboxID string `json:"sandbox_id"`
+	// Repo is cloned into the workspace before the sandbox is ready.
+	Repo *RepoArgs `json:"repo,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -74,7 +76,8 @@ func (m *Manager) Jobs() store.JobsConfig {
 	}
 	// One retry and timeout policy for every worker: a job's work is a
 	// provider call bounded like provisioning.
-	return store.JobsConfig{Workers: w, Periodic: periodic, RetryPolicy: retryPolicy{}, JobTimeout: m.cfg.ProvisionTimeout}
+	return store.JobsConfig{Workers: w, Periodic: periodic, Queues: []string{m.queue},
+		RetryPolicy: retryPolicy{}, JobTimeout: m.cfg.ProvisionTimeout}
 }
 
 // retryPolicy retries every lifecycle job after retryBackoff.
@@ -151,6 +154,11 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		}
 		return fmt.Errorf("provision %s: %w", sb.ID, err)
 	}
+	if repo := job.Args.Repo; repo != nil {
+		if done, err := m.cloneStep(ctx, sb, ep, hostPub, *repo, job.Attempt >= job.MaxAttempts); done || err != nil {
+			return err
+		}
+	}
 	m.startServices(ctx, sb, ep, hostPub)
 	boot := ep.Boot // warm_hit or cold_boot, recorded on the ready event
 	if boot == "" {
@@ -225,17 +233,22 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 // fail moves a pending sandbox to failed (no session ever opened) and
 // enqueues cleanup of whatever the provider started.
 func (m *Manager) fail(ctx context.Context, id, why string) error {
-	err := m.retryStore(ctx, "mark "+id+" failed", func() error { return m.failTx(ctx, id, why) })
+	return m.failWith(ctx, id, ReasonProvisionFailed, why)
+}
+
+// failWith is fail with the end reason given.
+func (m *Manager) failWith(ctx context.Context, id, reason, why string) error {
+	err := m.retryStore(ctx, "mark "+id+" failed", func() error { return m.failTx(ctx, id, reason, why) })
 	if err != nil {
 		return fmt.Errorf("mark %s failed: %w", id, err)
 	}
 	m.metrics.failed.Inc()
-	m.log.WarnContext(ctx, "sandbox failed", "sandbox_id", id, "why", why)
+	m.log.WarnContext(ctx, "sandbox failed", "sandbox_id", id, "reason", reason, "why", why)
 	return nil
 }
 
-// failTx is fail's transaction.
-func (m *Manager) failTx(ctx context.Context, id, why string) error {
+// failTx is failWith's transaction.
+func (m *Manager) failTx(ctx context.Context, id, reason, why string) error {
 	return m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)
 		if err != nil {
@@ -246,12 +259,12 @@ func (m *Manager) failTx(ctx context.Context, id, why string) error {
 		}
 		now := m.now().UTC()
 		sb.State = store.StateFailed
-		sb.EndReason = ReasonProvisionFailed
+		sb.EndReason = reason
 		sb.TerminatedAt = &now
 		if err := tx.UpdateSandbox(ctx, sb); err != nil {
 			return err
 		}
-		ev := stateEvent(sb, ReasonProvisionFailed, "provisioner", now)
+		ev := stateEvent(sb, reason, "provisioner", now)
 		ev.Message = why
 		if err := tx.InsertEvent(ctx, ev); err != nil {
 			return err

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/control/provider"
@@ -99,6 +101,10 @@ type Manager struct {
 	// notify carries state-change notifications when there is no
 	// Activity store (tests, or idle offload disabled).
 	notify activity.Fanout
+	// queue is this Manager's own job queue: provisioning that needs a
+	// token held in tokens runs here, where the token is.
+	queue  string
+	tokens tokenVault
 }
 
 // Deps are the Manager's collaborators.
@@ -135,7 +141,7 @@ func New(cfg Config, d Deps) *Manager {
 	return &Manager{
 		cfg: cfg, store: d.Store, prov: d.Provider, hostKeys: d.HostKeys,
 		caKey: d.UserCAKey, conns: d.Conns, pods: d.Pods, log: d.Logger, now: d.Now, metrics: d.Metrics,
-		act: d.Activity,
+		act: d.Activity, queue: newPrefixedID("repo_"),
 	}
 }
 
@@ -150,8 +156,10 @@ type CreateRequest struct {
 	Grants          []store.Grant   `json:"grants,omitempty"`
 	Consumer        *store.Consumer `json:"consumer,omitempty"`
 	// Services are declared with the sandbox and start when it is ready.
-	Services       []ServiceSpec `json:"services,omitempty"`
-	IdempotencyKey string        `json:"-"`
+	Services []ServiceSpec `json:"services,omitempty"`
+	// Repo is cloned into the workspace before the sandbox is ready.
+	Repo           *RepoSpec `json:"repo,omitempty"`
+	IdempotencyKey string    `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -159,8 +167,10 @@ type CreateRequest struct {
 	Caller string `json:"-"`
 }
 
-// hash identifies the request body for idempotent replays.
+// hash identifies the request body for idempotent replays. The token is
+// left out: the hash is stored.
 func (r CreateRequest) hash() string {
+	r.Repo = r.Repo.withoutToken()
 	b, _ := json.Marshal(r)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -198,6 +208,10 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		return sb, false, err
 	}
 	if err := validateServices(req.Services); err != nil {
+		return sb, false, err
+	}
+	repo, err := validateRepo(req.Repo)
+	if err != nil {
 		return sb, false, err
 	}
 	profile, err := m.store.Profile(ctx, req.Profile)
@@ -240,6 +254,14 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if caller == "" {
 		caller = "account:" + acct.ID
 	}
+	job := ProvisionArgs{SandboxID: sb.ID, Repo: repo}
+	var jobOpts *river.InsertOpts
+	if repo != nil && repo.Auth {
+		// Held before the job can run (at commit), let go of unless
+		// the create commits; the job runs in this process only.
+		m.tokens.put(sb.ID, req.Repo.Token, now, now.Add(m.cfg.ProvisionTimeout+time.Minute))
+		jobOpts = &river.InsertOpts{Queue: m.queue}
+	}
 	err = m.store.InTx(ctx, func(tx store.Tx) error {
 		if err := m.Admit(ctx, tx, acct.ID, profile.Platform); err != nil {
 			return err
@@ -258,8 +280,11 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		if err := tx.InsertEvent(ctx, stateEvent(sb, "", actor, now)); err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, ProvisionArgs{SandboxID: sb.ID}, nil)
+		return tx.Enqueue(ctx, job, jobOpts)
 	})
+	if err != nil {
+		m.tokens.drop(sb.ID)
+	}
 	if errors.Is(err, store.ErrConflict) && req.IdempotencyKey != "" {
 		// A concurrent request with the same key won the insert.
 		prev, ok, rerr := m.replay(ctx, acct.ID, req.IdempotencyKey, reqHash)

@@ -44,6 +44,11 @@ type JobsConfig struct {
 	Workers    *river.Workers
 	Periodic   []*river.PeriodicJob
 	MaxWorkers int // per process; default 10
+	// Queues are worked by this process besides the default queue, each
+	// with MaxWorkers. A job inserted on a queue only one process works
+	// runs in that process: lifecycle uses one to keep a repository
+	// token, which is never written down, in the memory that holds it.
+	Queues []string
 	// RetryPolicy overrides River's default exponential backoff (hours
 	// apart by the tenth attempt) for every worker.
 	RetryPolicy river.ClientRetryPolicy

@@ -354,6 +354,9 @@ type CreateSandbox struct {
 	// ProjectId Reporting tag; no access implications.
 	ProjectId *openapi_types.UUID `json:"project_id,omitempty"`
 
+	// Repo A git repository cloned into the workspace while the sandbox is provisioned, before it is `ready`. The sandbox's events report the clone (`type` `repo_clone`, `reason` `started`, then `cloned` or why it failed). A clone that fails fails the sandbox with `end_reason` `repo_auth_failed`, `repo_unknown_ref`, `repo_not_found`, `repo_unreachable` or `repo_clone_failed`, and the failed state event's `message` carries git's words. A bad field is 422 naming it (`repo.url`, `repo.ref`, `repo.depth`, `repo.token`).
+	Repo *RepoSource `json:"repo,omitempty"`
+
 	// Services Long-running services (a dev server) the sandbox's init starts when the sandbox is ready, restarts with backoff when they exit, and starts again after every restore. A bad entry is 422 naming it (`services[i]`).
 	Services *[]ServiceDeclaration `json:"services,omitempty"`
 }
@@ -369,11 +372,11 @@ type Event struct {
 	Id      int     `json:"id"`
 	Message *string `json:"message"`
 
-	// Reason Why (explicit_delete, deadline, cold_boot, provision_failed, ...).
+	// Reason Why (explicit_delete, deadline, cold_boot, provision_failed, repo_auth_failed, ...); for repo_clone: started, cloned, or the failure's end reason.
 	Reason *string `json:"reason"`
 	State  *Status `json:"state"`
 
-	// Type state, deadline, ...
+	// Type state, deadline, repo_clone, ...
 	Type string `json:"type"`
 }
 
@@ -548,6 +551,23 @@ type Reachability struct {
 	Workspace *string `json:"workspace"`
 }
 
+// RepoSource A git repository cloned into the workspace while the sandbox is provisioned, before it is `ready`. The sandbox's events report the clone (`type` `repo_clone`, `reason` `started`, then `cloned` or why it failed). A clone that fails fails the sandbox with `end_reason` `repo_auth_failed`, `repo_unknown_ref`, `repo_not_found`, `repo_unreachable` or `repo_clone_failed`, and the failed state event's `message` carries git's words. A bad field is 422 naming it (`repo.url`, `repo.ref`, `repo.depth`, `repo.token`).
+type RepoSource struct {
+	// Depth Fetch only this many commits of history; 0 or absent fetches all of it.
+	Depth *int `json:"depth,omitempty"`
+
+	// Ref A branch (checked out tracking `origin`), a tag or a full commit ID (checked out detached). Default: the repository's default branch.
+	Ref *string `json:"ref,omitempty"`
+
+	// Token For a private repository: sent as the HTTP basic password (user `x-access-token`), over https only (or http to a loopback host). Used while provisioning and then forgotten: never stored, returned or logged, and not left in the workspace's git config. It lives in the memory of the control replica that took the create, which therefore runs the clone; if that replica restarts first, the sandbox fails with `repo_clone_failed` or times out in `pending`.
+	Token *string `json:"token,omitempty"`
+
+	// Url An `https://`, `http://` or `git://` URL, without credentials, query or fragment. `file://`, local paths, `ssh://` and scp-like addresses (`git@host:path`) are refused: the clone runs before the sandbox holds any key.
+	//
+	// Examples: https://github.com/tuist/tuist.git
+	Url string `json:"url"`
+}
+
 // SSHToken defines model for SSHToken.
 type SSHToken struct {
 	// ExpiresAt New connections are refused after this time.
@@ -579,7 +599,7 @@ type Sandbox struct {
 	CreatedAt  time.Time `json:"created_at"`
 	DeadlineAt time.Time `json:"deadline_at"`
 
-	// EndReason explicit_delete, deadline, provision_failed, idle_offload, node_loss, oom_killed, ...
+	// EndReason explicit_delete, deadline, provision_failed, idle_offload, node_loss, oom_killed, repo_auth_failed, repo_unknown_ref, repo_not_found, repo_unreachable, repo_clone_failed, ...
 	EndReason *string         `json:"end_reason"`
 	Grants    []Grant         `json:"grants"`
 	Id        string          `json:"id"`

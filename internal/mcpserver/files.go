@@ -113,14 +113,19 @@ func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, args st
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{"path": args.Path, "size": len(data)}
+	out := fileWritten{Path: args.Path, Size: int64(len(data)), MimeType: args.MimeType}
 	if r.JSON201 != nil {
-		out["path"], out["size"] = r.JSON201.Path, r.JSON201.Size
-	}
-	if args.MimeType != "" {
-		out["mime_type"] = args.MimeType
+		out.Path, out.Size = r.JSON201.Path, int64(r.JSON201.Size)
 	}
 	return out, nil
+}
+
+// fileWritten is write_sandbox_file's result.
+type fileWritten struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	// MimeType echoes the call's mime_type, when it named one.
+	MimeType string `json:"mime_type,omitempty"`
 }
 
 func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, args fileArgs, auth apiclient.RequestEditorFn) (any, error) {

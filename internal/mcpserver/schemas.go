@@ -97,7 +97,7 @@ func (c *contract) inline(v any, depth int) (any, error) {
 // param returns the schema of a parameter of a path ("id" of
 // /api/v1/sandboxes/{id}), with its description.
 func (c *contract) param(path, method, name string) (map[string]any, error) {
-	esc := strings.ReplaceAll(strings.ReplaceAll(path, "~", "~0"), "/", "~1")
+	esc := escapePointer(path)
 	for _, where := range []string{"#/paths/" + esc + "/parameters", "#/paths/" + esc + "/" + method + "/parameters"} {
 		v, err := c.lookup(where)
 		if err != nil {
@@ -122,6 +122,11 @@ func (c *contract) param(path, method, name string) (map[string]any, error) {
 		}
 	}
 	return nil, fmt.Errorf("openapi: no parameter %q on %s %s", name, method, path)
+}
+
+// escapePointer escapes s as one JSON pointer token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // object builds a tool's input schema: an object of the given properties

@@ -40,11 +40,16 @@ func (t *tools) register(c *contract) error {
 		}
 		sandboxOnly := object(nil, map[string]any{"sandbox_id": id}, "sandbox_id")
 		yes, no := true, false
+		out := newOutputs(c)
+		sandboxOut := out.api("/api/v1/sandboxes/{id}", "get", "200")
 
 		create := schema("#/components/schemas/CreateSandbox")
 		t.add(&mcp.Tool{Name: "create_sandbox", Title: "Create a sandbox",
 			Description: "Create a sandbox (POST /api/v1/sandboxes). It starts pending; call wait_sandbox_ready before using it. " +
+				"With repo, the repository is cloned into the workspace before the sandbox is ready; a clone that fails fails the sandbox " +
+				"(wait_sandbox_ready says why). " +
 				"Refused with the API's problem when the account's feature flag, platform allowlist or concurrency limit says no.",
+			OutputSchema: out.api("/api/v1/sandboxes", "post", "201"),
 			InputSchema: object(create, map[string]any{"idempotency_key": map[string]any{"type": "string",
 				"description": "Retrying with the same key and arguments returns the same sandbox instead of a second one."}}),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes},
@@ -52,7 +57,8 @@ func (t *tools) register(c *contract) error {
 
 		t.add(&mcp.Tool{Name: "get_sandbox", Title: "Get a sandbox",
 			Description: "A sandbox's state, deadline and ways in (GET /api/v1/sandboxes/{id}).",
-			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+			InputSchema: sandboxOnly, OutputSchema: sandboxOut,
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.getSandbox))
 
 		list, perr := listParams(c)
@@ -61,7 +67,8 @@ func (t *tools) register(c *contract) error {
 		}
 		t.add(&mcp.Tool{Name: "list_sandboxes", Title: "List sandboxes",
 			Description: "The account's sandboxes, newest first, a page at a time (GET /api/v1/sandboxes).",
-			InputSchema: list, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+			InputSchema: list, OutputSchema: out.api("/api/v1/sandboxes", "get", "200"),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.listSandboxes))
 
 		exec := schema("#/components/schemas/ExecRequest")
@@ -72,8 +79,9 @@ func (t *tools) register(c *contract) error {
 				"(message: the output; _meta.stream: stdout or stderr; _meta.encoding: utf-8 or base64). " +
 				"The result is how it ended with its output (each stream capped at 1 MiB; truncated says when). " +
 				"A suspended sandbox is woken first. Cancelling the call ends the command.",
-			InputSchema: object(exec, map[string]any{"sandbox_id": id}, "sandbox_id"),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes},
+			InputSchema:  object(exec, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			OutputSchema: out.api("/api/v1/sandboxes/{id}/exec", "post", "200"),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes},
 		}, withArgs(t.exec))
 
 		pathArg := func(desc string) map[string]any {
@@ -87,8 +95,9 @@ func (t *tools) register(c *contract) error {
 		t.add(&mcp.Tool{Name: "read_sandbox_file", Title: "Read a file",
 			Description: fmt.Sprintf("Read a file of the workspace (GET /api/v1/sandboxes/{id}/files/{path}). Text comes as text; "+
 				"other content as base64 with its mime type. Files over %d bytes are refused: download them from that endpoint.", t.cfg.MaxFileBytes),
-			InputSchema: object(nil, map[string]any{"sandbox_id": id, "path": pathArg("File path relative to the workspace.")}, "sandbox_id", "path"),
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+			InputSchema:  object(nil, map[string]any{"sandbox_id": id, "path": pathArg("File path relative to the workspace.")}, "sandbox_id", "path"),
+			OutputSchema: typed[fileContent](out),
+			Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.readFile))
 
 		t.add(&mcp.Tool{Name: "write_sandbox_file", Title: "Write a file",
@@ -101,21 +110,24 @@ func (t *tools) register(c *contract) error {
 				"encoding":   map[string]any{"type": "string", "enum": []any{"utf-8", "base64"}, "default": "utf-8"},
 				"mime_type":  map[string]any{"type": "string", "description": "What the content is (informational; echoed back)."},
 			}, "sandbox_id", "path", "content"),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
+			OutputSchema: typed[fileWritten](out),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
 		}, withArgs(t.writeFile))
 
 		t.add(&mcp.Tool{Name: "list_sandbox_files", Title: "List a folder",
 			Description: "The entries of a workspace folder (GET /api/v1/sandboxes/{id}/files/{path} on a folder).",
 			InputSchema: object(nil, map[string]any{"sandbox_id": id,
 				"path": pathArg("Folder path relative to the workspace; empty for the workspace itself.")}, "sandbox_id"),
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+			OutputSchema: out.api("/api/v1/sandboxes/{id}/files/{path}", "get", "200"),
+			Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.listFiles))
 
 		port := schema("#/components/schemas/PortRequest")
 		t.add(&mcp.Tool{Name: "expose_sandbox_port", Title: "Expose a port",
-			Description: "Give a port the sandbox listens on a preview URL (POST /api/v1/sandboxes/{id}/ports).",
-			InputSchema: object(port, map[string]any{"sandbox_id": id}, "sandbox_id"),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &yes},
+			Description:  "Give a port the sandbox listens on a preview URL (POST /api/v1/sandboxes/{id}/ports).",
+			InputSchema:  object(port, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			OutputSchema: out.api("/api/v1/sandboxes/{id}/ports", "post", "201"),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &yes},
 		}, withArgs(t.exposePort))
 
 		svcName, perr := c.param("/api/v1/sandboxes/{id}/services/{name}", "put", "name")
@@ -128,19 +140,22 @@ func (t *tools) register(c *contract) error {
 			Description: "Declare or replace a long-running service of the sandbox, such as a dev server, and (re)start it " +
 				"(PUT /api/v1/sandboxes/{id}/services/{name}). It restarts with backoff when it exits and starts again after every wake; " +
 				"with a port it is running only once something answers there.",
-			InputSchema: object(schema("#/components/schemas/ServiceRequest"), svcArgs, "sandbox_id", "name"),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
+			InputSchema:  object(schema("#/components/schemas/ServiceRequest"), svcArgs, "sandbox_id", "name"),
+			OutputSchema: out.api("/api/v1/sandboxes/{id}/services/{name}", "put", "200"),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
 		}, withArgs(t.setService))
 
 		t.add(&mcp.Tool{Name: "list_sandbox_services", Title: "List services",
 			Description: "The sandbox's services with their state, port, last exit code and last start (GET /api/v1/sandboxes/{id}/services).",
-			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+			InputSchema: sandboxOnly, OutputSchema: out.api("/api/v1/sandboxes/{id}/services", "get", "200"),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.listServices))
 
 		t.add(&mcp.Tool{Name: "delete_sandbox_service", Title: "Remove a service",
-			Description: "Stop a service and remove its declaration (DELETE /api/v1/sandboxes/{id}/services/{name}).",
-			InputSchema: object(nil, svcArgs, "sandbox_id", "name"),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: false},
+			Description:  "Stop a service and remove its declaration (DELETE /api/v1/sandboxes/{id}/services/{name}).",
+			InputSchema:  object(nil, svcArgs, "sandbox_id", "name"),
+			OutputSchema: typed[serviceDeleted](out),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: false},
 		}, withArgs(t.deleteService))
 
 		tail, perr := c.param("/api/v1/sandboxes/{id}/services/{name}/logs", "get", "tail")
@@ -151,13 +166,15 @@ func (t *tools) register(c *contract) error {
 		t.add(&mcp.Tool{Name: "read_sandbox_service_logs", Title: "Read a service's logs",
 			Description: "The last lines of a service's stdout and stderr, merged, with the init's start and exit lines " +
 				"(GET /api/v1/sandboxes/{id}/services/{name}/logs). The sandbox must be ready.",
-			InputSchema: object(nil, map[string]any{"sandbox_id": id, "name": svcName, "tail": tail}, "sandbox_id", "name"),
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+			InputSchema:  object(nil, map[string]any{"sandbox_id": id, "name": svcName, "tail": tail}, "sandbox_id", "name"),
+			OutputSchema: typed[serviceLogs](out),
+			Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.serviceLogs))
 
 		t.add(&mcp.Tool{Name: "destroy_sandbox", Title: "Destroy a sandbox",
 			Description: "Destroy a sandbox and its workspace; billing stops (DELETE /api/v1/sandboxes/{id}). Idempotent.",
-			InputSchema: sandboxOnly, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
+			InputSchema: sandboxOnly, OutputSchema: out.api("/api/v1/sandboxes/{id}", "delete", "200"),
+			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
 		}, withArgs(t.destroySandbox))
 
 		extend, perr := c.at("#/paths/~1api~1v1~1sandboxes~1{id}/patch/requestBody/content/application~1json/schema")
@@ -165,9 +182,10 @@ func (t *tools) register(c *contract) error {
 			panic(perr)
 		}
 		t.add(&mcp.Tool{Name: "extend_sandbox", Title: "Extend a sandbox's deadline",
-			Description: "Set the deadline to now + deadline_minutes, within the 7-day cap (PATCH /api/v1/sandboxes/{id}).",
-			InputSchema: object(extend, map[string]any{"sandbox_id": id}, "sandbox_id"),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
+			Description:  "Set the deadline to now + deadline_minutes, within the 7-day cap (PATCH /api/v1/sandboxes/{id}).",
+			InputSchema:  object(extend, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			OutputSchema: out.api("/api/v1/sandboxes/{id}", "patch", "200"),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
 		}, withArgs(t.extendSandbox))
 
 		t.add(&mcp.Tool{Name: "wait_sandbox_ready", Title: "Wait until a sandbox is ready",
@@ -176,8 +194,12 @@ func (t *tools) register(c *contract) error {
 			InputSchema: object(nil, map[string]any{"sandbox_id": id,
 				"timeout_seconds": map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": 3600, "default": 300,
 					"description": "How long to wait before giving up (the sandbox keeps starting)."}}, "sandbox_id"),
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+			OutputSchema: sandboxOut,
+			Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.waitReady))
+		if out.err != nil {
+			panic(out.err)
+		}
 	}()
 	return err
 }
@@ -250,6 +272,7 @@ func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, args st
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var final apiclient.Status
+	why := "" // the final state's message: a failed clone's git error
 	err := apiclient.WatchEvents(wctx, t.api, args.SandboxID, 0, func(e apiclient.Event) (bool, error) {
 		if e.Type != "state" || e.State == nil {
 			return true, nil
@@ -257,6 +280,9 @@ func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, args st
 		switch *e.State {
 		case "ready", "failed", "terminating", "terminated":
 			final = *e.State
+			if e.Message != nil {
+				why = ": " + *e.Message
+			}
 			return false, nil
 		}
 		return true, nil
@@ -286,7 +312,7 @@ func (t *tools) waitReady(ctx context.Context, req *mcp.CallToolRequest, args st
 		reason = " (" + *r.JSON200.EndReason + ")"
 	}
 	return nil, &toolErr{status: http.StatusConflict, code: "sandbox_state",
-		detail: fmt.Sprintf("the sandbox will not become ready: it is %s%s", r.JSON200.Status, reason)}
+		detail: fmt.Sprintf("the sandbox will not become ready: it is %s%s%s", r.JSON200.Status, reason, why)}
 }
 
 type serviceArgs struct {
@@ -310,7 +336,22 @@ func (t *tools) deleteService(ctx context.Context, req *mcp.CallToolRequest, arg
 	if _, err := apiclient.Result(t.api.DeleteServiceWithResponse(ctx, args.SandboxID, args.Name, auth)); err != nil {
 		return nil, err
 	}
-	return map[string]any{"sandbox_id": args.SandboxID, "name": args.Name, "deleted": true}, nil
+	return serviceDeleted{SandboxID: args.SandboxID, Name: args.Name, Deleted: true}, nil
+}
+
+// serviceDeleted is delete_sandbox_service's result.
+type serviceDeleted struct {
+	SandboxID string `json:"sandbox_id"`
+	Name      string `json:"name"`
+	Deleted   bool   `json:"deleted"`
+}
+
+// serviceLogs is read_sandbox_service_logs' result.
+type serviceLogs struct {
+	SandboxID string `json:"sandbox_id"`
+	Name      string `json:"name"`
+	// Text is the lines, each ending in a newline.
+	Text string `json:"text"`
 }
 
 // serviceLogs reads the tail only: a tool call answers once, so following
@@ -323,5 +364,5 @@ func (t *tools) serviceLogs(ctx context.Context, req *mcp.CallToolRequest, args 
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"sandbox_id": args.SandboxID, "name": args.Name, "text": string(body)}, nil
+	return serviceLogs{SandboxID: args.SandboxID, Name: args.Name, Text: string(body)}, nil
 }

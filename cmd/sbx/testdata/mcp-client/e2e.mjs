@@ -77,11 +77,22 @@ function get(url, tok) {
 
 const seen = { mode };
 const client = await connect(token);
-const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-seen.tools = tools;
+const listed = (await client.listTools()).tools;
+seen.tools = listed.map((t) => t.name).sort();
+// Tools declaring an output schema: callTool validates every result's
+// structuredContent against it (errors included), so each call below
+// checks its tool's schema too.
+seen.with_output_schema = listed.filter((t) => t.outputSchema?.type === "object").map((t) => t.name).sort();
 
-const sb = await ok(client, "create_sandbox", { profile: "tuist-linux-small" });
+// The result is structured and still readable as text: the same sandbox.
+const created = await client.callTool({ name: "create_sandbox", arguments: { profile: "tuist-linux-small" } });
+const sb = created.structuredContent ?? {};
+const text = created.content?.find((c) => c.type === "text")?.text;
+if (created.isError || !sb.id || sb.status !== "pending" || JSON.parse(text ?? "{}").id !== sb.id) {
+  fail(`create_sandbox: structured ${JSON.stringify(sb)}, text ${text}`);
+}
 seen.sandbox_id = sb.id;
+seen.created_structured = { id: sb.id, status: sb.status, profile: sb.profile };
 const ready = await ok(client, "wait_sandbox_ready", { sandbox_id: sb.id });
 if (ready.status !== "ready") fail(`wait_sandbox_ready: ${JSON.stringify(ready)}`);
 

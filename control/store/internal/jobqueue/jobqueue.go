@@ -35,8 +35,8 @@ type Runner[TTx any] struct {
 	client *river.Client[TTx]
 }
 
-// Config maps cfg onto River's config: the default queue with cfg's
-// worker count, plus cfg's workers, periodic jobs and retry policy.
+// Config maps cfg onto River's config: the default queue and cfg's other
+// queues with cfg's worker count, plus cfg's workers, periodic jobs and retry policy.
 func Config(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
 	maxWorkers := cfg.MaxWorkers
 	if maxWorkers <= 0 {
@@ -46,11 +46,15 @@ func Config(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
 	if workers == nil {
 		workers = river.NewWorkers()
 	}
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}}
+	for _, q := range cfg.Queues {
+		queues[q] = river.QueueConfig{MaxWorkers: maxWorkers}
+	}
 	return &river.Config{
 		Logger:       logger,
 		Workers:      workers,
 		PeriodicJobs: cfg.Periodic,
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Queues:       queues,
 		RetryPolicy:  cfg.RetryPolicy,
 		JobTimeout:   cfg.JobTimeout,
 		// A job whose outcome could not be written (the database went
