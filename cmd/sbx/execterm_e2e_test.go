@@ -77,7 +77,7 @@ func TestExecStreams(t *testing.T) {
 		{"-t without -i: a terminal, no input", "ignored\n", []string{"exec", "-t", id, "--", "sh", "-c", "tty; exit 5"}, 5, "/dev/pts/", "", true},
 		{"exit status without a terminal", "", []string{"exec", id, "exit 4"}, 4, "", "", false},
 		{"flags after the ID", "", []string{"exec", id, "-t", "--", "printf", "%s|", "a b", "$HOME"}, 0, "a b|$HOME|", "", true},
-		{"unknown sandbox", "", []string{"exec", "-t", "sbx-nosuch", "--", "true"}, 5, "", "not found", false},
+		{"unknown sandbox", "", []string{"exec", "-t", "sbx-nosuch", "--", "true"}, 5, "", "no sandbox with that id", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			beforeCase := apiRequests(t, p)[streamRoute]
