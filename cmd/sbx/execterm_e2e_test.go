@@ -76,6 +76,7 @@ func TestExecStreams(t *testing.T) {
 		{"-itt ends the input with Ctrl-D", "typed", []string{"exec", "-itt", id, "--", "cat"}, 0, "typed", "", true},
 		{"-t without -i: a terminal, no input", "ignored\n", []string{"exec", "-t", id, "--", "sh", "-c", "tty; exit 5"}, 5, "/dev/pts/", "", true},
 		{"exit status without a terminal", "", []string{"exec", id, "exit 4"}, 4, "", "", false},
+		{"no terminal after one on the same connection", "", []string{"exec", id, "--", "tty"}, 1, "not a tty\n", "", false},
 		{"flags after the ID", "", []string{"exec", id, "-t", "--", "printf", "%s|", "a b", "$HOME"}, 0, "a b|$HOME|", "", true},
 		{"unknown sandbox", "", []string{"exec", "-t", "sbx-nosuch", "--", "true"}, 5, "", "no sandbox with that id", false},
 	} {
