@@ -104,6 +104,10 @@ func (t *Terminal) Output(ctx context.Context, w io.Writer) (TerminalExit, error
 			if reason := closeReason(err); reason != "" {
 				return TerminalExit{}, fmt.Errorf("%w (%s)", ErrTerminalClosed, reason)
 			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				// The library's words for this are about frame headers.
+				return TerminalExit{}, fmt.Errorf("%w (the API cut the connection)", ErrTerminalClosed)
+			}
 			return TerminalExit{}, fmt.Errorf("%w: %w", ErrTerminalClosed, err)
 		}
 		if typ == websocket.MessageBinary {
