@@ -21,7 +21,8 @@ const maxExecStdin = 8 << 20
 
 func newExecCmd(a *app) *cobra.Command {
 	var timeout float64
-	var tty, interactive, noStdin bool
+	var tty int
+	var interactive, noStdin bool
 	c := &cobra.Command{
 		Use:   "exec ID [--] CMD [ARG...]",
 		Short: "Run a command in the sandbox's workspace",
@@ -32,8 +33,13 @@ two or more are a program and its arguments, passed verbatim. Put the command
 after -- when it has flags of its own. When stdin is not a terminal it is
 sent to the command (up to 8 MiB); --no-stdin sends nothing.
 
--it opens an interactive terminal (over SSH, like sbx ssh). A suspended
-sandbox is woken first; on a terminal sbx says so while it waits.`,
+-it runs the command on a terminal in the sandbox (the API's terminal
+stream): keys go to it as typed, Ctrl-C included, and window resizes follow.
+As with docker and kubectl, -it with stdin not a terminal (a pipe, a file)
+runs without a terminal and sends stdin; -itt forces a terminal anyway. -t
+alone gives the command a terminal but no input; -i alone sends stdin, read
+to its end, even from a terminal. A suspended sandbox is woken first; on a
+terminal sbx says so while it waits.`,
 		Example: `  sbx exec $ID -- ls -la
   sbx exec $ID 'uname -a; echo $HOME'
   echo hello | sbx exec $ID -- cat
@@ -59,11 +65,20 @@ sandbox is woken first; on a terminal sbx says so while it waits.`,
 			if timeout <= 0 {
 				return usageErrorf(c, "--timeout %g: want seconds, more than 0", timeout)
 			}
-			if tty || interactive {
-				if !tty || !interactive {
-					return usageErrorf(c, "-i and -t go together (-it): an interactive terminal")
+			if interactive && noStdin {
+				return usageErrorf(c, "-i sends stdin and --no-stdin sends none: choose one")
+			}
+			stdinTTY := isTerminal(a.in)
+			if tty == 1 && interactive && !stdinTTY {
+				// kubectl's rule: a pipe cannot drive a terminal.
+				fmt.Fprintln(a.errw, "sbx: stdin is not a terminal; running without one (-itt forces a terminal)")
+				tty = 0
+			}
+			if tty > 0 {
+				if c.Flags().Changed("timeout") {
+					return usageErrorf(c, "--timeout applies without a terminal; with -t the command runs until it exits")
 				}
-				return a.execTTY(c.Context(), id, argv)
+				return a.execTerminal(c.Context(), id, argv, terminalMode{input: interactive, raw: interactive && stdinTTY})
 			}
 			cl, err := a.api()
 			if err != nil {
@@ -78,7 +93,10 @@ sandbox is woken first; on a terminal sbx says so while it waits.`,
 				args := argv[1:]
 				req.Args = &args
 			}
-			if !noStdin && !isTerminal(a.in) && a.in != nil {
+			if !noStdin && a.in != nil && (!stdinTTY || interactive) {
+				if stdinTTY {
+					fmt.Fprintln(a.errw, "sbx: reading stdin to its end (Ctrl-D), then running; -it gives an interactive terminal")
+				}
 				b, err := io.ReadAll(io.LimitReader(a.in, maxExecStdin+1))
 				if err != nil {
 					return fmt.Errorf("read stdin: %w", err)
@@ -107,9 +125,9 @@ sandbox is woken first; on a terminal sbx says so while it waits.`,
 			return nil
 		},
 	}
-	c.Flags().Float64Var(&timeout, "timeout", 60, "seconds before the command's process group is killed")
-	c.Flags().BoolVarP(&tty, "tty", "t", false, "allocate a terminal (with -i)")
-	c.Flags().BoolVarP(&interactive, "interactive", "i", false, "keep stdin open, interactively (with -t)")
+	c.Flags().Float64Var(&timeout, "timeout", 60, "seconds before the command's process group is killed (without -t)")
+	c.Flags().CountVarP(&tty, "tty", "t", "run on a terminal in the sandbox; -tt even when stdin is not a terminal")
+	c.Flags().BoolVarP(&interactive, "interactive", "i", false, "send stdin to the command (with -t: keys as typed)")
 	c.Flags().BoolVar(&noStdin, "no-stdin", false, "do not send stdin to the command")
 	return c
 }
@@ -171,21 +189,6 @@ func (a *app) wakeNotice(ctx context.Context, cl *apiClient, id string) *progres
 		p.set("waking %s", id)
 	}
 	return p
-}
-
-// execTTY runs argv on a terminal in the sandbox over SSH (ssh -tt).
-func (a *app) execTTY(ctx context.Context, id string, argv []string) error {
-	if !isTerminal(a.in) {
-		fmt.Fprintln(a.errw, "sbx: stdin is not a terminal; running with a terminal anyway")
-	}
-	quoted := make([]string, len(argv))
-	for i, s := range argv {
-		quoted[i] = shellQuote(s)
-	}
-	if len(argv) == 1 {
-		quoted[0] = argv[0] // one word is a shell line, as without -it
-	}
-	return a.runSSH(ctx, id, sshRunOptions{ttl: 0}, []string{"-tt", "--", strings.Join(quoted, " ")})
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,9 +35,36 @@ func newTmux(t *testing.T, env []string) *tmuxSession {
 
 func (s *tmuxSession) send(keys ...string) {
 	s.t.Helper()
-	if out, err := exec.Command("tmux", append([]string{"-S", s.sock, "send-keys"}, keys...)...).CombinedOutput(); err != nil {
-		s.t.Fatalf("tmux send-keys: %v %s", err, out)
+	s.tmux(append([]string{"send-keys"}, keys...)...)
+}
+
+// tmux runs a tmux command on the session's server.
+func (s *tmuxSession) tmux(args ...string) string {
+	s.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", s.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("tmux %v: %v %s", args, err, out)
 	}
+	return string(out)
+}
+
+// child is the process the pane's shell runs in the foreground.
+func (s *tmuxSession) child() int {
+	s.t.Helper()
+	pid := strings.TrimSpace(s.tmux("display-message", "-p", "#{pane_pid}"))
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "task", pid, "children"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	kids := strings.Fields(string(b))
+	if len(kids) != 1 {
+		s.t.Fatalf("pane shell %s has children %q, want one", pid, kids)
+	}
+	n, err := strconv.Atoi(kids[0])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return n
 }
 
 func (s *tmuxSession) capture() string {
@@ -65,8 +94,11 @@ func (s *tmuxSession) waitFor(want string) string {
 }
 
 // TestTerminal drives the CLI on a real terminal (tmux): create shows its
-// states on stderr, exec -it gives an interactive shell on a tty, and
-// with stderr redirected to a file nothing but the result is written.
+// states on stderr; exec -it gives an interactive shell on a tty over the
+// API's terminal stream (not SSH) that follows resizes, takes Ctrl-C as a
+// key, exits with the shell's status and restores the local terminal
+// when sbx is killed; with stderr redirected to a file nothing but the
+// result is written.
 func TestTerminal(t *testing.T) {
 	p := startDev(t, t.TempDir(), "")
 	home := t.TempDir()
@@ -82,15 +114,46 @@ func TestTerminal(t *testing.T) {
 	}
 
 	// The exit status is echoed by the same command line, so no keystroke
-	// races the end of the session (typed while ssh closes, it was lost).
+	// races the end of the session (typed while it closes, it was lost).
+	before := apiRequests(t, p)
 	s.send(fmt.Sprintf("%s exec -it $ID -- sh; echo exec-exit-$?", bin), "Enter")
 	s.send("tty; echo answer-$((6*7))", "Enter")
 	pane = s.waitFor("answer-42")
 	if !strings.Contains(pane, "/dev/pts/") {
 		t.Errorf("exec -it gave no terminal (tty printed no /dev/pts):\n%s", pane)
 	}
+	// The remote terminal follows the window (SIGWINCH, a resize frame).
+	s.tmux("resize-window", "-x", "150", "-y", "40")
+	s.send("stty size | sed 's/ /x/'", "Enter")
+	s.waitFor("40x150")
+	// Ctrl-C is a key for the remote terminal: it interrupts the remote
+	// sleep and the shell (and sbx) stay.
+	s.send("echo sleep$((1+1))ing; sleep 600", "Enter")
+	s.waitFor("sleep2ing")
+	s.send("C-c")
+	s.send("echo back-$((2+3))", "Enter")
+	s.waitFor("back-5")
 	s.send("exit 3", "Enter")
 	s.waitFor("exec-exit-3")
+	after := apiRequests(t, p)
+	if got := after[streamRoute] - before[streamRoute]; got != 1 {
+		t.Errorf("exec -it opened %v terminal streams, want 1 (the WebSocket)", got)
+	}
+	if got := after[sshTokenRoute] - before[sshTokenRoute]; got != 0 {
+		t.Errorf("exec -it minted %v SSH credentials, want none (it must not go over SSH)", got)
+	}
+
+	// A signal to sbx leaves the terminal as it found it: the next
+	// command line runs (in raw mode Enter would not end the line).
+	s.send(fmt.Sprintf("%s exec -it $ID -- sh; echo term-exit-$?", bin), "Enter")
+	s.send("echo in-$((1+2))", "Enter")
+	s.waitFor("in-3")
+	if err := syscall.Kill(s.child(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("term-exit-1")
+	s.send(`case "$(stty -a)" in *-icanon*) echo still-raw;; *) echo cooked-$((3*3));; esac`, "Enter")
+	s.waitFor("cooked-9")
 
 	// Not a terminal: the progress stays out of files.
 	errFile := filepath.Join(home, "create.err")

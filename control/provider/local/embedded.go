@@ -57,6 +57,11 @@ type embedded struct {
 	procs  map[int]struct{}
 	closed bool
 	wg     sync.WaitGroup // session handlers
+	// ptys holds each session's pty request (ptyState) from the request
+	// callback until its handler takes it. Not the session's Context:
+	// gliderlabs gives every session of a connection the connection's,
+	// so a value set there reaches the connection's later sessions.
+	ptys sync.Map // gliderssh.Session → ptyState
 }
 
 func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, error) {
@@ -94,9 +99,9 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		Handler:     e.handleSession,
 		// Runs on the goroutine that handles the session's requests, before
 		// the handler starts; see ptyState.
-		SessionRequestCallback: func(s gliderssh.Session, _ string) bool {
-			if req, winCh, ok := s.Pty(); ok {
-				s.Context().SetValue(ptyStateKey{}, ptyState{req: req, winCh: winCh})
+		SessionRequestCallback: func(s gliderssh.Session, kind string) bool {
+			if req, winCh, ok := s.Pty(); ok && kind != "subsystem" {
+				e.ptys.Store(s, ptyState{req: req, winCh: winCh})
 			}
 			return true
 		},
@@ -290,7 +295,8 @@ func (e *embedded) handleSession(s gliderssh.Session) {
 	}
 	cmd.Dir = e.workspace
 	cmd.Env = e.env(s)
-	if pty, ok := s.Context().Value(ptyStateKey{}).(ptyState); ok {
+	if v, ok := e.ptys.LoadAndDelete(s); ok {
+		pty := v.(ptyState)
 		cmd.Env = append(cmd.Env, "TERM="+pty.req.Term)
 		e.runPty(s, cmd, pty.req, pty.winCh)
 		return

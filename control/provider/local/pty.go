@@ -16,13 +16,11 @@ import (
 // the session's requests may be writing a window-change into it (a resize
 // sent right after the command: a data race). The callback runs on that
 // goroutine before the handler starts, so the copy is taken there and the
-// handler reads it from the context instead.
+// handler reads it from embedded.ptys instead.
 type ptyState struct {
 	req   gliderssh.Pty
 	winCh <-chan gliderssh.Window
 }
-
-type ptyStateKey struct{}
 
 // runPty runs cmd on a new pseudo-terminal. pty.Start makes the process a
 // session (and process group) leader, so its pid is the group to signal.
