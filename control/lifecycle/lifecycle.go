@@ -55,6 +55,11 @@ type Config struct {
 	// often, and once it lapses the backstop sweep, run every half lease
 	// (at least 1 s), takes the restore over on any replica.
 	RestoreLease time.Duration
+	// ReconcileInterval is how often a running control compares its
+	// records with the provider (see ReconcileEvery): a pod that vanished
+	// or one with no sandbox behind it is handled within it (default 1 min;
+	// a pass lists every sandbox pod and snapshot, once per replica).
+	ReconcileInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -74,6 +79,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RestoreLease <= 0 {
 		c.RestoreLease = 3 * time.Second
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = time.Minute
 	}
 }
 
