@@ -171,7 +171,7 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		return fmt.Errorf("mark %s ready: %w", sb.ID, err)
 	}
 	if becameReady {
-		m.metrics.provisionSeconds.WithLabelValues(sb.Platform, boot).Observe(time.Since(start).Seconds())
+		m.metrics.provisionSeconds.WithLabelValues(sb.AccountID, sb.Platform, boot).Observe(time.Since(start).Seconds())
 		m.log.InfoContext(ctx, "sandbox ready", "sandbox_id", sb.ID, "took", time.Since(start))
 	}
 	return nil
