@@ -1,12 +1,8 @@
 package k8s
 
 import (
-	"path/filepath"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 
@@ -20,15 +16,7 @@ import (
 // API server.
 func TestPodsMeetRestricted(t *testing.T) {
 	t.Parallel()
-	cat, err := LoadCatalog(filepath.Join("testdata", "catalog.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(Config{Namespace: "sandboxes", Catalog: cat},
-		Deps{Client: fake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, cat := objectBuilder(t)
 	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
 	if err != nil {
 		t.Fatal(err)
