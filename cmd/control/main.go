@@ -90,6 +90,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		if err != nil {
 			return c, 0, fmt.Errorf("--k8s-catalog: %w", err)
 		}
+		c.Lifecycle.DefaultProfile = cat.DefaultProfile
 		kc := &kubernetes{Config: k8s.Config{Namespace: *k8sNS, Catalog: cat}, Kubeconfig: *kubeconfig}
 		if err := kc.Config.Validate(); err != nil {
 			return c, 0, fmt.Errorf("--provider k8s: %w", err)

@@ -60,6 +60,10 @@ type Config struct {
 	// or one with no sandbox behind it is handled within it (default 1 min;
 	// a pass lists every sandbox pod and snapshot, once per replica).
 	ReconcileInterval time.Duration
+	// DefaultProfile is what a create that names no profile gets (the k8s
+	// catalog's defaultProfile; sbx dev: devseed.DefaultProfile). Empty:
+	// such a create is refused, naming the field.
+	DefaultProfile string
 }
 
 func (c *Config) setDefaults() {
@@ -185,7 +189,10 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		return sb, false, invalid("Idempotency-Key", "must be 1 to 255 printable ASCII characters")
 	}
 	if req.Profile == "" {
-		return sb, false, invalid("profile", "is required")
+		req.Profile = m.cfg.DefaultProfile
+	}
+	if req.Profile == "" {
+		return sb, false, invalid("profile", "is required (this deployment has no default profile)")
 	}
 	deadline := m.cfg.DefaultDeadline
 	if req.DeadlineMinutes != nil {
