@@ -16,7 +16,7 @@ import (
 	"github.com/sbxedge/sbx/internal/testdb"
 )
 
-// TestReconcileLoop runs checkReconcileLoop on the fake clientset.
+// TestReconcileLoop runs checkReconcileLoop on the real apiserver.
 func TestReconcileLoop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -24,7 +24,7 @@ func TestReconcileLoop(t *testing.T) {
 	// No pod watcher: only the periodic reconcile can notice the
 	// deletion. Jobs run, to provision and to tear down.
 	r := newReplicaCfg(t, e, testdb.Postgres(t), false, true, lifecycle.Config{ReconcileInterval: every}, lifecycle.Deps{})
-	checkReconcileLoop(t, r, e.client, ns, every)
+	checkReconcileLoop(t, r, e.client, e.ns, every)
 }
 
 // checkReconcileLoop: while control runs, a pod that carries our labels
