@@ -284,6 +284,10 @@ func (s *Service) Start(ctx context.Context) error {
 		// than refusing to start.
 		s.log.ErrorContext(ctx, "reconcile finished with errors", "err", err)
 	}
+	// Then again every interval, stopped and waited for with the
+	// watchers on Shutdown. Every replica runs it; a pass ends a sandbox
+	// only under its row lock, so two replicas agree.
+	s.watchers.Go(func() { s.Life.ReconcileEvery(wctx) })
 	if !s.cfg.NoJobs {
 		if err := s.Store.StartJobs(ctx, s.Life.Jobs()); err != nil {
 			return fmt.Errorf("start job queue: %w", err)

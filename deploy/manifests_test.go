@@ -225,8 +225,24 @@ func checkControl(t *testing.T, r rendered) {
 // only, and sandbox pods are fenced by NetworkPolicies.
 func checkIsolation(t *testing.T, r rendered) {
 	t.Helper()
+	sandboxNS := false
 	for _, o := range r.objects {
 		switch v := o.(type) {
+		case *corev1.Namespace:
+			if v.Name != "sbx-sandboxes" {
+				continue
+			}
+			sandboxNS = true
+			// The level control/provider/k8s's TestPodsMeetRestricted
+			// checks the provider's pods against.
+			for _, mode := range []string{"enforce", "audit", "warn"} {
+				if got := v.Labels["pod-security.kubernetes.io/"+mode]; got != "restricted" {
+					t.Errorf("sandbox namespace pod-security %s level %q; want restricted", mode, got)
+				}
+				if got := v.Labels["pod-security.kubernetes.io/"+mode+"-version"]; got != "latest" {
+					t.Errorf("sandbox namespace pod-security %s-version %q; want latest", mode, got)
+				}
+			}
 		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
 			t.Errorf("cluster-wide RBAC object %s; control's rights are namespaced", metaName(v))
 		case *rbacv1.Role:
@@ -234,6 +250,9 @@ func checkIsolation(t *testing.T, r rendered) {
 				t.Errorf("Role %s in %s; want sbx-sandboxes", v.Name, v.Namespace)
 			}
 		}
+	}
+	if !sandboxNS {
+		t.Error("no sbx-sandboxes Namespace")
 	}
 	np := map[string]*networkingv1.NetworkPolicy{}
 	for _, o := range r.objects {
@@ -356,19 +375,21 @@ func containsAll(list []string, want ...string) bool {
 	return true
 }
 
-// checkAlerts: the capacity alert exists, lasts, and reads gauges the
-// provider exports.
+// checkAlerts: the capacity and job-failure alerts exist, the ones that
+// judge a rate or a gauge last, and every alert reads series control
+// exports.
 func checkAlerts(t *testing.T, r rendered) {
 	t.Helper()
 	names := exportedMetrics(t)
-	found := false
+	want := map[string]bool{"SandboxPoolCapacityShortfall": true, "SandboxJobsKeepFailing": true, "SandboxJobsGivenUp": false}
+	found := map[string]bool{}
 	for _, pr := range r.rules {
 		for _, g := range pr.Spec.Groups {
 			for _, rule := range g.Rules {
-				if rule.Alert == "SandboxPoolCapacityShortfall" {
-					found = true
-					if rule.For == "" {
-						t.Error("capacity alert fires without a sustained period (for:)")
+				if sustained, ok := want[rule.Alert]; ok {
+					found[rule.Alert] = true
+					if sustained && rule.For == "" {
+						t.Errorf("alert %s fires without a sustained period (for:)", rule.Alert)
 					}
 				}
 				for _, tok := range strings.FieldsFunc(rule.Expr, func(r rune) bool {
@@ -381,8 +402,10 @@ func checkAlerts(t *testing.T, r rendered) {
 			}
 		}
 	}
-	if !found {
-		t.Error("no SandboxPoolCapacityShortfall alert")
+	for name := range want {
+		if !found[name] {
+			t.Errorf("no %s alert", name)
+		}
 	}
 }
 

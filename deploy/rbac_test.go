@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
@@ -39,11 +40,13 @@ func (r *recorder) Unregister(prometheus.Collector) bool    { return false }
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// exportedMetrics names every series the k8s provider registers.
+// exportedMetrics names every series the k8s provider and the lifecycle
+// register.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recorder{}
 	k8s.NewMetrics(rec)
+	lifecycle.NewMetrics(rec)
 	names := map[string]bool{}
 	ch := make(chan *prometheus.Desc, 64)
 	for _, c := range rec.cs {

@@ -91,7 +91,7 @@ func runExec(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	created, err := apiclient.Result(api.CreateSandboxWithResponse(ctx, nil, apiclient.CreateSandbox{Profile: "tuist-linux-small"}))
+	created, err := apiclient.Result(api.CreateSandboxWithResponse(ctx, nil, apiclient.CreateSandbox{}))
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
 	}

@@ -54,6 +54,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis URL for shared activity (empty: in-memory, one replica only)")
 	fs.StringVar(&c.RedisPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (the edge's --activity-prefix must match)")
 	fs.BoolVar(&c.Lifecycle.NoIdleOffload, "no-idle-offload", env("SBX_NO_IDLE_OFFLOAD", "") == "1", "never suspend idle sandboxes (required without --redis-url: a separate edge's activity is invisible then)")
+	reconcile := fs.String("reconcile-interval", env("SBX_RECONCILE_INTERVAL", "1m"), "how often records are compared with the provider's pods: a vanished pod, or a pod no sandbox owns, is handled within it")
 	prov := fs.String("provider", env("SBX_PROVIDER", "local"), `where sandboxes run: "local" (this machine) or "k8s" (pods)`)
 	k8sNS := fs.String("k8s-namespace", env("SBX_K8S_NAMESPACE", "sbx-sandboxes"), "namespace of sandbox pods (k8s provider)")
 	k8sCatalog := fs.String("k8s-catalog", env("SBX_K8S_CATALOG", "/etc/sbx/catalog.yaml"), "pools and profiles file (k8s provider)")
@@ -65,6 +66,11 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		return c, 0, err
 	}
 	c.PreviewScheme = "https"
+	every, err := time.ParseDuration(*reconcile)
+	if err != nil || every <= 0 {
+		return c, 0, fmt.Errorf("--reconcile-interval %q: want a positive duration such as 1m", *reconcile)
+	}
+	c.Lifecycle.ReconcileInterval = every
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return c, 0, fmt.Errorf("--log-level: %w", err)
@@ -84,6 +90,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		if err != nil {
 			return c, 0, fmt.Errorf("--k8s-catalog: %w", err)
 		}
+		c.Lifecycle.DefaultProfile = cat.DefaultProfile
 		kc := &kubernetes{Config: k8s.Config{Namespace: *k8sNS, Catalog: cat}, Kubeconfig: *kubeconfig}
 		if err := kc.Config.Validate(); err != nil {
 			return c, 0, fmt.Errorf("--provider k8s: %w", err)

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/internal/edgeapi"
@@ -111,5 +113,49 @@ func TestConfigIdleOffloadNeedsRedis(t *testing.T) {
 	c, _, err = parseConfig(append(base, "--redis-url", "redis://127.0.0.1:6379/0"), env)
 	if err != nil || c.Lifecycle.NoIdleOffload {
 		t.Fatalf("--redis-url: %+v, %v; want offload on", c.Lifecycle, err)
+	}
+}
+
+// TestConfigReconcileInterval: one minute by default, the variable or the
+// flag sets it, and a value that is not a positive duration is refused
+// with the flag's name.
+func TestConfigReconcileInterval(t *testing.T) {
+	t.Parallel()
+	base := []string{"--data-dir", t.TempDir(), "--no-idle-offload"}
+	cases := []struct {
+		name    string
+		envVal  string
+		args    []string
+		want    time.Duration
+		wantErr bool
+	}{
+		{name: "default", want: time.Minute},
+		{name: "variable", envVal: "30s", want: 30 * time.Second},
+		{name: "flag wins", envVal: "30s", args: []string{"--reconcile-interval", "5m"}, want: 5 * time.Minute},
+		{name: "zero", args: []string{"--reconcile-interval", "0s"}, wantErr: true},
+		{name: "not a duration", envVal: "often", wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := func(k string) string {
+				switch k {
+				case "SBX_INTERNAL_SECRET":
+					return "s3cret"
+				case "SBX_RECONCILE_INTERVAL":
+					return tc.envVal
+				}
+				return ""
+			}
+			c, _, err := parseConfig(append(slices.Clone(base), tc.args...), env)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "--reconcile-interval") {
+					t.Fatalf("env %q args %v: %v; want an error naming --reconcile-interval", tc.envVal, tc.args, err)
+				}
+				return
+			}
+			if err != nil || c.Lifecycle.ReconcileInterval != tc.want {
+				t.Fatalf("env %q args %v: interval %s, %v; want %s", tc.envVal, tc.args, c.Lifecycle.ReconcileInterval, err, tc.want)
+			}
+		})
 	}
 }

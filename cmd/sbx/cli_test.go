@@ -206,8 +206,11 @@ func TestFlagsAndArguments(t *testing.T) {
 			map[string]any{"command": "cat", "timeout_seconds": 60.0}},
 		{"exec shell line", []string{"exec", fakeID, "echo $HOME"}, "POST", "/api/v1/sandboxes/" + fakeID + "/exec",
 			map[string]any{"command": "echo $HOME", "timeout_seconds": 60.0}},
+		// No --profile: the body names none and the server's default applies.
 		{"create deadline after", []string{"create", "--wait", "0", "--deadline", "30"}, "POST", "/api/v1/sandboxes",
-			map[string]any{"profile": "tuist-linux-small", "deadline_minutes": 30.0}},
+			map[string]any{"deadline_minutes": 30.0}},
+		{"create with a profile", []string{"create", "--wait", "0", "--profile", "tuist-linux-large"}, "POST", "/api/v1/sandboxes",
+			map[string]any{"profile": "tuist-linux-large"}},
 		{"global flag after the ID", []string{"get", fakeID, "-o", "json"}, "GET", "/api/v1/sandboxes/" + fakeID, nil},
 		{"extend adds", []string{"extend", fakeID, "45"}, "PATCH", "/api/v1/sandboxes/" + fakeID, map[string]any{"extend_minutes": 45.0}},
 		{"services list", []string{"services", fakeID, "-o", "json"}, "GET", "/api/v1/sandboxes/" + fakeID + "/services", nil},

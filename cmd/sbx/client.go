@@ -101,6 +101,7 @@ type profile struct {
 	CPU      float64 `json:"cpu"`
 	MemoryMB int     `json:"memory_mb"`
 	DiskGB   int     `json:"disk_gb"`
+	Default  bool    `json:"default,omitempty"`
 }
 
 func (c *apiClient) profiles(ctx context.Context) ([]profile, error) {

@@ -114,7 +114,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		},
 		// readyz answers 200 once the edge serves too.
 		AlsoReady: func() bool { e := running.Load(); return e != nil && e.Ready() },
-		Lifecycle: lifecycle.Config{ReapInterval: c.ReapInterval, IdleTimeout: c.IdleTimeout},
+		Lifecycle: lifecycle.Config{ReapInterval: c.ReapInterval, IdleTimeout: c.IdleTimeout, DefaultProfile: devseed.DefaultProfile},
 		RedisURL:  c.RedisURL, RedisPrefix: c.RedisPrefix, ActivityRetry: c.ActivityRetry,
 		Logger: log,
 	}

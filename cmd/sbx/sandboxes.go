@@ -63,7 +63,10 @@ those show in ps and in shell history.`,
   gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -`,
 		Args: args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
-			body := apiclient.CreateSandbox{Profile: profileName}
+			var body apiclient.CreateSandbox
+			if profileName != "" {
+				body.Profile = &profileName // else the server's default
+			}
 			if c.Flags().Changed("deadline") {
 				if deadline < 1 {
 					return usageErrorf(c, "--deadline %d: want minutes from now, at least 1", deadline)
@@ -93,7 +96,7 @@ those show in ps and in shell history.`,
 			return a.printSandbox(sb)
 		},
 	}
-	c.Flags().StringVar(&profileName, "profile", "tuist-linux-small", "sandbox profile (sbx profiles lists them)")
+	c.Flags().StringVar(&profileName, "profile", "", "sandbox profile (default: the server's, marked in sbx profiles)")
 	c.Flags().IntVar(&deadline, "deadline", 0, "minutes until the sandbox is ended (default: the server's, 60)")
 	c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for ready (0: return at once, pending)")
 	repo.register(c)
@@ -282,9 +285,13 @@ func newProfilesCmd(a *app) *cobra.Command {
 				return err
 			}
 			return a.render(ps, func(w io.Writer) error {
-				t := newTable(w, "NAME", "PLATFORM", "CPU", "MEMORY", "DISK")
+				t := newTable(w, "NAME", "PLATFORM", "CPU", "MEMORY", "DISK", "DEFAULT")
 				for _, p := range ps {
-					t.row(p.Name, p.Platform, p.CPU, fmt.Sprintf("%d MiB", p.MemoryMB), fmt.Sprintf("%d GiB", p.DiskGB))
+					def := ""
+					if p.Default {
+						def = "yes" // what sbx create without --profile gets
+					}
+					t.row(p.Name, p.Platform, p.CPU, fmt.Sprintf("%d MiB", p.MemoryMB), fmt.Sprintf("%d GiB", p.DiskGB), def)
 				}
 				return t.flush()
 			})

@@ -69,14 +69,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	t, err := s.target(r)
+	sb, t, err := s.sandboxTarget(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	req.Dir = t.Workspace
+	took := s.metrics.exec.WithLabelValues(sb.AccountID, sb.Platform)
 	if stream {
-		s.streamExec(w, r, t, req)
+		s.streamExec(w, r, t, req, took)
 		return
 	}
 	res, err := s.pods.Exec(r.Context(), t, req)
@@ -84,7 +85,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	s.metrics.exec.Observe(res.Duration.Seconds())
+	took.Observe(res.Duration.Seconds())
 	out := execResponse{execExit: newExecExit(res)}
 	out.Stdout, out.StdoutEncoding = encodeOutput(res.Stdout)
 	out.Stderr, out.StderrEncoding = encodeOutput(res.Stderr)
@@ -154,17 +155,23 @@ func encodeOutput(b []byte) (string, string) {
 // target resolves the URL's sandbox to its pod, refusing states in which
 // there is no pod to talk to.
 func (s *Server) target(r *http.Request) (podssh.Target, error) {
+	_, t, err := s.sandboxTarget(r)
+	return t, err
+}
+
+// sandboxTarget is target with the sandbox it reaches (for labels).
+func (s *Server) sandboxTarget(r *http.Request) (store.Sandbox, podssh.Target, error) {
 	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
 	if err != nil {
-		return podssh.Target{}, err
+		return store.Sandbox{}, podssh.Target{}, err
 	}
 	if sb, err = s.awaken(r, sb); err != nil {
-		return podssh.Target{}, err
+		return store.Sandbox{}, podssh.Target{}, err
 	}
 	if sb.State != store.StateReady {
-		return podssh.Target{}, &lifecycle.StateError{State: string(sb.State), Action: "reach"}
+		return store.Sandbox{}, podssh.Target{}, &lifecycle.StateError{State: string(sb.State), Action: "reach"}
 	}
-	return podssh.Target{
+	return sb, podssh.Target{
 		SandboxID: sb.ID, Addr: sb.Endpoint, User: sb.SSHUser, HostKey: sb.HostKey, Workspace: sb.Workspace,
 	}, nil
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -31,8 +33,9 @@ type execChunk struct {
 // document when the command could not be run to its end. A client that
 // goes away cancels the request's context, which ends the command's
 // process group (podssh.Exec). The open request counts as activity and
-// woke the sandbox in target, as a plain exec does.
-func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Target, req podssh.ExecRequest) {
+// woke the sandbox in target, as a plain exec does. took records the
+// duration of a command that ran to its end.
+func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Target, req podssh.ExecRequest, took prometheus.Observer) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	stopOnShutdown := make(chan struct{})
@@ -64,7 +67,7 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Tar
 	case err != nil:
 		sse.event("error", toProblem(r, err))
 	default:
-		s.metrics.exec.Observe(res.Duration.Seconds())
+		took.Observe(res.Duration.Seconds())
 		sse.event("exit", newExecExit(res))
 	}
 }

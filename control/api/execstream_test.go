@@ -300,3 +300,27 @@ func BenchmarkExecStreamFirstLine(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/first-line")
 }
+
+// TestExecMetricsLabels: plain and streamed exec durations land in
+// sbx_exec_seconds under the sandbox's account and platform, and the
+// provisioning time under account, platform and boot kind.
+func TestExecMetricsLabels(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	id := e.createReady(t)
+	if code, _, b := e.do("dev", "POST", "/api/v1/sandboxes/"+id+"/exec", strings.NewReader(`{"command":"true"}`)); code != 200 {
+		t.Fatalf("exec: %d %s", code, b)
+	}
+	events, _ := e.startExecStream(t, id, `{"command":"true"}`, false)
+	for range events {
+	}
+	metrics := e.metrics()
+	for _, want := range []string{
+		`sbx_exec_seconds_count{account="acct-dev",platform="linux"} 2`,
+		`sbx_provision_seconds_count{account="acct-dev",kind="cold_boot",platform="linux"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grep(metrics, "_count{"))
+		}
+	}
+}

@@ -8,10 +8,13 @@ type profileView struct {
 	CPU      float64 `json:"cpu"`
 	MemoryMB int     `json:"memory_mb"`
 	DiskGB   int     `json:"disk_gb"`
+	// Default marks the profile a create without one gets.
+	Default bool `json:"default,omitempty"`
 }
 
 // listProfiles answers which profiles a create may name, so clients can
-// offer them (and say which were meant after a typo).
+// offer them (and say which were meant after a typo), and which one a
+// create that names none gets.
 func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
 	ps, err := s.store.Profiles(r.Context())
 	if err != nil {
@@ -21,8 +24,9 @@ func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Profiles []profileView `json:"profiles"`
 	}{Profiles: make([]profileView, 0, len(ps))}
+	def := s.life.Config().DefaultProfile
 	for _, p := range ps {
-		out.Profiles = append(out.Profiles, profileView{Name: p.Name, Platform: p.Platform, CPU: p.CPU, MemoryMB: p.MemoryMB, DiskGB: p.DiskGB})
+		out.Profiles = append(out.Profiles, profileView{Name: p.Name, Platform: p.Platform, CPU: p.CPU, MemoryMB: p.MemoryMB, DiskGB: p.DiskGB, Default: p.Name == def})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

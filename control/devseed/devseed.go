@@ -17,6 +17,11 @@ import (
 // AccountID is the dev account's ID.
 const AccountID = "acct-dev"
 
+// DefaultProfile is sbx dev's default profile: what `sbx create` without
+// --profile gets. deploy/base/catalog.yaml holds the same profiles and
+// default, so a command that works on sbx dev works on a cluster.
+const DefaultProfile = "tuist-linux-small"
+
 // Profiles seeded for development. The names follow the product spec;
 // the platform comes from the name.
 var Profiles = []store.Profile{

@@ -207,6 +207,7 @@ func (w *suspendWorker) Work(ctx context.Context, job *river.Job[SuspendArgs]) e
 	if err := sus.Suspend(ctx, id); err != nil {
 		m.log.ErrorContext(ctx, "suspend failed; returning sandbox to ready", "sandbox_id", id, "err", err)
 		m.metrics.suspendFailures.Inc()
+		m.metrics.jobFailures.WithLabelValues(jobSuspend).Inc()
 		return m.unsuspend(ctx, sb, err)
 	}
 	// Snapshot stored, pod released: in one transaction the compute line

@@ -106,6 +106,12 @@ type provisionWorker struct {
 // than losing the outcome to the same outage (see retryStore).
 func (w *provisionWorker) Work(ctx context.Context, job *river.Job[ProvisionArgs]) error {
 	err := w.work(ctx, job)
+	// The last attempt does not return its error: it fails the sandbox,
+	// which fail counts. A last attempt that could not even do that
+	// leaves the sandbox pending, and the reaper fails it.
+	if retried(err, job.JobRow) {
+		w.m.metrics.jobRetries.WithLabelValues(jobProvision).Inc()
+	}
 	if err != nil && ctx.Err() == nil {
 		_ = w.m.retryStore(ctx, "reach the store after a failed provisioning", func() error {
 			_, err := w.m.store.Sandbox(ctx, job.Args.SandboxID)
@@ -173,7 +179,7 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		return fmt.Errorf("mark %s ready: %w", sb.ID, err)
 	}
 	if becameReady {
-		m.metrics.provisionSeconds.WithLabelValues(sb.Platform, boot).Observe(time.Since(start).Seconds())
+		m.metrics.provisionSeconds.WithLabelValues(sb.AccountID, sb.Platform, boot).Observe(time.Since(start).Seconds())
 		m.log.InfoContext(ctx, "sandbox ready", "sandbox_id", sb.ID, "took", time.Since(start))
 	}
 	return nil
@@ -231,24 +237,34 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 }
 
 // fail moves a pending sandbox to failed (no session ever opened) and
-// enqueues cleanup of whatever the provider started.
+// enqueues cleanup of whatever the provider started. The worker and the
+// reaper may both get here; only the one that moved it counts it.
 func (m *Manager) fail(ctx context.Context, id, why string) error {
 	return m.failWith(ctx, id, ReasonProvisionFailed, why)
 }
 
 // failWith is fail with the end reason given.
 func (m *Manager) failWith(ctx context.Context, id, reason, why string) error {
-	err := m.retryStore(ctx, "mark "+id+" failed", func() error { return m.failTx(ctx, id, reason, why) })
+	moved := false
+	err := m.retryStore(ctx, "mark "+id+" failed", func() error {
+		moved = false
+		return m.failTx(ctx, id, reason, why, &moved)
+	})
 	if err != nil {
 		return fmt.Errorf("mark %s failed: %w", id, err)
 	}
+	if !moved {
+		return nil
+	}
 	m.metrics.failed.Inc()
+	m.metrics.jobFailures.WithLabelValues(jobProvision).Inc()
 	m.log.WarnContext(ctx, "sandbox failed", "sandbox_id", id, "reason", reason, "why", why)
 	return nil
 }
 
-// failTx is failWith's transaction.
-func (m *Manager) failTx(ctx context.Context, id, reason, why string) error {
+// failTx is failWith's transaction; moved says whether it failed the
+// sandbox.
+func (m *Manager) failTx(ctx context.Context, id, reason, why string, moved *bool) error {
 	return m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)
 		if err != nil {
@@ -269,6 +285,7 @@ func (m *Manager) failTx(ctx context.Context, id, reason, why string) error {
 		if err := tx.InsertEvent(ctx, ev); err != nil {
 			return err
 		}
+		*moved = true
 		return tx.Enqueue(ctx, TerminateArgs{SandboxID: id}, nil)
 	})
 }
@@ -278,7 +295,29 @@ type terminateWorker struct {
 	m *Manager
 }
 
+// Work tears down; a teardown whose last attempt fails is counted as
+// given up (River discards the job, the sandbox stays terminating).
 func (w *terminateWorker) Work(ctx context.Context, job *river.Job[TerminateArgs]) error {
+	err := w.work(ctx, job)
+	switch {
+	case retried(err, job.JobRow):
+		w.m.metrics.jobRetries.WithLabelValues(jobTerminate).Inc()
+	case err != nil && job.Attempt >= job.MaxAttempts:
+		w.m.metrics.jobFailures.WithLabelValues(jobTerminate).Inc()
+		w.m.log.ErrorContext(ctx, "teardown given up after its last attempt", "sandbox_id", job.Args.SandboxID, "attempt", job.Attempt, "err", err)
+	}
+	return err
+}
+
+// retried reports whether River will run the job again after err: an
+// error that is neither a cancel nor a snooze, before the last attempt.
+func retried(err error, job *rivertype.JobRow) bool {
+	var cancel *river.JobCancelError
+	var snooze *river.JobSnoozeError
+	return err != nil && !errors.As(err, &cancel) && !errors.As(err, &snooze) && job.Attempt < job.MaxAttempts
+}
+
+func (w *terminateWorker) work(ctx context.Context, job *river.Job[TerminateArgs]) error {
 	m := w.m
 	id := job.Args.SandboxID
 	if m.conns != nil {

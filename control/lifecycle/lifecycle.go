@@ -57,6 +57,15 @@ type Config struct {
 	// often, and once it lapses the backstop sweep, run every half lease
 	// (at least 1 s), takes the restore over on any replica.
 	RestoreLease time.Duration
+	// ReconcileInterval is how often a running control compares its
+	// records with the provider (see ReconcileEvery): a pod that vanished
+	// or one with no sandbox behind it is handled within it (default 1 min;
+	// a pass lists every sandbox pod and snapshot, once per replica).
+	ReconcileInterval time.Duration
+	// DefaultProfile is what a create that names no profile gets (the k8s
+	// catalog's defaultProfile; sbx dev: devseed.DefaultProfile). Empty:
+	// such a create is refused, naming the field.
+	DefaultProfile string
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +85,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RestoreLease <= 0 {
 		c.RestoreLease = 3 * time.Second
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = time.Minute
 	}
 }
 
@@ -187,7 +199,10 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		return sb, false, invalid("Idempotency-Key", "must be 1 to 255 printable ASCII characters")
 	}
 	if req.Profile == "" {
-		return sb, false, invalid("profile", "is required")
+		req.Profile = m.cfg.DefaultProfile
+	}
+	if req.Profile == "" {
+		return sb, false, invalid("profile", "is required (this deployment has no default profile)")
 	}
 	deadline := m.cfg.DefaultDeadline
 	if req.DeadlineMinutes != nil {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
@@ -170,14 +174,18 @@ func TestReaperEndsExpired(t *testing.T) {
 
 // TestProvisionFailureFailsWithoutSession: a sandbox that cannot be
 // provisioned ends failed after the provisioning timeout, never opens a
-// billing session, and its remains are cleaned up.
+// billing session, and its remains are cleaned up. The failed attempt
+// before the timeout counts as a provision retry, the failure once as a
+// provision job given up on.
 func TestProvisionFailureFailsWithoutSession(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			var fp *failingProvider
+			reg := prometheus.NewRegistry()
 			h := newHarness(t, backend, lifecycle.Config{ReapInterval: 200 * time.Millisecond, ProvisionTimeout: time.Second},
-				func(p provider.Provider) provider.Provider { fp = &failingProvider{Provider: p}; return fp })
+				func(p provider.Provider) provider.Provider { fp = &failingProvider{Provider: p}; return fp },
+				func(d *lifecycle.Deps) { d.Metrics = lifecycle.NewMetrics(reg) })
 			sb := h.create(t, 30)
 			failed := h.waitState(t, sb.ID, store.StateFailed, 10*time.Second)
 			if failed.EndReason != lifecycle.ReasonProvisionFailed {
@@ -193,8 +201,45 @@ func TestProvisionFailureFailsWithoutSession(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
+			want := `
+# HELP sbx_job_failures_total Lifecycle work given up on, by kind: provisioning that failed its sandbox, a teardown whose retries ran out (its pod, volume or snapshot may be left), a suspend that returned the sandbox to ready, a restore that failed its sandbox.
+# TYPE sbx_job_failures_total counter
+sbx_job_failures_total{kind="provision"} 1
+sbx_job_failures_total{kind="restore"} 0
+sbx_job_failures_total{kind="suspend"} 0
+sbx_job_failures_total{kind="terminate"} 0
+`
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sbx_job_failures_total"); err != nil {
+				t.Error(err)
+			}
+			if n := jobCounter(t, reg, "sbx_job_retries_total", "provision"); n < 1 {
+				t.Errorf("provision retries %v; want at least the first failed attempt", n)
+			}
 		})
 	}
+}
+
+// jobCounter reads one kind's value of a job counter from reg.
+func jobCounter(t *testing.T, reg *prometheus.Registry, name, kind string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{kind=%q}", name, kind)
+	return 0
 }
 
 // TestReconcile: a ready sandbox whose pod vanished is ended and its

@@ -10,8 +10,23 @@ type Metrics struct {
 	reaped           prometheus.Counter
 	quotaRefusals    *prometheus.CounterVec
 	grantMints       prometheus.Counter
+	// jobRetries and jobFailures are keyed by job kind (jobKinds).
+	jobRetries  *prometheus.CounterVec
+	jobFailures *prometheus.CounterVec
 	*idleMetrics
 }
+
+// Job kinds, the values of the kind label: the work lifecycle retries on
+// its own. Restore is a leased attempt rather than a River job; it is
+// counted the same way.
+const (
+	jobProvision = "provision"
+	jobTerminate = "terminate"
+	jobSuspend   = "suspend"
+	jobRestore   = "restore"
+)
+
+var jobKinds = []string{jobProvision, jobTerminate, jobSuspend, jobRestore}
 
 // NewMetrics registers the series on reg (nil: unregistered, for tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -20,10 +35,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sbx_sandboxes_created_total", Help: "Sandboxes admitted, by platform.",
 		}, []string{"platform"}),
 		provisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "sbx_provision_seconds",
-			Help:    "Time from provisioning start to ready, by platform and kind (warm_hit, cold_boot).",
+			Name: "sbx_provision_seconds",
+			// account is the account's ID, never client input: the
+			// series grow with accounts, as the spec asks (per account
+			// and platform), not with sandboxes or requests.
+			Help:    "Time from provisioning start to ready, by account, platform and kind (warm_hit, cold_boot).",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
-		}, []string{"platform", "kind"}),
+		}, []string{"account", "platform", "kind"}),
 		failed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sbx_sandboxes_failed_total", Help: "Sandboxes that failed to provision.",
 		}),
@@ -36,10 +54,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		grantMints: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sbx_grant_tokens_minted_total", Help: "Grant tokens minted for sandboxes (one per grant).",
 		}),
+		jobRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sbx_job_retries_total",
+			Help: "Failed attempts of lifecycle work that will be tried again, by kind (provision, terminate, restore).",
+		}, []string{"kind"}),
+		jobFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sbx_job_failures_total",
+			Help: "Lifecycle work given up on, by kind: provisioning that failed its sandbox, a teardown whose retries " +
+				"ran out (its pod, volume or snapshot may be left), a suspend that returned the sandbox to ready, " +
+				"a restore that failed its sandbox.",
+		}, []string{"kind"}),
+	}
+	// Every kind exports 0 from the start, so increase() sees the first
+	// failure rather than a series appearing.
+	for _, k := range jobKinds {
+		m.jobRetries.WithLabelValues(k)
+		m.jobFailures.WithLabelValues(k)
 	}
 	m.idleMetrics = newIdleMetrics()
 	if reg != nil {
-		reg.MustRegister(m.created, m.provisionSeconds, m.failed, m.reaped, m.quotaRefusals, m.grantMints)
+		reg.MustRegister(m.created, m.provisionSeconds, m.failed, m.reaped, m.quotaRefusals, m.grantMints, m.jobRetries, m.jobFailures)
 		m.idleMetrics.register(reg)
 	}
 	return m

@@ -1,19 +1,33 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
 )
 
-// Reconcile brings records and provider in line after a start: a ready
-// sandbox whose pod vanished has its session closed and ends; a ready
-// sandbox whose server stopped (a restarted `sbx dev`) is started again;
-// a pod with no live sandbox behind it is destroyed.
+// Reconcile brings records and provider in line, at start and then every
+// ReconcileInterval (ReconcileEvery): a ready sandbox whose pod vanished
+// has its session closed and ends; a ready sandbox whose server stopped (a
+// restarted `sbx dev`) is started again; a pod with no live sandbox behind
+// it is destroyed.
+//
+// It runs while jobs move sandboxes, on every replica at once: the ready
+// rows are read before the provider is listed, so a sandbox that turns
+// ready during the pass (its pod created after the list) is not taken for
+// vanished; a pod missing from the list is confirmed gone with a fresh
+// Status; and a sandbox is ended only if it is still ready under its row
+// lock. Destroying an orphan twice is harmless.
 func (m *Manager) Reconcile(ctx context.Context) error {
+	ready, err := m.store.SandboxesInStates(ctx, store.StateReady)
+	if err != nil {
+		return fmt.Errorf("reconcile: list ready sandboxes: %w", err)
+	}
 	instances, err := m.prov.List(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: list provider sandboxes: %w", err)
@@ -24,27 +38,33 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	}
 
 	var errs []error
-	ready, err := m.store.SandboxesInStates(ctx, store.StateReady)
-	if err != nil {
-		return fmt.Errorf("reconcile: list ready sandboxes: %w", err)
-	}
 	for _, sb := range ready {
 		in, ok := byID[sb.ID]
-		switch {
-		case !ok || in.Phase == provider.PhaseNotFound:
+		if !ok {
+			// Listed before its pod existed? Ask for this one again.
+			in, err = m.prov.Status(ctx, sb.ID)
+			if err != nil && !errors.Is(err, provider.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("reconcile: status of %s: %w", sb.ID, err))
+				continue
+			}
+			if errors.Is(err, provider.ErrNotFound) {
+				in.Phase = provider.PhaseNotFound
+			}
+		}
+		switch in.Phase {
+		case provider.PhaseRunning:
+		case provider.PhaseNotFound:
 			m.log.WarnContext(ctx, "reconcile: pod vanished", "sandbox_id", sb.ID)
-			if _, err := m.end(ctx, sb.ID, ReasonPodVanished, "reconciler"); err != nil {
+			if _, err := m.endAt(ctx, sb.ID, ReasonPodVanished, "reconciler", time.Time{}, stillReady); err != nil {
 				errs = append(errs, err)
 			}
-		case in.Phase == provider.PhaseFailed:
-			reason := in.Reason
-			if reason == "" {
-				reason = "error"
-			}
-			if _, err := m.end(ctx, sb.ID, reason, "reconciler"); err != nil {
+		case provider.PhaseFailed:
+			reason := cmp.Or(in.Reason, "error")
+			m.log.WarnContext(ctx, "reconcile: pod failed", "sandbox_id", sb.ID, "reason", reason)
+			if _, err := m.endAt(ctx, sb.ID, reason, "reconciler", time.Time{}, stillReady); err != nil {
 				errs = append(errs, err)
 			}
-		case in.Phase != provider.PhaseRunning:
+		default:
 			if err := m.restart(ctx, sb); err != nil {
 				errs = append(errs, err)
 			}
@@ -65,6 +85,34 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func stillReady(s store.State) bool { return s == store.StateReady }
+
+// ReconcileEvery runs Reconcile every ReconcileInterval until ctx ends,
+// so a pod lost while no watcher saw it (control was down, a watch event
+// was missed) or left behind by a crash is handled within one interval.
+// The first pass is one interval after the call: the caller reconciles
+// once at start, before serving. A pass is bounded like a job
+// (ProvisionTimeout); its errors are per sandbox, logged, and retried on
+// the next pass. The caller owns the goroutine and waits for it after
+// cancelling ctx.
+func (m *Manager) ReconcileEvery(ctx context.Context) {
+	t := time.NewTicker(m.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.ProvisionTimeout)
+		err := m.Reconcile(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			m.log.ErrorContext(ctx, "periodic reconcile finished with errors", "err", err)
+		}
+	}
 }
 
 // restart brings a ready sandbox's server back (same workspace, same host

@@ -179,7 +179,7 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 // the sweep makes the next attempt. A sandbox whose lease another process
 // holds by now is left to it.
 func (m *Manager) restoreAttemptFailed(ctx context.Context, l restoreLease, cause error) error {
-	failed := false
+	failed, retry := false, false
 	reason := ReasonRestoreFailed
 	if errors.Is(cause, provider.ErrSnapshotGone) {
 		reason = ReasonSnapshotExpired
@@ -197,6 +197,7 @@ func (m *Manager) restoreAttemptFailed(ctx context.Context, l restoreLease, caus
 			sb.LeaseHolder = ""
 			until := time.Now().Add(retryBackoff(sb.RestoreAttempts)).UTC()
 			sb.LeaseUntil = &until
+			retry = true
 			return tx.UpdateSandbox(ctx, sb)
 		}
 		failed = true
@@ -208,6 +209,9 @@ func (m *Manager) restoreAttemptFailed(ctx context.Context, l restoreLease, caus
 	if failed {
 		m.restoreFailedNow(ctx, l.id, reason, cause)
 		return nil
+	}
+	if retry {
+		m.metrics.jobRetries.WithLabelValues(jobRestore).Inc()
 	}
 	return fmt.Errorf("restore %s: %w", l.id, cause)
 }
@@ -240,6 +244,7 @@ func (m *Manager) failRestore(ctx context.Context, tx store.Tx, sb store.Sandbox
 // transaction committed, and tells its waiters.
 func (m *Manager) restoreFailedNow(ctx context.Context, id, reason string, cause error) {
 	m.metrics.restoreFailures.Inc()
+	m.metrics.jobFailures.WithLabelValues(jobRestore).Inc()
 	m.log.ErrorContext(ctx, "restore failed; sandbox failed", "sandbox_id", id, "reason", reason, "err", cause)
 	m.publish(ctx, id)
 }

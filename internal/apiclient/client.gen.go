@@ -348,8 +348,10 @@ type CreateSandbox struct {
 	// Grants Scoped credentials for code inside the sandbox. Any bad entry is 422 naming it (`grants[i].project_id`, `grants[i].scopes[j]`), and nothing is created.
 	Grants *[]Grant `json:"grants,omitempty"`
 
-	// Profile Examples: tuist-linux-medium
-	Profile string `json:"profile"`
+	// Profile The profile (GET /profiles lists them). Absent: the deployment's default profile, the one GET /profiles marks `default`; a deployment without one answers 422 naming `profile`.
+	//
+	// Examples: tuist-linux-medium
+	Profile *string `json:"profile,omitempty"`
 
 	// ProjectId Reporting tag; no access implications.
 	ProjectId *openapi_types.UUID `json:"project_id,omitempty"`
@@ -529,11 +531,14 @@ type Problem struct {
 // ProfileList defines model for ProfileList.
 type ProfileList struct {
 	Profiles []struct {
-		Cpu      float64 `json:"cpu"`
-		DiskGb   int     `json:"disk_gb"`
-		MemoryMb int     `json:"memory_mb"`
-		Name     string  `json:"name"`
-		Platform string  `json:"platform"`
+		Cpu float64 `json:"cpu"`
+
+		// Default Present and true on the profile a create that names none gets.
+		Default  *bool  `json:"default,omitempty"`
+		DiskGb   int    `json:"disk_gb"`
+		MemoryMb int    `json:"memory_mb"`
+		Name     string `json:"name"`
+		Platform string `json:"platform"`
 	} `json:"profiles"`
 }
 

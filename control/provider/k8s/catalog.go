@@ -33,6 +33,9 @@ const (
 type Catalog struct {
 	Pools    map[string]Pool `json:"pools"`
 	Profiles []Shape         `json:"profiles"`
+	// DefaultProfile is what a create that names no profile gets (and
+	// what GET /profiles marks default); empty: such a create is 422.
+	DefaultProfile string `json:"defaultProfile,omitempty"`
 }
 
 // Pool is the dedicated sandbox node pool of one platform.
@@ -119,6 +122,9 @@ func (c Catalog) Validate() error {
 			return fmt.Errorf("%s.warmReplicas: must not be negative", field)
 		}
 		seen[s.Name] = true
+	}
+	if c.DefaultProfile != "" && !seen[c.DefaultProfile] {
+		return fmt.Errorf("defaultProfile %q: no such profile", c.DefaultProfile)
 	}
 	if len(c.Profiles) == 0 {
 		return errors.New("profiles: at least one is required")

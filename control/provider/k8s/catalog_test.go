@@ -23,6 +23,8 @@ func TestParseCatalog(t *testing.T) {
 		{"zero cpu", pool + "profiles: [{name: p, platform: linux, memoryMB: 1, diskGB: 1, image: i}]", "positive"},
 		{"negative warm", pool + "profiles: [{name: p, platform: linux, cpu: 1, memoryMB: 1, diskGB: 1, image: i, warmReplicas: -1}]", "warmReplicas"},
 		{"empty", pool, "at least one"},
+		{"default", pool + "defaultProfile: p\nprofiles: [{name: p, platform: linux, cpu: 1, memoryMB: 1, diskGB: 1, image: i}]", ""},
+		{"unknown default", pool + "defaultProfile: q\nprofiles: [{name: p, platform: linux, cpu: 1, memoryMB: 1, diskGB: 1, image: i}]", "defaultProfile"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -159,17 +159,25 @@ func (p *Provider) pvc(n names, role string, shape Shape, spec *provider.Spec, f
 	return c
 }
 
-// pod builds the sandbox pod. Linux pods run non-root with every
-// capability dropped; macOS pods are VMs booted by the pool's runtime, so
-// a container securityContext would mean nothing there, and their
-// workspace lives on the VM disk (no PVC, no suspend in v1).
+// pod builds the sandbox pod. Every pod runs non-root with every
+// capability dropped, no privilege escalation and the runtime's seccomp
+// profile: the sandbox namespace enforces the restricted Pod Security
+// Standard. macOS pods are VMs booted by the pool's runtime, where the
+// securityContext constrains little, but admission judges the spec, not
+// the runtime, and refuses a pod without it. Their workspace lives on the
+// VM disk (no PVC, no suspend in v1).
 func (p *Provider) pod(n names, role string, shape Shape, spec *provider.Spec) *corev1.Pod {
 	pool := p.cfg.Catalog.Pools[shape.Platform]
 	cpu := resource.MustParse(strconv.FormatFloat(shape.CPU, 'f', -1, 64))
 	mem := resource.MustParse(strconv.Itoa(shape.MemoryMB) + "Mi")
 	res := corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}
 	c := corev1.Container{
-		Name:            "sandbox",
+		Name: "sandbox",
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			Privileged:               ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
 		Image:           shape.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Ports:           []corev1.ContainerPort{{Name: "ssh", ContainerPort: int32(p.cfg.SSHPort), Protocol: corev1.ProtocolTCP}},
@@ -193,6 +201,10 @@ func (p *Provider) pod(n names, role string, shape Shape, spec *provider.Spec) *
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
 		TerminationGracePeriodSeconds: ptr.To[int64](10),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](sandboxUID), RunAsGroup: ptr.To[int64](sandboxUID),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
 		Volumes: []corev1.Volume{{
 			Name: "ssh",
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -211,16 +223,8 @@ func (p *Provider) pod(n names, role string, shape Shape, spec *provider.Spec) *
 		})
 		podSpec.Containers[0].VolumeMounts = append(podSpec.Containers[0].VolumeMounts,
 			corev1.VolumeMount{Name: "workspace", MountPath: p.workspaceDir(n.pod)})
-		podSpec.SecurityContext = &corev1.PodSecurityContext{
-			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](sandboxUID), RunAsGroup: ptr.To[int64](sandboxUID),
-			FSGroup:        ptr.To[int64](sandboxUID),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		}
-		podSpec.Containers[0].SecurityContext = &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			Privileged:               ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		}
+		// The workspace volume is owned by the sandbox user.
+		podSpec.SecurityContext.FSGroup = ptr.To[int64](sandboxUID)
 	case PlatformMacOS:
 		// The VM disk holds the workspace; size it with the shape's disk.
 		disk := resource.MustParse(strconv.Itoa(shape.DiskGB) + "Gi")

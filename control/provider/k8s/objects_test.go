@@ -17,9 +17,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// TestObjectsGolden pins the pod, PVC and Secret of a sandbox per platform.
-// Run with -update after an intended change and review the diff.
-func TestObjectsGolden(t *testing.T) {
+// objectBuilder is a provider on the test catalog whose clients are never
+// called: for tests of the objects it builds.
+func objectBuilder(t *testing.T) (*Provider, Catalog) {
+	t.Helper()
 	cat, err := LoadCatalog(filepath.Join("testdata", "catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -29,6 +30,13 @@ func TestObjectsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, cat
+}
+
+// TestObjectsGolden pins the pod, PVC and Secret of a sandbox per platform.
+// Run with -update after an intended change and review the diff.
+func TestObjectsGolden(t *testing.T) {
+	p, cat := objectBuilder(t)
 	for _, profile := range []string{"tuist-linux-medium", "tuist-macos-16-large"} {
 		t.Run(profile, func(t *testing.T) {
 			shape, _ := cat.Shape(profile)
