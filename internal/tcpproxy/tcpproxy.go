@@ -1,7 +1,8 @@
 // Package tcpproxy is a TCP proxy for fault tests: a test puts it between a
-// client and a real server (Redis, Postgres) and cuts it to simulate the
-// server going away, closing every connection, then restores it on the
-// same address.
+// client and a real server (Redis, Postgres, an SSH server) and cuts it to
+// simulate the server going away, closing every connection, then restores
+// it on the same address; or freezes it to simulate a peer that vanished
+// without a FIN.
 package tcpproxy
 
 import (
@@ -15,10 +16,11 @@ import (
 type Proxy struct {
 	Addr, Target string
 
-	mu    sync.Mutex // guards ln and conns
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup // the accept loop and the copiers
+	mu     sync.Mutex // guards ln, conns and frozen
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	frozen bool
+	wg     sync.WaitGroup // the accept loop and the copiers
 }
 
 // New starts a proxy to target on a loopback port; it is stopped when the
@@ -69,10 +71,43 @@ func (p *Proxy) serve(ln net.Listener) {
 			}
 			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+			p.wg.Go(func() { p.copy(up, c); up.Close() })
+			p.wg.Go(func() { p.copy(c, up); c.Close() })
 		}
 	})
+}
+
+// copy moves bytes until src ends or dst fails. Once frozen it reads and
+// drops, so the sender's writes still succeed (as into a dead path's
+// socket buffers) and nothing is delivered.
+func (p *Proxy) copy(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.isFrozen() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Freeze stops moving bytes in either direction on every connection, open
+// or to come, but keeps the sockets open: a peer that vanished without a
+// FIN, as behind a dead NAT or a lost node. Stop still closes them.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = true
+}
+
+func (p *Proxy) isFrozen() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frozen
 }
 
 // Stop refuses new connections and closes every open one, as a server
