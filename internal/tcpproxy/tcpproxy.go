@@ -1,15 +1,20 @@
-// Package tcpproxy is a TCP proxy for fault tests: a test puts it between a
-// client and a real server (Redis, Postgres, an SSH server) and cuts it to
-// simulate the server going away, closing every connection, then restores
-// it on the same address; or freezes it to simulate a peer that vanished
-// without a FIN.
+// Package tcpproxy is a TCP relay for tests and measurements. A fault test
+// puts it between a client and a real server (Redis, Postgres, an SSH
+// server) and cuts it to simulate the server going away, closing every
+// connection, then restores it on the same address; or freezes it to
+// simulate a peer that vanished without a FIN. Unfrozen, it is a plain
+// io.Copy each way (spliced by the kernel on Linux), so a load test can
+// use it as the floor for any relay in the middle.
 package tcpproxy
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards every connection to Target while started.
@@ -18,21 +23,30 @@ type Proxy struct {
 
 	mu     sync.Mutex // guards ln, conns and frozen
 	ln     net.Listener
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]struct{} // open connections, both sides
 	frozen bool
 	wg     sync.WaitGroup // the accept loop and the copiers
 }
 
-// New starts a proxy to target on a loopback port; it is stopped when the
-// test ends.
-func New(t testing.TB, target string) *Proxy {
-	t.Helper()
+// Listen starts a proxy to target on a loopback port. Stop ends it.
+func Listen(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &Proxy{Addr: ln.Addr().String(), Target: target, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
+	return p, nil
+}
+
+// New is Listen for a test: it fails the test if it cannot listen and
+// stops the proxy when the test ends.
+func New(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p, err := Listen(target)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(p.Stop)
 	return p
 }
@@ -71,28 +85,34 @@ func (p *Proxy) serve(ln net.Listener) {
 			}
 			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 			p.mu.Unlock()
-			p.wg.Go(func() { p.copy(up, c); up.Close() })
-			p.wg.Go(func() { p.copy(c, up); c.Close() })
+			p.wg.Go(func() { p.pipe(up, c) })
+			p.wg.Go(func() { p.pipe(c, up) })
 		}
 	})
 }
 
-// copy moves bytes until src ends or dst fails. Once frozen it reads and
-// drops, so the sender's writes still succeed (as into a dead path's
+// pipe copies src to dst until src ends or dst fails, then closes dst,
+// which ends the other direction's pipe in turn. Once frozen it reads
+// and drops, so the sender's writes still succeed (as into a dead path's
 // socket buffers) and nothing is delivered.
-func (p *Proxy) copy(dst io.Writer, src io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !p.isFrozen() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.forget(dst)
+	if !p.isFrozen() {
+		_, err := io.Copy(dst, src)
+		// Freeze interrupts the copy with a read deadline in the past.
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !p.isFrozen() {
 			return
 		}
+		_ = src.SetReadDeadline(time.Time{})
 	}
+	_, _ = io.Copy(io.Discard, src)
+}
+
+func (p *Proxy) forget(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
 }
 
 // Freeze stops moving bytes in either direction on every connection, open
@@ -102,6 +122,9 @@ func (p *Proxy) Freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frozen = true
+	for c := range p.conns {
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 func (p *Proxy) isFrozen() bool {
@@ -121,7 +144,6 @@ func (p *Proxy) Stop() {
 	for c := range p.conns {
 		c.Close()
 	}
-	p.conns = map[net.Conn]struct{}{}
 	p.mu.Unlock()
 	p.wg.Wait()
 }
