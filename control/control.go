@@ -4,7 +4,6 @@
 package control
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,8 +167,12 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	cfg.Registry = cmp.Or(cfg.Registry, metricsserver.NewRegistry())
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = metricsserver.NewRegistry()
+	}
 	s := &Service{cfg: cfg, log: cfg.Logger, Registry: cfg.Registry, done: make(chan error, 1)}
 	defer func() {
 		if err != nil {

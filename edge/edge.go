@@ -10,7 +10,6 @@
 package edge
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -155,8 +154,12 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	cfg.Registry = cmp.Or(cfg.Registry, metricsserver.NewRegistry())
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = metricsserver.NewRegistry()
+	}
 	e := &Edge{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, failed: make(chan error, 1)}
 	defer func() {
 		if err != nil {
