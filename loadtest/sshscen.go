@@ -112,7 +112,7 @@ func (e *sshEnv) runAll(ctx context.Context) ([]row, error) {
 			return nil, err
 		}
 		add(row{name: "keystroke via plain TCP relay, median", unit: "µs", direct: d.p50, broker: r.p50,
-			note: "broker column: a Go TCP relay (io.Copy each way) in front of the same server; broker overhead minus this is the SSH relay's own"})
+			note: "broker column: a Go TCP relay (a read/write loop each way) in front of the same server; broker overhead minus this is the SSH relay's own"})
 	}
 	if e.want("memory") {
 		d, err := e.idleMemory(ctx, e.direct, e.serverPID)

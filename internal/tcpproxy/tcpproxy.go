@@ -3,28 +3,25 @@
 // server) and cuts it to simulate the server going away, closing every
 // connection, then restores it on the same address; or freezes it to
 // simulate a peer that vanished without a FIN. Unfrozen, it is a plain
-// io.Copy each way (spliced by the kernel on Linux), so a load test can
-// use it as the floor for any relay in the middle.
+// read/write loop each way, so a load test can use it as the floor for
+// any relay in the middle.
 package tcpproxy
 
 import (
-	"errors"
-	"io"
 	"net"
-	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // Proxy forwards every connection to Target while started.
 type Proxy struct {
 	Addr, Target string
 
-	mu     sync.Mutex // guards ln, conns and frozen
+	mu     sync.Mutex // guards ln and conns
 	ln     net.Listener
 	conns  map[net.Conn]struct{} // open connections, both sides
-	frozen bool
+	frozen atomic.Bool
 	wg     sync.WaitGroup // the accept loop and the copiers
 }
 
@@ -92,20 +89,23 @@ func (p *Proxy) serve(ln net.Listener) {
 }
 
 // pipe copies src to dst until src ends or dst fails, then closes dst,
-// which ends the other direction's pipe in turn. Once frozen it reads
-// and drops, so the sender's writes still succeed (as into a dead path's
+// which ends the other direction's pipe in turn. Once frozen it reads and
+// drops, so the sender's writes still succeed (as into a dead path's
 // socket buffers) and nothing is delivered.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.forget(dst)
-	if !p.isFrozen() {
-		_, err := io.Copy(dst, src)
-		// Freeze interrupts the copy with a read deadline in the past.
-		if !errors.Is(err, os.ErrDeadlineExceeded) || !p.isFrozen() {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.frozen.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
 			return
 		}
-		_ = src.SetReadDeadline(time.Time{})
 	}
-	_, _ = io.Copy(io.Discard, src)
 }
 
 func (p *Proxy) forget(c net.Conn) {
@@ -118,20 +118,7 @@ func (p *Proxy) forget(c net.Conn) {
 // Freeze stops moving bytes in either direction on every connection, open
 // or to come, but keeps the sockets open: a peer that vanished without a
 // FIN, as behind a dead NAT or a lost node. Stop still closes them.
-func (p *Proxy) Freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.frozen = true
-	for c := range p.conns {
-		_ = c.SetReadDeadline(time.Unix(1, 0))
-	}
-}
-
-func (p *Proxy) isFrozen() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.frozen
-}
+func (p *Proxy) Freeze() { p.frozen.Store(true) }
 
 // Stop refuses new connections and closes every open one, as a server
 // going down does, and waits for the proxy's goroutines.
