@@ -43,18 +43,25 @@ func roundTrip(c net.Conn, msg string) (string, error) {
 	return string(buf), err
 }
 
+// dial connects through p and wants msg echoed.
+func dial(t *testing.T, p *tcpproxy.Proxy, msg string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatalf("dial %s: %v", p.Addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if got, err := roundTrip(c, msg); err != nil || got != msg {
+		t.Fatalf("through the proxy: got %q, %v; want the echo of %q", got, err, msg)
+	}
+	return c
+}
+
 // TestFreeze checks a frozen proxy keeps the connection open and accepts
 // writes but delivers nothing, and that Stop then closes it.
 func TestFreeze(t *testing.T) {
 	p := tcpproxy.New(t, echo(t))
-	c, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got, err := roundTrip(c, "before"); err != nil || got != "before" {
-		t.Fatalf("before Freeze: got %q, %v; want the echo", got, err)
-	}
+	c := dial(t, p, "before")
 	p.Freeze()
 	if got, err := roundTrip(c, "after"); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("after Freeze: got %q, %v; want a read timeout", got, err)
@@ -70,26 +77,12 @@ func TestFreeze(t *testing.T) {
 // again on the same address.
 func TestStopStart(t *testing.T) {
 	p := tcpproxy.New(t, echo(t))
-	before, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer before.Close()
-	if got, err := roundTrip(before, "first"); err != nil || got != "first" {
-		t.Fatalf("before Stop: got %q, %v; want the echo", got, err)
-	}
+	before := dial(t, p, "first")
 	p.Stop()
 	_ = before.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if n, err := before.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("after Stop: read %d bytes, want the connection closed", n)
 	}
 	p.Start(t)
-	c, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatalf("dial after Start: %v", err)
-	}
-	defer c.Close()
-	if got, err := roundTrip(c, "again"); err != nil || got != "again" {
-		t.Fatalf("after Start: got %q, %v; want the echo", got, err)
-	}
+	dial(t, p, "again")
 }
