@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
@@ -172,8 +171,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Registry = metricsserver.NewRegistry()
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, Registry: cfg.Registry, done: make(chan error, 1)}
 	defer func() {

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
@@ -159,8 +158,7 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Registry = metricsserver.NewRegistry()
 	}
 	e := &Edge{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, failed: make(chan error, 1)}
 	defer func() {

@@ -28,6 +28,7 @@ import (
 	"github.com/sbxedge/sbx/control/provider/local"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/wstest"
 )
 
 // previewConfig bounds the preview scenarios.
@@ -279,19 +280,7 @@ func upstreamHandler() http.Handler {
 			n -= k
 		}
 	})
-	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		for {
-			typ, msg, err := c.Read(r.Context())
-			if err != nil || c.Write(r.Context(), typ, msg) != nil {
-				return
-			}
-		}
-	})
+	mux.HandleFunc("/ws", wstest.EchoSocket(""))
 	return mux
 }
 

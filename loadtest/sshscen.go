@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/sbxedge/sbx/internal/tcpproxy"
 )
 
 // row is one line of the report: the baseline, the broker, and their ratio.
@@ -100,17 +102,17 @@ func (e *sshEnv) runAll(ctx context.Context) ([]row, error) {
 		add(row{name: "keystroke round trip, p99", unit: "µs", direct: d.p99, broker: b.p99})
 		// The hop alone: the same end-to-end session through a plain Go
 		// TCP relay, the floor for any relay in the middle.
-		relay, stop, err := startTCPRelay(e.direct.addr)
+		relay, err := tcpproxy.Listen(e.direct.addr)
 		if err != nil {
 			return nil, err
 		}
-		r, err := e.keystrokes(ctx, target{name: "tcp-relay", addr: relay, cfg: e.direct.cfg})
-		stop()
+		r, err := e.keystrokes(ctx, target{name: "tcp-relay", addr: relay.Addr, cfg: e.direct.cfg})
+		relay.Stop()
 		if err != nil {
 			return nil, err
 		}
 		add(row{name: "keystroke via plain TCP relay, median", unit: "µs", direct: d.p50, broker: r.p50,
-			note: "broker column: a Go TCP relay (io.Copy each way) in front of the same server; broker overhead minus this is the SSH relay's own"})
+			note: "broker column: a Go TCP relay (a read/write loop each way) in front of the same server; broker overhead minus this is the SSH relay's own"})
 	}
 	if e.want("memory") {
 		d, err := e.idleMemory(ctx, e.direct, e.serverPID)
@@ -384,63 +386,4 @@ func (e *sshEnv) idleMemory(ctx context.Context, t target, pid int) (float64, er
 		return 0, nil // a handful of sessions can fit in pages already mapped
 	}
 	return float64(after-before) / float64(e.cfg.Sessions), nil
-}
-
-// startTCPRelay relays every connection to its listener on to addr,
-// byte for byte, until stop.
-func startTCPRelay(addr string) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex // guards conns
-	conns := map[net.Conn]struct{}{}
-	track := func(c net.Conn, add bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if add {
-			conns[c] = struct{}{}
-		} else {
-			delete(conns, c)
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c, true)
-			track(up, true)
-			wg.Add(2)
-			pipe := func(dst, src net.Conn) {
-				defer wg.Done()
-				_, _ = io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-				track(dst, false)
-				track(src, false)
-			}
-			go pipe(up, c)
-			go pipe(c, up)
-		}
-	}()
-	stop := func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	}
-	return ln.Addr().String(), stop, nil
 }

@@ -43,6 +43,12 @@ func Run(t *testing.T, b Backend) {
 		}
 		return m[id]
 	}
+	flush := func(t *testing.T, s activity.Store) {
+		t.Helper()
+		if err := s.Flush(ctx); err != nil {
+			t.Fatalf("Flush: %v", err)
+		}
+	}
 
 	t.Run("unknown sandbox has no record", func(t *testing.T) {
 		t.Parallel()
@@ -58,9 +64,7 @@ func Run(t *testing.T, b Backend) {
 		sb := id(t)
 		before := time.Now().Add(-time.Millisecond)
 		s.Mark(sb)
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		got := status(t, s, sb)
 		if got.LastSeen.Before(before) || got.LastSeen.After(time.Now().Add(time.Second)) {
 			t.Fatalf("LastSeen = %v, want about %v", got.LastSeen, before)
@@ -76,24 +80,18 @@ func Run(t *testing.T, b Backend) {
 		sb := id(t)
 		closeA := s.Open(sb)
 		closeB := s.Open(sb)
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		if !status(t, s, sb).Live {
 			t.Fatal("want live with two open connections")
 		}
 		closeA()
 		closeA() // idempotent
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		if !status(t, s, sb).Live {
 			t.Fatal("want live with one open connection left")
 		}
 		closeB()
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		if got := status(t, s, sb); got.Live || got.LastSeen.IsZero() {
 			t.Fatalf("after close got %+v, want not live, seen", got)
 		}
@@ -113,13 +111,9 @@ func Run(t *testing.T, b Backend) {
 		}
 		s.Mark(sb)
 		done := s.Open(sb)
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		done()
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		if got := status(t, s, sb); got.Epoch != first.Epoch || !got.EpochStart.Equal(first.EpochStart) {
 			t.Fatalf("epoch moved from %s@%v to %s@%v with nothing lost", first.Epoch, first.EpochStart, got.Epoch, got.EpochStart)
 		}
@@ -132,9 +126,7 @@ func Run(t *testing.T, b Backend) {
 		s := newStore(t)
 		sb := id(t)
 		s.Mark(sb)
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		before := status(t, s, sb)
 		if before.LastSeen.IsZero() {
 			t.Fatalf("got %+v before the loss, want seen", before)
@@ -149,9 +141,7 @@ func Run(t *testing.T, b Backend) {
 			t.Fatalf("new EpochStart %v is before the loss at %v", after.EpochStart, lostAt)
 		}
 		s.Mark(sb)
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		flush(t, s)
 		if got := status(t, s, sb); got.Epoch != after.Epoch || got.LastSeen.IsZero() {
 			t.Fatalf("after marking in the new epoch got %+v, want epoch %s and seen", got, after.Epoch)
 		}

@@ -10,10 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/sbxedge/sbx/control"
@@ -23,18 +20,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, level, err := parseConfig(os.Args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "control:", err)
-		os.Exit(2)
-	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(ctx, cfg, nil); err != nil {
-		cfg.Logger.Error("control stopped", "err", err)
-		os.Exit(1)
-	}
+	flagenv.Main("control", parseConfig, func(ctx context.Context, cfg control.Config, log *slog.Logger) error {
+		cfg.Logger = log
+		return run(ctx, cfg, nil)
+	})
 }
 
 // parseConfig maps flags and SBX_* variables onto control.Config; a flag

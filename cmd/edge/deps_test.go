@@ -11,12 +11,5 @@ import (
 // The edge is stateless; if it needs something from them, it asks control.
 func TestEdgeDependencies(t *testing.T) {
 	t.Parallel()
-	depcheck.Forbid(t, ".",
-		"github.com/jackc/pgx",
-		"github.com/riverqueue/",
-		"modernc.org/sqlite",
-		"github.com/mattn/go-sqlite3",
-		"k8s.io/client-go",
-		depcheck.Module+"/control",
-	)
+	depcheck.Forbid(t, ".", append(depcheck.ControlDrivers, depcheck.Module+"/control")...)
 }

@@ -8,26 +8,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sbxedge/sbx/edge"
+	"github.com/sbxedge/sbx/internal/flagenv"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, level, err := parseConfig(os.Args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "edge:", err)
-		os.Exit(2)
-	}
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := edge.Run(ctx, cfg, nil); err != nil {
-		cfg.Logger.Error("edge stopped", "err", err)
-		os.Exit(1)
-	}
+	flagenv.Main("edge", parseConfig, func(ctx context.Context, cfg edge.Config, log *slog.Logger) error {
+		cfg.Logger = log
+		return edge.Run(ctx, cfg, nil)
+	})
 }

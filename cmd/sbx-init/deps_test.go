@@ -11,13 +11,5 @@ import (
 // drivers.
 func TestInitDependencies(t *testing.T) {
 	t.Parallel()
-	depcheck.Forbid(t, ".",
-		"github.com/jackc/pgx",
-		"github.com/riverqueue/",
-		"modernc.org/sqlite",
-		"k8s.io/client-go",
-		"github.com/prometheus/",
-		depcheck.Module+"/control",
-		depcheck.Module+"/edge",
-	)
+	depcheck.Forbid(t, ".", append(depcheck.ControlDrivers, "github.com/prometheus/", depcheck.Module+"/control", depcheck.Module+"/edge")...)
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
@@ -92,6 +94,31 @@ func decodeRaw(out any) func(json.RawMessage, error) error {
 			return fmt.Errorf("decode the API's answer: %w", err)
 		}
 		return nil
+	}
+}
+
+// decodeKeep is decodeRaw into out that also returns the answer as the
+// API sent it: out is what the CLI reads, the map what -o json prints.
+func decodeKeep(out any) func(json.RawMessage, error) (map[string]any, error) {
+	return func(b json.RawMessage, err error) (map[string]any, error) {
+		var raw map[string]any
+		if err := decodeRaw(&raw)(b, err); err != nil {
+			return nil, err
+		}
+		return raw, decodeRaw(out)(b, nil)
+	}
+}
+
+// withAPI is a command's RunE for commands whose arguments need no check
+// before the API is called: it builds the client (or says there is no
+// token) and runs run with it.
+func (a *app) withAPI(run func(c *cobra.Command, cl *apiClient, got []string) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, got []string) error {
+		cl, err := a.api()
+		if err != nil {
+			return err
+		}
+		return run(c, cl, got)
 	}
 }
 

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -57,22 +54,4 @@ func (a *app) completeProfiles(*cobra.Command, []string, string) ([]string, cobr
 		names[i] = p.Name + "\t" + p.Platform
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
-}
-
-// remarshal decodes a generic JSON value into a typed one, so a command
-// can print the API's whole answer with -o json and use typed fields for
-// the table.
-func remarshal(from, to any) error {
-	b, err := json.Marshal(from)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, to)
-}
-
-func jsonDecode(r io.Reader, v any) error {
-	if err := json.NewDecoder(r).Decode(v); err != nil {
-		return fmt.Errorf("decode the API's answer: %w", err)
-	}
-	return nil
 }

@@ -76,11 +76,7 @@ events as they happen, until the sandbox ends (terminated or failed) or Ctrl-C.`
 		Example:           "  sbx events $ID\n  sbx events --follow $ID",
 		Args:              args([]string{"ID"}),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
 			id := got[0]
 			if follow {
 				return followEvents(c.Context(), cl, id, 0, func(ev event) bool {
@@ -98,7 +94,7 @@ events as they happen, until the sandbox ends (terminated or failed) or Ctrl-C.`
 				fmt.Fprintln(a.out, string(e))
 			}
 			return nil
-		},
+		}),
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "stream live events until the sandbox ends")
 	return c

@@ -26,6 +26,26 @@ func workspacePath(c *cobra.Command, p string) (string, error) {
 	return p, nil
 }
 
+// withFiles is the RunE of a files subcommand that takes PATH as its
+// second argument (optional for ls: "" is the workspace): it checks PATH
+// and builds a client that waits out a wake.
+func (a *app) withFiles(run func(c *cobra.Command, gc *apiclient.ClientWithResponses, p string, got []string) error) func(*cobra.Command, []string) error {
+	return func(c *cobra.Command, got []string) error {
+		p := ""
+		if len(got) > 1 {
+			var err error
+			if p, err = workspacePath(c, got[1]); err != nil {
+				return err
+			}
+		}
+		gc, err := a.generated(wakeHold)
+		if err != nil {
+			return err
+		}
+		return run(c, gc, p, got)
+	}
+}
+
 func newFilesCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "files",
@@ -50,18 +70,7 @@ func newFilesLsCmd(a *app) *cobra.Command {
 		Example:           "  sbx files ls $ID\n  sbx files ls $ID docs -o json",
 		Args:              args([]string{"ID"}, "PATH"),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			p := ""
-			if len(got) > 1 {
-				var err error
-				if p, err = workspacePath(c, got[1]); err != nil {
-					return err
-				}
-			}
-			gc, err := a.generated(wakeHold)
-			if err != nil {
-				return err
-			}
+		RunE: a.withFiles(func(c *cobra.Command, gc *apiclient.ClientWithResponses, p string, got []string) error {
 			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p))
 			if err != nil {
 				return err
@@ -69,10 +78,6 @@ func newFilesLsCmd(a *app) *cobra.Command {
 			defer resp.Body.Close()
 			if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 				return fmt.Errorf("%s is a file: sbx files get %s %s", p, got[0], p)
-			}
-			var raw map[string]any
-			if err := jsonDecode(resp.Body, &raw); err != nil {
-				return err
 			}
 			var out struct {
 				Entries []struct {
@@ -83,7 +88,8 @@ func newFilesLsCmd(a *app) *cobra.Command {
 					ModTime time.Time `json:"mod_time"`
 				} `json:"entries"`
 			}
-			if err := remarshal(raw, &out); err != nil {
+			raw, err := decodeKeep(&out)(io.ReadAll(resp.Body))
+			if err != nil {
 				return err
 			}
 			return a.render(raw, func(w io.Writer) error {
@@ -97,7 +103,7 @@ func newFilesLsCmd(a *app) *cobra.Command {
 				}
 				return t.flush()
 			})
-		},
+		}),
 	}
 }
 
@@ -108,15 +114,7 @@ func newFilesGetCmd(a *app) *cobra.Command {
 		Example:           "  sbx files get $ID notes.txt ./notes.txt\n  sbx files get $ID notes.txt - | head",
 		Args:              args([]string{"ID", "PATH"}, "DEST"),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			p, err := workspacePath(c, got[1])
-			if err != nil {
-				return err
-			}
-			gc, err := a.generated(wakeHold)
-			if err != nil {
-				return err
-			}
+		RunE: a.withFiles(func(c *cobra.Command, gc *apiclient.ClientWithResponses, p string, got []string) error {
 			prog := a.newProgress("downloading " + p)
 			defer prog.Stop("")
 			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p))
@@ -146,7 +144,7 @@ func newFilesGetCmd(a *app) *cobra.Command {
 				prog.Stop(fmt.Sprintf("downloaded %s to %s, %s", p, dest, sizeString(n)))
 			}
 			return nil
-		},
+		}),
 	}
 }
 
@@ -201,7 +199,7 @@ created. An absolute PATH is refused.`,
 			}
 			defer resp.Body.Close()
 			var raw map[string]any
-			if err := jsonDecode(resp.Body, &raw); err != nil {
+			if err := decodeRaw(&raw)(io.ReadAll(resp.Body)); err != nil {
 				return err
 			}
 			prog.Stop(fmt.Sprintf("uploaded %s, %s", p, sizeString(body.n)))
@@ -221,15 +219,7 @@ func newFilesRmCmd(a *app) *cobra.Command {
 		Example:           "  sbx files rm $ID notes.txt\n  sbx files rm --recursive $ID build",
 		Args:              args([]string{"ID", "PATH"}),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			p, err := workspacePath(c, got[1])
-			if err != nil {
-				return err
-			}
-			gc, err := a.generated(wakeHold)
-			if err != nil {
-				return err
-			}
+		RunE: a.withFiles(func(c *cobra.Command, gc *apiclient.ClientWithResponses, p string, got []string) error {
 			var params apiclient.DeleteSandboxFileParams
 			if recursive {
 				params.Recursive = &recursive
@@ -243,7 +233,7 @@ func newFilesRmCmd(a *app) *cobra.Command {
 				return err
 			}
 			return resp.Body.Close()
-		},
+		}),
 	}
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "delete a folder and everything in it")
 	return c

@@ -38,10 +38,6 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 				if err != nil {
 					return err
 				}
-				var raw map[string]any
-				if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.ListPortsWithResponse(c.Context(), id))); err != nil {
-					return err
-				}
 				var out struct {
 					Ports []struct {
 						Port       int    `json:"port"`
@@ -50,7 +46,8 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 						HostPolicy string `json:"host_policy"`
 					} `json:"ports"`
 				}
-				if err := remarshal(raw, &out); err != nil {
+				raw, err := decodeKeep(&out)(apiclient.Raw(cl.gen.ListPortsWithResponse(c.Context(), id)))
+				if err != nil {
 					return err
 				}
 				return a.render(raw, func(w io.Writer) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -13,6 +14,16 @@ import (
 
 	"github.com/sbxedge/sbx/internal/apiclient"
 )
+
+// printAnswer prints the sandbox an API call answered with
+// (apiclient.Raw's), or returns the call's error.
+func (a *app) printAnswer(b json.RawMessage, err error) error {
+	var sb sandbox
+	if err := decodeRaw(&sb)(b, err); err != nil {
+		return err
+	}
+	return a.printSandbox(sb)
+}
 
 // printSandbox prints one sandbox: its fields (table), the API's JSON, or
 // its ID alone (-o id, for $(...) in scripts).
@@ -160,11 +171,7 @@ func newListCmd(a *app) *cobra.Command {
 		Short:   "List your sandboxes",
 		Example: "  sbx list\n  sbx list --all -o json",
 		Args:    args(nil),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, _ []string) error {
 			var out struct {
 				Sandboxes []sandbox `json:"sandboxes"`
 			}
@@ -191,7 +198,7 @@ func newListCmd(a *app) *cobra.Command {
 				t.row(sb.ID, sb.Status, sb.Profile, sb.Platform, localTime(sb.CreatedAt), deadlineCell(sb))
 			}
 			return t.flush()
-		},
+		}),
 	}
 	c.Flags().BoolVarP(&all, "all", "a", false, "include ended sandboxes (terminated, failed)")
 	return c
@@ -204,17 +211,13 @@ func newGetCmd(a *app) *cobra.Command {
 		Example:           "  sbx get sbx-k7q2xw9m4t8r1p6zab3cdefghi\n  sbx get $ID -o json",
 		Args:              args([]string{"ID"}),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
 			sb, err := cl.sandbox(c.Context(), got[0])
 			if err != nil {
 				return err
 			}
 			return a.printSandbox(sb)
-		},
+		}),
 	}
 }
 
@@ -226,17 +229,9 @@ func newDestroyCmd(a *app) *cobra.Command {
 		Example:           "  sbx destroy $ID",
 		Args:              args([]string{"ID"}),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
-			var sb sandbox
-			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.DeleteSandboxWithResponse(c.Context(), got[0]))); err != nil {
-				return err
-			}
-			return a.printSandbox(sb)
-		},
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
+			return a.printAnswer(apiclient.Raw(cl.gen.DeleteSandboxWithResponse(c.Context(), got[0])))
+		}),
 	}
 }
 
@@ -259,12 +254,8 @@ creation still holds.`,
 			if err != nil {
 				return err
 			}
-			var sb sandbox
 			body := strings.NewReader(fmt.Sprintf(`{"extend_minutes":%d}`, minutes))
-			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.UpdateSandboxWithBodyWithResponse(c.Context(), got[0], "application/json", body))); err != nil {
-				return err
-			}
-			return a.printSandbox(sb)
+			return a.printAnswer(apiclient.Raw(cl.gen.UpdateSandboxWithBodyWithResponse(c.Context(), got[0], "application/json", body)))
 		},
 	}
 }
@@ -275,11 +266,7 @@ func newProfilesCmd(a *app) *cobra.Command {
 		Short:   "List the profiles a sandbox can be created with",
 		Example: "  sbx profiles\n  sbx create --profile tuist-linux-medium",
 		Args:    args(nil),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, _ []string) error {
 			ps, err := cl.profiles(c.Context())
 			if err != nil {
 				return err
@@ -295,7 +282,7 @@ func newProfilesCmd(a *app) *cobra.Command {
 				}
 				return t.flush()
 			})
-		},
+		}),
 	}
 }
 
@@ -311,11 +298,7 @@ interval while it was ready or a storage interval while suspended, with the
 reason each one closed.`,
 		Example: "  sbx usage\n  sbx usage --sandbox $ID",
 		Args:    args(nil),
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, _ []string) error {
 			if id != "" {
 				return a.sandboxUsage(c.Context(), cl, id)
 			}
@@ -335,11 +318,8 @@ reason each one closed.`,
 					Exceeded       bool    `json:"exceeded"`
 				} `json:"soft_cap"`
 			}
-			var raw map[string]any
-			if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.GetUsageWithResponse(c.Context(), nil))); err != nil {
-				return err
-			}
-			if err := remarshal(raw, &u); err != nil {
+			raw, err := decodeKeep(&u)(apiclient.Raw(cl.gen.GetUsageWithResponse(c.Context(), nil)))
+			if err != nil {
 				return err
 			}
 			return a.render(raw, func(w io.Writer) error {
@@ -361,7 +341,7 @@ reason each one closed.`,
 				}
 				return nil
 			})
-		},
+		}),
 	}
 	c.Flags().StringVar(&id, "sandbox", "", "show each ledger line of this sandbox")
 	_ = c.RegisterFlagCompletionFunc("sandbox", a.completeSandboxes)
@@ -369,12 +349,9 @@ reason each one closed.`,
 }
 
 func (a *app) sandboxUsage(ctx context.Context, cl *apiClient, id string) error {
-	var raw map[string]any
-	if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.GetSandboxUsageWithResponse(ctx, id))); err != nil {
-		return err
-	}
 	var u apiclient.SandboxUsage
-	if err := remarshal(raw, &u); err != nil {
+	raw, err := decodeKeep(&u)(apiclient.Raw(cl.gen.GetSandboxUsageWithResponse(ctx, id)))
+	if err != nil {
 		return err
 	}
 	return a.render(raw, func(w io.Writer) error {

@@ -28,11 +28,7 @@ code and last start.`,
   sbx services rm $ID web`,
 		Args:              args([]string{"ID"}),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
 			var out struct {
 				Services []apiclient.Service `json:"services"`
 			}
@@ -40,7 +36,7 @@ code and last start.`,
 				return err
 			}
 			return a.render(out, func(w io.Writer) error { return servicesTable(w, out.Services...) })
-		},
+		}),
 	}
 	c.AddCommand(newServiceSetCmd(a), newServiceRmCmd(a), newServiceLogsCmd(a))
 	return c
@@ -142,14 +138,10 @@ func newServiceRmCmd(a *app) *cobra.Command {
 		Example:           "  sbx services rm $ID web",
 		Args:              args([]string{"ID", "NAME"}),
 		ValidArgsFunction: a.completeSandboxes,
-		RunE: func(c *cobra.Command, got []string) error {
-			cl, err := a.api()
-			if err != nil {
-				return err
-			}
-			_, err = apiclient.Result(cl.gen.DeleteServiceWithResponse(c.Context(), got[0], got[1]))
+		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
+			_, err := apiclient.Result(cl.gen.DeleteServiceWithResponse(c.Context(), got[0], got[1]))
 			return err
-		},
+		}),
 	}
 }
 

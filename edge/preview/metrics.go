@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sbxedge/sbx/internal/metricdef"
 )
 
 type metrics struct {
@@ -24,33 +26,17 @@ type metrics struct {
 // same registry (tests, two replicas in one process) reuses the first's
 // collectors.
 func newMetrics(reg prometheus.Registerer) *metrics {
+	sub := metricdef.Subsystem("preview")
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "preview", Name: "requests_total",
-			Help: "Preview requests by response status class (2xx, 4xx, ...).",
-		}, []string{"class"}),
-		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sbx", Subsystem: "preview", Name: "upstream_latency_seconds",
-			Help:    "Time from forwarding a request to the sandbox's response headers.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}),
-		dial: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sbx", Subsystem: "preview", Name: "upstream_dial_seconds",
-			Help:    "Time to open a new upstream channel (pooled SSH connection plus direct-tcpip).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}),
-		wsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sbx", Subsystem: "preview", Name: "websockets_open",
-			Help: "Upgraded (WebSocket) connections currently relayed.",
-		}),
-		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "preview", Name: "response_bytes_total",
-			Help: "Response body bytes written to clients (upgraded connections excluded).",
-		}),
-		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "preview", Name: "relayed_total",
-			Help: "Requests relayed to sandboxes, by path: lean (plain HTTP/1.x) or reverseproxy (WebSockets, HTTP/2, streamed bodies).",
-		}, []string{"path"}),
+		requests: sub.CounterVec("requests_total", "Preview requests by response status class (2xx, 4xx, ...).", "class"),
+		upstream: sub.Histogram("upstream_latency_seconds", "Time from forwarding a request to the sandbox's response headers.",
+			prometheus.ExponentialBuckets(0.0005, 4, 10)),
+		dial: sub.Histogram("upstream_dial_seconds", "Time to open a new upstream channel (pooled SSH connection plus direct-tcpip).",
+			prometheus.ExponentialBuckets(0.0005, 4, 10)),
+		wsOpen:   sub.Gauge("websockets_open", "Upgraded (WebSocket) connections currently relayed."),
+		bytesOut: sub.Counter("response_bytes_total", "Response body bytes written to clients (upgraded connections excluded)."),
+		relayed: sub.CounterVec("relayed_total",
+			"Requests relayed to sandboxes, by path: lean (plain HTTP/1.x) or reverseproxy (WebSockets, HTTP/2, streamed bodies).", "path"),
 	}
 	if reg != nil {
 		m.requests = register(reg, m.requests)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/sbxedge/sbx/internal/wstest"
 )
 
 // testApp is the dev server inside the sandbox.
@@ -63,20 +65,7 @@ func (a *testApp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	case "/ws":
-		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		for {
-			typ, msg, err := c.Read(r.Context())
-			if err != nil || string(msg) == "bye" {
-				return // "bye": the app drops the socket without a close frame
-			}
-			if err := c.Write(r.Context(), typ, append([]byte("echo: "), msg...)); err != nil {
-				return
-			}
-		}
+		wstest.EchoSocket("echo: ")(w, r)
 	default:
 		w.Header().Set("Set-Cookie", "app=1; Path=/")
 		fmt.Fprintf(w, "hello from the sandbox, host %s, path %s", r.Host, r.URL.RequestURI())

@@ -139,19 +139,28 @@ func reorderIdentities(args []string, first, second string) []string {
 	return append([]string{"-o", "IdentityFile=" + first, "-o", "IdentityFile=" + second}, out...)
 }
 
+// limitedEnv is an env whose failed-auth buckets hold burst (per source
+// and key) and sourceBurst (per source) and refill one token per 1,000 s:
+// far longer than a test, so what a test counts does not depend on how
+// fast the machine runs its steps (at 0.5/s, a 127.0.0.2 login slower
+// than 2 s under -race refilled a token and a limited source was
+// admitted).
+func limitedEnv(t *testing.T, burst, sourceBurst int) *env {
+	t.Helper()
+	return newEnv(t, func(c *Config) {
+		c.FailedAuthBurst, c.FailedAuthRate = burst, limitedRefill
+		c.SourceFailedAuthBurst, c.SourceFailedAuthRate = sourceBurst, limitedRefill
+	})
+}
+
+// limitedRefill is limitedEnv's refill rate, tokens a second.
+const limitedRefill = 0.001
+
 // TestFailedAuthRateLimit makes 1,000 failed attempts from 127.0.0.1 with
 // the Go SSH client, then shows the broker still serves 127.0.0.2 (another
 // source on loopback) with OpenSSH, while 127.0.0.1 is held off.
 func TestFailedAuthRateLimit(t *testing.T) {
-	// One token per 1,000 s: far longer than the test, so the final
-	// "held off" check does not depend on how fast the machine runs the
-	// steps before it (at 0.5/s, a 127.0.0.2 login slower than 2 s under
-	// -race refilled a token and the limited source was admitted).
-	const refill = 0.001
-	e := newEnv(t, func(c *Config) {
-		c.FailedAuthBurst, c.FailedAuthRate = 20, refill
-		c.SourceFailedAuthBurst, c.SourceFailedAuthRate = 20, refill
-	})
+	e := limitedEnv(t, 20, 20)
 	live := e.grant("alpha", nil)
 	stranger := e.newKey("stranger")
 	var refusedAtAuth, cutEarly atomic.Int64
@@ -169,7 +178,7 @@ func TestFailedAuthRateLimit(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	// Each refused connection spends at least one token; allow the refill.
-	maxAuth := int64(20 + refill*elapsed.Seconds() + 2)
+	maxAuth := int64(20 + limitedRefill*elapsed.Seconds() + 2)
 	if refusedAtAuth.Load() > maxAuth || cutEarly.Load() < 900 {
 		t.Fatalf("1000 attempts in %v: %d reached auth, %d cut before; want at most %d to reach auth", elapsed, refusedAtAuth.Load(), cutEarly.Load(), maxAuth)
 	}
@@ -195,11 +204,7 @@ func TestFailedAuthRateLimit(t *testing.T) {
 // speed; per source address alone (the old limit) the first round locked
 // the valid key out.
 func TestFailedAuthSharedAddress(t *testing.T) {
-	const refill = 0.001
-	e := newEnv(t, func(c *Config) {
-		c.FailedAuthBurst, c.FailedAuthRate = 3, refill
-		c.SourceFailedAuthBurst, c.SourceFailedAuthRate = 100, refill
-	})
+	e := limitedEnv(t, 3, 100)
 	live := e.grant("alpha", nil)
 	stale := e.newKey("stale")
 	admitted := 0

@@ -158,17 +158,26 @@ func (c *Config) Validate() error {
 	if c.CA == nil {
 		bad("CA", "is nil")
 	}
+	// Every limit below must be set: zero would refuse all traffic or
+	// none. Durations and counts share one table, as float64.
 	positive := []struct {
 		name string
-		d    time.Duration
+		v    float64
 	}{
-		{"HandshakeTimeout", c.HandshakeTimeout},
-		{"WakeTimeout", c.WakeTimeout},
-		{"UpstreamDialTimeout", c.UpstreamDialTimeout},
-		{"UpstreamCertTTL", c.UpstreamCertTTL},
+		{"HandshakeTimeout", float64(c.HandshakeTimeout)},
+		{"WakeTimeout", float64(c.WakeTimeout)},
+		{"UpstreamDialTimeout", float64(c.UpstreamDialTimeout)},
+		{"UpstreamCertTTL", float64(c.UpstreamCertTTL)},
+		{"MaxAuthTries", float64(c.MaxAuthTries)},
+		{"FailedAuthRate", c.FailedAuthRate},
+		{"FailedAuthBurst", float64(c.FailedAuthBurst)},
+		{"SourceFailedAuthRate", c.SourceFailedAuthRate},
+		{"SourceFailedAuthBurst", float64(c.SourceFailedAuthBurst)},
+		{"MaxChannelsPerConn", float64(c.MaxChannelsPerConn)},
+		{"MaxConnsPerSandbox", float64(c.MaxConnsPerSandbox)},
 	}
 	for _, p := range positive {
-		if p.d <= 0 {
+		if p.v <= 0 {
 			bad(p.name, "must be positive")
 		}
 	}
@@ -187,35 +196,22 @@ func (c *Config) Validate() error {
 			bad(p.name, "must not be negative")
 		}
 	}
-	if (c.AuthCacheTTL > 0 || c.AuthRefusalTTL > 0) && c.AuthCacheSize <= 0 {
-		bad("AuthCacheSize", "must be positive when the auth cache is on")
+	// A count of zero with its feature on would end every connection at
+	// the first interval or cache nothing.
+	needs := []struct {
+		on   bool
+		name string
+		v    int
+		when string
+	}{
+		{c.AuthCacheTTL > 0 || c.AuthRefusalTTL > 0, "AuthCacheSize", c.AuthCacheSize, "the auth cache is on"},
+		{c.ClientAliveInterval > 0, "ClientAliveCountMax", c.ClientAliveCountMax, "ClientAliveInterval is set"},
+		{c.UpstreamAliveInterval > 0, "UpstreamAliveCountMax", c.UpstreamAliveCountMax, "UpstreamAliveInterval is set"},
 	}
-	if c.ClientAliveInterval > 0 && c.ClientAliveCountMax <= 0 {
-		bad("ClientAliveCountMax", "must be positive when ClientAliveInterval is set")
-	}
-	if c.UpstreamAliveInterval > 0 && c.UpstreamAliveCountMax <= 0 {
-		bad("UpstreamAliveCountMax", "must be positive when UpstreamAliveInterval is set")
-	}
-	if c.MaxAuthTries <= 0 {
-		bad("MaxAuthTries", "must be positive")
-	}
-	if c.FailedAuthRate <= 0 {
-		bad("FailedAuthRate", "must be positive")
-	}
-	if c.FailedAuthBurst <= 0 {
-		bad("FailedAuthBurst", "must be positive")
-	}
-	if c.SourceFailedAuthRate <= 0 {
-		bad("SourceFailedAuthRate", "must be positive")
-	}
-	if c.SourceFailedAuthBurst <= 0 {
-		bad("SourceFailedAuthBurst", "must be positive")
-	}
-	if c.MaxChannelsPerConn <= 0 {
-		bad("MaxChannelsPerConn", "must be positive")
-	}
-	if c.MaxConnsPerSandbox <= 0 {
-		bad("MaxConnsPerSandbox", "must be positive")
+	for _, n := range needs {
+		if n.on && n.v <= 0 {
+			bad(n.name, "must be positive when "+n.when)
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sbxedge/sbx/internal/metricdef"
 )
 
 type metrics struct {
@@ -23,45 +25,19 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	sub := metricdef.Subsystem("sshbroker")
 	m := &metrics{
-		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "handshakes_total",
-			Help: "Client connections by outcome of key exchange, auth and upstream dial.",
-		}, []string{"result"}),
-		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "auth_failures_total",
-			Help: "Refused authentication attempts by reason.",
-		}, []string{"reason"}),
-		conns: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "connections_open",
-			Help: "Authenticated client connections currently relayed.",
-		}),
-		channels: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "channels_open",
-			Help: "Relayed channels currently open, by channel type.",
-		}, []string{"type"}),
-		channelsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "channels_refused_total",
-			Help: "Channel opens refused by the broker, by reason.",
-		}, []string{"reason"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "relayed_bytes_total",
-			Help: "Channel payload bytes relayed, by direction.",
-		}, []string{"direction"}),
-		dial: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "upstream_dial_seconds",
-			Help:    "Time to connect and authenticate to a sandbox sshd.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
-		}),
-		authCache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "auth_cache_total",
-			Help: "Authorizer lookups answered from the cache (hit) or not (miss).",
-		}, []string{"result"}),
-		wakes: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "sbx", Subsystem: "sshbroker", Name: "wake_wait_seconds",
-			Help:    "Time connections waited for a suspended sandbox to wake.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
-		}),
+		handshakes:      sub.CounterVec("handshakes_total", "Client connections by outcome of key exchange, auth and upstream dial.", "result"),
+		authFailures:    sub.CounterVec("auth_failures_total", "Refused authentication attempts by reason.", "reason"),
+		conns:           sub.Gauge("connections_open", "Authenticated client connections currently relayed."),
+		channels:        sub.GaugeVec("channels_open", "Relayed channels currently open, by channel type.", "type"),
+		channelsRefused: sub.CounterVec("channels_refused_total", "Channel opens refused by the broker, by reason.", "reason"),
+		bytes:           sub.CounterVec("relayed_bytes_total", "Channel payload bytes relayed, by direction.", "direction"),
+		dial: sub.Histogram("upstream_dial_seconds", "Time to connect and authenticate to a sandbox sshd.",
+			prometheus.ExponentialBuckets(0.001, 2.5, 12)),
+		authCache: sub.CounterVec("auth_cache_total", "Authorizer lookups answered from the cache (hit) or not (miss).", "result"),
+		wakes: sub.Histogram("wake_wait_seconds", "Time connections waited for a suspended sandbox to wake.",
+			prometheus.ExponentialBuckets(0.05, 2, 12)),
 	}
 	m.bytesToSandbox = m.bytes.WithLabelValues("to_sandbox")
 	m.bytesFromSandbox = m.bytes.WithLabelValues("from_sandbox")
@@ -76,32 +52,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// reasonLabels are the bounded label values of refusals, first match wins.
+var reasonLabels = []struct {
+	err   error
+	label string
+}{
+	{ErrUnknownKey, "unknown_key"},
+	{ErrExpired, "expired"},
+	{ErrSandboxEnded, "sandbox_ended"},
+	{ErrWrongSandbox, "wrong_sandbox"},
+	{ErrUnknownSandbox, "unknown_sandbox"},
+	{ErrNotReady, "not_ready"},
+	{errBadUsername, "bad_username"},
+	{errTooManyConns, "sandbox_conn_limit"},
+	{errUpstream, "upstream"},
+	{errMethod, "method"},
+	{errRateLimited, "rate_limited"},
+}
+
 // reasonLabel maps a refusal to a bounded label value.
 func reasonLabel(err error) string {
-	switch {
-	case errors.Is(err, ErrUnknownKey):
-		return "unknown_key"
-	case errors.Is(err, ErrExpired):
-		return "expired"
-	case errors.Is(err, ErrSandboxEnded):
-		return "sandbox_ended"
-	case errors.Is(err, ErrWrongSandbox):
-		return "wrong_sandbox"
-	case errors.Is(err, ErrUnknownSandbox):
-		return "unknown_sandbox"
-	case errors.Is(err, ErrNotReady):
-		return "not_ready"
-	case errors.Is(err, errBadUsername):
-		return "bad_username"
-	case errors.Is(err, errTooManyConns):
-		return "sandbox_conn_limit"
-	case errors.Is(err, errUpstream):
-		return "upstream"
-	case errors.Is(err, errMethod):
-		return "method"
-	case errors.Is(err, errRateLimited):
-		return "rate_limited"
-	default:
-		return "internal"
+	for _, r := range reasonLabels {
+		if errors.Is(err, r.err) {
+			return r.label
+		}
 	}
+	return "internal"
 }

@@ -12,6 +12,17 @@ import (
 // Module is this repository's module path.
 const Module = "github.com/sbxedge/sbx"
 
+// ControlDrivers are what only control links: the store drivers, the
+// job queue and the Kubernetes client. The edge and the sandbox's init
+// forbid them: what they need from them, they ask control for.
+var ControlDrivers = []string{
+	"github.com/jackc/pgx",
+	"github.com/riverqueue/",
+	"modernc.org/sqlite",
+	"github.com/mattn/go-sqlite3",
+	"k8s.io/client-go",
+}
+
 // Deps lists the packages pkg links (go list -deps; a pattern gives the
 // union), pkg included; tests are not part of it.
 func Deps(t testing.TB, pkg string) []string {

@@ -1,14 +1,39 @@
-// Package flagenv is what the binaries share for mapping SBX_* variables
-// and secret files onto their flags: a flag wins over its variable, and a
-// secret comes from a file (a mounted Kubernetes Secret) or else from a
-// variable, never from a flag's value on the command line.
+// Package flagenv is what the service binaries share for mapping SBX_*
+// variables and secret files onto their flags, and the main that runs
+// them: a flag wins over its variable, and a secret comes from a file (a
+// mounted Kubernetes Secret) or else from a variable, never from a flag's
+// value on the command line.
 package flagenv
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
+
+// Main is a service binary's main. It parses the config from the command
+// line and the environment (a bad one exits 2, saying so on stderr after
+// name), logs JSON to stderr at the level parse returns, and runs until
+// SIGINT or SIGTERM; a run that fails is logged and exits 1.
+func Main[C any](name string, parse func(args []string, getenv func(string) string) (C, slog.Level, error),
+	run func(ctx context.Context, cfg C, log *slog.Logger) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, level, err := parse(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error(name+" stopped", "err", err)
+		os.Exit(1)
+	}
+}
 
 // Env returns a lookup of variable k with a default for unset or empty,
 // for use as flag defaults.

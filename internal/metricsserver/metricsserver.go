@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -79,4 +80,13 @@ func (s *Server) wait() error {
 		}
 	})
 	return s.waitErr
+}
+
+// NewRegistry is a service's registry when its Config names none: the Go
+// runtime's and the process's collectors, so every /metrics shows memory,
+// goroutines and file descriptors beside the service's own series.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }

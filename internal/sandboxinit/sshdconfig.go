@@ -11,8 +11,9 @@ import (
 // provider's sshd mode and the pod's init both write it.
 type SSHDConfig struct {
 	// Listen is the ListenAddress; empty listens on every address (a
-	// pod, which exposes only this port).
-	Listen  string
+	// pod, which exposes only this port). It may carry its own port.
+	Listen string
+	// Port is the port of a Listen without one; 0 writes none.
 	Port    int
 	HostKey string // path of the host key
 	CAKeys  string // path of the trusted user CA keys
@@ -29,8 +30,10 @@ func (c SSHDConfig) String() string {
 	if c.Listen != "" {
 		lines = append(lines, "ListenAddress "+c.Listen)
 	}
+	if c.Port != 0 {
+		lines = append(lines, "Port "+strconv.Itoa(c.Port))
+	}
 	lines = append(lines,
-		"Port "+strconv.Itoa(c.Port),
 		"HostKey "+c.HostKey,
 		"TrustedUserCAKeys "+c.CAKeys,
 		"AuthorizedKeysFile none",

@@ -1,13 +1,16 @@
-// Package tcpproxy is a TCP proxy for fault tests: a test puts it between a
-// client and a real server (Redis, Postgres) and cuts it to simulate the
-// server going away, closing every connection, then restores it on the
-// same address.
+// Package tcpproxy is a TCP relay for tests and measurements. A fault test
+// puts it between a client and a real server (Redis, Postgres, an SSH
+// server) and cuts it to simulate the server going away, closing every
+// connection, then restores it on the same address; or freezes it to
+// simulate a peer that vanished without a FIN. Unfrozen, it is a plain
+// read/write loop each way, so a load test can use it as the floor for
+// any relay in the middle.
 package tcpproxy
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -15,22 +18,32 @@ import (
 type Proxy struct {
 	Addr, Target string
 
-	mu    sync.Mutex // guards ln and conns
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup // the accept loop and the copiers
+	mu     sync.Mutex // guards ln and conns
+	ln     net.Listener
+	conns  map[net.Conn]struct{} // open connections, both sides
+	frozen atomic.Bool
+	wg     sync.WaitGroup // the accept loop and the copiers
 }
 
-// New starts a proxy to target on a loopback port; it is stopped when the
-// test ends.
-func New(t testing.TB, target string) *Proxy {
-	t.Helper()
+// Listen starts a proxy to target on a loopback port. Stop ends it.
+func Listen(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p := &Proxy{Addr: ln.Addr().String(), Target: target, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
+	return p, nil
+}
+
+// New is Listen for a test: it fails the test if it cannot listen and
+// stops the proxy when the test ends.
+func New(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p, err := Listen(target)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(p.Stop)
 	return p
 }
@@ -69,11 +82,43 @@ func (p *Proxy) serve(ln net.Listener) {
 			}
 			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+			p.wg.Go(func() { p.pipe(up, c) })
+			p.wg.Go(func() { p.pipe(c, up) })
 		}
 	})
 }
+
+// pipe copies src to dst until src ends or dst fails, then closes dst,
+// which ends the other direction's pipe in turn. Once frozen it reads and
+// drops, so the sender's writes still succeed (as into a dead path's
+// socket buffers) and nothing is delivered.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.forget(dst)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.frozen.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) forget(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// Freeze stops moving bytes in either direction on every connection, open
+// or to come, but keeps the sockets open: a peer that vanished without a
+// FIN, as behind a dead NAT or a lost node. Stop still closes them.
+func (p *Proxy) Freeze() { p.frozen.Store(true) }
 
 // Stop refuses new connections and closes every open one, as a server
 // going down does, and waits for the proxy's goroutines.
@@ -86,7 +131,6 @@ func (p *Proxy) Stop() {
 	for c := range p.conns {
 		c.Close()
 	}
-	p.conns = map[net.Conn]struct{}{}
 	p.mu.Unlock()
 	p.wg.Wait()
 }

@@ -47,21 +47,7 @@ func App(t *testing.T) int {
 			fmt.Fprint(w, Page)
 			return
 		}
-		// The proxy, not the app, decides which origins may connect.
-		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		for {
-			typ, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if err := c.Write(r.Context(), typ, append([]byte("echo: "), msg...)); err != nil {
-				return
-			}
-		}
+		EchoSocket("echo: ")(w, r)
 	})}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
@@ -70,6 +56,29 @@ func App(t *testing.T) int {
 		<-done
 	})
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// EchoSocket is an app's WebSocket: it sends every message back with
+// prefix before it until the client goes, and on "bye" drops the socket
+// without a close frame, as a crashing app does. It takes every origin:
+// the proxy, not the app, decides which may connect.
+func EchoSocket(prefix string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil || string(msg) == "bye" {
+				return
+			}
+			if err := c.Write(r.Context(), typ, append([]byte(prefix), msg...)); err != nil {
+				return
+			}
+		}
+	}
 }
 
 // Dial opens a WebSocket to previewURL + "/ws" through the proxy

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
@@ -36,7 +37,8 @@ func Available() bool {
 }
 
 // Start runs sshd trusting caPublicKey (authorized_keys form) and stops it
-// in t.Cleanup. extraConfig lines are appended to the generated config.
+// in t.Cleanup. extraConfig lines go before the sandbox's config, so they
+// may override it.
 func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 	tb.Helper()
 	if !Available() {
@@ -58,30 +60,21 @@ func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 	}
 
 	addr := "127.0.0.1:" + sshscenario.FreePort(tb)
-	cfg := []string{
-		"ListenAddress " + addr,
-		"HostKey " + hostKeyPath,
-		"TrustedUserCAKeys " + caPath,
-		"AuthorizedKeysFile none",
-		"PasswordAuthentication no",
-		"KbdInteractiveAuthentication no",
-		"UsePAM no",
-		"StrictModes no",
-		"PermitRootLogin prohibit-password",
-		"AllowTcpForwarding yes",
+	// The tests' own lines go first: sshd keeps the first value of a
+	// keyword, so they win over the sandbox's config that follows, the
+	// very one the local provider and the pod's init write.
+	cfg := append([]string{
+		// The parallel-session tests open many connections at once; the
+		// sandbox's 256 would drop some of them before auth.
+		"MaxStartups 500",
+		"LogLevel VERBOSE",
 		"AllowAgentForwarding yes",
 		"AllowStreamLocalForwarding yes",
-		"GatewayPorts no",
-		"Subsystem sftp internal-sftp",
-		"PidFile " + filepath.Join(dir, "sshd.pid"),
-		// The parallel-session tests open many connections at once; the
-		// default 10:30:100 would drop some of them before auth.
-		"MaxStartups 500",
-		"MaxSessions 64",
-		"LogLevel VERBOSE",
+	}, extraConfig...)
+	sandbox := sandboxinit.SSHDConfig{
+		Listen: addr, HostKey: hostKeyPath, CAKeys: caPath, PidFile: filepath.Join(dir, "sshd.pid"),
 	}
-	cfg = append(cfg, extraConfig...)
-	write(tb, cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644)
+	write(tb, cfgPath, []byte(strings.Join(cfg, "\n")+"\n"+sandbox.String()), 0o644)
 
 	// -e: sshd logs to stderr, which the test logs if it fails.
 	sshscenario.Background(tb, exec.Command(Binary, "-D", "-e", "-f", cfgPath)).WaitTCP(tb, addr)
