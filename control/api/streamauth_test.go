@@ -13,7 +13,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/redistest"
 )
 
 // endBudget is how soon a stream must end once its authority went: the
@@ -177,4 +179,35 @@ func TestExecStreamEndsWithAuthority(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStreamEndsThroughRedis: with Redis, control hears invalidations on
+// the channel every replica publishes to, not in-process; a terminal
+// stream still ends at once when its sandbox is deleted.
+func TestStreamEndsThroughRedis(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	e := newEnv(t, "sqlite", false, func(c *control.Config) {
+		c.RedisURL = r.URL()
+		c.PreviewChanged = nil // published on Redis
+	})
+	id := e.createReady(t)
+	p, _, err := e.dialPty(t, id, "command=sh", http.Header{"Authorization": {"Bearer " + e.tokens["dev"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send("echo started\n")
+	p.waitFor(0, "started")
+	start := time.Now()
+	streamEndCases[0].end(t, e, id)
+	select {
+	case <-p.done:
+	case <-time.After(endBudget):
+		t.Fatalf("terminal stream still open %v after the sandbox was deleted", endBudget)
+	}
+	var ce websocket.CloseError
+	if !errors.As(p.end, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != "sandbox_ended" {
+		t.Fatalf("stream ended with %v, want close 1008 \"sandbox_ended\"", p.end)
+	}
+	t.Logf("through Redis: terminal stream closed %v after the delete", time.Since(start).Round(time.Millisecond))
 }
