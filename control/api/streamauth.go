@@ -37,7 +37,7 @@ type streamEnded struct{ p *problem.Problem }
 func (e *streamEnded) Error() string { return "stream ended: " + e.p.Detail }
 
 var (
-	errStreamSandboxEnded = &streamEnded{problem.New(http.StatusGone, "sandbox_ended",
+	errStreamSandboxEnded = &streamEnded{problem.New(http.StatusConflict, "sandbox_ended",
 		"the sandbox was deleted or ended; the command was ended")}
 	errStreamSandboxSuspended = &streamEnded{problem.New(http.StatusConflict, "sandbox_suspended",
 		"the sandbox was suspended; the command was ended (a new stream wakes it)")}
