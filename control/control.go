@@ -31,6 +31,7 @@ import (
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
@@ -142,8 +143,12 @@ type Service struct {
 	// Activity is shared with the edge run in the same process (sbx dev).
 	Activity activity.Store
 	rdb      *redis.Client // the process's one Redis client; nil without RedisURL
-	// previewChanged tells edges what changed (nil: no edge listens).
+	// previewChanged tells edges and control's own streams what changed.
 	previewChanged func(ctx context.Context, inv edgeapi.Invalidation) error
+	// subscribe: invalidations reach this replica's streams through Redis
+	// (stopSub ends the subscription), not in-process.
+	subscribe bool
+	stopSub   func()
 	// stopWatch stops the watchers of previewwatch.go; watchers waits
 	// for them.
 	stopWatch context.CancelFunc
@@ -213,15 +218,26 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.Activity, err = openActivity(cfg, s.rdb); err != nil {
 		return nil, err
 	}
-	previewChanged := cfg.PreviewChanged
-	if previewChanged == nil {
-		previewChanged = previewPublisher(s.rdb)
+	edgeChanged := cfg.PreviewChanged
+	if edgeChanged == nil {
+		edgeChanged = previewPublisher(s.rdb)
+	}
+	// Control's own exec and terminal streams obey every invalidation
+	// too (api.Server.Invalidate): through the Redis channel when control
+	// publishes there, which carries other replicas' invalidations as
+	// well (see Start), and in-process otherwise.
+	s.subscribe = cfg.PreviewChanged == nil && s.rdb != nil
+	previewChanged := func(ctx context.Context, inv edgeapi.Invalidation) error {
+		if !s.subscribe {
+			s.api.Invalidate(ctx, inv)
+		}
+		if edgeChanged == nil {
+			return nil
+		}
+		return edgeChanged(ctx, inv)
 	}
 	s.previewChanged = previewChanged
-	var lifeActivity lifecycle.Activity = s.Activity
-	if previewChanged != nil {
-		lifeActivity = stateNotifier{Activity: s.Activity, changed: previewChanged, log: cfg.Logger}
-	}
+	lifeActivity := stateNotifier{Activity: s.Activity, changed: previewChanged, log: cfg.Logger}
 	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
 		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
 		Conns: s.Pool, Pods: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
@@ -261,6 +277,10 @@ func (s *Service) Start(ctx context.Context) error {
 	// Event streams never go idle on their own; end them when shutting
 	// down so Shutdown does not wait for its deadline.
 	s.srv.RegisterOnShutdown(s.api.StopStreams)
+	if s.subscribe {
+		// Subscribed before serving, so no stream opens unwatched.
+		s.stopSub = invalidation.Subscribe(s.rdb, s.api.Invalidate, s.log)
+	}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	if s.cfg.MetricsAddr != "" {
 		if s.metrics, err = metricsserver.Start(s.cfg.MetricsAddr, s.Registry, s.log); err != nil {
@@ -343,6 +363,9 @@ func (s *Service) shutdown(ctx context.Context) error {
 		s.stopWatch()
 	}
 	s.watchers.Wait()
+	if s.stopSub != nil {
+		s.stopSub()
+	}
 	if s.Store != nil && !s.cfg.NoJobs {
 		if err := s.Store.StopJobs(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop jobs: %w", err))

@@ -11,7 +11,8 @@ import (
 )
 
 // Authority that ends outside an API call of control's own still has to
-// reach the edge, which ends the preview connections it admitted: a
+// reach the edge, which ends the preview connections it admitted, and
+// control's own exec and terminal streams (api.Server.Invalidate): a
 // token revoked with `sbx admin` on the database, a members file edited
 // by the operator, a sandbox ended by the reaper or a pod failure. The
 // watchers here turn each into an edgeapi.Invalidation.
@@ -45,12 +46,10 @@ func (n stateNotifier) Publish(ctx context.Context, sandboxID string) error {
 	return err
 }
 
-// startRevocationWatch starts the token watcher, when an edge listens.
-// The watchers run until Shutdown.
+// startRevocationWatch starts the token watcher; it ends the edge's
+// preview connections and control's own streams that rode on a revoked
+// token. The watchers run until Shutdown.
 func (s *Service) startRevocationWatch(ctx context.Context) {
-	if s.previewChanged == nil {
-		return
-	}
 	s.watchers.Add(1)
 	go func() {
 		defer s.watchers.Done()
@@ -104,9 +103,6 @@ func (s *Service) watchMembers(ctx context.Context, f *previewroute.MembersFile)
 	go func() {
 		defer s.watchers.Done()
 		f.Watch(ctx, previewroute.MembersWatchInterval, s.log, func() {
-			if s.previewChanged == nil {
-				return
-			}
 			if err := s.previewChanged(ctx, edgeapi.Invalidation{Kind: edgeapi.InvalidateMembers}); err != nil {
 				s.log.WarnContext(ctx, "tell the edge the members changed", "err", err)
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/sbxedge/sbx/edge/controlclient"
 	"github.com/sbxedge/sbx/edge/sshbroker"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
 )
 
@@ -283,7 +284,7 @@ func (e *Edge) Start(ctx context.Context) error {
 	if e.rdb != nil && e.prev != nil {
 		// Subscribed before serving, so an invalidation published right
 		// after start is not missed.
-		e.stopSub = subscribeInvalidations(e.rdb, e.Invalidate, e.log)
+		e.stopSub = invalidation.Subscribe(e.rdb, e.Invalidate, e.log)
 	}
 	e.serve(&server{name: "SSH broker", ln: e.sshLn, serve: e.broker.Serve, closed: sshbroker.ErrServerClosed})
 	if e.prev != nil {

@@ -69,6 +69,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	epoch := s.streams.epoch.Load() // before the sandbox is checked
 	sb, t, err := s.sandboxTarget(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -77,10 +78,20 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	req.Dir = t.Workspace
 	took := s.metrics.exec.WithLabelValues(sb.AccountID, sb.Platform)
 	if stream {
-		s.streamExec(w, r, t, req, took)
+		s.streamExec(w, r, t, req, took, epoch)
 		return
 	}
-	res, err := s.pods.Exec(r.Context(), t, req)
+	// A long command ends with its authority too (see streamauth.go).
+	ctx, _, done, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	if !ok {
+		return
+	}
+	defer done()
+	res, err := s.pods.Exec(ctx, t, req)
+	if se, ended := endedBy(ctx); ended && err != nil {
+		writeProblem(w, r, se.p)
+		return
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return

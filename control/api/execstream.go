@@ -34,10 +34,16 @@ type execChunk struct {
 // goes away cancels the request's context, which ends the command's
 // process group (podssh.Exec). The open request counts as activity and
 // woke the sandbox in target, as a plain exec does. took records the
-// duration of a command that ran to its end.
-func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Target, req podssh.ExecRequest, took prometheus.Observer) {
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
+// duration of a command that ran to its end. When the sandbox ends or is
+// suspended, or the token is revoked, the command is ended and the last
+// event is an "error" saying so (streamauth.go); epoch is the
+// invalidation epoch read before target checked the sandbox.
+func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Target, req podssh.ExecRequest, took prometheus.Observer, epoch uint64) {
+	ctx, cancel, done, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	if !ok {
+		return
+	}
+	defer done()
 	stopOnShutdown := make(chan struct{})
 	go func() { // owned here: ends when the command's context does
 		defer close(stopOnShutdown)
@@ -58,9 +64,12 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Tar
 	stopKeepAlive()
 	stdout.flush()
 	stderr.flush()
+	gone, ended := endedBy(ctx)
 	switch {
 	case err != nil && r.Context().Err() != nil:
 		logger(r).InfoContext(r.Context(), "exec stream: client went away; command ended", "sandbox_id", t.SandboxID)
+	case err != nil && ended:
+		sse.event("error", gone.p)
 	case err != nil && errors.Is(context.Cause(ctx), errShuttingDown):
 		sse.event("error", problem.New(http.StatusServiceUnavailable, "shutting_down",
 			"control is shutting down; the command was ended"))

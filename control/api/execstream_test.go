@@ -63,13 +63,19 @@ func scanSSE(body io.ReadCloser, emit func(fields map[string]string) bool) {
 // channel closes when the stream ends; cancel ends the request.
 func (e *env) startExecStream(t *testing.T, id, body string, bodyFlag bool) (<-chan execEvent, context.CancelFunc) {
 	t.Helper()
+	return e.startExecStreamAs(t, "dev", id, body, bodyFlag)
+}
+
+// startExecStreamAs is startExecStream as the named token.
+func (e *env) startExecStreamAs(t *testing.T, tok, id, body string, bodyFlag bool) (<-chan execEvent, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, "POST", e.svc.URL()+"/api/v1/sandboxes/"+id+"/exec", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+e.tokens["dev"])
+	req.Header.Set("Authorization", "Bearer "+e.tokens[tok])
 	if !bodyFlag {
 		req.Header.Set("Accept", "text/event-stream")
 	}

@@ -117,12 +117,20 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, badQuery("command", "must not contain NUL"))
 		return
 	}
-	t, err := s.target(r) // wakes a suspended sandbox; the stream counts as activity
+	epoch := s.streams.epoch.Load() // before the sandbox is checked
+	t, err := s.target(r)           // wakes a suspended sandbox; the stream counts as activity
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	req.Dir = t.Workspace
+	// ctx is the session's life: it ends when the client goes, control
+	// shuts down, or the stream's authority goes (streamauth.go).
+	ctx, cancel, done, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	if !ok {
+		return
+	}
+	defer done()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Checked by originAllowed, with the API's patterns.
 		InsecureSkipVerify: true,
@@ -131,8 +139,11 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		return // Accept answered
 	}
 	defer conn.CloseNow()
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
+	// ioCtx bounds reads and writes of the socket. It outlives ctx until
+	// the handler returns: a canceled read context makes the websocket
+	// library drop the connection at once, and the closing message and
+	// close frame that say why the session ended must go out first.
+	ioCtx, stopIO := context.WithCancel(r.Context())
 	go func() { // owned here: ends with ctx
 		select {
 		case <-s.stopStreams:
@@ -143,6 +154,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 
 	term, err := s.pods.Terminal(ctx, t, req)
 	if err != nil {
+		stopIO()
 		p := toProblem(r, err)
 		s.writePty(ctx, conn, ptyMessage{Type: "error", Problem: p})
 		_ = conn.Close(websocket.StatusInternalError, p.Code)
@@ -151,16 +163,17 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer term.Close()
+	defer stopIO()
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		if err := pingLoop(ctx, conn, keepAlive); err != nil {
+		if err := pingLoop(ioCtx, conn, keepAlive); err != nil {
 			cancel(err)
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		cancel(s.ptyInput(ctx, conn, term))
+		cancel(s.ptyInput(ioCtx, conn, term))
 	}()
 	outDone := make(chan struct{})
 	go func() {
@@ -170,7 +183,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		for {
 			n, err := term.Stdout().Read(buf)
 			if n > 0 {
-				if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+				if werr := conn.Write(ioCtx, websocket.MessageBinary, buf[:n]); werr != nil {
 					cancel(fmt.Errorf("write to client: %w", werr))
 					return
 				}
@@ -182,10 +195,14 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	}()
 	res, err := term.Wait(ctx)
 	if err != nil {
-		if errors.Is(context.Cause(ctx), errShuttingDown) {
+		if gone, ended := endedBy(ctx); ended {
+			_ = term.Close() // hang the command up before telling the client
+			s.writePty(ioCtx, conn, ptyMessage{Type: "error", Problem: gone.p})
+			_ = conn.Close(websocket.StatusPolicyViolation, gone.p.Code)
+		} else if errors.Is(context.Cause(ctx), errShuttingDown) {
 			_ = conn.Close(websocket.StatusGoingAway, "control is shutting down")
 		}
-		return // the client went away: term.Close hangs the command up
+		return // else the client went away: term.Close hangs the command up
 	}
 	// The output ends once the session closed; wait briefly for its tail.
 	select {
@@ -193,7 +210,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	case <-time.After(2 * time.Second):
 	}
 	code := res.ExitCode
-	s.writePty(ctx, conn, ptyMessage{Type: "exit", ExitCode: &code, Signal: optional(res.Signal)})
+	s.writePty(ioCtx, conn, ptyMessage{Type: "exit", ExitCode: &code, Signal: optional(res.Signal)})
 	_ = conn.Close(websocket.StatusNormalClosure, "exited")
 	cancel(nil)
 }

@@ -25,10 +25,11 @@ import (
 type ptyClient struct {
 	t    *testing.T
 	conn *websocket.Conn
-	mu   sync.Mutex // guards out, exit, closed
+	mu   sync.Mutex // guards out, exit
 	out  bytes.Buffer
 	exit map[string]any
 	done chan struct{}
+	end  error // why the stream ended; read after done closed
 }
 
 func (e *env) dialPty(t *testing.T, id, query string, hdr http.Header) (*ptyClient, *http.Response, error) {
@@ -46,6 +47,7 @@ func (e *env) dialPty(t *testing.T, id, query string, hdr http.Header) (*ptyClie
 		for {
 			typ, data, err := conn.Read(context.Background())
 			if err != nil {
+				p.end = err
 				return
 			}
 			p.mu.Lock()

@@ -116,6 +116,9 @@ type Server struct {
 	tickets        Tickets
 	ticketKey      []byte
 
+	// streams are the open streams, ended when their authority goes.
+	streams streamSet
+
 	// stopStreams is closed by StopStreams to end event streams.
 	stopStreams     chan struct{}
 	stopStreamsOnce sync.Once

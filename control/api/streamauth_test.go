@@ -1,0 +1,213 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/redistest"
+)
+
+// endBudget is how soon a stream must end once its authority went: the
+// state change or revocation is applied in-process, or (tokens) found by
+// control's once-a-second revocation watcher.
+const endBudget = 2 * time.Second
+
+// streamEndCase ends the authority of a stream open on sandbox id as the
+// token "dev2".
+type streamEndCase struct {
+	name string
+	end  func(t *testing.T, e *env, id string)
+	code string // the problem code the client is told
+	// budget is endBudget plus what the cause itself waits (the token
+	// watcher's poll period).
+	budget time.Duration
+}
+
+var streamEndCases = []streamEndCase{
+	{name: "sandbox deleted", code: "sandbox_ended", budget: endBudget, end: func(t *testing.T, e *env, id string) {
+		if code, _, b := e.do("dev", "DELETE", "/api/v1/sandboxes/"+id, nil); code != http.StatusAccepted && code != http.StatusOK {
+			t.Fatalf("delete: %d %s", code, b)
+		}
+	}},
+	{name: "sandbox suspended", code: "sandbox_suspended", budget: endBudget, end: func(t *testing.T, e *env, id string) {
+		if err := e.svc.Life.Suspend(context.Background(), id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{name: "token revoked", code: "token_revoked", budget: endBudget + time.Second, end: func(t *testing.T, e *env, _ string) {
+		err := e.svc.Store.InTx(context.Background(), func(tx store.Tx) error {
+			return tx.RevokeToken(context.Background(), "tok-dev2", time.Now().UTC())
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}},
+}
+
+// addDevToken gives the dev account a second token, "dev2", so one can be
+// revoked while the test still acts as the other.
+func (e *env) addDevToken(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	acct, _, err := e.svc.Store.AccountByTokenHash(ctx, token.Hash(e.tokens["dev"]), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, hash := token.New(token.PrefixAgent)
+	err = e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+		return tx.InsertToken(ctx, store.Token{ID: "tok-dev2", AccountID: acct.ID, Kind: store.TokenAgent,
+			Name: "dev2", Hash: hash, CreatedAt: time.Now().UTC()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.tokens["dev2"] = secret
+}
+
+// waitGone waits until the process whose PID the command wrote to file in
+// sandbox id has ended.
+func (e *env) waitGone(t *testing.T, id, file string) {
+	t.Helper()
+	body := `{"command":"kill -0 $(cat ` + file + `) 2>/dev/null && echo alive || echo gone"}`
+	for deadline := time.Now().Add(endBudget); ; time.Sleep(50 * time.Millisecond) {
+		code, _, b := e.do("dev", "POST", "/api/v1/sandboxes/"+id+"/exec", strings.NewReader(body))
+		if code == http.StatusOK && strings.Contains(string(b), "gone") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream's command still runs %v after its stream ended: %d %s", endBudget, code, b)
+		}
+	}
+}
+
+// TestStreamsEndWithAuthority: a terminal stream open when its sandbox is
+// deleted or suspended, or its token revoked, ends within the budget with
+// close code 1008, the reason, and a last error message naming it; when
+// the sandbox lives on, its command is gone too.
+func TestStreamsEndWithAuthority(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	e.addDevToken(t)
+	hdr := http.Header{"Authorization": {"Bearer " + e.tokens["dev2"]}}
+	for _, tc := range streamEndCases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := e.createReady(t)
+			p, _, err := e.dialPty(t, id, "command="+url.QueryEscape("echo $$ > pty.pid; echo started; exec sleep 600"), hdr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.waitFor(0, "started")
+			start := time.Now()
+			tc.end(t, e, id)
+			select {
+			case <-p.done:
+			case <-time.After(tc.budget):
+				t.Fatalf("terminal stream still open %v after %s", tc.budget, tc.name)
+			}
+			took := time.Since(start)
+			var ce websocket.CloseError
+			if !errors.As(p.end, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != tc.code {
+				t.Fatalf("stream ended with %v, want close 1008 %q", p.end, tc.code)
+			}
+			p.mu.Lock()
+			last := p.exit
+			p.mu.Unlock()
+			if prob, _ := last["problem"].(map[string]any); last["type"] != "error" || prob["code"] != tc.code {
+				t.Fatalf("last message %v, want an error with problem code %s", last, tc.code)
+			}
+			t.Logf("%s: terminal stream closed %v after", tc.name, took.Round(time.Millisecond))
+			if tc.code == "token_revoked" {
+				e.waitGone(t, id, "pty.pid")
+			}
+			if tc.code != "sandbox_ended" {
+				e.do("dev", "DELETE", "/api/v1/sandboxes/"+id, nil) // frees the account's slot
+			}
+		})
+	}
+}
+
+// TestExecStreamEndsWithAuthority: the same for the streaming exec, whose
+// last event is an "error" carrying the problem.
+func TestExecStreamEndsWithAuthority(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	e.addDevToken(t)
+	for _, tc := range streamEndCases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := e.createReady(t)
+			events, _ := e.startExecStreamAs(t, "dev2", id, `{"command":"echo $$ > sse.pid; echo started; exec sleep 600"}`, false)
+			if ev := nextEvent(t, events); ev.name != "stdout" {
+				t.Fatalf("first event %s %s, want stdout", ev.name, ev.data)
+			}
+			start := time.Now()
+			tc.end(t, e, id)
+			var last execEvent
+			timeout := time.After(tc.budget)
+		read:
+			for {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						break read
+					}
+					last = ev
+				case <-timeout:
+					t.Fatalf("exec stream still open %v after %s", tc.budget, tc.name)
+				}
+			}
+			var p problemDoc
+			if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != tc.code {
+				t.Fatalf("last event %s %s, want error with problem code %s", last.name, last.data, tc.code)
+			}
+			t.Logf("%s: exec stream ended %v after", tc.name, time.Since(start).Round(time.Millisecond))
+			if tc.code == "token_revoked" {
+				e.waitGone(t, id, "sse.pid")
+			}
+			if tc.code != "sandbox_ended" {
+				e.do("dev", "DELETE", "/api/v1/sandboxes/"+id, nil)
+			}
+		})
+	}
+}
+
+// TestStreamEndsThroughRedis: with Redis, control hears invalidations on
+// the channel every replica publishes to, not in-process; a terminal
+// stream still ends at once when its sandbox is deleted.
+func TestStreamEndsThroughRedis(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	e := newEnv(t, "sqlite", false, func(c *control.Config) {
+		c.RedisURL = r.URL()
+		c.PreviewChanged = nil // published on Redis
+	})
+	id := e.createReady(t)
+	p, _, err := e.dialPty(t, id, "command=sh", http.Header{"Authorization": {"Bearer " + e.tokens["dev"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send("echo started\n")
+	p.waitFor(0, "started")
+	start := time.Now()
+	streamEndCases[0].end(t, e, id)
+	select {
+	case <-p.done:
+	case <-time.After(endBudget):
+		t.Fatalf("terminal stream still open %v after the sandbox was deleted", endBudget)
+	}
+	var ce websocket.CloseError
+	if !errors.As(p.end, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != "sandbox_ended" {
+		t.Fatalf("stream ended with %v, want close 1008 \"sandbox_ended\"", p.end)
+	}
+	t.Logf("through Redis: terminal stream closed %v after the delete", time.Since(start).Round(time.Millisecond))
+}
