@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -82,6 +84,37 @@ func (s *Supervisor) Serve(ctx context.Context, rw io.ReadWriter) error {
 		resp.Services = s.List()
 	}
 	return enc.Encode(resp)
+}
+
+// ServeListener answers control calls on ln (the init's unix socket, to
+// which sshd's subsystem command relays each call) until ctx ends or ln
+// fails. It closes ln and returns once every call it started returned.
+func (s *Supervisor) ServeListener(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accept a control call: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			// A followed log ends with ctx, not only when the peer goes.
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			defer stop()
+			if err := s.Serve(ctx, c); err != nil {
+				s.cfg.Logger.Debug("init control call ended", "err", err)
+			}
+		}()
+	}
 }
 
 func (s *Supervisor) serveLogs(ctx context.Context, enc *json.Encoder, req Request) error {
