@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -180,7 +181,7 @@ func New(cfg Config) (*Local, error) {
 			l.cfg.InitPath = findInit()
 		}
 		if l.cfg.InitPath == "" {
-			l.logger.Warn(errNoInitBinary.Error())
+			l.logger.Warn(noInitBinary)
 		} else if err := checkInitPath(l.cfg.InitPath); err != nil {
 			l.logger.Warn("sshd mode: the sbx-init found cannot be named in sshd_config; the sandbox's services will not run", "err", err)
 			l.cfg.InitPath = ""
@@ -586,4 +587,22 @@ func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// findInit is the sbx-init binary sshd mode relays through: the one
+// beside the running program (make build and go install put them
+// together), else the first on PATH; "" if neither exists.
+func findInit() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "sbx-init")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("sbx-init"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return ""
 }
