@@ -76,6 +76,10 @@ type Config struct {
 	InternalSecret string
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
+	// SandboxInit is the sbx-init binary the local provider's sshd runs
+	// for the init's subsystem (ProviderMode sshd), through which the
+	// sandbox's services are run; default: beside the program, or on PATH.
+	SandboxInit string
 	// Provider, when set, builds where sandboxes run instead of the local
 	// provider (cmd/control injects Kubernetes).
 	Provider ProviderOpener

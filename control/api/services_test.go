@@ -3,10 +3,16 @@ package api_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
 type serviceDoc struct {
@@ -50,9 +56,23 @@ func (e *env) waitService(t *testing.T, id, name, what string, cond func(service
 // TestServicesLifecycle: services declared at create start when the
 // sandbox is ready; a crashing one is restarted with its exit code
 // visible; after a suspend and a wake they run again, and their logs
-// show every start.
+// show every start. The same on both of the local provider's servers:
+// the embedded one, and OpenSSH's sshd running the real sbx-init for the
+// init's subsystem.
 func TestServicesLifecycle(t *testing.T) {
-	e := newEnv(t, "sqlite", false)
+	for _, mode := range []string{local.ModeEmbedded, local.ModeSSHD} {
+		t.Run(mode, func(t *testing.T) {
+			opt := func(c *control.Config) { c.ProviderMode = mode }
+			if mode == local.ModeSSHD {
+				bin := inittest.Build(t)
+				opt = func(c *control.Config) { c.ProviderMode, c.SandboxInit = mode, bin }
+			}
+			testServicesLifecycle(t, newEnv(t, "sqlite", false, opt))
+		})
+	}
+}
+
+func testServicesLifecycle(t *testing.T, e *env) {
 	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", jsonBody(map[string]any{
 		"profile":  "tuist-linux-small",
 		"services": []map[string]any{{"name": "ticker", "command": "echo tick from $SBX_SERVICE; sleep 600"}},
@@ -64,6 +84,29 @@ func TestServicesLifecycle(t *testing.T) {
 	_ = json.Unmarshal(b, &sb)
 	id := sb.ID
 	e.waitService(t, id, "ticker", "running", func(s serviceDoc) bool { return s.State == "running" && s.Starts == 1 })
+
+	// A service with a port is running once the port answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	code, _, b = e.do("dev", "PUT", "/api/v1/sandboxes/"+id+"/services/web", jsonBody(map[string]any{
+		"command": `exec python3 -m http.server "$PORT" --bind 127.0.0.1`, "port": port,
+	}))
+	if code != 200 {
+		t.Fatalf("put web: %d %s", code, b)
+	}
+	web := e.waitService(t, id, "web", "running", func(s serviceDoc) bool { return s.State == "running" })
+	if web.Port == nil || *web.Port != port || web.Starts != 1 {
+		t.Errorf("web = %+v, want one start on port %d", web, port)
+	}
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil || resp.StatusCode != 200 {
+		t.Errorf("web's port: %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 
 	// A crashing service: restarted, its exit code in the API.
 	code, _, b = e.do("dev", "PUT", "/api/v1/sandboxes/"+id+"/services/crash", jsonBody(map[string]any{
@@ -107,6 +150,7 @@ func TestServicesLifecycle(t *testing.T) {
 		t.Fatalf("exec to wake: %d %s", code, b)
 	}
 	e.waitService(t, id, "ticker", "running after the wake", func(s serviceDoc) bool { return s.State == "running" })
+	e.waitService(t, id, "web", "answering on its port after the wake", func(s serviceDoc) bool { return s.State == "running" })
 	code, hdr, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id+"/services/ticker/logs?tail=50", nil)
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") {
 		t.Fatalf("logs: %d %s", code, b)

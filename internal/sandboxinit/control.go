@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -46,7 +48,8 @@ const maxRequest = 1 << 20
 
 // Serve answers one control call read from rw and returns when it is
 // answered (for a followed log: when ctx ends, the service goes, or the
-// peer stops reading).
+// peer stops reading or closes its side; a followed log closes rw when
+// rw is an io.Closer).
 func (s *Supervisor) Serve(ctx context.Context, rw io.ReadWriter) error {
 	br := bufio.NewReader(io.LimitReader(rw, maxRequest))
 	line, err := br.ReadBytes('\n')
@@ -72,6 +75,11 @@ func (s *Supervisor) Serve(ctx context.Context, rw io.ReadWriter) error {
 		err = s.Delete(req.Name)
 	case "list":
 	case "logs":
+		if req.Follow {
+			var stop func()
+			ctx, stop = untilPeerGone(ctx, br, rw)
+			defer stop()
+		}
 		return s.serveLogs(ctx, enc, req)
 	default:
 		err = fmt.Errorf("unknown op %q", req.Op)
@@ -82,6 +90,61 @@ func (s *Supervisor) Serve(ctx context.Context, rw io.ReadWriter) error {
 		resp.Services = s.List()
 	}
 	return enc.Encode(resp)
+}
+
+// untilPeerGone returns ctx, cancelled as well when a read from r ends:
+// a followed log's caller has nothing more to send, so its side closing
+// is how it leaves. Through sshd that is the only sign (sshd closes the
+// relay's stdin when the client closes the channel); in process the
+// session's context says it too. stop closes rw when it can be closed,
+// which ends the read, and waits for it.
+func untilPeerGone(ctx context.Context, r io.Reader, rw io.ReadWriter) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	return ctx, func() {
+		cancel()
+		if c, ok := rw.(io.Closer); ok {
+			_ = c.Close()
+			<-done
+		}
+	}
+}
+
+// ServeListener answers control calls on ln (the init's unix socket, to
+// which sshd's subsystem command relays each call) until ctx ends or ln
+// fails (nil once ctx ends or ln is closed). It closes ln and returns
+// once every call it started returned.
+func (s *Supervisor) ServeListener(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("accept a control call: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			// A followed log ends with ctx, not only when the peer goes.
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			defer stop()
+			if err := s.Serve(ctx, c); err != nil {
+				s.cfg.Logger.Debug("init control call ended", "err", err)
+			}
+		}()
+	}
 }
 
 func (s *Supervisor) serveLogs(ctx context.Context, enc *json.Encoder, req Request) error {

@@ -87,19 +87,8 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				stop := context.AfterFunc(serveCtx, func() { c.Close() })
-				defer stop()
-				_ = sup.Serve(serveCtx, c)
-			}()
+		if err := sup.ServeListener(serveCtx, ln); err != nil {
+			log.Warn("control socket", "err", err)
 		}
 	}()
 

@@ -3,8 +3,11 @@ package sandboxinit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -197,4 +200,52 @@ func waitForLine(t *testing.T, s *Supervisor, name, want string) string {
 	}
 	t.Fatalf("no line %q in:\n%s", want, all)
 	return ""
+}
+
+// TestFollowEndsWhenThePeerLeaves: through sshd, a caller leaving a
+// followed log shows only as its side closing (sshd closes the relay's
+// stdin, which half-closes the socket); the init must end the call then,
+// not when the quiet service next prints.
+func TestFollowEndsWhenThePeerLeaves(t *testing.T) {
+	s := newSup(t)
+	if err := s.Put(Service{Name: "quiet", Command: "echo once; sleep 30"}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "init.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.ServeListener(t.Context(), ln) }()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := json.NewEncoder(c).Encode(Request{Op: "logs", Name: "quiet", Follow: true}); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(c)
+	var first Response
+	if err := dec.Decode(&first); err != nil || first.Error != "" {
+		t.Fatalf("first answer %+v, %v", first, err)
+	}
+	if err := c.(*net.UnixConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		var l Line
+		if err := dec.Decode(&l); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("after the half-close: %v, want the init to close the call (EOF)", err)
+			}
+			break
+		}
+	}
+	ln.Close()
+	if err := <-served; err != nil {
+		t.Errorf("ServeListener after its listener closed: %v, want nil", err)
+	}
 }

@@ -77,11 +77,7 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		died:      make(chan struct{}),
 		procs:     map[int]struct{}{},
 	}
-	init, err := sandboxinit.New(sandboxinit.Config{
-		Workspace: e.workspace, Env: e.baseEnv(), Logger: o.logger.With("component", "init"),
-		// Beside the workspace, not in it: kept on disk while suspended.
-		LogDir: filepath.Join(o.dir, "service-logs"),
-	})
+	init, err := newInit(o.dir, o.user, o.logger)
 	if err != nil {
 		ln.Close()
 		return nil, 0, err
@@ -230,21 +226,7 @@ func (e *embedded) env(s gliderssh.Session) []string {
 	// Session env requests come next so they override the defaults; the
 	// marker comes last, so no request can drop it (exec keeps the last of
 	// duplicate keys).
-	return append(append(e.baseEnv(), s.Environ()...), marker(e.opts.dir))
-}
-
-// baseEnv is what every process of the sandbox starts with, services
-// included; it carries the marker that destroy and suspend find them by.
-func (e *embedded) baseEnv() []string {
-	return []string{
-		"HOME=" + e.home,
-		"USER=" + e.opts.user,
-		"LOGNAME=" + e.opts.user,
-		"SHELL=/bin/sh",
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"LANG=C.UTF-8",
-		marker(e.opts.dir),
-	}
+	return append(append(baseEnv(e.opts.dir, e.opts.user), s.Environ()...), marker(e.opts.dir))
 }
 
 // handleInit serves one call of the init's control protocol.

@@ -10,6 +10,8 @@
 //	sandboxes/<id>/ca.pub            the user CA sessions must be signed by
 //	sandboxes/<id>/meta.json         port and mode, so restarts keep endpoints
 //	sandboxes/<id>/snapshot.tar.gz   the workspace while suspended
+//	sandboxes/<id>/service-logs/     the services' output, kept across suspends
+//	sandboxes/<id>/init.sock         sshd mode: the services' supervisor
 package local
 
 import (
@@ -20,6 +22,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -61,6 +64,12 @@ type Config struct {
 	// that bash, run by sshd, does not read the machine user's ~/.bashrc
 	// (which runs pyenv here: a CPU-second per session it would measure).
 	SSHDSetEnv []string
+	// InitPath is the sbx-init binary that sshd runs (as "InitPath ctl
+	// --socket S") for the init's subsystem in ModeSSHD, relaying to the
+	// supervisor of the sandbox's services; default: sbx-init beside the
+	// running program, else on PATH. Without one, sshd sandboxes run no
+	// services (their state reads "unknown").
+	InitPath string
 	// Logger receives provider events and, at debug, sshd's own log.
 	Logger *slog.Logger
 }
@@ -89,6 +98,11 @@ func (c Config) Validate() error {
 	}
 	if c.Mode == ModeSSHD && c.SSHDPath != "" && !filepath.IsAbs(c.SSHDPath) {
 		return fmt.Errorf("local provider: SSHDPath %q must be absolute", c.SSHDPath)
+	}
+	if c.InitPath != "" {
+		if err := checkInitPath(c.InitPath); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -163,6 +177,15 @@ func New(cfg Config) (*Local, error) {
 			return nil, fmt.Errorf("local provider: current user: %w", err)
 		}
 		l.user = u.Username
+		if l.cfg.InitPath == "" {
+			l.cfg.InitPath = findInit()
+		}
+		if l.cfg.InitPath == "" {
+			l.logger.Warn(noInitBinary)
+		} else if err := checkInitPath(l.cfg.InitPath); err != nil {
+			l.logger.Warn("sshd mode: the sbx-init found cannot be named in sshd_config; the sandbox's services will not run", "err", err)
+			l.cfg.InitPath = ""
+		}
 	}
 	if err := os.MkdirAll(l.root, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider: create %s: %w", l.root, err)
@@ -375,6 +398,7 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	case ModeSSHD:
 		srv, port, err = startSSHD(ctx, sshdOptions{
 			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger, setEnv: l.cfg.SSHDSetEnv,
+			user: l.user, initPath: l.cfg.InitPath,
 		})
 	default:
 		srv, port, err = startEmbedded(ctx, embeddedOptions{
@@ -563,4 +587,22 @@ func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// findInit is the sbx-init binary sshd mode relays through: the one
+// beside the running program (make build and go install put them
+// together), else the first on PATH; "" if neither exists.
+func findInit() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "sbx-init")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("sbx-init"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return ""
 }

@@ -26,6 +26,10 @@ type sshdOptions struct {
 	hostKey gossh.PublicKey
 	logger  *slog.Logger
 	setEnv  []string // NAME=value for every session
+	user    string   // the login name, services' USER
+	// initPath is the sbx-init binary sshd runs for the sbx-init
+	// subsystem; "" runs no init (and so no services).
+	initPath string
 }
 
 // sshdServer is an OpenSSH sshd run in the foreground for one sandbox,
@@ -36,6 +40,9 @@ type sshdServer struct {
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when the process has been reaped
 	stderr *logWriter
+	// init runs the sandbox's services, as in embedded mode; nil without
+	// an sbx-init binary. stop ends it after sshd.
+	init *socketInit
 }
 
 // sshdAttempts bounds retries when the chosen port is taken between our
@@ -48,26 +55,41 @@ func startSSHD(ctx context.Context, o sshdOptions) (*sshdServer, int, error) {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		return nil, 0, fmt.Errorf("create /run/sshd: %w", err)
 	}
+	var init *socketInit
+	if o.initPath != "" {
+		var err error
+		if init, err = startSocketInit(o.dir, o.user, o.logger); err != nil {
+			return nil, 0, err
+		}
+	}
 	var lastErr error
 	port := o.port
 	for attempt := 0; attempt < sshdAttempts; attempt++ {
 		p, err := freePort(port)
 		if err != nil {
-			return nil, 0, err
+			lastErr = err
+			break
 		}
-		s, err := runSSHD(ctx, o, p)
+		s, err := runSSHD(ctx, o, p, init)
 		if err == nil {
 			return s, p, nil
 		}
 		lastErr = err
 		port = 0 // the preferred port did not work: any port
 	}
+	if init != nil {
+		init.close()
+	}
 	return nil, 0, lastErr
 }
 
-func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) {
+func runSSHD(ctx context.Context, o sshdOptions, port int, init *socketInit) (*sshdServer, error) {
 	cfgPath := filepath.Join(o.dir, "sshd_config")
-	if err := writeFileAtomic(cfgPath, []byte(sshdConfig(o.dir, port, o.setEnv)), 0o600); err != nil {
+	conf := sshdConfig(o.dir, port, o.setEnv)
+	if init != nil {
+		conf.InitCommand = initCommand(o.initPath, init.path)
+	}
+	if err := writeFileAtomic(cfgPath, []byte(conf.String()), 0o600); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(o.path, "-D", "-e", "-f", cfgPath)
@@ -86,7 +108,7 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start sshd: %w", err)
 	}
-	s := &sshdServer{cmd: cmd, done: make(chan struct{}), stderr: lw}
+	s := &sshdServer{cmd: cmd, done: make(chan struct{}), stderr: lw, init: init}
 	go func() {
 		defer close(s.done)
 		err := cmd.Wait()
@@ -95,7 +117,7 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 	}()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	if err := waitReady(ctx, addr, o.hostKey, s.done); err != nil {
-		s.stop()
+		s.stopSSHD() // startSSHD may retry with the same init
 		return nil, fmt.Errorf("%w; sshd said: %s", err, lw.tail())
 	}
 	return s, nil
@@ -105,18 +127,28 @@ func runSSHD(ctx context.Context, o sshdOptions, port int) (*sshdServer, error) 
 // Every session carries the sandbox's marker, so Destroy and Suspend
 // find what it started (endTree); setEnv follows it (Validate keeps each
 // pair to NAME=word and away from the marker's name).
-func sshdConfig(dir string, port int, setEnv []string) string {
+func sshdConfig(dir string, port int, setEnv []string) sandboxinit.SSHDConfig {
 	return sandboxinit.SSHDConfig{
 		Listen: "127.0.0.1", Port: port, HostKey: filepath.Join(dir, "host_key"),
 		CAKeys: filepath.Join(dir, "ca.pub"), PidFile: filepath.Join(dir, "sshd.pid"),
 		SetEnv: append([]string{marker(dir)}, setEnv...),
-	}.String()
+	}
 }
 
 func (s *sshdServer) exited() <-chan struct{} { return s.done }
 
-// stop terminates sshd and its connection processes, escalating to KILL.
+// stop terminates sshd and its connection processes, then the init and
+// its services.
 func (s *sshdServer) stop() {
+	s.stopSSHD()
+	if s.init != nil {
+		s.init.close()
+	}
+}
+
+// stopSSHD terminates sshd and its connection processes, escalating to
+// KILL.
+func (s *sshdServer) stopSSHD() {
 	pgid := s.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {

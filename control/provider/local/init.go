@@ -1,0 +1,123 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sbxedge/sbx/internal/sandboxinit"
+)
+
+// A local sandbox's services are run by the same sandboxinit.Supervisor
+// as a pod's init, owned by the sandbox's server whichever mode it is:
+// the embedded server serves the sbx-init subsystem in process; sshd
+// runs "sbx-init ctl --socket S" for it, which relays to the supervisor
+// listening on a unix socket in the sandbox directory (sshInit).
+
+// newInit returns the supervisor of the sandbox in dir, running nothing.
+func newInit(dir, user string, logger *slog.Logger) (*sandboxinit.Supervisor, error) {
+	return sandboxinit.New(sandboxinit.Config{
+		Workspace: filepath.Join(dir, "workspace"), Env: baseEnv(dir, user),
+		Logger: logger.With("component", "init"),
+		// Beside the workspace, not in it: kept on disk while suspended.
+		LogDir: filepath.Join(dir, "service-logs"),
+	})
+}
+
+// baseEnv is what every process of the sandbox starts with, services
+// included; it carries the marker that destroy and suspend find them by.
+func baseEnv(dir, user string) []string {
+	return []string{
+		"HOME=" + filepath.Join(dir, "home"),
+		"USER=" + user,
+		"LOGNAME=" + user,
+		"SHELL=/bin/sh",
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG=C.UTF-8",
+		marker(dir),
+	}
+}
+
+// socketInit is a supervisor serving its control protocol on a unix
+// socket, for sshd's sbx-init subsystem to relay to. close stops the
+// serving, then the services.
+type socketInit struct {
+	sup    *sandboxinit.Supervisor
+	path   string
+	tmpDir string // holds the socket when dir's path is too long for one
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// maxSocketPath keeps under sun_path's 108 bytes (104 on the BSDs).
+const maxSocketPath = 100
+
+func startSocketInit(dir, user string, logger *slog.Logger) (*socketInit, error) {
+	sup, err := newInit(dir, user, logger)
+	if err != nil {
+		return nil, err
+	}
+	si := &socketInit{sup: sup, path: filepath.Join(dir, "init.sock"), done: make(chan struct{})}
+	if len(si.path) > maxSocketPath {
+		if si.tmpDir, err = os.MkdirTemp("", "sbx-init-"); err != nil {
+			return nil, fmt.Errorf("create init socket dir: %w", err)
+		}
+		si.path = filepath.Join(si.tmpDir, "init.sock")
+	}
+	_ = os.Remove(si.path) // left by a provider that died
+	ln, err := net.Listen("unix", si.path)
+	if err != nil {
+		si.removeTmp()
+		return nil, fmt.Errorf("listen for the init's control calls: %w", err)
+	}
+	// Only the sandbox's user (ours) may call the init.
+	if err := os.Chmod(si.path, 0o600); err != nil {
+		ln.Close()
+		si.removeTmp()
+		return nil, fmt.Errorf("chmod init socket: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	si.cancel = cancel
+	go func() {
+		defer close(si.done)
+		if err := sup.ServeListener(ctx, ln); err != nil {
+			logger.Warn("init control socket", "err", err)
+		}
+	}()
+	return si, nil
+}
+
+func (si *socketInit) removeTmp() {
+	if si.tmpDir != "" {
+		_ = os.RemoveAll(si.tmpDir)
+	}
+}
+
+func (si *socketInit) close() {
+	si.cancel()
+	<-si.done
+	si.sup.Close()
+	_ = os.Remove(si.path)
+	si.removeTmp()
+}
+
+// initCommand is sshd's Subsystem command for the init: sshd runs it
+// through the login shell, and its config parser does not keep quotes,
+// so neither path may hold a space or a quote (checkInitPath).
+func initCommand(initPath, socket string) string {
+	return initPath + " ctl --socket " + socket
+}
+
+func checkInitPath(p string) error {
+	if !filepath.IsAbs(p) || strings.ContainsAny(p, " \t\n\"'\\$`;&|<>(){}*?#~") {
+		return fmt.Errorf("local provider: InitPath %q must be absolute, without spaces, quotes or shell characters", p)
+	}
+	return nil
+}
+
+// noInitBinary explains why an sshd sandbox runs no services.
+const noInitBinary = "sshd mode: no sbx-init binary beside this program or on PATH (set InitPath); the sandbox's services will not run"
