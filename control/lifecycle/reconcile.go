@@ -9,6 +9,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/tick"
 )
 
 // Reconcile brings records and provider in line, at start and then every
@@ -98,21 +99,15 @@ func stillReady(s store.State) bool { return s == store.StateReady }
 // the next pass. The caller owns the goroutine and waits for it after
 // cancelling ctx.
 func (m *Manager) ReconcileEvery(ctx context.Context) {
-	t := time.NewTicker(m.cfg.ReconcileInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, m.cfg.ReconcileInterval, func() bool {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.ProvisionTimeout)
 		err := m.Reconcile(pctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			m.log.ErrorContext(ctx, "periodic reconcile finished with errors", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // restart brings a ready sandbox's server back (same workspace, same host

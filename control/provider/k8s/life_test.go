@@ -183,35 +183,47 @@ func TestPodWatcherClosesSessionOnce(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.want, func(t *testing.T) {
-			sb := waitState(t, r1.st, ids[i], store.StateTerminating, store.StateTerminated)
-			if sb.EndReason != c.want {
-				t.Errorf("end reason %q, want %q", sb.EndReason, c.want)
-			}
-			sessions, err := r1.st.Sessions(context.Background(), ids[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(sessions) != 1 || sessions[0].EndedAt == nil {
-				t.Fatalf("sessions %+v; want one closed", sessions)
-			}
-			if s := sessions[0]; !s.EndedAt.Equal(fin) || s.EndReason != c.want {
-				t.Errorf("session ended %v (%s); want %v (%s)", s.EndedAt, s.EndReason, fin, c.want)
-			}
-			events, err := r1.st.Events(context.Background(), ids[i], 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := 0
-			for _, ev := range events {
-				if ev.State == store.StateTerminating {
-					n++
-				}
-			}
-			if n != 1 {
-				t.Errorf("%d terminating events; want 1 (events %+v)", n, events)
+			s := endedOnce(t, r1.st, ids[i], c.want)
+			if !s.EndedAt.Equal(fin) {
+				t.Errorf("session ended %v; want %v", s.EndedAt, fin)
 			}
 		})
 	}
+}
+
+// endedOnce waits for sandbox id to end and checks it ended once, with
+// reason: one closed session, one terminating event, however many
+// watchers saw the stop. It returns the session.
+func endedOnce(t *testing.T, st store.Store, id, reason string) store.Session {
+	t.Helper()
+	sb := waitState(t, st, id, store.StateTerminating, store.StateTerminated)
+	if sb.EndReason != reason {
+		t.Errorf("%s: end reason %q, want %q", id, sb.EndReason, reason)
+	}
+	sessions, err := st.Sessions(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 1 || sessions[0].EndedAt == nil {
+		t.Fatalf("%s: sessions %+v; want one closed", id, sessions)
+	}
+	if sessions[0].EndReason != reason {
+		t.Errorf("%s: session end reason %q, want %q", id, sessions[0].EndReason, reason)
+	}
+	events, err := st.Events(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range events {
+		if ev.State == store.StateTerminating {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%s: %d terminating events; want 1 (events %+v)", id, n, events)
+	}
+	return sessions[0]
 }
 
 // TestReconcileOrphans: at start, a pod with no sandbox row is deleted and

@@ -57,27 +57,11 @@ func TestAPIServerRestart(t *testing.T) {
 	third := create(t, r1.m, "tuist-linux-medium").ID
 
 	for id, reason := range map[string]string{before: k8s.ReasonOOMKilled, after: k8s.ReasonEvicted} {
-		sb := waitState(t, r1.st, id, store.StateTerminating, store.StateTerminated)
-		if sb.EndReason != reason {
-			t.Errorf("%s: end reason %q, want %q", id, sb.EndReason, reason)
-		}
+		waitState(t, r1.st, id, store.StateTerminating, store.StateTerminated)
 		// Both replicas' watchers saw the stop, maybe twice (event and
-		// relist): still one closed session and one terminating event.
+		// relist): give a late duplicate time to land before counting.
 		time.Sleep(500 * time.Millisecond)
-		sessions, _ := r1.st.Sessions(ctx, id)
-		if len(sessions) != 1 || sessions[0].EndedAt == nil {
-			t.Errorf("%s: sessions %+v; want one closed", id, sessions)
-		}
-		events, _ := r1.st.Events(ctx, id, 0)
-		n := 0
-		for _, ev := range events {
-			if ev.State == store.StateTerminating {
-				n++
-			}
-		}
-		if n != 1 {
-			t.Errorf("%s: %d terminating events; want 1", id, n)
-		}
+		endedOnce(t, r1.st, id, reason)
 	}
 	waitState(t, r1.st, third, store.StateReady)
 }
