@@ -63,6 +63,8 @@ type Config struct {
 	// ClientAlive and UpstreamAlive are the broker's keepalive intervals
 	// (0 disables).
 	ClientAlive, UpstreamAlive time.Duration
+	// UpstreamTimeout bounds the dial and SSH handshake to a sandbox.
+	UpstreamTimeout time.Duration
 	// RedisURL is the one Redis the edge uses: activity marks (read by
 	// control's idle detector), preview invalidations, login tickets and
 	// certificates.
@@ -90,8 +92,9 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Drain: 30 * time.Second, ClientAlive: 30 * time.Second, UpstreamAlive: 30 * time.Second,
-		ActivityPrefix: "sbx:activity:",
-		Preview:        PreviewConfig{RouteTTL: 5 * time.Second},
+		UpstreamTimeout: sshbroker.DefaultConfig().UpstreamDialTimeout,
+		ActivityPrefix:  "sbx:activity:",
+		Preview:         PreviewConfig{RouteTTL: 5 * time.Second},
 	}
 }
 
@@ -115,6 +118,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Drain < 0 || c.ClientAlive < 0 || c.UpstreamAlive < 0 {
 		errs = append(errs, errors.New("edge: Drain and the keepalive intervals must not be negative"))
+	}
+	if c.UpstreamTimeout <= 0 {
+		errs = append(errs, errors.New("edge: UpstreamTimeout must be positive"))
 	}
 	if c.RedisURL == "" && c.Activity == nil && !c.NoActivity {
 		errs = append(errs, errors.New("edge: a Redis URL is required: control's idle detector reads activity from it "+
@@ -213,6 +219,7 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	bcfg.DrainPeriod = cfg.Drain
 	bcfg.ClientAliveInterval = cfg.ClientAlive
 	bcfg.UpstreamAliveInterval = cfg.UpstreamAlive
+	bcfg.UpstreamDialTimeout = cfg.UpstreamTimeout
 	if e.broker, err = sshbroker.New(bcfg); err != nil {
 		return nil, err
 	}

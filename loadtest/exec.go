@@ -15,6 +15,7 @@ import (
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/internal/apiclient"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
@@ -71,7 +72,11 @@ func runExec(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	svc, err := control.Open(ctx, control.Config{DataDir: dir, APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 22})
+	svc, err := control.Open(ctx, control.Config{
+		DataDir: dir, APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 22,
+		// As sbx dev: a create that names no profile gets the dev default.
+		Lifecycle: lifecycle.Config{DefaultProfile: devseed.DefaultProfile},
+	})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 	errs = append(errs, durationFlag(fs, &c.Drain, "ssh-drain", env("SBX_EDGE_SSH_DRAIN", "30s"), "how long SSH sessions may finish on shutdown"))
 	errs = append(errs, durationFlag(fs, &c.ClientAlive, "client-alive-interval", env("SBX_EDGE_CLIENT_ALIVE", "30s"), "keepalive interval towards SSH clients (0: off)"))
 	errs = append(errs, durationFlag(fs, &c.UpstreamAlive, "upstream-alive-interval", env("SBX_EDGE_UPSTREAM_ALIVE", "30s"), "keepalive interval towards sandboxes (0: off)"))
+	errs = append(errs, durationFlag(fs, &c.UpstreamTimeout, "upstream-timeout", env("SBX_EDGE_UPSTREAM_TIMEOUT", "10s"), "bound on the dial and SSH handshake to a sandbox"))
 	errs = append(errs, level.UnmarshalText([]byte(env("SBX_LOG_LEVEL", "info"))))
 	fs.TextVar(&level, "log-level", level, "debug, info, warn or error")
 	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis for activity, preview invalidations, login tickets, certificates and ACME locks, shared with control and other replicas")

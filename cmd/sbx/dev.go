@@ -33,6 +33,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 30*time.Second, "how often expired sandboxes are reaped")
 	runJobs := fs.Bool("run-jobs", true, "work the background job queue (false: serve the API only, for maintenance and crash tests)")
 	fs.DurationVar(&c.SSHDrain, "ssh-drain", 10*time.Second, "on shutdown, how long open SSH sessions may finish before they are closed")
+	fs.DurationVar(&c.SSHUpstreamTimeout, "ssh-upstream-timeout", 10*time.Second, "bound on the broker's dial and SSH handshake to a sandbox (raise it on a slow machine)")
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.PreviewAddr, "preview-addr", "127.0.0.1:8081", "preview proxy listen address (plain HTTP and h2c)")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", "preview.localhost", "preview base domain: ports are served at <label>.<domain>, sign-in at <domain>")

@@ -34,11 +34,14 @@ type devConfig struct {
 	SandboxServer string
 	ReapInterval  time.Duration
 	// NoJobs serves the API without working the job queue.
-	NoJobs        bool
-	SSHDrain      time.Duration
-	LogLevel      slog.Level
-	IdleTimeout   time.Duration
-	PreviewDomain string
+	NoJobs   bool
+	SSHDrain time.Duration
+	// SSHUpstreamTimeout bounds the broker's dial and handshake to a
+	// sandbox; 0 keeps the edge's default.
+	SSHUpstreamTimeout time.Duration
+	LogLevel           slog.Level
+	IdleTimeout        time.Duration
+	PreviewDomain      string
 	// OIDC sign-in for previews; an empty issuer offers the dev sign-in
 	// for the dev account instead.
 	OIDCIssuer, OIDCClientID, OIDCClientSecret string
@@ -199,6 +202,9 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 	cfg.HostKeyDir = filepath.Join(c.DataDir, "keys", "broker")
 	cfg.CA = svc.CA
 	cfg.Drain = c.SSHDrain
+	if c.SSHUpstreamTimeout > 0 {
+		cfg.UpstreamTimeout = c.SSHUpstreamTimeout
+	}
 	// Control's activity store, in memory unless Redis is given: the edge
 	// marks SSH and preview traffic where the idle detector reads it.
 	cfg.Activity = svc.Activity
