@@ -183,7 +183,7 @@ func parseCall(req *http.Request) (Call, bool) {
 	default:
 		return c, false
 	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
+	if len(parts) > 2 && parts[0] == "namespaces" {
 		c.Namespace = parts[1]
 		parts = parts[2:]
 	}
