@@ -49,6 +49,10 @@ type PreviewConfig struct {
 	// DNS01, when set, gets one wildcard certificate over DNS-01 with
 	// RFC 2136 updates instead of per-host on-demand HTTP-01 ones.
 	DNS01 *rfc2136.Provider
+	// ReverseProxyOnly sends every request through httputil.ReverseProxy
+	// instead of the lean HTTP/1.1 relay: a way back should the relay
+	// misbehave with some application, without a new build.
+	ReverseProxyOnly bool
 }
 
 func (c *PreviewConfig) enabled() bool { return c.Addr != "" || c.Listener != nil }
@@ -122,6 +126,7 @@ func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 	if c.RouteTTL > 0 {
 		cfg.RouteTTL = c.RouteTTL
 	}
+	cfg.DisableLeanRelay = c.ReverseProxyOnly
 	if e.rdb != nil {
 		// A login ticket is good once across all replicas.
 		cfg.Tickets = redistickets.New(e.rdb, "sbx:preview-tickets:")

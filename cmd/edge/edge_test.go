@@ -277,6 +277,14 @@ func TestConfigFromFlagsAndEnv(t *testing.T) {
 	if c.ControlURL != "http://flag:1" || c.InternalSecret != "from-env" || c.HostKeyDir != "/keys" || c.Drain != 30*time.Second || c.MetricsAddr != "127.0.0.1:9092" {
 		t.Fatalf("config %+v", c)
 	}
+	if c.Preview.ReverseProxyOnly {
+		t.Fatal("ReverseProxyOnly is on by default: the lean relay should carry plain HTTP/1.1")
+	}
+	env["SBX_PREVIEW_REVERSE_PROXY_ONLY"] = "1"
+	if c, _, err = parseConfig(nil, getenv); err != nil || !c.Preview.ReverseProxyOnly {
+		t.Fatalf("SBX_PREVIEW_REVERSE_PROXY_ONLY=1: ReverseProxyOnly %v, %v", c.Preview.ReverseProxyOnly, err)
+	}
+	delete(env, "SBX_PREVIEW_REVERSE_PROXY_ONLY")
 	c, _, err = parseConfig([]string{"--internal-secret-file", secretFile}, getenv)
 	if err != nil || c.InternalSecret != "from-file" {
 		t.Fatalf("secret file: %q %v", c.InternalSecret, err)
