@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/tick"
@@ -24,7 +26,20 @@ import (
 // vanished; a pod missing from the list is confirmed gone with a fresh
 // Status; and a sandbox is ended only if it is still ready under its row
 // lock. Destroying an orphan twice is harmless.
+//
+// This is the pass at start: it also pushes the declared services to
+// every ready sandbox that is running, because a control that just
+// started cannot tell a server that kept its processes (a pod) from one
+// its provider brought back empty (a restarted `sbx dev`); the push is
+// idempotent. The periodic passes (ReconcileEvery) leave services alone.
 func (m *Manager) Reconcile(ctx context.Context) error {
+	return m.reconcile(ctx, true)
+}
+
+// resyncConcurrency bounds the init calls of Reconcile's service push.
+const resyncConcurrency = 8
+
+func (m *Manager) reconcile(ctx context.Context, atStart bool) error {
 	ready, err := m.store.SandboxesInStates(ctx, store.StateReady)
 	if err != nil {
 		return fmt.Errorf("reconcile: list ready sandboxes: %w", err)
@@ -39,6 +54,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	}
 
 	var errs []error
+	var running []store.Sandbox
 	for _, sb := range ready {
 		in, ok := byID[sb.ID]
 		if !ok {
@@ -54,6 +70,7 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 		}
 		switch in.Phase {
 		case provider.PhaseRunning:
+			running = append(running, sb)
 		case provider.PhaseNotFound:
 			m.log.WarnContext(ctx, "reconcile: pod vanished", "sandbox_id", sb.ID)
 			if _, err := m.endAt(ctx, sb.ID, ReasonPodVanished, "reconciler", time.Time{}, stillReady); err != nil {
@@ -85,7 +102,25 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	if atStart {
+		m.resyncServices(ctx, running)
+	}
 	return errors.Join(errs...)
+}
+
+// resyncServices pushes each sandbox's declared services to its init, a
+// few at a time; startServices logs what fails (a sandbox is usable
+// without its services).
+func (m *Manager) resyncServices(ctx context.Context, sbs []store.Sandbox) {
+	var g errgroup.Group
+	g.SetLimit(resyncConcurrency)
+	for _, sb := range sbs {
+		g.Go(func() error {
+			m.startServices(ctx, sb, provider.Endpoint{Addr: sb.Endpoint, User: sb.SSHUser, Workspace: sb.Workspace}, sb.HostKey)
+			return nil
+		})
+	}
+	_ = g.Wait()
 }
 
 func stillReady(s store.State) bool { return s == store.StateReady }
@@ -101,7 +136,7 @@ func stillReady(s store.State) bool { return s == store.StateReady }
 func (m *Manager) ReconcileEvery(ctx context.Context) {
 	tick.Every(ctx, m.cfg.ReconcileInterval, func() bool {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.ProvisionTimeout)
-		err := m.Reconcile(pctx)
+		err := m.reconcile(pctx, false)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			m.log.ErrorContext(ctx, "periodic reconcile finished with errors", "err", err)
@@ -121,18 +156,24 @@ func (m *Manager) restart(ctx context.Context, sb store.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("restart %s: %w", sb.ID, err)
 	}
-	if ep.Addr == sb.Endpoint {
-		return nil
-	}
 	if m.conns != nil {
-		m.conns.Forget(sb.ID)
+		m.conns.Forget(sb.ID) // the old server's connections died with it
 	}
-	return m.store.InTx(ctx, func(tx store.Tx) error {
-		cur, err := tx.SandboxForUpdate(ctx, sb.ID)
+	if ep.Addr != sb.Endpoint {
+		err = m.store.InTx(ctx, func(tx store.Tx) error {
+			cur, err := tx.SandboxForUpdate(ctx, sb.ID)
+			if err != nil {
+				return err
+			}
+			cur.Endpoint, cur.SSHUser, cur.Workspace = ep.Addr, ep.User, ep.Workspace
+			return tx.UpdateSandbox(ctx, cur)
+		})
 		if err != nil {
 			return err
 		}
-		cur.Endpoint, cur.SSHUser, cur.Workspace = ep.Addr, ep.User, ep.Workspace
-		return tx.UpdateSandbox(ctx, cur)
-	})
+	}
+	// The server came back with nothing running in it, as after a
+	// restore: its declared services start again.
+	m.startServices(ctx, sb, ep, sb.HostKey)
+	return nil
 }
