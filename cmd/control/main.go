@@ -10,18 +10,37 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/internal/flagenv"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
+// sandboxInitArgs make control stand in for sbx-init: with the local
+// provider's sshd and no sbx-init installed, a sandbox's sshd runs
+// "control sandbox-init ctl --socket S" to reach the sandbox's init.
+var sandboxInitArgs = []string{"sandbox-init", "ctl"}
+
 func main() {
+	if len(os.Args) > 2 && slices.Equal(os.Args[1:3], sandboxInitArgs) {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := sandboxinit.Ctl(ctx, "control sandbox-init ctl", os.Args[3:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	flagenv.Main("control", parseConfig, func(ctx context.Context, cfg control.Config, log *slog.Logger) error {
 		cfg.Logger = log
+		if exe, err := os.Executable(); err == nil {
+			cfg.SandboxInitFallback = []string{exe, sandboxInitArgs[0]}
+		}
 		return run(ctx, cfg, nil)
 	})
 }
@@ -40,7 +59,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	secretFile := fs.String("internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
 	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
-	fs.StringVar(&c.SandboxInit, "sandbox-init", env("SBX_SANDBOX_INIT", ""), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside this program, or on PATH)")
+	fs.StringVar(&c.SandboxInit, "sandbox-init", env("SBX_SANDBOX_INIT", ""), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside this program, on PATH, or else this program itself)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis URL for shared activity (empty: in-memory, one replica only)")
 	fs.StringVar(&c.RedisPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (the edge's --activity-prefix must match)")
 	fs.BoolVar(&c.Lifecycle.NoIdleOffload, "no-idle-offload", env("SBX_NO_IDLE_OFFLOAD", "") == "1", "never suspend idle sandboxes (required without --redis-url: a separate edge's activity is invisible then)")

@@ -30,6 +30,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.SSHAddr, "ssh-addr", "127.0.0.1:2222", "SSH broker listen address")
 	fs.StringVar(&c.DatabaseURL, "database-url", os.Getenv("SBX_DATABASE_URL"), "Postgres URL (default: embedded SQLite in --data-dir)")
 	fs.StringVar(&c.SandboxServer, "sandbox-server", "embedded", `sandbox SSH server: "embedded" (Go) or "sshd" (the machine's OpenSSH)`)
+	fs.StringVar(&c.SandboxInit, "sandbox-init", os.Getenv("SBX_SANDBOX_INIT"), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside sbx, on PATH, or else sbx itself)")
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 30*time.Second, "how often expired sandboxes are reaped")
 	runJobs := fs.Bool("run-jobs", true, "work the background job queue (false: serve the API only, for maintenance and crash tests)")
 	fs.DurationVar(&c.SSHDrain, "ssh-drain", 10*time.Second, "on shutdown, how long open SSH sessions may finish before they are closed")
@@ -52,6 +53,14 @@ func runDev(ctx context.Context, args []string) error {
 		return fmt.Errorf("sbx dev: unexpected arguments %q", fs.Args())
 	}
 	c.NoJobs = !*runJobs
+	if c.SandboxInit != "" {
+		abs, err := filepath.Abs(c.SandboxInit)
+		if err != nil {
+			return fmt.Errorf("--sandbox-init: %w", err)
+		}
+		c.SandboxInit = abs
+	}
+	c.SandboxInitFallback = selfInit()
 	c.DevToken = os.Getenv("SBX_DEV_TOKEN")
 	return runDevStack(ctx, c)
 }
