@@ -78,8 +78,13 @@ type Config struct {
 	ProviderMode string
 	// SandboxInit is the sbx-init binary the local provider's sshd runs
 	// for the init's subsystem (ProviderMode sshd), through which the
-	// sandbox's services are run; default: beside the program, or on PATH.
+	// sandbox's services are run; default: beside the program, or on
+	// PATH, or else SandboxInitFallback.
 	SandboxInit string
+	// SandboxInitFallback is the running program's own stand-in for
+	// sbx-init (local.Config.InitFallback): its path and the arguments
+	// after which it acts as one.
+	SandboxInitFallback []string
 	// Provider, when set, builds where sandboxes run instead of the local
 	// provider (cmd/control injects Kubernetes).
 	Provider ProviderOpener

@@ -33,7 +33,9 @@ func openProvider(ctx context.Context, cfg Config, st store.Store) (provider.Pro
 	if cfg.Provider != nil {
 		return cfg.Provider.Open(ctx, ProviderDeps{Store: st, Registry: cfg.Registry, Logger: cfg.Logger})
 	}
-	lp, err := local.New(local.Config{DataDir: cfg.DataDir, Mode: cfg.ProviderMode, InitPath: cfg.SandboxInit, Logger: cfg.Logger})
+	lp, err := local.New(local.Config{
+		DataDir: cfg.DataDir, Mode: cfg.ProviderMode, InitPath: cfg.SandboxInit, InitFallback: cfg.SandboxInitFallback, Logger: cfg.Logger,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start local provider: %w", err)
 	}

@@ -10,18 +10,37 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/internal/flagenv"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
+// sandboxInitArgs make control stand in for sbx-init: with the local
+// provider's sshd and no sbx-init installed, a sandbox's sshd runs
+// "control sandbox-init ctl --socket S" to reach the sandbox's init.
+var sandboxInitArgs = []string{"sandbox-init", "ctl"}
+
 func main() {
+	if len(os.Args) > 2 && slices.Equal(os.Args[1:3], sandboxInitArgs) {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := sandboxinit.Ctl(ctx, "control sandbox-init ctl", os.Args[3:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	flagenv.Main("control", parseConfig, func(ctx context.Context, cfg control.Config, log *slog.Logger) error {
 		cfg.Logger = log
+		if exe, err := os.Executable(); err == nil {
+			cfg.SandboxInitFallback = []string{exe, sandboxInitArgs[0]}
+		}
 		return run(ctx, cfg, nil)
 	})
 }
@@ -33,15 +52,15 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	var c control.Config
 	fs := flag.NewFlagSet("control", flag.ContinueOnError)
 	fs.StringVar(&c.DataDir, "data-dir", env("SBX_DATA_DIR", "/var/lib/sbx"), "keys (CA, host-key secret) and local-provider workspaces")
-	fs.StringVar(&c.DatabaseURL, "database-url", env("SBX_DATABASE_URL", ""), "Postgres URL (empty: SQLite in --data-dir, single replica only)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (default: $SBX_DATABASE_URL; empty: SQLite in --data-dir, single replica only)")
 	fs.StringVar(&c.APIAddr, "api-addr", env("SBX_API_ADDR", ":8080"), "public REST API listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("SBX_METRICS_ADDR", "127.0.0.1:9091"), "GET /metrics listen address, apart from the API: metrics name accounts, keep it private (empty: off)")
 	fs.StringVar(&c.InternalAddr, "internal-addr", env("SBX_INTERNAL_ADDR", ":8081"), "internal API (/internal/v1, for the edge) listen address; keep it private")
 	secretFile := fs.String("internal-secret-file", env("SBX_INTERNAL_SECRET_FILE", ""), "file holding the internal API secret (default: $SBX_INTERNAL_SECRET)")
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
 	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
-	fs.StringVar(&c.SandboxInit, "sandbox-init", env("SBX_SANDBOX_INIT", ""), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside this program, or on PATH)")
-	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis URL for shared activity (empty: in-memory, one replica only)")
+	fs.StringVar(&c.SandboxInit, "sandbox-init", env("SBX_SANDBOX_INIT", ""), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside this program, on PATH, or else this program itself)")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL for shared activity (default: $SBX_REDIS_URL; empty: in-memory, one replica only)")
 	fs.StringVar(&c.RedisPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (the edge's --activity-prefix must match)")
 	fs.BoolVar(&c.Lifecycle.NoIdleOffload, "no-idle-offload", env("SBX_NO_IDLE_OFFLOAD", "") == "1", "never suspend idle sandboxes (required without --redis-url: a separate edge's activity is invisible then)")
 	reconcile := fs.String("reconcile-interval", env("SBX_RECONCILE_INTERVAL", "1m"), "how often records are compared with the provider's pods: a vanished pod, or a pod no sandbox owns, is handled within it")
@@ -53,6 +72,10 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	fs.StringVar(&c.PreviewDomain, "preview-domain", env("SBX_PREVIEW_DOMAIN", ""), "preview base domain, its own registrable domain (empty: POST /ports is 503)")
 	fs.StringVar(&c.PreviewMembersFile, "preview-members", env("SBX_PREVIEW_MEMBERS", ""), "JSON file mapping OIDC identities to accounts, for private previews")
 	if err := fs.Parse(args); err != nil {
+		return c, 0, err
+	}
+	// Not flag defaults: -help would print them (a URL's password).
+	if err := flagenv.Unshown(fs, getenv, map[string]string{"database-url": "SBX_DATABASE_URL", "redis-url": "SBX_REDIS_URL"}); err != nil {
 		return c, 0, err
 	}
 	c.PreviewScheme = "https"

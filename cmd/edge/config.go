@@ -41,7 +41,7 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 	errs = append(errs, durationFlag(fs, &c.UpstreamTimeout, "upstream-timeout", env("SBX_EDGE_UPSTREAM_TIMEOUT", "10s"), "bound on the dial and SSH handshake to a sandbox"))
 	errs = append(errs, level.UnmarshalText([]byte(env("SBX_LOG_LEVEL", "info"))))
 	fs.TextVar(&level, "log-level", level, "debug, info, warn or error")
-	fs.StringVar(&c.RedisURL, "redis-url", env("SBX_REDIS_URL", ""), "Redis for activity, preview invalidations, login tickets, certificates and ACME locks, shared with control and other replicas")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for activity, preview invalidations, login tickets, certificates and ACME locks, shared with control and other replicas (default: $SBX_REDIS_URL)")
 	fs.StringVar(&c.ActivityPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (must match control's --activity-prefix)")
 	fs.BoolVar(&c.NoActivity, "no-activity", env("SBX_EDGE_NO_ACTIVITY", "") == "1", "record no activity (only when control runs without idle offload)")
 
@@ -63,6 +63,10 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 	fs.StringVar(&dns.KeyAlgorithm, "acme-dns-tsig-algorithm", env("SBX_ACME_DNS_TSIG_ALGORITHM", "hmac-sha256"), "TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512")
 	fs.StringVar(&tsigSecretFile, "acme-dns-tsig-secret-file", env("SBX_ACME_DNS_TSIG_SECRET_FILE", ""), "file holding the base64 TSIG secret (default: $SBX_ACME_DNS_TSIG_SECRET)")
 	if err := fs.Parse(args); err != nil {
+		return c, 0, err
+	}
+	// Not a flag default: -help would print it (a URL's password).
+	if err := flagenv.Unshown(fs, getenv, map[string]string{"redis-url": "SBX_REDIS_URL"}); err != nil {
 		return c, 0, err
 	}
 	if fs.NArg() > 0 {

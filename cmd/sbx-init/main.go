@@ -14,7 +14,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -39,8 +38,11 @@ func env(name, def string) string {
 
 func run(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "sbx-init")
+	if len(args) > 0 && args[0] == "ctl" {
+		return sandboxinit.Ctl(context.Background(), "sbx-init ctl", args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	}
 	mode := ""
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "ctl") {
+	if len(args) > 0 && args[0] == "serve" {
 		mode, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("sbx-init", flag.ContinueOnError)
@@ -51,23 +53,11 @@ func run(args []string) int {
 	workspace := fs.String("workspace", env("SBX_WORKSPACE", "/workspace"), "the services' working directory")
 	sshPort := fs.Int("port", port, "sshd port")
 	sshd := fs.String("sshd", "/usr/sbin/sshd", "absolute path of sshd")
-	socket := fs.String("socket", "", "ctl: the init's control socket (default <run-dir>/init.sock)")
 	grace := fs.Duration("grace", 5*time.Second, "PID 1: how long processes left behind get between SIGTERM and SIGKILL")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	switch mode {
-	case "ctl":
-		s := *socket
-		if s == "" {
-			s = sandboxinit.SocketPath(*runDir)
-		}
-		if err := sandboxinit.Relay(s, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "sbx-init ctl:", err)
-			return 1
-		}
-		return 0
-	case "serve":
+	if mode == "serve" {
 		self, err := os.Executable()
 		if err != nil {
 			log.Error("find own binary", "err", err)

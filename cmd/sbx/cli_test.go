@@ -111,17 +111,37 @@ func TestEveryHelp(t *testing.T) {
 }
 
 // TestStdFlagHelp: dev and admin (own flag sets) answer --help with exit 0
-// from the real binary, admin without a database.
+// from the real binary, admin without a database. Neither the token nor
+// a secret in the environment (a URL's password, the OIDC client secret)
+// shows, in --help or in the usage a bad flag prints.
 func TestStdFlagHelp(t *testing.T) {
-	for _, args := range [][]string{{"dev", "--help"}, {"admin", "--help"}, {"admin", "account", "create", "--help"}, {"admin", "token", "mint", "-h"}} {
-		cmd := execCommand(t, args...)
-		cmd.Env = append(os.Environ(), "SBX_TOKEN="+fakeToken, "SBX_DATA_DIR="+t.TempDir(), "SBX_DATABASE_URL=")
+	const pw = "FAKE0PASSWORD0xyz"
+	secrets := []string{"SBX_TOKEN=" + fakeToken, "SBX_REDIS_URL=redis://:" + pw + "@127.0.0.1:1", "SBX_OIDC_CLIENT_SECRET=" + pw, "SBX_DEV_TOKEN=" + fakeToken}
+	for _, tc := range []struct {
+		args []string
+		db   string // SBX_DATABASE_URL
+		code int
+	}{
+		{[]string{"dev", "--help"}, "postgres://sbx:" + pw + "@127.0.0.1:1/sbx", 0},
+		{[]string{"dev", "--no-such-flag"}, "postgres://sbx:" + pw + "@127.0.0.1:1/sbx", 2},
+		{[]string{"admin", "--help"}, "", 0},
+		{[]string{"admin", "account", "create", "--help"}, "", 0},
+		{[]string{"admin", "token", "mint", "-h"}, "", 0},
+	} {
+		cmd := execCommand(t, tc.args...)
+		cmd.Env = append(append(os.Environ(), secrets...), "SBX_DATA_DIR="+t.TempDir(), "SBX_DATABASE_URL="+tc.db)
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Errorf("sbx %v: %v\n%s", args, err, out)
+		if code := cmd.ProcessState.ExitCode(); code != tc.code {
+			t.Errorf("sbx %v: %v, want exit %d\n%s", tc.args, err, tc.code, out)
 		}
-		if strings.Contains(string(out), fakeToken) || !strings.Contains(string(out), "sbx") {
-			t.Errorf("sbx %v: %s", args, out)
+		if strings.Contains(string(out), fakeToken) || strings.Contains(string(out), pw) || !strings.Contains(string(out), "sbx") {
+			t.Errorf("sbx %v shows a secret, or no usage:\n%s", tc.args, out)
+		}
+	}
+	// The hidden command sshd runs is not offered to people.
+	for _, args := range [][]string{{"--help"}, {"help"}, {"__complete", ""}} {
+		if _, out, _ := runCLI(t, "", args...); strings.Contains(out, sandboxInitCmd) || !strings.Contains(out, "dev") {
+			t.Errorf("sbx %v names the hidden %s, or not dev:\n%s", args, sandboxInitCmd, out)
 		}
 	}
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/flagenv"
 )
 
 func defaultDataDir() string {
@@ -28,8 +31,9 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.APIAddr, "api-addr", "127.0.0.1:8080", "REST API listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9091", "GET /metrics listen address, apart from the API (empty: off)")
 	fs.StringVar(&c.SSHAddr, "ssh-addr", "127.0.0.1:2222", "SSH broker listen address")
-	fs.StringVar(&c.DatabaseURL, "database-url", os.Getenv("SBX_DATABASE_URL"), "Postgres URL (default: embedded SQLite in --data-dir)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (default: $SBX_DATABASE_URL, else embedded SQLite in --data-dir)")
 	fs.StringVar(&c.SandboxServer, "sandbox-server", "embedded", `sandbox SSH server: "embedded" (Go) or "sshd" (the machine's OpenSSH)`)
+	fs.StringVar(&c.SandboxInit, "sandbox-init", os.Getenv("SBX_SANDBOX_INIT"), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside sbx, on PATH, or else sbx itself)")
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 30*time.Second, "how often expired sandboxes are reaped")
 	runJobs := fs.Bool("run-jobs", true, "work the background job queue (false: serve the API only, for maintenance and crash tests)")
 	fs.DurationVar(&c.SSHDrain, "ssh-drain", 10*time.Second, "on shutdown, how long open SSH sessions may finish before they are closed")
@@ -39,19 +43,36 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.PreviewDomain, "preview-domain", "preview.localhost", "preview base domain: ports are served at <label>.<domain>, sign-in at <domain>")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", os.Getenv("SBX_OIDC_ISSUER"), "OIDC issuer for preview sign-in (empty: a local dev sign-in for the dev account)")
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", os.Getenv("SBX_OIDC_CLIENT_ID"), "OIDC client id")
-	fs.StringVar(&c.OIDCClientSecret, "oidc-client-secret", os.Getenv("SBX_OIDC_CLIENT_SECRET"), "OIDC client secret (prefer the environment variable)")
+	fs.StringVar(&c.OIDCClientSecret, "oidc-client-secret", "", "OIDC client secret (default: $SBX_OIDC_CLIENT_SECRET; prefer the variable)")
 	fs.StringVar(&c.PreviewMembersFile, "preview-members", os.Getenv("SBX_PREVIEW_MEMBERS"), "JSON file mapping OIDC identities to accounts (see README)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 5*time.Minute, "suspend ready sandboxes with no activity and no open connection for this long")
-	fs.StringVar(&c.RedisURL, "redis-url", os.Getenv("SBX_REDIS_URL"), "Redis URL for activity and wake notifications (default: in memory, this process only)")
+	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL for activity and wake notifications (default: $SBX_REDIS_URL, else in memory, this process only)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "sbx:activity:", "prefix of every activity key in Redis, to share one Redis")
 	fs.DurationVar(&c.ActivityRetry, "activity-retry", 30*time.Second, "how long activity marks are retried while Redis is unreachable before they are dropped (and counted)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{cmd: "sbx dev", msg: err.Error()} // exit 2
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("sbx dev: unexpected arguments %q", fs.Args())
+		return &usageError{cmd: "sbx dev", msg: fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	// Not flag defaults: -help would print them (a URL's password).
+	if err := flagenv.Unshown(fs, os.Getenv, map[string]string{
+		"database-url": "SBX_DATABASE_URL", "redis-url": "SBX_REDIS_URL", "oidc-client-secret": "SBX_OIDC_CLIENT_SECRET",
+	}); err != nil {
+		return err
 	}
 	c.NoJobs = !*runJobs
+	if c.SandboxInit != "" {
+		abs, err := filepath.Abs(c.SandboxInit)
+		if err != nil {
+			return fmt.Errorf("--sandbox-init: %w", err)
+		}
+		c.SandboxInit = abs
+	}
+	c.SandboxInitFallback = selfInit()
 	c.DevToken = os.Getenv("SBX_DEV_TOKEN")
 	return runDevStack(ctx, c)
 }

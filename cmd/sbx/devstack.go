@@ -32,7 +32,12 @@ type devConfig struct {
 	DatabaseURL string // Postgres; empty: SQLite in DataDir
 	// SandboxServer is the local provider's SSH server: embedded or sshd.
 	SandboxServer string
-	ReapInterval  time.Duration
+	// SandboxInit is the sbx-init binary sshd runs for the sandbox's
+	// services; empty: one beside sbx or on PATH, else
+	// SandboxInitFallback (sbx itself, when run as the CLI).
+	SandboxInit         string
+	SandboxInitFallback []string
+	ReapInterval        time.Duration
 	// NoJobs serves the API without working the job queue.
 	NoJobs   bool
 	SSHDrain time.Duration
@@ -107,6 +112,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIAddr: c.APIAddr, MetricsAddr: c.MetricsAddr,
 		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
 		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs,
+		SandboxInit: c.SandboxInit, SandboxInitFallback: c.SandboxInitFallback,
 		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,
 		// One process: invalidations reach the edge directly.
 		PreviewChanged: func(ctx context.Context, inv edgeapi.Invalidation) error {

@@ -102,6 +102,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 // startDev runs the binary on free ports and waits for /readyz.
 func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 	t.Helper()
+	return startDevEnv(t, nil, dataDir, dbURL, extra...)
+}
+
+// startDevEnv is startDev with env added to the process's environment.
+func startDevEnv(t *testing.T, env []string, dataDir, dbURL string, extra ...string) *devProc {
+	t.Helper()
 	api, metrics := freeAddr(t), freeAddr(t)
 	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--metrics-addr", metrics, "--ssh-addr", freeAddr(t), "--preview-addr", freeAddr(t),
 		"--reap-interval", "1s", "--log-level", "debug"}, extra...)
@@ -111,7 +117,7 @@ func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 	cmd := exec.Command(sbxBinary(t), args...)
 	logBuf := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logBuf, logBuf
-	cmd.Env = append(os.Environ(), "SBX_DEV_TOKEN=")
+	cmd.Env = append(append(os.Environ(), "SBX_DEV_TOKEN="), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ or the token file of a local sbx dev (~/.sbx/dev/token, or $SBX_DATA_DIR/token).
 		c.GroupID = "stack"
 		root.AddCommand(c)
 	}
-	root.AddCommand(newVersionCmd(a), newCompletionCmd(a))
+	root.AddCommand(newVersionCmd(a), newCompletionCmd(a), newSandboxInitCmd(a))
 	return root
 }
 

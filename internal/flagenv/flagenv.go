@@ -7,6 +7,7 @@ package flagenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -58,4 +59,26 @@ func Secret(flag, file, fallback string) (string, error) {
 		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// Unshown sets each flag of vars (flag name: variable) that the command
+// line did not set from its variable, if that is set; call it after
+// fs.Parse. It is for flags whose value may hold a secret, such as a URL
+// with a password in it: a default taken from the environment shows in
+// -help and in the usage a bad flag prints, a value set here does not.
+// Say "(default: $VAR)" in the flag's usage instead.
+func Unshown(fs *flag.FlagSet, getenv func(string) string, vars map[string]string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, v := range vars {
+		if given[name] {
+			continue
+		}
+		if val := getenv(v); val != "" {
+			if err := fs.Set(name, val); err != nil {
+				return fmt.Errorf("%s: %w", v, err)
+			}
+		}
+	}
+	return nil
 }

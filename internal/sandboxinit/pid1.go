@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -255,27 +254,6 @@ func writeAtomic(path string, data []byte, mode fs.FileMode) error {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
 	return nil
-}
-
-// Relay is the init's control command ("ctl"), which sshd runs for the
-// sbx-init subsystem: it joins the SSH channel (stdin, stdout) to the
-// init's control socket.
-func Relay(socket string, in io.Reader, out io.Writer) error {
-	c, err := net.Dial("unix", socket)
-	if err != nil {
-		return fmt.Errorf("reach the init: %w", err)
-	}
-	defer c.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(c, in)
-		if uc, ok := c.(*net.UnixConn); ok {
-			_ = uc.CloseWrite()
-		}
-	}()
-	_, err = io.Copy(out, c)
-	return err
 }
 
 // Reap is what PID 1 does: it runs child (the init proper), forwards

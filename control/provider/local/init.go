@@ -2,11 +2,13 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sbxedge/sbx/internal/sandboxinit"
@@ -15,8 +17,10 @@ import (
 // A local sandbox's services are run by the same sandboxinit.Supervisor
 // as a pod's init, owned by the sandbox's server whichever mode it is:
 // the embedded server serves the sbx-init subsystem in process; sshd
-// runs "sbx-init ctl --socket S" for it, which relays to the supervisor
-// listening on a unix socket in the sandbox directory (sshInit).
+// runs "sbx-init ctl --socket S" for it (or the host program standing in
+// for sbx-init, as "sbx sandbox-init ctl --socket S": InitFallback),
+// which relays to the supervisor listening on a unix socket in the
+// sandbox directory (socketInit).
 
 // newInit returns the supervisor of the sandbox in dir, running nothing.
 func newInit(dir, user string, logger *slog.Logger) (*sandboxinit.Supervisor, error) {
@@ -107,17 +111,55 @@ func (si *socketInit) close() {
 
 // initCommand is sshd's Subsystem command for the init: sshd runs it
 // through the login shell, and its config parser does not keep quotes,
-// so neither path may hold a space or a quote (checkInitPath).
-func initCommand(initPath, socket string) string {
-	return initPath + " ctl --socket " + socket
+// so no word of it may hold a space or a quote (checkInitPath,
+// checkInitArg).
+func initCommand(cmd []string, socket string) string {
+	return strings.Join(cmd, " ") + " ctl --socket " + socket
 }
 
+// shellChars are what a word of the init command may not hold.
+const shellChars = " \t\n\"'\\$`;&|<>(){}*?#~"
+
 func checkInitPath(p string) error {
-	if !filepath.IsAbs(p) || strings.ContainsAny(p, " \t\n\"'\\$`;&|<>(){}*?#~") {
-		return fmt.Errorf("local provider: InitPath %q must be absolute, without spaces, quotes or shell characters", p)
+	if !filepath.IsAbs(p) || strings.ContainsAny(p, shellChars) {
+		return fmt.Errorf("local provider: init path %q must be absolute, without spaces, quotes or shell characters", p)
 	}
 	return nil
 }
 
-// noInitBinary explains why an sshd sandbox runs no services.
-const noInitBinary = "sshd mode: no sbx-init binary beside this program or on PATH (set InitPath); the sandbox's services will not run"
+func checkInitArg(a string) error {
+	if a == "" || strings.ContainsAny(a, shellChars) {
+		return fmt.Errorf("local provider: init argument %q must be a word without spaces, quotes or shell characters", a)
+	}
+	return nil
+}
+
+// errNoInit explains why an sshd sandbox runs no services.
+var errNoInit = errors.New("no sbx-init binary beside this program or on PATH, and no InitPath or InitFallback")
+
+// resolveInit is the command sshd mode relays through, in order:
+// cfg.InitPath (Validate checked it); else the sbx-init binary find
+// returns; else cfg.InitFallback. A found binary or fallback whose path
+// sshd_config cannot hold is passed over, saying why if nothing is left.
+func resolveInit(cfg Config, find func() string) ([]string, error) {
+	if cfg.InitPath != "" {
+		return []string{cfg.InitPath}, nil
+	}
+	var skipped error
+	if p := find(); p != "" {
+		if skipped = checkInitPath(p); skipped == nil {
+			return []string{p}, nil
+		}
+	}
+	if len(cfg.InitFallback) > 0 {
+		err := checkInitPath(cfg.InitFallback[0])
+		if err == nil {
+			return slices.Clone(cfg.InitFallback), nil
+		}
+		skipped = errors.Join(skipped, err)
+	}
+	if skipped != nil {
+		return nil, skipped
+	}
+	return nil, errNoInit
+}

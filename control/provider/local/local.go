@@ -67,9 +67,15 @@ type Config struct {
 	// InitPath is the sbx-init binary that sshd runs (as "InitPath ctl
 	// --socket S") for the init's subsystem in ModeSSHD, relaying to the
 	// supervisor of the sandbox's services; default: sbx-init beside the
-	// running program, else on PATH. Without one, sshd sandboxes run no
-	// services (their state reads "unknown").
+	// running program, else on PATH, else InitFallback. Without any,
+	// sshd sandboxes run no services (their state reads "unknown").
 	InitPath string
+	// InitFallback is the host program's own stand-in for sbx-init, for
+	// when there is no InitPath and no sbx-init binary to find: its
+	// absolute path and the arguments after which it acts as "sbx-init"
+	// (sbx dev: the sbx binary and "sandbox-init"; see sandboxinit.Ctl),
+	// so that a host run without sbx-init installed still runs services.
+	InitFallback []string
 	// Logger receives provider events and, at debug, sshd's own log.
 	Logger *slog.Logger
 }
@@ -104,6 +110,15 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if len(c.InitFallback) > 0 {
+		// Its path is checked once it is needed (resolveInit): the host
+		// program's own path is not the user's mistake.
+		for _, a := range c.InitFallback[1:] {
+			if err := checkInitArg(a); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -122,6 +137,9 @@ type Local struct {
 	logger *slog.Logger
 	root   string // DataDir/sandboxes
 	user   string // Endpoint.User
+	// initCmd is what sshd runs, followed by "ctl --socket S", for the
+	// init's subsystem (ModeSSHD); nil: no services.
+	initCmd []string
 
 	mu      sync.Mutex // guards running, locks, closed
 	running map[string]*instance
@@ -177,14 +195,15 @@ func New(cfg Config) (*Local, error) {
 			return nil, fmt.Errorf("local provider: current user: %w", err)
 		}
 		l.user = u.Username
-		if l.cfg.InitPath == "" {
-			l.cfg.InitPath = findInit()
+		// A named binary that is not there is a mistake to stop at, not
+		// a sandbox whose services read "unknown" later.
+		if cfg.InitPath != "" && !executable(cfg.InitPath) {
+			return nil, fmt.Errorf("local provider: InitPath %q is not an executable file", cfg.InitPath)
 		}
-		if l.cfg.InitPath == "" {
-			l.logger.Warn(noInitBinary)
-		} else if err := checkInitPath(l.cfg.InitPath); err != nil {
-			l.logger.Warn("sshd mode: the sbx-init found cannot be named in sshd_config; the sandbox's services will not run", "err", err)
-			l.cfg.InitPath = ""
+		if l.initCmd, err = resolveInit(cfg, findInit); err != nil {
+			l.logger.Warn("sshd mode: the sandbox's services will not run", "err", err)
+		} else {
+			l.logger.Debug("sshd mode: services run through", "init", strings.Join(l.initCmd, " "))
 		}
 	}
 	if err := os.MkdirAll(l.root, 0o700); err != nil {
@@ -398,7 +417,7 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	case ModeSSHD:
 		srv, port, err = startSSHD(ctx, sshdOptions{
 			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger, setEnv: l.cfg.SSHDSetEnv,
-			user: l.user, initPath: l.cfg.InitPath,
+			user: l.user, initCmd: l.initCmd,
 		})
 	default:
 		srv, port, err = startEmbedded(ctx, embeddedOptions{
@@ -594,8 +613,7 @@ func exists(p string) bool {
 // together), else the first on PATH; "" if neither exists.
 func findInit() string {
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "sbx-init")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		if p := filepath.Join(filepath.Dir(exe), "sbx-init"); executable(p) {
 			return p
 		}
 	}
@@ -605,4 +623,9 @@ func findInit() string {
 		}
 	}
 	return ""
+}
+
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }

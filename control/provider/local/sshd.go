@@ -27,9 +27,9 @@ type sshdOptions struct {
 	logger  *slog.Logger
 	setEnv  []string // NAME=value for every session
 	user    string   // the login name, services' USER
-	// initPath is the sbx-init binary sshd runs for the sbx-init
-	// subsystem; "" runs no init (and so no services).
-	initPath string
+	// initCmd is what sshd runs, followed by "ctl --socket S", for the
+	// sbx-init subsystem; nil runs no init (and so no services).
+	initCmd []string
 }
 
 // sshdServer is an OpenSSH sshd run in the foreground for one sandbox,
@@ -56,7 +56,7 @@ func startSSHD(ctx context.Context, o sshdOptions) (*sshdServer, int, error) {
 		return nil, 0, fmt.Errorf("create /run/sshd: %w", err)
 	}
 	var init *socketInit
-	if o.initPath != "" {
+	if len(o.initCmd) > 0 {
 		var err error
 		if init, err = startSocketInit(o.dir, o.user, o.logger); err != nil {
 			return nil, 0, err
@@ -87,7 +87,7 @@ func runSSHD(ctx context.Context, o sshdOptions, port int, init *socketInit) (*s
 	cfgPath := filepath.Join(o.dir, "sshd_config")
 	conf := sshdConfig(o.dir, port, o.setEnv)
 	if init != nil {
-		conf.InitCommand = initCommand(o.initPath, init.path)
+		conf.InitCommand = initCommand(o.initCmd, init.path)
 	}
 	if err := writeFileAtomic(cfgPath, []byte(conf.String()), 0o600); err != nil {
 		return nil, err
