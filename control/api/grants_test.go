@@ -84,6 +84,12 @@ func (e *env) create(tok string, body any) sandboxDoc {
 	return sb
 }
 
+// createDev creates a sandbox of the default profile as dev.
+func (e *env) createDev() sandboxDoc {
+	e.t.Helper()
+	return e.create("dev", map[string]string{"profile": "tuist-linux-small"})
+}
+
 type sseEvent struct {
 	ID    string
 	Event string
