@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 const previewPortCols = backend.PreviewPortCols
 
-func scanPreviewPort(row pgx.Row) (store.PreviewPort, error) {
+func scanPreviewPort(row backend.Row) (store.PreviewPort, error) {
 	var p store.PreviewPort
 	if err := row.Scan(&p.SandboxID, &p.AccountID, &p.Port, &p.Label, &p.Access, &p.HostPolicy, &p.CreatedAt); err != nil {
 		return store.PreviewPort{}, err

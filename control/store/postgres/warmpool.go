@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // AddWarmPod records a booted pod; a pod recorded already is left as is.
@@ -53,7 +54,7 @@ func (s *Store) ClaimWarmPod(ctx context.Context, profile, sandboxID string) (st
 
 // WarmPods lists every row, oldest first.
 // scanWarmPod scans one row of WarmPods.
-func scanWarmPod(r pgx.Row) (store.WarmPod, error) {
+func scanWarmPod(r backend.Row) (store.WarmPod, error) {
 	var w store.WarmPod
 	err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, &w.CreatedAt, &w.ClaimedAt)
 	return w, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -52,14 +51,11 @@ func orNow(t time.Time) int64 {
 }
 
 // scanner is *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
+type scanner = backend.Row
 
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+// notFound turns sql.ErrNoRows into store.ErrNotFound, wrapped with what
+// was looked up.
+func notFound(err error, what string) error { return backend.NotFound(err, sql.ErrNoRows, what) }
 
 // list runs query and scans every row with scan; an error is wrapped
 // with what.
@@ -182,14 +178,8 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 
 const profileCols = backend.ProfileCols
 
-func scanProfile(row scanner) (store.Profile, error) {
-	var p store.Profile
-	err := row.Scan(&p.Name, &p.Platform, &p.CPU, &p.MemoryMB, &p.DiskGB, &p.Image)
-	return p, err
-}
-
 func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
-	p, err := scanProfile(q.q.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = ?`, name))
+	p, err := backend.ScanProfile(q.q.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = ?`, name))
 	if err != nil {
 		return store.Profile{}, notFound(err, "profile "+name)
 	}
@@ -197,7 +187,7 @@ func (q queries) Profile(ctx context.Context, name string) (store.Profile, error
 }
 
 func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
+	return list(ctx, q.q, "list profiles", backend.ScanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
 const sandboxCols = backend.SandboxCols
