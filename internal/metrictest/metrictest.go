@@ -1,8 +1,10 @@
 // Package metrictest reads one series out of a Prometheus registry, for
-// tests that assert on what a component counted.
+// tests that assert on what a component counted, and picks lines out of a
+// scraped /metrics page for their failure messages.
 package metrictest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,4 +52,16 @@ func hasLabels(m *dto.Metric, pairs []string) bool {
 		}
 	}
 	return true
+}
+
+// Lines is the lines of a scraped /metrics page that hold substr, joined
+// by newlines: the part of the page a failure message shows.
+func Lines(page, substr string) string {
+	var out []string
+	for _, l := range strings.Split(page, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

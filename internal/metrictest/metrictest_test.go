@@ -42,3 +42,14 @@ func TestSeries(t *testing.T) {
 		t.Errorf("unmatched labels gave %v, want nil", m)
 	}
 }
+
+func TestLines(t *testing.T) {
+	t.Parallel()
+	page := "# HELP a_total a\na_total 1\nb_total{x=\"y\"} 2\na_total_created 3\n"
+	if got, want := metrictest.Lines(page, "a_total"), "# HELP a_total a\na_total 1\na_total_created 3"; got != want {
+		t.Errorf("Lines = %q, want %q", got, want)
+	}
+	if got := metrictest.Lines(page, "c_total"); got != "" {
+		t.Errorf("Lines with no match = %q, want empty", got)
+	}
+}
