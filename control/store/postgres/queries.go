@@ -21,8 +21,45 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// queries implements store.Reader on the pool or on a transaction.
-type queries struct{ q querier }
+// queries implements store.Reader on the pool or on a transaction; the
+// statements shared with SQLite come from backend.Queries.
+type queries struct {
+	q querier
+	backend.Queries
+}
+
+func newQueries(q querier) queries {
+	return queries{q: q, Queries: backend.Queries{DB: sharedDB{q}, Dialect: &dialect}}
+}
+
+// dialect is how Postgres differs under backend's shared statements: none
+// but its own "no row" and unique-violation errors.
+var dialect = backend.Dialect{
+	NoRows:   pgx.ErrNoRows,
+	Conflict: conflict,
+	Time:     func(t time.Time) any { return t },
+	TimeDest: func(t *time.Time) any { return t },
+}
+
+// sharedDB runs backend's statements, written for Postgres, as they are.
+type sharedDB struct{ q querier }
+
+func (d sharedDB) QueryRow(ctx context.Context, sql string, args ...any) backend.Row {
+	return d.q.QueryRow(ctx, sql, args...)
+}
+
+func (d sharedDB) Query(ctx context.Context, sql string, args ...any) (backend.Rows, error) {
+	rows, err := d.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (d sharedDB) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := d.q.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
 
 // notFound turns pgx.ErrNoRows into store.ErrNotFound, wrapped with what
 // was looked up.

@@ -19,8 +19,45 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// queries implements store.Reader on the database or on a transaction.
-type queries struct{ q querier }
+// queries implements store.Reader on the database or on a transaction;
+// the statements shared with Postgres come from backend.Queries.
+type queries struct {
+	q querier
+	backend.Queries
+}
+
+func newQueries(q querier) queries {
+	return queries{q: q, Queries: backend.Queries{DB: sharedDB{q}, Dialect: &dialect}}
+}
+
+// sharedDB runs backend's statements, renumbering their placeholders.
+type sharedDB struct{ q querier }
+
+func (d sharedDB) QueryRow(ctx context.Context, query string, args ...any) backend.Row {
+	return d.q.QueryRowContext(ctx, backend.Numbered(query), args...)
+}
+
+func (d sharedDB) Query(ctx context.Context, query string, args ...any) (backend.Rows, error) {
+	rows, err := d.q.QueryContext(ctx, backend.Numbered(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (d sharedDB) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := d.q.ExecContext(ctx, backend.Numbered(query), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// sqlRows drops the error of Close, as pgx's rows do: a read's errors
+// surface through Err.
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
 
 // Times are stored as unix microseconds, the precision Postgres keeps, so
 // both backends round-trip the same values.
@@ -48,6 +85,27 @@ func orNow(t time.Time) int64 {
 		return time.Now().UnixMicro()
 	}
 	return t.UnixMicro()
+}
+
+// microsDest scans a time stored as Unix microseconds.
+type microsDest struct{ t *time.Time }
+
+func (d microsDest) Scan(src any) error {
+	v, ok := src.(int64)
+	if !ok {
+		return fmt.Errorf("time column holds %T, want Unix microseconds", src)
+	}
+	*d.t = fromMicros(v)
+	return nil
+}
+
+// dialect is how SQLite differs under backend's shared statements: times
+// as Unix microseconds, and its own "no row" and constraint errors.
+var dialect = backend.Dialect{
+	NoRows:   sql.ErrNoRows,
+	Conflict: conflict,
+	Time:     func(t time.Time) any { return micros(t) },
+	TimeDest: func(t *time.Time) any { return microsDest{t} },
 }
 
 // scanner is *sql.Row or *sql.Rows.
