@@ -1,10 +1,11 @@
-// Package backend is what the Postgres and SQLite stores share as
-// written: the column lists their scanners read in this order, the queries
-// without placeholders or dialect-specific functions, and the page size.
-// Everything with a placeholder ($1 or ?) or a dialect's own function
-// stays in its backend, as does scanning a row with a time in it (Postgres
-// keeps timestamps, SQLite Unix microseconds); the scanners here read rows
-// both store alike.
+// Package backend is what the Postgres and SQLite stores share: the column
+// lists their scanners read in this order, the queries without placeholders
+// or dialect-specific functions, the page size, scanners for rows both
+// store alike, and Queries, the statements written once (with $n
+// placeholders) that run on either backend through its DB and Dialect:
+// SQLite renumbers the placeholders and binds and scans times as Unix
+// microseconds. A statement using a dialect's own SQL (SKIP LOCKED,
+// advisory locks, unixepoch) stays in its backend.
 package backend
 
 import (
