@@ -21,7 +21,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
-	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/control/api"
@@ -34,6 +33,7 @@ import (
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/servicebase"
 )
 
 // Config is the control plane's configuration.
@@ -178,14 +178,8 @@ type Service struct {
 
 // Open builds every part but starts nothing.
 func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
-	if err := cfg.Validate(); err != nil {
+	if err := servicebase.Prepare(cfg.Validate, &cfg.Logger, &cfg.Registry); err != nil {
 		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = metricsserver.NewRegistry()
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, Registry: cfg.Registry, done: make(chan error, 1)}
 	defer func() {
@@ -219,10 +213,8 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
-	if cfg.RedisURL != "" {
-		if s.rdb, err = redisstore.NewClient(cfg.RedisURL); err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
-		}
+	if s.rdb, err = servicebase.Redis(cfg.RedisURL); err != nil {
+		return nil, err
 	}
 	if s.Activity, err = openActivity(cfg, s.rdb); err != nil {
 		return nil, err

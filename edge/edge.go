@@ -28,6 +28,7 @@ import (
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
+	"github.com/sbxedge/sbx/internal/servicebase"
 )
 
 // Config is the edge's configuration. DefaultConfig sets the durations;
@@ -158,14 +159,8 @@ type Edge struct {
 // Open builds every part, checks that control answers, and binds the
 // listeners; it serves nothing until Start.
 func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
-	if err := cfg.Validate(); err != nil {
+	if err := servicebase.Prepare(cfg.Validate, &cfg.Logger, &cfg.Registry); err != nil {
 		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = metricsserver.NewRegistry()
 	}
 	e := &Edge{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, failed: make(chan error, 1)}
 	defer func() {

@@ -4,17 +4,16 @@ import (
 	"fmt"
 
 	"github.com/sbxedge/sbx/activity/redisstore"
+	"github.com/sbxedge/sbx/internal/servicebase"
 )
 
 // openRedis opens the edge's one Redis client and, unless activity is
 // handed in or turned off, the activity store on it, where control's idle
 // detector reads SSH and preview activity.
 func (e *Edge) openRedis() error {
-	if e.cfg.RedisURL != "" {
-		var err error
-		if e.rdb, err = redisstore.NewClient(e.cfg.RedisURL); err != nil {
-			return fmt.Errorf("redis: %w", err)
-		}
+	var err error
+	if e.rdb, err = servicebase.Redis(e.cfg.RedisURL); err != nil {
+		return err
 	}
 	switch {
 	case e.cfg.Activity != nil:

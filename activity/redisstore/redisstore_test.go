@@ -17,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/activity/activitytest"
 	"github.com/sbxedge/sbx/activity/redisstore"
+	"github.com/sbxedge/sbx/internal/metrictest"
 	"github.com/sbxedge/sbx/internal/tcpproxy"
 )
 
@@ -294,7 +295,7 @@ func TestRedisUnreachable(t *testing.T) {
 	if got := s.Stats().Dropped; got != 3 {
 		t.Fatalf("dropped %d marks after the retry window, want 3 (sbx-1, sbx-2, sbx-3)", got)
 	}
-	if got := counterValue(t, reg, "sbx_activity_marks_dropped_total"); got != 3 {
+	if got := metrictest.Series(t, reg, "sbx_activity_marks_dropped_total").GetCounter().GetValue(); got != 3 {
 		t.Fatalf("sbx_activity_marks_dropped_total = %v, want 3", got)
 	}
 }
@@ -348,21 +349,6 @@ func TestPublishAcrossProcesses(t *testing.T) {
 			t.Fatal("notification never crossed processes")
 		}
 	}
-}
-
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not registered", name)
-	return 0
 }
 
 // countHook counts commands sent to Redis, pipelined ones included, but

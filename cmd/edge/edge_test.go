@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/edge"
+	"github.com/sbxedge/sbx/internal/metrictest"
 	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
@@ -246,18 +247,8 @@ func TestEdgeAgainstControl(t *testing.T) {
 	mb, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !regexp.MustCompile(`(?m)^sbx_sshbroker_handshakes_total\{result="ok"\} [1-9]`).Match(mb) {
-		t.Errorf("edge metrics lack one successful handshake:\n%s", grepLines(string(mb), "sbx_sshbroker_handshakes"))
+		t.Errorf("edge metrics lack one successful handshake:\n%s", metrictest.Lines(string(mb), "sbx_sshbroker_handshakes"))
 	}
-}
-
-func grepLines(s, substr string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func TestConfigFromFlagsAndEnv(t *testing.T) {

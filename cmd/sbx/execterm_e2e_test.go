@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,31 +17,9 @@ const (
 // apiRequests sums sbx_api_requests_total by "METHOD route code".
 func apiRequests(t *testing.T, p *devProc) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(p.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	counts := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "sbx_api_requests_total{")
-		if !ok {
-			continue
-		}
-		labels, value, _ := strings.Cut(line, "} ")
-		l := map[string]string{}
-		for _, kv := range strings.Split(labels, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			l[k] = strings.Trim(v, `"`)
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", sc.Text(), err)
-		}
-		counts[l["method"]+" "+l["route"]+" "+l["code"]] += v
-	}
-	return counts
+	return p.scrapeSums(t, "sbx_api_requests_total", func(l map[string]string) string {
+		return l["method"] + " " + l["route"] + " " + l["code"]
+	})
 }
 
 // TestExecStreams: sbx exec with -i, -t and pipes, as docker and kubectl

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -248,21 +246,12 @@ func TestRedisUnreachable(t *testing.T) {
 	}
 }
 
-var metricLine = regexp.MustCompile(`(?m)^(\w+) ([0-9.e+-]+)$`)
-
 // metricValue reads one unlabelled series from /metrics.
 func metricValue(t *testing.T, p *devProc, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(p.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, m := range metricLine.FindAllStringSubmatch(string(b), -1) {
-		if m[1] == name {
-			v, _ := strconv.ParseFloat(m[2], 64)
-			return v
+	for _, s := range p.scrape(t, name) {
+		if len(s.labels) == 0 {
+			return s.value
 		}
 	}
 	t.Fatalf("metric %s not exported", name)

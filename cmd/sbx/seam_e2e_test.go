@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -47,24 +44,5 @@ func TestDevEdgeUsesInternalAPI(t *testing.T) {
 // internalRequests sums sbx_internal_api_requests_total by path.
 func internalRequests(t *testing.T, p *devProc) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(p.Metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	counts := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), `sbx_internal_api_requests_total{path="`)
-		if !ok {
-			continue
-		}
-		path, rest, _ := strings.Cut(line, `"`)
-		v, err := strconv.ParseFloat(rest[strings.LastIndex(rest, " ")+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", sc.Text(), err)
-		}
-		counts[path] += v
-	}
-	return counts
+	return p.scrapeSums(t, "sbx_internal_api_requests_total", func(l map[string]string) string { return l["path"] })
 }

@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/metrictest"
 	"github.com/sbxedge/sbx/internal/testdb"
 )
 
@@ -127,7 +126,7 @@ func benchWake(b *testing.B, dbURL string) {
 	firstByte() // warm: host key accepted, caches filled
 
 	var baseline, total time.Duration
-	restoreBefore := histogramSum(b, reg, "sbx_restore_seconds")
+	restoreBefore := metrictest.Series(b, reg, "sbx_restore_seconds").GetHistogram().GetSampleSum()
 	for b.Loop() {
 		b.StopTimer()
 		baseline += firstByte()
@@ -139,7 +138,7 @@ func benchWake(b *testing.B, dbURL string) {
 		total += firstByte()
 	}
 	n := float64(b.N)
-	restore := (histogramSum(b, reg, "sbx_restore_seconds") - restoreBefore) * 1000 / n
+	restore := (metrictest.Series(b, reg, "sbx_restore_seconds").GetHistogram().GetSampleSum() - restoreBefore) * 1000 / n
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
 	b.ReportMetric(ms(total), "wake_first_byte_ms")
 	b.ReportMetric(restore, "restore_ms")
@@ -147,20 +146,4 @@ func benchWake(b *testing.B, dbURL string) {
 	b.ReportMetric(ms(baseline), "ready_first_byte_ms")
 	b.ReportMetric(ms(total)-restore-ms(baseline), "wake_overhead_ms")
 	b.ReportMetric(0, "ns/op")
-}
-
-// histogramSum reads a histogram's sum from reg.
-func histogramSum(b *testing.B, reg *prometheus.Registry, name string) float64 {
-	b.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleSum()
-		}
-	}
-	b.Fatalf("histogram %s not registered", name)
-	return 0
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/metrictest"
 )
 
 // execEvent is one server-sent event.
@@ -326,7 +328,7 @@ func TestExecMetricsLabels(t *testing.T) {
 		`sbx_provision_seconds_count{account="acct-dev",kind="cold_boot",platform="linux"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %s:\n%s", want, grep(metrics, "_count{"))
+			t.Errorf("metrics lack %s:\n%s", want, metrictest.Lines(metrics, "_count{"))
 		}
 	}
 }

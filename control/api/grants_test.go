@@ -16,6 +16,7 @@ import (
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/metrictest"
 )
 
 const (
@@ -82,6 +83,12 @@ func (e *env) create(tok string, body any) sandboxDoc {
 		e.t.Fatal(err)
 	}
 	return sb
+}
+
+// createDev creates a sandbox of the default profile as dev.
+func (e *env) createDev() sandboxDoc {
+	e.t.Helper()
+	return e.create("dev", map[string]string{"profile": "tuist-linux-small"})
 }
 
 type sseEvent struct {
@@ -371,18 +378,8 @@ func TestGrantsThroughTheAPI(t *testing.T) {
 
 	metrics := e.metrics()
 	if !strings.Contains(metrics, "sbx_grant_tokens_minted_total 1\n") {
-		t.Fatalf("metrics lack one grant mint:\n%s", grep(metrics, "sbx_grant"))
+		t.Fatalf("metrics lack one grant mint:\n%s", metrictest.Lines(metrics, "sbx_grant"))
 	}
-}
-
-func grep(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // TestAccountRulesRefuseWithTheirOwnType: flag off, platform not allowed,
@@ -424,11 +421,11 @@ func TestAccountRulesRefuseWithTheirOwnType(t *testing.T) {
 	metrics := e.metrics()
 	for _, rule := range []string{"feature_disabled", "platform", "concurrency"} {
 		if !strings.Contains(metrics, `sbx_quota_refusals_total{rule="`+rule+`"} 1`) {
-			t.Errorf("metrics lack one %s refusal:\n%s", rule, grep(metrics, "sbx_quota"))
+			t.Errorf("metrics lack one %s refusal:\n%s", rule, metrictest.Lines(metrics, "sbx_quota"))
 		}
 	}
 	if !strings.Contains(metrics, `sbx_sandboxes{account="acct-other",platform="linux",state="pending"} 1`) {
-		t.Errorf("metrics lack the active sandbox gauge:\n%s", grep(metrics, "sbx_sandboxes{"))
+		t.Errorf("metrics lack the active sandbox gauge:\n%s", metrictest.Lines(metrics, "sbx_sandboxes{"))
 	}
 }
 

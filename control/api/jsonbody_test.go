@@ -12,12 +12,7 @@ import (
 // different objects is fine. encoding/json alone keeps the last value.
 func TestDuplicateKeys(t *testing.T) {
 	e := newEnv(t, "sqlite", true)
-	code, _, body := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
-	if code != 201 {
-		t.Fatalf("create: %d %s", code, body)
-	}
-	var sb struct{ ID string }
-	_ = json.Unmarshal(body, &sb)
+	sb := e.createDev()
 	project := "3f0c6e4e-8d6b-4c55-a2d3-6b1f9c1f7a10"
 	cases := []struct {
 		name, method, path, body string

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sbxedge/sbx/internal/metricdef"
 )
 
 type httpMetrics struct {
@@ -16,21 +18,15 @@ type httpMetrics struct {
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	api := metricdef.Subsystem("api")
 	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_api_requests_total", Help: "API requests by route pattern, method and status code.",
-		}, []string{"route", "method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sbx_api_request_seconds", Help: "API request latency by route pattern.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"route"}),
+		requests: api.CounterVec("requests_total", "API requests by route pattern, method and status code.", "route", "method", "code"),
+		duration: api.HistogramVec("request_seconds", "API request latency by route pattern.", prometheus.DefBuckets, "route"),
 		// account is the account's ID from the store, never client
 		// input: series grow with accounts (the spec asks for exec
 		// duration per account and platform), not with requests.
-		exec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sbx_exec_seconds", Help: "Duration of exec calls inside sandboxes, by account and platform.",
-			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600, 3600},
-		}, []string{"account", "platform"}),
+		exec: metricdef.Subsystem("").HistogramVec("exec_seconds", "Duration of exec calls inside sandboxes, by account and platform.",
+			[]float64{0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600, 3600}, "account", "platform"),
 	}
 	reg.MustRegister(m.requests, m.duration, m.exec)
 	return m

@@ -30,12 +30,7 @@ func TestPorts(t *testing.T) {
 
 func testPorts(t *testing.T, backend string) {
 	e := newEnv(t, backend, true) // no jobs: the sandbox stays pending
-	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
-	if code != 201 {
-		t.Fatalf("create: %d %s", code, b)
-	}
-	var sb struct{ ID string }
-	_ = json.Unmarshal(b, &sb)
+	sb := e.createDev()
 	path := "/api/v1/sandboxes/" + sb.ID + "/ports"
 	expose := func(body string, want int) portView {
 		t.Helper()
@@ -100,7 +95,7 @@ func testPorts(t *testing.T, backend string) {
 		t.Errorf("other account DELETE: %d, want 404", code)
 	}
 
-	code, _, b = e.do("dev", "GET", path, nil)
+	code, _, b := e.do("dev", "GET", path, nil)
 	var list struct{ Ports []portView }
 	_ = json.Unmarshal(b, &list)
 	if code != 200 || len(list.Ports) != 2 || list.Ports[0].Port != 3000 || list.Ports[1].Port != 8080 {

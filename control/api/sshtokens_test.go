@@ -17,12 +17,7 @@ type sshTokenView = apiclient.SSHToken
 
 func TestSSHTokens(t *testing.T) {
 	e := newEnv(t, "sqlite", true) // no jobs: the sandbox stays pending
-	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
-	if code != 201 {
-		t.Fatalf("create: %d %s", code, b)
-	}
-	var sb struct{ ID string }
-	_ = json.Unmarshal(b, &sb)
+	sb := e.createDev()
 	path := "/api/v1/sandboxes/" + sb.ID + "/ssh_tokens"
 
 	mint := func(body string) sshTokenView {
@@ -101,7 +96,7 @@ func TestSSHTokens(t *testing.T) {
 	if code, _, b := e.do("dev", "DELETE", "/api/v1/sandboxes/"+sb.ID, nil); code != 200 {
 		t.Fatalf("delete: %d %s", code, b)
 	}
-	code, _, b = e.do("dev", "POST", path, strings.NewReader(`{}`), "Content-Type", "application/json")
+	code, _, b := e.do("dev", "POST", path, strings.NewReader(`{}`), "Content-Type", "application/json")
 	if code != 409 || !strings.Contains(string(b), "sandbox_state") {
 		t.Errorf("after delete: %d %s, want 409 sandbox_state", code, b)
 	}

@@ -12,23 +12,18 @@ import (
 // account sees not found, like every other "not yours".
 func TestSandboxUsageLines(t *testing.T) {
 	e := newEnv(t, "sqlite", false)
-	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
-	if code != 201 {
-		t.Fatalf("create: %d %s", code, b)
-	}
-	var sb struct{ ID, Status string }
-	_ = json.Unmarshal(b, &sb)
+	sb := e.createDev()
 	for deadline := time.Now().Add(time.Minute); sb.Status != "ready"; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("sandbox %s still %s after a minute", sb.ID, sb.Status)
 		}
-		_, _, b = e.do("dev", "GET", "/api/v1/sandboxes/"+sb.ID, nil)
+		_, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+sb.ID, nil)
 		_ = json.Unmarshal(b, &sb)
 	}
 	if code, _, b := e.do("dev", "DELETE", "/api/v1/sandboxes/"+sb.ID, nil); code != 200 {
 		t.Fatalf("delete: %d %s", code, b)
 	}
-	code, _, b = e.do("dev", "GET", "/api/v1/sandboxes/"+sb.ID+"/usage", nil)
+	code, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+sb.ID+"/usage", nil)
 	if code != 200 {
 		t.Fatalf("usage: %d %s", code, b)
 	}

@@ -125,12 +125,7 @@ func TestWakeTimeoutIs503(t *testing.T) {
 		c.WakeTimeout = 300 * time.Millisecond
 		c.DataDir = dataDir
 	})
-	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
-	if code != 201 {
-		t.Fatalf("create: %d %s", code, b)
-	}
-	var sb struct{ ID string }
-	_ = json.Unmarshal(b, &sb)
+	sb := e.createDev()
 	ctx := context.Background()
 	err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
 		cur, err := tx.SandboxForUpdate(ctx, sb.ID)

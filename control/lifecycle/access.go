@@ -172,19 +172,21 @@ func validatePort(spec *PortSpec, sb store.Sandbox) error {
 	if spec.Port == 22 || spec.Port == sshdPort(sb) {
 		return invalid("port", "is the sandbox's SSH server, which cannot be exposed")
 	}
-	switch spec.Access {
-	case "":
-		spec.Access = store.AccessPrivate
-	case store.AccessPrivate, store.AccessPublic:
-	default:
-		return invalid("access", `must be "private" or "public"`)
+	if err := defaultOneOf("access", &spec.Access, store.AccessPrivate, store.AccessPublic); err != nil {
+		return err
 	}
-	switch spec.HostPolicy {
+	return defaultOneOf("host_policy", &spec.HostPolicy, store.HostForward, store.HostLocalhost)
+}
+
+// defaultOneOf sets an empty *v to def and refuses a value that is
+// neither def nor other, naming field.
+func defaultOneOf[T ~string](field string, v *T, def, other T) error {
+	switch *v {
 	case "":
-		spec.HostPolicy = store.HostForward
-	case store.HostForward, store.HostLocalhost:
+		*v = def
+	case def, other:
 	default:
-		return invalid("host_policy", `must be "forward" or "localhost"`)
+		return invalid(field, "must be %q or %q", def, other)
 	}
 	return nil
 }

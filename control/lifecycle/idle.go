@@ -42,25 +42,13 @@ type idleMetrics struct {
 
 func newIdleMetrics() *idleMetrics {
 	return &idleMetrics{
-		suspended: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_sandboxes_suspended_total", Help: "Sandboxes suspended for idleness.",
-		}),
-		suspendFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_suspend_failures_total", Help: "Suspends that failed and returned the sandbox to ready.",
-		}),
-		idleCheckErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_idle_check_errors_total", Help: "Idle checks that suspended nothing because activity could not be read.",
-		}),
-		restores: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_sandboxes_restored_total", Help: "Suspended sandboxes woken.",
-		}),
-		restoreFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_restore_failures_total", Help: "Wakes that ended with the sandbox failed: restore budget spent or snapshot gone.",
-		}),
-		restoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sbx_restore_seconds", Help: "Time the provider took to restore a suspended sandbox.",
-			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60},
-		}),
+		suspended:       sbx.Counter("sandboxes_suspended_total", "Sandboxes suspended for idleness."),
+		suspendFailures: sbx.Counter("suspend_failures_total", "Suspends that failed and returned the sandbox to ready."),
+		idleCheckErrors: sbx.Counter("idle_check_errors_total", "Idle checks that suspended nothing because activity could not be read."),
+		restores:        sbx.Counter("sandboxes_restored_total", "Suspended sandboxes woken."),
+		restoreFailures: sbx.Counter("restore_failures_total", "Wakes that ended with the sandbox failed: restore budget spent or snapshot gone."),
+		restoreSeconds: sbx.Histogram("restore_seconds", "Time the provider took to restore a suspended sandbox.",
+			[]float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60}),
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
+	"github.com/sbxedge/sbx/internal/metrictest"
 	"github.com/sbxedge/sbx/internal/testdb"
 )
 
@@ -212,34 +213,11 @@ sbx_job_failures_total{kind="terminate"} 0
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sbx_job_failures_total"); err != nil {
 				t.Error(err)
 			}
-			if n := jobCounter(t, reg, "sbx_job_retries_total", "provision"); n < 1 {
+			if n := metrictest.Series(t, reg, "sbx_job_retries_total", "kind", "provision").GetCounter().GetValue(); n < 1 {
 				t.Errorf("provision retries %v; want at least the first failed attempt", n)
 			}
 		})
 	}
-}
-
-// jobCounter reads one kind's value of a job counter from reg.
-func jobCounter(t *testing.T, reg *prometheus.Registry, name, kind string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{kind=%q}", name, kind)
-	return 0
 }
 
 // TestReconcile: a ready sandbox whose pod vanished is ended and its

@@ -1,6 +1,14 @@
 package lifecycle
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sbxedge/sbx/internal/metricdef"
+)
+
+// sbx defines the lifecycle's series, which have no subsystem:
+// sbx_<name>.
+const sbx = metricdef.Subsystem("")
 
 // Metrics are the lifecycle's Prometheus series.
 type Metrics struct {
@@ -31,39 +39,24 @@ var jobKinds = []string{jobProvision, jobTerminate, jobSuspend, jobRestore}
 // NewMetrics registers the series on reg (nil: unregistered, for tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		created: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_sandboxes_created_total", Help: "Sandboxes admitted, by platform.",
-		}, []string{"platform"}),
-		provisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sbx_provision_seconds",
-			// account is the account's ID, never client input: the
-			// series grow with accounts, as the spec asks (per account
-			// and platform), not with sandboxes or requests.
-			Help:    "Time from provisioning start to ready, by account, platform and kind (warm_hit, cold_boot).",
-			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
-		}, []string{"account", "platform", "kind"}),
-		failed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_sandboxes_failed_total", Help: "Sandboxes that failed to provision.",
-		}),
-		reaped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_sandboxes_reaped_total", Help: "Sandboxes ended by their deadline.",
-		}),
-		quotaRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_quota_refusals_total", Help: "Creates and wakes refused by an account rule, by rule (feature_disabled, platform, concurrency).",
-		}, []string{"rule"}),
-		grantMints: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_grant_tokens_minted_total", Help: "Grant tokens minted for sandboxes (one per grant).",
-		}),
-		jobRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_job_retries_total",
-			Help: "Failed attempts of lifecycle work that will be tried again, by kind (provision, terminate, restore).",
-		}, []string{"kind"}),
-		jobFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_job_failures_total",
-			Help: "Lifecycle work given up on, by kind: provisioning that failed its sandbox, a teardown whose retries " +
-				"ran out (its pod, volume or snapshot may be left), a suspend that returned the sandbox to ready, " +
-				"a restore that failed its sandbox.",
-		}, []string{"kind"}),
+		created: sbx.CounterVec("sandboxes_created_total", "Sandboxes admitted, by platform.", "platform"),
+		// account is the account's ID, never client input: the series
+		// grow with accounts, as the spec asks (per account and
+		// platform), not with sandboxes or requests.
+		provisionSeconds: sbx.HistogramVec("provision_seconds",
+			"Time from provisioning start to ready, by account, platform and kind (warm_hit, cold_boot).",
+			[]float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}, "account", "platform", "kind"),
+		failed: sbx.Counter("sandboxes_failed_total", "Sandboxes that failed to provision."),
+		reaped: sbx.Counter("sandboxes_reaped_total", "Sandboxes ended by their deadline."),
+		quotaRefusals: sbx.CounterVec("quota_refusals_total",
+			"Creates and wakes refused by an account rule, by rule (feature_disabled, platform, concurrency).", "rule"),
+		grantMints: sbx.Counter("grant_tokens_minted_total", "Grant tokens minted for sandboxes (one per grant)."),
+		jobRetries: sbx.CounterVec("job_retries_total",
+			"Failed attempts of lifecycle work that will be tried again, by kind (provision, terminate, restore).", "kind"),
+		jobFailures: sbx.CounterVec("job_failures_total",
+			"Lifecycle work given up on, by kind: provisioning that failed its sandbox, a teardown whose retries "+
+				"ran out (its pod, volume or snapshot may be left), a suspend that returned the sandbox to ready, "+
+				"a restore that failed its sandbox.", "kind"),
 	}
 	// Every kind exports 0 from the start, so increase() sees the first
 	// failure rather than a series appearing.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sbxedge/sbx/internal/metrictest"
 )
 
 func TestMetrics(t *testing.T) {
@@ -30,13 +32,11 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	gauge := func() float64 {
-		mfs, _ := e.reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == "sbx_preview_websockets_open" {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
+		m := metrictest.Series(t, e.reg, "sbx_preview_websockets_open")
+		if m == nil {
+			return -1
 		}
-		return -1
+		return m.GetGauge().GetValue()
 	}
 	if g := gauge(); g != 1 {
 		t.Errorf("websockets_open with one open: %v, want 1", g)

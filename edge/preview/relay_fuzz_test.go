@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/internal/metrictest"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
@@ -270,7 +269,7 @@ func FuzzRelayParity(f *testing.F) {
 			}
 		}
 		// The lean proxy must have carried it itself when it could.
-		if n := counter(t, leanReg, "sbx_preview_relayed_total", "lean"); len(leanGot) > 0 && n == lastLean && !strings.Contains(strings.ToLower(raw), "upgrade") && !strings.Contains(strings.ToLower(raw), "transfer-encoding") {
+		if n := metrictest.Series(t, leanReg, "sbx_preview_relayed_total", "path", "lean").GetCounter().GetValue(); len(leanGot) > 0 && n == lastLean && !strings.Contains(strings.ToLower(raw), "upgrade") && !strings.Contains(strings.ToLower(raw), "transfer-encoding") {
 			t.Errorf("lean relay count stayed %v for %q", n, raw)
 		} else {
 			lastLean = n
@@ -323,26 +322,4 @@ func validToken(s string) bool {
 		}
 	}
 	return true
-}
-
-// counter is the value of a labelled counter in reg.
-func counter(t testing.TB, reg *prometheus.Registry, name, label string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/metrictest"
 )
 
 // xsiteApp is the test app plus what the cross-site cases need: an
@@ -428,14 +429,5 @@ func TestCrossOriginRefusalWakesNothing(t *testing.T) {
 // dials is how many upstream channels the proxy has opened.
 func dials(t *testing.T, e *env) uint64 {
 	t.Helper()
-	mfs, err := e.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "sbx_preview_upstream_dial_seconds" {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
+	return metrictest.Series(t, e.reg, "sbx_preview_upstream_dial_seconds").GetHistogram().GetSampleCount()
 }

@@ -8,7 +8,9 @@ package metricdef
 import "github.com/prometheus/client_golang/prometheus"
 
 // Subsystem names the part of sbx that records a metric: a collector
-// called name is exported as sbx_<Subsystem>_<name>.
+// called name is exported as sbx_<Subsystem>_<name>, or as sbx_<name>
+// for the empty Subsystem (the lifecycle's and the API's series, named
+// for what they count in the whole product).
 type Subsystem string
 
 // Counter is a counter without labels.

@@ -25,6 +25,7 @@ func TestNames(t *testing.T) {
 		{"GaugeVec", sub.GaugeVec("d", "help d", "z"), "sbx_demo_d", "help d", "z"},
 		{"Histogram", sub.Histogram("e_seconds", "help e", []float64{1, 2}), "sbx_demo_e_seconds", "help e", ""},
 		{"HistogramVec", sub.HistogramVec("f_seconds", "help f", []float64{1}, "k"), "sbx_demo_f_seconds", "help f", "k"},
+		{"no subsystem", metricdef.Subsystem("").Counter("g_total", "help g"), "sbx_g_total", "help g", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

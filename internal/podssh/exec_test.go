@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 func TestExec(t *testing.T) {
-	perMode(t, func(t *testing.T, sb *sandbox) {
+	perMode(t, func(t *testing.T, ctx context.Context, sb *sandbox) {
 		weird := []string{"a b", "it's", `"dq"`, "$HOME", "`id`", "$(id)", "line1\nline2", "*", "", "héllo ✓ 日本", "-n", `back\slash`, "a;b|c&d>e", "  lead", "'", "''", "%s"}
 		var want strings.Builder
 		for _, a := range weird {
@@ -47,7 +48,7 @@ func TestExec(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
 				res, err := sb.pool.Exec(ctx, sb.target, tc.req)
 				if err != nil {
@@ -73,7 +74,7 @@ func TestExec(t *testing.T) {
 
 		t.Run("large stdin", func(t *testing.T) {
 			in := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
-			res, err := sb.pool.Exec(context.Background(), sb.target, podssh.ExecRequest{Command: "wc -c", Stdin: bytes.NewReader(in)})
+			res, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{Command: "wc -c", Stdin: bytes.NewReader(in)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func TestExec(t *testing.T) {
 
 		t.Run("bad env name", func(t *testing.T) {
 			for _, name := range []string{"1X", "A-B", "A B", "", "X=Y", "é"} {
-				_, err := sb.pool.Exec(context.Background(), sb.target, podssh.ExecRequest{Command: "true", Env: map[string]string{name: "v"}})
+				_, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{Command: "true", Env: map[string]string{name: "v"}})
 				if err == nil {
 					t.Errorf("env name %q accepted, want error", name)
 				}
@@ -94,7 +95,7 @@ func TestExec(t *testing.T) {
 		t.Run("timeout kills the process group", func(t *testing.T) {
 			pidfile := path.Join(sb.target.Workspace, "grandchild.pid")
 			start := time.Now()
-			res, err := sb.pool.Exec(context.Background(), sb.target, podssh.ExecRequest{
+			res, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{
 				Command: fmt.Sprintf("sleep 300 & echo $! > %s; sleep 300", pidfile),
 				Timeout: time.Second,
 			})
@@ -112,7 +113,7 @@ func TestExec(t *testing.T) {
 
 		t.Run("cancel kills the process group", func(t *testing.T) {
 			pidfile := path.Join(sb.target.Workspace, "cancel.pid")
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(ctx)
 			time.AfterFunc(time.Second, cancel)
 			_, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{
 				Command: fmt.Sprintf("sleep 300 & echo $! > %s; sleep 300", pidfile),
@@ -130,7 +131,7 @@ func TestExec(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res, err := sb.pool.Exec(context.Background(), sb.target, podssh.ExecRequest{Command: "echo", Args: []string{fmt.Sprint(i)}})
+					res, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{Command: "echo", Args: []string{fmt.Sprint(i)}})
 					if err == nil && string(res.Stdout) != fmt.Sprintf("%d\n", i) {
 						err = fmt.Errorf("stdout %q, want %d", res.Stdout, i)
 					}
@@ -194,12 +195,12 @@ func TestCommandLineQuoting(t *testing.T) {
 // command still runs (it waits on stdin the test holds open until the
 // first line arrived), and nothing is collected in the result.
 func TestExecStreams(t *testing.T) {
-	perMode(t, func(t *testing.T, sb *sandbox) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	perMode(t, func(t *testing.T, ctx context.Context, sb *sandbox) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		stdinR, stdinW := io.Pipe()
 		out := &lineWatch{want: "one\n", seen: make(chan struct{})}
-		var errb syncBuffer
+		var errb sshscenario.SyncBuffer
 		done := make(chan struct{})
 		var res podssh.ExecResult
 		var err error
@@ -234,33 +235,16 @@ func TestExecStreams(t *testing.T) {
 	})
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // lineWatch closes seen once its content starts with want.
 type lineWatch struct {
-	syncBuffer
+	sshscenario.SyncBuffer
 	want string
 	once sync.Once
 	seen chan struct{}
 }
 
 func (w *lineWatch) Write(p []byte) (int, error) {
-	n, err := w.syncBuffer.Write(p)
+	n, err := w.SyncBuffer.Write(p)
 	if strings.HasPrefix(w.String(), w.want) {
 		w.once.Do(func() { close(w.seen) })
 	}

@@ -19,8 +19,7 @@ import (
 )
 
 func TestFiles(t *testing.T) {
-	perMode(t, func(t *testing.T, sb *sandbox) {
-		ctx := context.Background()
+	perMode(t, func(t *testing.T, ctx context.Context, sb *sandbox) {
 		c, err := sb.pool.SFTP(ctx, sb.target)
 		if err != nil {
 			t.Fatal(err)

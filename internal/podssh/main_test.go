@@ -81,11 +81,12 @@ func newSandbox(t *testing.T, mode string) *sandbox {
 	}
 }
 
-// perMode runs fn once per server mode, sharing one sandbox per mode.
-func perMode(t *testing.T, fn func(t *testing.T, sb *sandbox)) {
+// perMode runs fn once per server mode, sharing one sandbox per mode; ctx
+// ends with the mode's subtest.
+func perMode(t *testing.T, fn func(t *testing.T, ctx context.Context, sb *sandbox)) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
-			fn(t, newSandbox(t, mode))
+			fn(t, t.Context(), newSandbox(t, mode))
 		})
 	}
 }

@@ -15,8 +15,7 @@ import (
 )
 
 func TestPool(t *testing.T) {
-	perMode(t, func(t *testing.T, sb *sandbox) {
-		ctx := context.Background()
+	perMode(t, func(t *testing.T, ctx context.Context, sb *sandbox) {
 
 		t.Run("pinned host key mismatch refused", func(t *testing.T) {
 			_, other, err := sshca.GenerateKey()

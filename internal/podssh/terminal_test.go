@@ -15,8 +15,8 @@ import (
 // request; under -race this caught the embedded server's race) is what the
 // command sees, typed input reaches it, and its exit status comes back.
 func TestTerminal(t *testing.T) {
-	perMode(t, func(t *testing.T, sb *sandbox) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	perMode(t, func(t *testing.T, ctx context.Context, sb *sandbox) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		term, err := sb.pool.Terminal(ctx, sb.target, podssh.TerminalRequest{
 			Command: "read x; stty size; echo got-$x; exit 5", Cols: 80, Rows: 24,

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/sbxedge/sbx/internal/metricdef"
 )
 
 // Metrics are the provider's Prometheus series. The pool gauges are the
@@ -24,28 +26,15 @@ type Metrics struct {
 
 // NewMetrics registers the series on reg (nil: unregistered, for tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	k8s, pool := metricdef.Subsystem("k8s"), metricdef.Subsystem("pool")
 	m := &Metrics{
-		provisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_k8s_provisions_total", Help: "Sandbox pods brought up, by profile and boot (warm_hit, cold_boot).",
-		}, []string{"profile", "boot"}),
-		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_k8s_pod_stops_total", Help: "Sandbox pods seen ending on their own, by reason.",
-		}, []string{"reason"}),
-		warmClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sbx_k8s_warm_claims_total", Help: "Warm pool claim attempts, by profile and result (hit, miss).",
-		}, []string{"profile", "result"}),
-		capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sbx_pool_slots_capacity", Help: "Sandbox slots the pool's hosts hold (catalog slots).",
-		}, []string{"pool"}),
-		desired: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sbx_pool_slots_desired", Help: "Slots wanted: live sandbox pods plus the warm replica floor.",
-		}, []string{"pool"}),
-		available: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sbx_pool_slots_available", Help: "Capacity minus pods holding a slot (sandbox and warm).",
-		}, []string{"pool"}),
-		unschedulable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sbx_pool_pods_unschedulable", Help: "Pods the scheduler found no host for (NoAvailableHost).",
-		}, []string{"pool"}),
+		provisions:    k8s.CounterVec("provisions_total", "Sandbox pods brought up, by profile and boot (warm_hit, cold_boot).", "profile", "boot"),
+		stops:         k8s.CounterVec("pod_stops_total", "Sandbox pods seen ending on their own, by reason.", "reason"),
+		warmClaims:    k8s.CounterVec("warm_claims_total", "Warm pool claim attempts, by profile and result (hit, miss).", "profile", "result"),
+		capacity:      pool.GaugeVec("slots_capacity", "Sandbox slots the pool's hosts hold (catalog slots).", "pool"),
+		desired:       pool.GaugeVec("slots_desired", "Slots wanted: live sandbox pods plus the warm replica floor.", "pool"),
+		available:     pool.GaugeVec("slots_available", "Capacity minus pods holding a slot (sandbox and warm).", "pool"),
+		unschedulable: pool.GaugeVec("pods_unschedulable", "Pods the scheduler found no host for (NoAvailableHost).", "pool"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.provisions, m.stops, m.warmClaims, m.capacity, m.desired, m.available, m.unschedulable)

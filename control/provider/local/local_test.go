@@ -89,6 +89,18 @@ func modes(t *testing.T) []string {
 	return []string{local.ModeEmbedded, local.ModeSSHD}
 }
 
+// perMode runs fn as a subtest of each server mode; ctx ends with the
+// subtest or after timeout.
+func perMode(t *testing.T, timeout time.Duration, fn func(t *testing.T, ctx context.Context, mode string)) {
+	for _, mode := range modes(t) {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), timeout)
+			defer cancel()
+			fn(t, ctx, mode)
+		})
+	}
+}
+
 // provisioned starts a provider in mode over a fresh fixture and
 // provisions id on it; the provider and a pool for it close when the test
 // ends.
@@ -110,108 +122,104 @@ func provisioned(ctx context.Context, t *testing.T, mode, id string) (*fixture, 
 }
 
 func TestLifecycle(t *testing.T) {
-	for _, mode := range modes(t) {
-		t.Run(mode, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			const id = "sbx-life"
-			f, l, pool, ep := provisioned(ctx, t, mode, id)
-			if ep2, err := l.Provision(ctx, f.spec(id)); err != nil || ep2 != ep {
-				t.Fatalf("second Provision = %+v, %v; want %+v (idempotent)", ep2, err, ep)
-			}
-			if fi, err := os.Stat(filepath.Join(f.dataDir, "sandboxes", id, "host_key")); err != nil || fi.Mode().Perm() != 0o600 {
-				t.Errorf("host_key mode = %v, %v; want 0600", fi.Mode(), err)
-			}
-			if b, err := os.ReadFile(filepath.Join(f.dataDir, "sandboxes", id, "home", ".sbx/grant-token")); err != nil || string(b) != "tok" {
-				t.Errorf("spec file = %q, %v", b, err)
-			}
-			assertPhase(t, l, id, provider.PhaseRunning)
-			list, err := l.List(ctx)
-			if err != nil || len(list) != 1 || list[0].SandboxID != id || list[0].Phase != provider.PhaseRunning {
-				t.Fatalf("List = %+v, %v", list, err)
-			}
+	perMode(t, time.Minute, func(t *testing.T, ctx context.Context, mode string) {
+		const id = "sbx-life"
+		f, l, pool, ep := provisioned(ctx, t, mode, id)
+		if ep2, err := l.Provision(ctx, f.spec(id)); err != nil || ep2 != ep {
+			t.Fatalf("second Provision = %+v, %v; want %+v (idempotent)", ep2, err, ep)
+		}
+		if fi, err := os.Stat(filepath.Join(f.dataDir, "sandboxes", id, "host_key")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("host_key mode = %v, %v; want 0600", fi.Mode(), err)
+		}
+		if b, err := os.ReadFile(filepath.Join(f.dataDir, "sandboxes", id, "home", ".sbx/grant-token")); err != nil || string(b) != "tok" {
+			t.Errorf("spec file = %q, %v", b, err)
+		}
+		assertPhase(t, l, id, provider.PhaseRunning)
+		list, err := l.List(ctx)
+		if err != nil || len(list) != 1 || list[0].SandboxID != id || list[0].Phase != provider.PhaseRunning {
+			t.Fatalf("List = %+v, %v", list, err)
+		}
 
-			tg := f.target(id, ep)
-			res, err := pool.Exec(ctx, tg, podssh.ExecRequest{Command: "echo kept > file.txt && mkdir -p d/e && ln -s file.txt d/link"})
-			if err != nil || res.ExitCode != 0 {
-				t.Fatalf("write file: %+v %v", res, err)
-			}
-			pool.Forget(id)
+		tg := f.target(id, ep)
+		res, err := pool.Exec(ctx, tg, podssh.ExecRequest{Command: "echo kept > file.txt && mkdir -p d/e && ln -s file.txt d/link"})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("write file: %+v %v", res, err)
+		}
+		pool.Forget(id)
 
-			if err := l.Suspend(ctx, id); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Suspend(ctx, id); err != nil {
-				t.Fatalf("second Suspend: %v (want idempotent)", err)
-			}
-			assertPhase(t, l, id, provider.PhaseStopped)
-			if _, err := os.Stat(ep.Workspace); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("workspace still present after Suspend: %v", err)
-			}
+		if err := l.Suspend(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Suspend(ctx, id); err != nil {
+			t.Fatalf("second Suspend: %v (want idempotent)", err)
+		}
+		assertPhase(t, l, id, provider.PhaseStopped)
+		if _, err := os.Stat(ep.Workspace); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("workspace still present after Suspend: %v", err)
+		}
 
-			ep3, err := l.Restore(ctx, f.spec(id))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ep3 != ep {
-				t.Errorf("Restore endpoint = %+v, want the same %+v (port reused)", ep3, ep)
-			}
-			res, err = pool.Exec(ctx, f.target(id, ep3), podssh.ExecRequest{Command: "cat file.txt && readlink d/link && test -d d/e"})
-			if err != nil || string(res.Stdout) != "kept\nfile.txt\n" || res.ExitCode != 0 {
-				t.Fatalf("after restore: %q exit %d stderr %q, %v", res.Stdout, res.ExitCode, res.Stderr, err)
-			}
-			pool.Forget(id)
+		ep3, err := l.Restore(ctx, f.spec(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep3 != ep {
+			t.Errorf("Restore endpoint = %+v, want the same %+v (port reused)", ep3, ep)
+		}
+		res, err = pool.Exec(ctx, f.target(id, ep3), podssh.ExecRequest{Command: "cat file.txt && readlink d/link && test -d d/e"})
+		if err != nil || string(res.Stdout) != "kept\nfile.txt\n" || res.ExitCode != 0 {
+			t.Fatalf("after restore: %q exit %d stderr %q, %v", res.Stdout, res.ExitCode, res.Stderr, err)
+		}
+		pool.Forget(id)
 
-			// A new provider over the same DataDir finds the sandbox again.
-			l.Close()
-			l, err = local.New(local.Config{DataDir: f.dataDir, Mode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { l.Close() })
-			inst, err := l.Status(ctx, id)
-			if err != nil || inst.Phase != provider.PhaseStopped || inst.Reason != "server_not_running" {
-				t.Fatalf("Status after restart = %+v, %v", inst, err)
-			}
-			if err := l.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			inst = assertPhase(t, l, id, provider.PhaseRunning)
-			if inst.Endpoint != ep {
-				t.Errorf("endpoint after restart = %+v, want %+v", inst.Endpoint, ep)
-			}
-			res, err = pool.Exec(ctx, f.target(id, inst.Endpoint), podssh.ExecRequest{Command: "cat file.txt"})
-			if err != nil || string(res.Stdout) != "kept\n" {
-				t.Fatalf("after restart: %q, %v", res.Stdout, err)
-			}
-			pool.Forget(id)
+		// A new provider over the same DataDir finds the sandbox again.
+		l.Close()
+		l, err = local.New(local.Config{DataDir: f.dataDir, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		inst, err := l.Status(ctx, id)
+		if err != nil || inst.Phase != provider.PhaseStopped || inst.Reason != "server_not_running" {
+			t.Fatalf("Status after restart = %+v, %v", inst, err)
+		}
+		if err := l.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		inst = assertPhase(t, l, id, provider.PhaseRunning)
+		if inst.Endpoint != ep {
+			t.Errorf("endpoint after restart = %+v, want %+v", inst.Endpoint, ep)
+		}
+		res, err = pool.Exec(ctx, f.target(id, inst.Endpoint), podssh.ExecRequest{Command: "cat file.txt"})
+		if err != nil || string(res.Stdout) != "kept\n" {
+			t.Fatalf("after restart: %q, %v", res.Stdout, err)
+		}
+		pool.Forget(id)
 
-			// A snapshot that vanished while suspended is reported as gone,
-			// not replaced by an empty workspace.
-			if err := l.Suspend(ctx, id); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(filepath.Join(f.dataDir, "sandboxes", id, "snapshot.tar.gz")); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Restore(ctx, f.spec(id)); !errors.Is(err, provider.ErrSnapshotGone) {
-				t.Fatalf("Restore without its snapshot = %v, want ErrSnapshotGone", err)
-			}
+		// A snapshot that vanished while suspended is reported as gone,
+		// not replaced by an empty workspace.
+		if err := l.Suspend(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(f.dataDir, "sandboxes", id, "snapshot.tar.gz")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Restore(ctx, f.spec(id)); !errors.Is(err, provider.ErrSnapshotGone) {
+			t.Fatalf("Restore without its snapshot = %v, want ErrSnapshotGone", err)
+		}
 
-			if err := l.Destroy(ctx, id); err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Destroy(ctx, id); err != nil {
-				t.Fatalf("second Destroy: %v", err)
-			}
-			if _, err := l.Status(ctx, id); !errors.Is(err, provider.ErrNotFound) {
-				t.Errorf("Status after Destroy = %v, want ErrNotFound", err)
-			}
-			if _, err := os.Stat(filepath.Join(f.dataDir, "sandboxes", id)); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("sandbox dir left after Destroy")
-			}
-		})
-	}
+		if err := l.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Destroy(ctx, id); err != nil {
+			t.Fatalf("second Destroy: %v", err)
+		}
+		if _, err := l.Status(ctx, id); !errors.Is(err, provider.ErrNotFound) {
+			t.Errorf("Status after Destroy = %v, want ErrNotFound", err)
+		}
+		if _, err := os.Stat(filepath.Join(f.dataDir, "sandboxes", id)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("sandbox dir left after Destroy")
+		}
+	})
 }
 
 func assertPhase(t *testing.T, l *local.Local, id string, want provider.Phase) provider.Instance {

@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 const grantCols = `g.id, g.sandbox_id, g.account_id, g.project_id, g.position, g.scopes, g.hash, g.created_at, g.minted_at`
 
-func scanGrant(row pgx.Row, extra ...any) (store.GrantToken, error) {
+func scanGrant(row backend.Row, extra ...any) (store.GrantToken, error) {
 	var g store.GrantToken
 	dest := append([]any{&g.ID, &g.SandboxID, &g.AccountID, &g.ProjectID, &g.Position, &g.Scopes, &g.Hash, &g.CreatedAt, &g.MintedAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
@@ -28,7 +26,7 @@ func scanGrant(row pgx.Row, extra ...any) (store.GrantToken, error) {
 }
 
 func (q queries) GrantTokens(ctx context.Context, sandboxID string) ([]store.GrantToken, error) {
-	return list(ctx, q.q, "grants of "+sandboxID, func(r pgx.Row) (store.GrantToken, error) { return scanGrant(r) }, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.sandbox_id = $1 ORDER BY g.position`, sandboxID)
+	return list(ctx, q.q, "grants of "+sandboxID, func(r backend.Row) (store.GrantToken, error) { return scanGrant(r) }, `SELECT `+grantCols+` FROM grant_tokens g WHERE g.sandbox_id = $1 ORDER BY g.position`, sandboxID)
 }
 
 func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.GrantToken, error) {
@@ -43,7 +41,7 @@ func (q queries) GrantTokenByHash(ctx context.Context, hash []byte) (store.Grant
 }
 
 // scanAuditEntry scans one row of Audit.
-func scanAuditEntry(r pgx.Row) (store.AuditEntry, error) {
+func scanAuditEntry(r backend.Row) (store.AuditEntry, error) {
 	var a store.AuditEntry
 	err := r.Scan(&a.ID, &a.AccountID, &a.ProjectID, &a.SandboxID, &a.Caller, &a.Action, &a.Scopes, &a.Message, &a.At)
 	a.At = a.At.UTC()
@@ -63,20 +61,11 @@ func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditE
 }
 
 func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
-	return list(ctx, q.q, "list accounts", func(r pgx.Row) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
-}
-
-// scanLiveCount scans one row of LiveCounts.
-func scanLiveCount(r pgx.Row) (store.LiveCount, error) {
-	var c store.LiveCount
-	var state string
-	err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
-	c.State = store.State(state)
-	return c, err
+	return list(ctx, q.q, "list accounts", func(r backend.Row) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
 }
 
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
-	return list(ctx, q.q, "live counts", scanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
+	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,
 		append(liveStates(), string(store.StateSuspended)))
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // scanIdleCandidate scans one row of IdleCandidates.
-func scanIdleCandidate(r pgx.Row) (store.IdleCandidate, error) {
+func scanIdleCandidate(r backend.Row) (store.IdleCandidate, error) {
 	var c store.IdleCandidate
 	var secs int64
 	err := r.Scan(&c.SandboxID, &c.AccountID, &c.ComputeSince, &secs)

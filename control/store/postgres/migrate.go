@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/sbxedge/sbx/control/store/internal/jobqueue"
 	"github.com/sbxedge/sbx/control/store/internal/sqlmigrate"
 )
 
@@ -86,12 +86,5 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		logger.Info("applied migration", "migration", m.Name)
 	}
 
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
-	if err != nil {
-		return fmt.Errorf("river migrator: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("river migrations: %w", err)
-	}
-	return nil
+	return jobqueue.Migrate(ctx, riverpgxv5.New(pool), logger)
 }

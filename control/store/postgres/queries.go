@@ -21,21 +21,53 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// queries implements store.Reader on the pool or on a transaction.
-type queries struct{ q querier }
+// queries implements store.Reader on the pool or on a transaction; the
+// statements shared with SQLite come from backend.Queries.
+type queries struct {
+	q querier
+	backend.Queries
+}
+
+func newQueries(q querier) queries {
+	return queries{q: q, Queries: backend.Queries{DB: sharedDB{q}, Dialect: &dialect}}
+}
+
+// dialect is how Postgres differs under backend's shared statements: none
+// but its own "no row" and unique-violation errors.
+var dialect = backend.Dialect{
+	NoRows:   pgx.ErrNoRows,
+	Conflict: conflict,
+	Time:     func(t time.Time) any { return t },
+	TimeDest: func(t *time.Time) any { return t },
+}
+
+// sharedDB runs backend's statements, written for Postgres, as they are.
+type sharedDB struct{ q querier }
+
+func (d sharedDB) QueryRow(ctx context.Context, sql string, args ...any) backend.Row {
+	return d.q.QueryRow(ctx, sql, args...)
+}
+
+func (d sharedDB) Query(ctx context.Context, sql string, args ...any) (backend.Rows, error) {
+	rows, err := d.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (d sharedDB) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := d.q.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
 
 // notFound turns pgx.ErrNoRows into store.ErrNotFound, wrapped with what
 // was looked up.
-func notFound(err error, what string) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+func notFound(err error, what string) error { return backend.NotFound(err, pgx.ErrNoRows, what) }
 
 // list runs sql and scans every row with scan; an error is wrapped with
 // what.
-func list[T any](ctx context.Context, q querier, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+func list[T any](ctx context.Context, q querier, what string, scan func(backend.Row) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -80,7 +112,7 @@ func utcPtr(t *time.Time) *time.Time {
 
 const accountCols = backend.AccountCols
 
-func scanAccount(row pgx.Row, extra ...any) (store.Account, error) {
+func scanAccount(row backend.Row, extra ...any) (store.Account, error) {
 	var a store.Account
 	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, &a.AllowedPlatforms, &a.MonthlyMinutes, &a.CreatedAt}, extra...)
 	if err := row.Scan(dest...); err != nil {
@@ -153,14 +185,8 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 
 const profileCols = backend.ProfileCols
 
-func scanProfile(row pgx.Row) (store.Profile, error) {
-	var p store.Profile
-	err := row.Scan(&p.Name, &p.Platform, &p.CPU, &p.MemoryMB, &p.DiskGB, &p.Image)
-	return p, err
-}
-
 func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
-	p, err := scanProfile(q.q.QueryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = $1`, name))
+	p, err := backend.ScanProfile(q.q.QueryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = $1`, name))
 	if err != nil {
 		return store.Profile{}, notFound(err, "profile "+name)
 	}
@@ -168,12 +194,12 @@ func (q queries) Profile(ctx context.Context, name string) (store.Profile, error
 }
 
 func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
+	return list(ctx, q.q, "list profiles", backend.ScanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
 const sandboxCols = backend.SandboxCols
 
-func scanSandbox(row pgx.Row) (store.Sandbox, error) {
+func scanSandbox(row backend.Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var state string
 	var grants, consumer []byte
@@ -259,7 +285,7 @@ func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 }
 
 // scanSession scans one row of Sessions.
-func scanSession(r pgx.Row) (store.Session, error) {
+func scanSession(r backend.Row) (store.Session, error) {
 	var s store.Session
 	var kind string
 	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
@@ -274,7 +300,7 @@ func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Sessio
 }
 
 // scanUsageRow scans one row of Usage.
-func scanUsageRow(r pgx.Row) (store.UsageRow, error) {
+func scanUsageRow(r backend.Row) (store.UsageRow, error) {
 	var u store.UsageRow
 	var kind string
 	err := r.Scan(&u.Platform, &kind, &u.Seconds)
@@ -297,7 +323,7 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 }
 
 // scanEvent scans one row of Events.
-func scanEvent(r pgx.Row) (store.Event, error) {
+func scanEvent(r backend.Row) (store.Event, error) {
 	var e store.Event
 	var state string
 	var consumer []byte

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 const serviceCols = `sandbox_id, name, command, args, cwd, env, port, created_at, updated_at`
 
-func scanService(row pgx.Row) (store.Service, error) {
+func scanService(row backend.Row) (store.Service, error) {
 	var s store.Service
 	var args, env string
 	if err := row.Scan(&s.SandboxID, &s.Name, &s.Command, &args, &s.Cwd, &env, &s.Port, &s.CreatedAt, &s.UpdatedAt); err != nil {
@@ -29,15 +28,7 @@ func scanService(row pgx.Row) (store.Service, error) {
 }
 
 func (q queries) Services(ctx context.Context, sandboxID string) ([]store.Service, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+serviceCols+` FROM services WHERE sandbox_id = $1 ORDER BY name`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list services of %s: %w", sandboxID, err)
-	}
-	ss, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Service, error) { return scanService(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list services of %s: %w", sandboxID, err)
-	}
-	return ss, nil
+	return list(ctx, q.q, "list services of "+sandboxID, scanService, `SELECT `+serviceCols+` FROM services WHERE sandbox_id = $1 ORDER BY name`, sandboxID)
 }
 
 func (t *tx) PutService(ctx context.Context, s store.Service) (store.Service, error) {
@@ -63,11 +54,5 @@ func (t *tx) PutService(ctx context.Context, s store.Service) (store.Service, er
 
 func (t *tx) DeleteService(ctx context.Context, sandboxID, name string) error {
 	tag, err := t.q.Exec(ctx, `DELETE FROM services WHERE sandbox_id = $1 AND name = $2`, sandboxID, name)
-	if err != nil {
-		return fmt.Errorf("delete service %s/%s: %w", sandboxID, name, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete service %s/%s: %w", sandboxID, name, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(tag, err, fmt.Sprintf("delete service %s/%s", sandboxID, name), store.ErrNotFound)
 }

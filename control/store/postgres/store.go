@@ -68,7 +68,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		return nil, fmt.Errorf("river insert client: %w", err)
 	}
 	return &Store{
-		queries:  queries{q: pool},
+		queries:  newQueries(pool),
 		pool:     pool,
 		logger:   logger,
 		inserter: inserter,
@@ -80,7 +80,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 // SandboxForUpdate provide the serialisation callers need.
 func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
-		return fn(&tx{queries: queries{q: ptx}, ptx: ptx, inserter: s.inserter})
+		return fn(&tx{queries: newQueries(ptx), ptx: ptx, inserter: s.inserter})
 	})
 }
 

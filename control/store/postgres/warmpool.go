@@ -8,17 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
-
-// AddWarmPod records a booted pod; a pod recorded already is left as is.
-func (s *Store) AddWarmPod(ctx context.Context, w store.WarmPod) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO warm_pods (pod, profile, image, created_at)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (pod) DO NOTHING`, w.Pod, w.Profile, w.Image, orNow(w.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("add warm pod %s: %w", w.Pod, err)
-	}
-	return nil
-}
 
 // ClaimWarmPod claims the oldest free pod of profile in one UPDATE. SKIP
 // LOCKED lets concurrent claims pass over a row another transaction is
@@ -53,7 +44,7 @@ func (s *Store) ClaimWarmPod(ctx context.Context, profile, sandboxID string) (st
 
 // WarmPods lists every row, oldest first.
 // scanWarmPod scans one row of WarmPods.
-func scanWarmPod(r pgx.Row) (store.WarmPod, error) {
+func scanWarmPod(r backend.Row) (store.WarmPod, error) {
 	var w store.WarmPod
 	err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, &w.CreatedAt, &w.ClaimedAt)
 	return w, err
@@ -62,31 +53,6 @@ func scanWarmPod(r pgx.Row) (store.WarmPod, error) {
 func (s *Store) WarmPods(ctx context.Context) ([]store.WarmPod, error) {
 	return list(ctx, s.pool, "list warm pods", scanWarmPod, `SELECT pod, profile, image, coalesce(claimed_by, ''), created_at, claimed_at
 		FROM warm_pods ORDER BY created_at, pod`)
-}
-
-// RemoveWarmPod deletes a pod's row.
-func (s *Store) RemoveWarmPod(ctx context.Context, pod string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM warm_pods WHERE pod = $1`, pod); err != nil {
-		return fmt.Errorf("remove warm pod %s: %w", pod, err)
-	}
-	return nil
-}
-
-// RemoveFreeWarmPod deletes a pod's row if it is unclaimed.
-func (s *Store) RemoveFreeWarmPod(ctx context.Context, pod string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM warm_pods WHERE pod = $1 AND claimed_by IS NULL`, pod)
-	if err != nil {
-		return false, fmt.Errorf("remove free warm pod %s: %w", pod, err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// ReleaseWarmPod deletes the row of the pod sandboxID claimed, if any.
-func (s *Store) ReleaseWarmPod(ctx context.Context, sandboxID string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM warm_pods WHERE claimed_by = $1`, sandboxID); err != nil {
-		return fmt.Errorf("release warm pod of %s: %w", sandboxID, err)
-	}
-	return nil
 }
 
 // warmLockKey is the advisory lock the warm pool replenisher holds.

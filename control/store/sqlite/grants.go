@@ -75,29 +75,12 @@ func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditE
 }
 
 func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	as, err := collect(rows, func(r scanner) (store.Account, error) { return scanAccount(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	return as, nil
-}
-
-// scanLiveCount scans one row of LiveCounts.
-func scanLiveCount(r scanner) (store.LiveCount, error) {
-	var c store.LiveCount
-	var state string
-	err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
-	c.State = store.State(state)
-	return c, err
+	return list(ctx, q.q, "list accounts", func(r scanner) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
 }
 
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
 	in, args := inList(append(append([]store.State{}, store.LiveStates...), store.StateSuspended))
-	return list(ctx, q.q, "live counts", scanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
+	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state IN `+in+` GROUP BY account_id, platform, state ORDER BY account_id, platform, state`, args...)
 }
 

@@ -8,8 +8,8 @@ import (
 	"log/slog"
 
 	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/sbxedge/sbx/control/store/internal/jobqueue"
 	"github.com/sbxedge/sbx/control/store/internal/sqlmigrate"
 )
 
@@ -73,12 +73,5 @@ func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 		logger.Info("applied migration", "migration", name)
 	}
 
-	migrator, err := rivermigrate.New(riversqlite.New(db), &rivermigrate.Config{Logger: logger})
-	if err != nil {
-		return fmt.Errorf("river migrator: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("river migrations: %w", err)
-	}
-	return nil
+	return jobqueue.Migrate(ctx, riversqlite.New(db), logger)
 }

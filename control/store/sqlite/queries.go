@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,8 +19,45 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// queries implements store.Reader on the database or on a transaction.
-type queries struct{ q querier }
+// queries implements store.Reader on the database or on a transaction;
+// the statements shared with Postgres come from backend.Queries.
+type queries struct {
+	q querier
+	backend.Queries
+}
+
+func newQueries(q querier) queries {
+	return queries{q: q, Queries: backend.Queries{DB: sharedDB{q}, Dialect: &dialect}}
+}
+
+// sharedDB runs backend's statements, renumbering their placeholders.
+type sharedDB struct{ q querier }
+
+func (d sharedDB) QueryRow(ctx context.Context, query string, args ...any) backend.Row {
+	return d.q.QueryRowContext(ctx, backend.Numbered(query), args...)
+}
+
+func (d sharedDB) Query(ctx context.Context, query string, args ...any) (backend.Rows, error) {
+	rows, err := d.q.QueryContext(ctx, backend.Numbered(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (d sharedDB) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := d.q.ExecContext(ctx, backend.Numbered(query), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// sqlRows drops the error of Close, as pgx's rows do: a read's errors
+// surface through Err.
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
 
 // Times are stored as unix microseconds, the precision Postgres keeps, so
 // both backends round-trip the same values.
@@ -51,15 +87,33 @@ func orNow(t time.Time) int64 {
 	return t.UnixMicro()
 }
 
-// scanner is *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
+// microsDest scans a time stored as Unix microseconds.
+type microsDest struct{ t *time.Time }
 
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+func (d microsDest) Scan(src any) error {
+	v, ok := src.(int64)
+	if !ok {
+		return fmt.Errorf("time column holds %T, want Unix microseconds", src)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	*d.t = fromMicros(v)
+	return nil
 }
+
+// dialect is how SQLite differs under backend's shared statements: times
+// as Unix microseconds, and its own "no row" and constraint errors.
+var dialect = backend.Dialect{
+	NoRows:   sql.ErrNoRows,
+	Conflict: conflict,
+	Time:     func(t time.Time) any { return micros(t) },
+	TimeDest: func(t *time.Time) any { return microsDest{t} },
+}
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner = backend.Row
+
+// notFound turns sql.ErrNoRows into store.ErrNotFound, wrapped with what
+// was looked up.
+func notFound(err error, what string) error { return backend.NotFound(err, sql.ErrNoRows, what) }
 
 // list runs query and scans every row with scan; an error is wrapped
 // with what.
@@ -182,14 +236,8 @@ func (q queries) Project(ctx context.Context, id string) (store.Project, error) 
 
 const profileCols = backend.ProfileCols
 
-func scanProfile(row scanner) (store.Profile, error) {
-	var p store.Profile
-	err := row.Scan(&p.Name, &p.Platform, &p.CPU, &p.MemoryMB, &p.DiskGB, &p.Image)
-	return p, err
-}
-
 func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
-	p, err := scanProfile(q.q.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = ?`, name))
+	p, err := backend.ScanProfile(q.q.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = ?`, name))
 	if err != nil {
 		return store.Profile{}, notFound(err, "profile "+name)
 	}
@@ -197,7 +245,7 @@ func (q queries) Profile(ctx context.Context, name string) (store.Profile, error
 }
 
 func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	return list(ctx, q.q, "list profiles", scanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
+	return list(ctx, q.q, "list profiles", backend.ScanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
 const sandboxCols = backend.SandboxCols

@@ -28,15 +28,7 @@ func scanService(row scanner) (store.Service, error) {
 }
 
 func (q queries) Services(ctx context.Context, sandboxID string) ([]store.Service, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT `+serviceCols+` FROM services WHERE sandbox_id = ? ORDER BY name`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list services of %s: %w", sandboxID, err)
-	}
-	ss, err := collect(rows, scanService)
-	if err != nil {
-		return nil, fmt.Errorf("list services of %s: %w", sandboxID, err)
-	}
-	return ss, nil
+	return list(ctx, q.q, "list services of "+sandboxID, scanService, `SELECT `+serviceCols+` FROM services WHERE sandbox_id = ? ORDER BY name`, sandboxID)
 }
 
 func (t *tx) PutService(ctx context.Context, s store.Service) (store.Service, error) {
@@ -57,13 +49,7 @@ func (t *tx) PutService(ctx context.Context, s store.Service) (store.Service, er
 
 func (t *tx) DeleteService(ctx context.Context, sandboxID, name string) error {
 	res, err := t.q.ExecContext(ctx, `DELETE FROM services WHERE sandbox_id = ? AND name = ?`, sandboxID, name)
-	if err != nil {
-		return fmt.Errorf("delete service %s/%s: %w", sandboxID, name, err)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("delete service %s/%s: %w", sandboxID, name, store.ErrNotFound)
-	}
-	return nil
+	return oneRow(res, err, fmt.Sprintf("delete service %s/%s", sandboxID, name), store.ErrNotFound)
 }
 
 func nonNilArgs(a []string) []string {

@@ -106,7 +106,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("river insert client: %w", err)
 	}
 	return &Store{
-		queries:  queries{q: db},
+		queries:  newQueries(db),
 		db:       db,
 		logger:   logger,
 		inserter: inserter,
@@ -132,7 +132,7 @@ func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
 			_ = stx.Rollback()
 		}
 	}()
-	t := &tx{queries: queries{q: stx}, stx: stx, inserter: s.inserter}
+	t := &tx{queries: newQueries(stx), stx: stx, inserter: s.inserter}
 	if err := fn(t); err != nil {
 		return err
 	}

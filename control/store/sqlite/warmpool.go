@@ -10,16 +10,6 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
-// AddWarmPod records a booted pod; a pod recorded already is left as is.
-func (s *Store) AddWarmPod(ctx context.Context, w store.WarmPod) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO warm_pods (pod, profile, image, created_at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (pod) DO NOTHING`, w.Pod, w.Profile, w.Image, orNow(w.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("add warm pod %s: %w", w.Pod, err)
-	}
-	return nil
-}
-
 // ClaimWarmPod claims the oldest free pod of profile. One UPDATE statement
 // is atomic in SQLite, which also serialises writers.
 func (s *Store) ClaimWarmPod(ctx context.Context, profile, sandboxID string) (string, error) {
@@ -72,32 +62,6 @@ func (s *Store) WarmPods(ctx context.Context) ([]store.WarmPod, error) {
 		return nil, fmt.Errorf("list warm pods: %w", err)
 	}
 	return out, nil
-}
-
-// RemoveWarmPod deletes a pod's row.
-func (s *Store) RemoveWarmPod(ctx context.Context, pod string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM warm_pods WHERE pod = ?`, pod); err != nil {
-		return fmt.Errorf("remove warm pod %s: %w", pod, err)
-	}
-	return nil
-}
-
-// RemoveFreeWarmPod deletes a pod's row if it is unclaimed.
-func (s *Store) RemoveFreeWarmPod(ctx context.Context, pod string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM warm_pods WHERE pod = ? AND claimed_by IS NULL`, pod)
-	if err != nil {
-		return false, fmt.Errorf("remove free warm pod %s: %w", pod, err)
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
-
-// ReleaseWarmPod deletes the row of the pod sandboxID claimed, if any.
-func (s *Store) ReleaseWarmPod(ctx context.Context, sandboxID string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM warm_pods WHERE claimed_by = ?`, sandboxID); err != nil {
-		return fmt.Errorf("release warm pod of %s: %w", sandboxID, err)
-	}
-	return nil
 }
 
 // WithWarmLock runs fn unless another caller in this process is: a SQLite

@@ -1,9 +1,49 @@
-// Package backend is what the Postgres and SQLite stores share as
-// written: the column lists their scanners read in this order, the queries
-// without placeholders or dialect-specific functions, and the page size.
-// Everything with a placeholder ($1 or ?) or a dialect's own function
-// stays in its backend.
+// Package backend is what the Postgres and SQLite stores share: the column
+// lists their scanners read in this order, the queries without placeholders
+// or dialect-specific functions, the page size, scanners for rows both
+// store alike, and Queries, the statements written once (with $n
+// placeholders) that run on either backend through its DB and Dialect:
+// SQLite renumbers the placeholders and binds and scans times as Unix
+// microseconds. A statement using a dialect's own SQL (SKIP LOCKED,
+// advisory locks, unixepoch) stays in its backend.
 package backend
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// Row is a result row of either backend: pgx.Row, pgx.CollectableRow,
+// *sql.Row or *sql.Rows.
+type Row interface{ Scan(dest ...any) error }
+
+// NotFound wraps a lookup's err with what, as store.ErrNotFound when err
+// is noRows, the driver's "no row" (pgx.ErrNoRows, sql.ErrNoRows).
+func NotFound(err, noRows error, what string) error {
+	if errors.Is(err, noRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// ScanProfile scans one row of ProfileCols.
+func ScanProfile(row Row) (store.Profile, error) {
+	var p store.Profile
+	err := row.Scan(&p.Name, &p.Platform, &p.CPU, &p.MemoryMB, &p.DiskGB, &p.Image)
+	return p, err
+}
+
+// ScanLiveCount scans one row of a live count: account_id, platform,
+// state, count(*).
+func ScanLiveCount(r Row) (store.LiveCount, error) {
+	var c store.LiveCount
+	var state string
+	err := r.Scan(&c.AccountID, &c.Platform, &state, &c.Count)
+	c.State = store.State(state)
+	return c, err
+}
 
 // Column lists, in the order each backend's scanner reads them.
 const (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/sbxedge/sbx/control/store"
 )
@@ -129,5 +130,18 @@ func (r *Runner[TTx]) Close() error {
 		return fmt.Errorf("stop jobs on close: %w", err)
 	}
 	r.client = nil
+	return nil
+}
+
+// Migrate brings River's own tables on driver's database up to date; each
+// backend runs it after its schema migrations.
+func Migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], logger *slog.Logger) error {
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("river migrator: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrations: %w", err)
+	}
 	return nil
 }
