@@ -28,9 +28,12 @@ import (
 func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	t.Parallel()
 	sshBin := sshscenario.Require(t, "ssh", "openssh-client")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	kc := k8stest.NewCluster(t)
+	// A hang detector for the flow, started once the cluster is up: its
+	// apiserver took 2m25s to start under -race at load 40, which ended a
+	// 2-minute context taken before it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	kl := kc.Kubelet
 	cat, err := k8s.LoadCatalog(filepath.Join("..", "..", "control", "provider", "k8s", "testdata", "catalog.yaml"))
 	if err != nil {
