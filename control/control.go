@@ -201,10 +201,19 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Assigned only once open: a nil *postgres.Store or *sqlite.Store in
+	// s.Store would be a non-nil interface, and closeParts would call
+	// Close on it.
 	if cfg.DatabaseURL != "" {
-		s.Store, err = postgres.Open(ctx, cfg.DatabaseURL, cfg.Logger)
+		var pg *postgres.Store
+		if pg, err = postgres.Open(ctx, cfg.DatabaseURL, cfg.Logger); err == nil {
+			s.Store = pg
+		}
 	} else {
-		s.Store, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "sbx.db"), cfg.Logger)
+		var lite *sqlite.Store
+		if lite, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "sbx.db"), cfg.Logger); err == nil {
+			s.Store = lite
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)

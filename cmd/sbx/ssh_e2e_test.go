@@ -102,7 +102,7 @@ func createReady(t *testing.T, p *devProc) string {
 	if code := p.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-small"}, &sb); code != 201 {
 		t.Fatalf("create: status %d", code)
 	}
-	p.waitStatus(sb.ID, "ready", 30*time.Second)
+	p.waitStatus(sb.ID, "ready", 2*time.Minute) // a hang detector, as control/api's createReady
 	return sb.ID
 }
 
@@ -124,6 +124,8 @@ func TestSSHThroughBroker(t *testing.T) {
 			// beside this one) can outlast the production 10 s upstream
 			// budget; the scenarios check that no session is lost, not how
 			// fast sshd forks (as edge/sshbroker's TestParallelSessions).
+			// The broker gives the upstream this budget past the client's
+			// handshake budget (TestSlowUpstreamOutlastsHandshakeTimeout).
 			p := startDev(t, filepath.Join(dir, "data"), "", "--sandbox-server", mode, "--ssh-upstream-timeout", "2m")
 			a := createReady(t, p)
 			ta := mint(t, p, a, dir)

@@ -82,17 +82,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A long command ends with its authority too (see streamauth.go).
-	ctx, _, done, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	ctx, _, sw, ok := s.watchStream(w, r, t.SandboxID, epoch)
 	if !ok {
 		return
 	}
-	defer done()
+	defer sw.done()
 	res, err := s.pods.Exec(ctx, t, req)
-	if se, ended := endedBy(ctx); ended && err != nil {
-		writeProblem(w, r, se.p)
-		return
-	}
 	if err != nil {
+		if se, ended := sw.failed(ctx); ended {
+			writeProblem(w, r, se.p)
+			return
+		}
 		writeError(w, r, err)
 		return
 	}

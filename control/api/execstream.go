@@ -39,11 +39,11 @@ type execChunk struct {
 // event is an "error" saying so (streamauth.go); epoch is the
 // invalidation epoch read before target checked the sandbox.
 func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Target, req podssh.ExecRequest, took prometheus.Observer, epoch uint64) {
-	ctx, cancel, done, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	ctx, cancel, sw, ok := s.watchStream(w, r, t.SandboxID, epoch)
 	if !ok {
 		return
 	}
-	defer done()
+	defer sw.done()
 	stopOnShutdown := make(chan struct{})
 	go func() { // owned here: ends when the command's context does
 		defer close(stopOnShutdown)
@@ -64,7 +64,11 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Tar
 	stopKeepAlive()
 	stdout.flush()
 	stderr.flush()
-	gone, ended := endedBy(ctx)
+	var gone *streamEnded
+	ended := false
+	if err != nil && r.Context().Err() == nil {
+		gone, ended = sw.failed(ctx)
+	}
 	switch {
 	case err != nil && r.Context().Err() != nil:
 		logger(r).InfoContext(r.Context(), "exec stream: client went away; command ended", "sandbox_id", t.SandboxID)

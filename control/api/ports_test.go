@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -83,6 +84,26 @@ func testPorts(t *testing.T, backend string) {
 		if code < 400 || code >= 500 || p.Code != tc.code {
 			t.Errorf("%s: %d %s, want 4xx %s", tc.name, code, b, tc.code)
 		}
+	}
+	// The sandbox's own sshd port, whatever its number (a Kubernetes
+	// pod's is not 22): the 422 cmd/sbx's Kubernetes test drew when its
+	// web port happened to be that number.
+	ctx := context.Background()
+	err = e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+		row, err := tx.SandboxForUpdate(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		row.Endpoint = "10.1.2.3:2222"
+		return tx.UpdateSandbox(ctx, row)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, b = e.do("dev", "POST", path, strings.NewReader(`{"port":2222}`), "Content-Type", "application/json")
+	var sshd problemDoc
+	if _ = json.Unmarshal(b, &sshd); code != 422 || sshd.Code != "invalid_request" || !strings.Contains(string(b), "SSH server") {
+		t.Errorf("the sandbox's sshd port 2222: %d %s, want 422 naming its SSH server", code, b)
 	}
 	// Another account sees no sandbox.
 	if code, _, b := e.do("other", "POST", path, strings.NewReader(`{"port":3001}`), "Content-Type", "application/json"); code != 404 {

@@ -126,11 +126,11 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	req.Dir = t.Workspace
 	// ctx is the session's life: it ends when the client goes, control
 	// shuts down, or the stream's authority goes (streamauth.go).
-	ctx, cancel, done, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	ctx, cancel, sw, ok := s.watchStream(w, r, t.SandboxID, epoch)
 	if !ok {
 		return
 	}
-	defer done()
+	defer sw.done()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Checked by originAllowed, with the API's patterns.
 		InsecureSkipVerify: true,
@@ -195,12 +195,21 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	}()
 	res, err := term.Wait(ctx)
 	if err != nil {
-		if gone, ended := endedBy(ctx); ended {
+		clientLeft := ctx.Err() != nil // before failed, which may end ctx
+		gone, ended := sw.failed(ctx)
+		switch {
+		case ended:
 			_ = term.Close() // hang the command up before telling the client
 			s.writePty(ioCtx, conn, ptyMessage{Type: "error", Problem: gone.p})
 			_ = conn.Close(websocket.StatusPolicyViolation, gone.p.Code)
-		} else if errors.Is(context.Cause(ctx), errShuttingDown) {
+		case errors.Is(context.Cause(ctx), errShuttingDown):
 			_ = conn.Close(websocket.StatusGoingAway, "control is shutting down")
+		case !clientLeft:
+			// The session broke with the client still there: say so
+			// rather than drop the connection without a reason.
+			p := toProblem(r, err)
+			s.writePty(ioCtx, conn, ptyMessage{Type: "error", Problem: p})
+			_ = conn.Close(websocket.StatusInternalError, p.Code)
 		}
 		return // else the client went away: term.Close hangs the command up
 	}

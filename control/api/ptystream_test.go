@@ -238,7 +238,10 @@ window.runTerminal = (url) => new Promise((resolve) => {
 	}
 	wsURL := strings.Replace(e.svc.URL(), "http://", "ws://", 1) + tk.URL + "&command=sh"
 
-	ctx := chromiumtest.New(t, 90*time.Second)
+	// A hang detector for the browser's start, the page and the session:
+	// the whole test took 30-38 s in -race runs of this package at load
+	// 30, and overran 90 s in a whole-tree make race.
+	ctx := chromiumtest.New(t, 5*time.Minute)
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page.URL)); err != nil {
 		t.Fatal(err)
 	}

@@ -79,18 +79,47 @@ func (ss *streamSet) match(f func(*liveStream) bool) []*liveStream {
 
 // watchStream gives a stream on sandboxID, whose authority was checked at
 // epoch (read before target), its context: it ends with the request, or
-// with a *streamEnded cause when that authority goes. done must be called
-// when the stream ends. ok is false when an invalidation since epoch took
-// the authority away already; the problem has been answered then.
-func (s *Server) watchStream(w http.ResponseWriter, r *http.Request, sandboxID string, epoch uint64) (ctx context.Context, cancel context.CancelCauseFunc, done func(), ok bool) {
+// with a *streamEnded cause when that authority goes. sw.done must be
+// called when the stream ends. ok is false when an invalidation since
+// epoch took the authority away already; the problem has been answered
+// then.
+func (s *Server) watchStream(w http.ResponseWriter, r *http.Request, sandboxID string, epoch uint64) (ctx context.Context, cancel context.CancelCauseFunc, sw *streamWatch, ok bool) {
 	ctx, cancel = context.WithCancelCause(r.Context())
-	untrack, refused := s.trackStream(ctx, r, sandboxID, epoch, cancel)
+	ls, untrack, refused := s.trackStream(ctx, r, sandboxID, epoch, cancel)
 	if refused != nil {
 		cancel(nil)
 		writeProblem(w, r, refused.p)
 		return nil, nil, nil, false
 	}
-	return ctx, cancel, func() { untrack(); cancel(nil) }, true
+	return ctx, cancel, &streamWatch{s: s, ls: ls, untrack: untrack}, true
+}
+
+// streamWatch is a stream registered by watchStream.
+type streamWatch struct {
+	s       *Server
+	ls      *liveStream
+	untrack func()
+}
+
+// done unregisters the stream and ends its context.
+func (sw *streamWatch) done() {
+	sw.untrack()
+	sw.ls.cancel(nil)
+}
+
+// failed reports whether the command of the stream whose context is ctx
+// failed because the stream's authority went, and why. The end of a
+// sandbox can break the command's session before the invalidation saying
+// so arrives: a delete destroys the sandbox at once, and through Redis
+// the invalidation comes back asynchronously. So when ctx has not ended
+// at all yet, the store is asked now, rather than the client being told
+// of a broken session (or nothing) instead of why.
+func (sw *streamWatch) failed(ctx context.Context) (*streamEnded, bool) {
+	if ctx.Err() == nil {
+		sw.s.recheckSandbox(ctx, []*liveStream{sw.ls})
+		sw.s.recheckTokens(ctx, []*liveStream{sw.ls})
+	}
+	return endedBy(ctx)
 }
 
 // trackStream registers a stream whose authority was checked at epoch
@@ -98,8 +127,8 @@ func (s *Server) watchStream(w http.ResponseWriter, r *http.Request, sandboxID s
 // returned untrack must be called when the stream ends. gone is not nil
 // when an invalidation since epoch already took the authority away, and
 // says why; nothing is registered then.
-func (s *Server) trackStream(ctx context.Context, r *http.Request, sandboxID string, epoch uint64, cancel context.CancelCauseFunc) (untrack func(), gone *streamEnded) {
-	ls := &liveStream{sandboxID: sandboxID, accountID: account(r).ID, tokenID: callerID(r),
+func (s *Server) trackStream(ctx context.Context, r *http.Request, sandboxID string, epoch uint64, cancel context.CancelCauseFunc) (ls *liveStream, untrack func(), gone *streamEnded) {
+	ls = &liveStream{sandboxID: sandboxID, accountID: account(r).ID, tokenID: callerID(r),
 		opened: s.now(), cancel: cancel}
 	s.streams.mu.Lock()
 	if s.streams.m == nil {
@@ -117,10 +146,10 @@ func (s *Server) trackStream(ctx context.Context, r *http.Request, sandboxID str
 		s.recheckTokens(ctx, []*liveStream{ls})
 		if se, ended := endedBy(ctx); ended {
 			untrack()
-			return nil, se
+			return nil, nil, se
 		}
 	}
-	return untrack, nil
+	return ls, untrack, nil
 }
 
 // Invalidate applies an invalidation: the streams it concerns are checked

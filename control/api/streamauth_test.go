@@ -211,3 +211,76 @@ func TestStreamEndsThroughRedis(t *testing.T) {
 	}
 	t.Logf("through Redis: terminal stream closed %v after the delete", time.Since(start).Round(time.Millisecond))
 }
+
+// TestStreamEndsBeforeItsInvalidation: when the sandbox's end breaks a
+// stream's session before any invalidation says so (through Redis the
+// invalidation comes back asynchronously, while a delete destroys the
+// sandbox at once), the stream still ends with the reason, found in the
+// store, not with a dropped connection or a broken-session error. The
+// row is ended and the sandbox destroyed behind the lifecycle's back, so
+// no invalidation comes at all.
+func TestStreamEndsBeforeItsInvalidation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	endBehindTheBack := func(t *testing.T, id string) {
+		ctx := context.Background()
+		err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+			sb, err := tx.SandboxForUpdate(ctx, id)
+			if err != nil {
+				return err
+			}
+			sb.State = store.StateTerminated
+			return tx.UpdateSandbox(ctx, sb)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.svc.Provider.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("terminal", func(t *testing.T) {
+		id := e.createReady(t)
+		p, _, err := e.dialPty(t, id, "command="+url.QueryEscape("echo started; exec sleep 600"), http.Header{"Authorization": {"Bearer " + e.tokens["dev"]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.waitFor(0, "started")
+		endBehindTheBack(t, id)
+		select {
+		case <-p.done:
+		case <-time.After(time.Minute): // a hang detector: the session's end is what ends it
+			t.Fatal("terminal stream still open a minute after its sandbox was destroyed")
+		}
+		var ce websocket.CloseError
+		if !errors.As(p.end, &ce) || ce.Code != websocket.StatusPolicyViolation || ce.Reason != "sandbox_ended" {
+			t.Fatalf("stream ended with %v, want close 1008 \"sandbox_ended\"", p.end)
+		}
+	})
+	t.Run("exec stream", func(t *testing.T) {
+		id := e.createReady(t)
+		events, _ := e.startExecStream(t, id, `{"command":"echo started; exec sleep 600"}`, false)
+		if ev := nextEvent(t, events); ev.name != "stdout" {
+			t.Fatalf("first event %s %s, want stdout", ev.name, ev.data)
+		}
+		endBehindTheBack(t, id)
+		var last execEvent
+		timeout := time.After(time.Minute) // a hang detector, as above
+	read:
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					break read
+				}
+				last = ev
+			case <-timeout:
+				t.Fatal("exec stream still open a minute after its sandbox was destroyed")
+			}
+		}
+		var p problemDoc
+		if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != "sandbox_ended" {
+			t.Fatalf("last event %s %s, want error with problem code sandbox_ended", last.name, last.data)
+		}
+	})
+}

@@ -2,11 +2,13 @@ package sshbroker
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -275,5 +277,60 @@ func TestHandshakeTimeout(t *testing.T) {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("broker kept a silent client for %v", time.Since(start))
+	}
+}
+
+// TestSlowUpstreamOutlastsHandshakeTimeout: a sandbox sshd slower to
+// answer than what the client's handshake budget has left still gets its
+// own budget (UpstreamDialTimeout) once the client proved its key.
+func TestSlowUpstreamOutlastsHandshakeTimeout(t *testing.T) {
+	const delay = 2 * time.Second
+	e := newEnv(t, func(c *Config) {
+		c.HandshakeTimeout = time.Second
+		c.UpstreamDialTimeout = time.Minute
+	})
+	// A relay that holds each upstream connection for delay before
+	// passing bytes: the sshd as it answers when fifty logins fork at once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				time.Sleep(delay)
+				up, err := net.Dial("tcp", e.up.Addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{})
+				go func() { // ends when c or up closes
+					defer close(done)
+					_, _ = io.Copy(up, c)
+					up.Close()
+				}()
+				_, _ = io.Copy(c, up)
+				c.Close()
+				<-done
+			})
+		}
+	})
+	k := e.grant("slow", nil)
+	e.auth.mu.Lock()
+	cr := e.auth.creds[k.fp]
+	cr.route.Addr = ln.Addr().String()
+	e.auth.creds[k.fp] = cr
+	e.auth.mu.Unlock()
+	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "slow", nil, "echo through"), nil)
+	if r.code != 0 || r.stdout != "through\n" {
+		t.Fatalf("code %d stdout %q stderr %q; want the session, %v upstream delay inside a %v dial budget", r.code, r.stdout, r.stderr, delay, time.Minute)
 	}
 }

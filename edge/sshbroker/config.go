@@ -43,10 +43,12 @@ type Config struct {
 	// HandshakeTimeout bounds everything before the client is
 	// authenticated and the upstream is connected: key exchange, auth and
 	// the upstream dial. Default 30s: generous for a human picking a key,
-	// short enough that idle half-open sockets do not pile up.
+	// short enough that idle half-open sockets do not pile up. Once the
+	// client proved its key, the deadline is moved out to leave the
+	// upstream dial its own UpstreamDialTimeout.
 	HandshakeTimeout time.Duration
 	// UpstreamDialTimeout bounds the TCP dial plus SSH handshake to the
-	// sandbox. Default 10s.
+	// sandbox, however much of HandshakeTimeout is left. Default 10s.
 	UpstreamDialTimeout time.Duration
 	// UpstreamCertTTL is the lifetime of the certificate presented to the
 	// sandbox. sshd only checks it at login, so it can be short. Default 5m.

@@ -266,6 +266,15 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 	// Marked before the dial, not only once the connection is open, so the
 	// idle detector does not pick this sandbox while the handshake runs.
 	cc.b.act.Mark(route.SandboxID)
+	// The upstream gets its own budget, not what the client's handshake
+	// has left: a sandbox sshd slow to answer (fifty logins at once)
+	// would otherwise cut a client that already proved its key, whatever
+	// UpstreamDialTimeout says (twice: a stale route is dialed again once
+	// refreshed). Only a key holder gets here, as for wake.
+	if err := cc.extendDeadline(2*cc.b.cfg.UpstreamDialTimeout + cc.b.cfg.HandshakeTimeout); err != nil {
+		cc.b.release(route.SandboxID)
+		return nil, err
+	}
 	up, chans, reqs, err := cc.b.dialUpstream(cc.ctx, route, cc.id)
 	if err != nil && cc.b.cfg.Waker != nil {
 		if fresh, ok := cc.refreshRoute(meta.User(), fp); ok {
@@ -294,6 +303,18 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 	cc.sid.Store(route.SandboxID)
 	cc.log = log
 	return &ssh.Permissions{Extensions: map[string]string{extFingerprint: fp}}, nil
+}
+
+// extendDeadline moves the handshake deadline to d from now, if that is
+// later.
+func (cc *clientConn) extendDeadline(d time.Duration) error {
+	if until := time.Now().Add(d); until.After(cc.deadline) {
+		cc.deadline = until
+		if err := cc.nc.SetDeadline(until); err != nil {
+			return fmt.Errorf("extend handshake deadline for the upstream: %w", err)
+		}
+	}
+	return nil
 }
 
 // refusalMessage is what a key holder is told. Only reasons about the

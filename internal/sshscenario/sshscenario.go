@@ -319,7 +319,9 @@ func ParallelSessions(t *testing.T, targets []SSH, n int) {
 			defer wg.Done()
 			// stdout only: the machine's shell start-up files may write to
 			// stderr when many logins race.
-			out, err := targets[i%len(targets)](Ctx(t, 2*time.Minute), nil, fmt.Sprintf("sleep 1; echo session-%d", i)).Output()
+			// A hang detector: fifty sshd logins at once took 94-105 s
+			// to finish under -race at load 35-66 (cmd/sbx, sshd mode).
+			out, err := targets[i%len(targets)](Ctx(t, 5*time.Minute), nil, fmt.Sprintf("sleep 1; echo session-%d", i)).Output()
 			if err != nil || strings.TrimSpace(string(out)) != fmt.Sprintf("session-%d", i) {
 				errs <- fmt.Errorf("session %d to target %d: %v: %q", i, i%len(targets), err, out)
 			}
