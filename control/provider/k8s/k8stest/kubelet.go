@@ -52,13 +52,18 @@ type Kubelet struct {
 	dyn    dynamic.Interface
 	ns     string
 	dir    string
-	init   string // the sbx-init binary
-	port   int
-	log    *slog.Logger
+	// podsDir holds each pod's own files (root, Secret volume, passwd,
+	// log) under a short path: the init's control socket is under it,
+	// and a unix socket's path has at most 107 bytes.
+	podsDir string
+	init    string // the sbx-init binary
+	port    int
+	log     *slog.Logger
 
-	mu     sync.Mutex // guards pods, nextIP, deleted and each podRun
-	pods   map[string]*podRun
-	nextIP uint32
+	mu      sync.Mutex // guards pods, nextIP, nextDir, deleted and each podRun
+	pods    map[string]*podRun
+	nextIP  uint32
+	nextDir int
 	// deleted holds pods the watch saw deleted (name -> UID), for the
 	// sync loop to stop. Every start and stop of a pod is decided on the
 	// sync goroutine, so a deleted pod and its same-named successor
@@ -154,6 +159,11 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatal(err)
 	}
+	podsDir, err := os.MkdirTemp("", "kl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(podsDir) }) // after Close: cleanups run last first
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +172,7 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{
-		client: client, dyn: dyn, ns: ns, dir: t.TempDir(), init: bin, port: port,
+		client: client, dyn: dyn, ns: ns, dir: t.TempDir(), podsDir: podsDir, init: bin, port: port,
 		log:  slog.New(slog.DiscardHandler),
 		pods: map[string]*podRun{}, deleted: map[string]types.UID{},
 		// Each kubelet hands out its own block of 127/8 so parallel tests
@@ -334,8 +344,9 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod, sec *corev1.Secret) 
 		if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 			grace = time.Duration(*g) * time.Second
 		}
+		k.nextDir++
 		r = &podRun{ip: k.allocIPLocked(), uid: pod.UID, grace: grace,
-			dir: filepath.Join(k.dir, "pods", pod.Name, string(pod.UID))}
+			dir: filepath.Join(k.podsDir, strconv.Itoa(k.nextDir))}
 		k.pods[pod.Name] = r
 	}
 	proc, reported, stopping := r.proc, r.reported, r.stopping
@@ -390,10 +401,14 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod, sec *corev1.Secret) 
 func (k *Kubelet) reportExit(ctx context.Context, pod *corev1.Pod, r *podRun) error {
 	code := r.proc.code
 	t := Termination{ContainerReason: "Completed", ExitCode: int32(code), FinishedAt: time.Now()}
+	msg := ""
 	if code != 0 {
+		// As kubelet's FallbackToLogsOnError: the log's end says why.
 		t.ContainerReason = "Error"
+		b, _ := os.ReadFile(filepath.Join(r.dir, "init.log"))
+		msg = string(b[max(0, len(b)-2048):])
 	}
-	if err := k.report(ctx, pod, t, ""); err != nil {
+	if err := k.report(ctx, pod, t, msg); err != nil {
 		return err
 	}
 	k.mu.Lock()
