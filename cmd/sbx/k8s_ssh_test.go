@@ -70,7 +70,13 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	if code := api.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-warm"}, &sb); code != 201 {
 		t.Fatalf("create: %d", code)
 	}
-	api.waitStatus(sb.ID, "ready", 60*time.Second)
+	// sshd starts a session in the user's home, which in a pod is the
+	// image's /home/sandbox, off the workspace volume: what must survive
+	// a suspend is written in the workspace.
+	ws := "."
+	if ready := api.waitStatus(sb.ID, "ready", 60*time.Second); ready.Workspace != nil {
+		ws = *ready.Workspace
+	}
 	var cred sshToken
 	if code := api.call("POST", "/api/v1/sandboxes/"+sb.ID+"/ssh_tokens", map[string]any{"ttl_minutes": 10}, &cred); code != 201 {
 		t.Fatalf("ssh_tokens: %d", code)
@@ -79,7 +85,7 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		keyFile: writeKey(t, dir, "id_ed25519", []byte(cred.PrivateKeyPem))}
 	ssh := func(command string) (stdout, stderr string) {
 		t.Helper()
-		out, errOut, code := runTool(t, "", sshBin, append(ta.opts("-p"), ta.dest(), command)...)
+		out, errOut, code := runTool(t, "", sshBin, append(ta.opts("-p"), ta.dest(), "cd "+ws+" && "+command)...)
 		if code != 0 {
 			t.Fatalf("ssh %q: exit %d\n%s%s", command, code, out, errOut)
 		}

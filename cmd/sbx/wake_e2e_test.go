@@ -115,13 +115,17 @@ type wakeDoc struct {
 	step, body string
 }
 
-var dataStep = regexp.MustCompile(`data-step="([a-z_]*)"`)
+// dataStep is the waking page's step, or an error page's code.
+var dataStep = regexp.MustCompile(`data-(?:step|code)="([a-z_]*)"`)
 
 // browserWake navigates to rawURL through the preview as a browser does
-// (Accept: text/html), and again each time the waking page would reload
-// itself, until the page holds app. It returns every document loaded.
+// (Accept: text/html); on the waking page it does what the page's
+// script does, polling the wake status until ready and then reloading,
+// until the page holds app. It returns every document loaded.
 func (p *devProc) browserWake(rawURL, app string) []wakeDoc {
 	p.t.Helper()
+	u, _ := url.Parse(rawURL)
+	status := u.Scheme + "://" + u.Host + "/__sbx_preview/wake-status"
 	var docs []wakeDoc
 	for end := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		code, _, body := p.timedGet(rawURL, "Accept: text/html")
@@ -132,6 +136,12 @@ func (p *devProc) browserWake(rawURL, app string) []wakeDoc {
 		docs = append(docs, d)
 		if code == 200 && strings.Contains(body, app) {
 			return docs
+		}
+		for time.Now().Before(end) {
+			if _, _, st := p.timedGet(status); strings.Contains(st, `"ready":true`) {
+				break
+			}
+			time.Sleep(400 * time.Millisecond)
 		}
 		if time.Now().After(end) {
 			p.t.Fatalf("%s never showed the app; last document %d:\n%s", rawURL, code, body)
