@@ -52,6 +52,7 @@ func run(args []string) int {
 	home := fs.String("home", env("HOME", "/home/sandbox"), "home directory files.json entries are installed under")
 	workspace := fs.String("workspace", env("SBX_WORKSPACE", "/workspace"), "the services' working directory")
 	sshPort := fs.Int("port", port, "sshd port")
+	listen := fs.String("listen-addr", env("SBX_SSH_ADDR", ""), "sshd's listen address (default every address)")
 	sshd := fs.String("sshd", "/usr/sbin/sshd", "absolute path of sshd")
 	grace := fs.Duration("grace", 5*time.Second, "PID 1: how long processes left behind get between SIGTERM and SIGKILL")
 	if err := fs.Parse(args); err != nil {
@@ -67,7 +68,7 @@ func run(args []string) int {
 		defer stop()
 		err = sandboxinit.RunInit(ctx, sandboxinit.InitConfig{
 			SecretDir: *secretDir, RunDir: *runDir, HomeDir: *home, Workspace: *workspace,
-			SSHPort: *sshPort, SSHD: *sshd, Self: self, Logger: log,
+			ListenAddr: *listen, SSHPort: *sshPort, SSHD: *sshd, Self: self, Logger: log,
 		})
 		if err != nil {
 			log.Error("init failed", "err", err)

@@ -17,34 +17,14 @@ import (
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
 // writeSecret writes the Secret's files the way kubelet updates a
-// mounted Secret: a new directory, then an atomic swap of the ..data
-// symlink the visible names point through.
+// mounted Secret (a ..data symlink swap).
 func writeSecret(t *testing.T, dir string, gen int, files map[string][]byte) {
 	t.Helper()
-	ts := filepath.Join(dir, "..gen"+strconv.Itoa(gen))
-	if err := os.MkdirAll(ts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(ts, name), b, 0o440); err != nil {
-			t.Fatal(err)
-		}
-		link := filepath.Join(dir, name)
-		if _, err := os.Lstat(link); err != nil {
-			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	_ = os.Remove(tmp)
-	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+	if err := inittest.WriteSecret(dir, gen, files); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -19,12 +19,17 @@ import (
 )
 
 // TestSSHAndPreviewThroughKubernetes runs control with the k8s provider (a real
-// kube-apiserver, control under deploy/'s Role, and the test kubelet), the SSH broker and
+// kube-apiserver, control under deploy/'s Role, and the test kubelet, whose
+// pods run the real init, cmd/sbx-init, and sshd), the SSH broker and
 // the preview proxy in one process, as sbx dev wires them, and drives a
 // sandbox pod with the real OpenSSH client through the broker: a command
 // writes a file and starts a loopback web server that curl reaches through
 // the preview proxy, the sandbox is suspended to a VolumeSnapshot, and the
-// next SSH connection wakes it with the file still there.
+// next SSH connection wakes it with the file still there and the server
+// gone. Then a Python dev server declared as a service with its port:
+// after a suspend a browser's reload shows the waking page's steps, then
+// the app, with no 502, and the service's logs show two starts; after
+// another, an API client's request is held until the port answers.
 func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	t.Parallel()
 	sshBin := sshscenario.Require(t, "ssh", "openssh-client")
@@ -68,7 +73,13 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	if code := api.call("POST", "/api/v1/sandboxes", map[string]any{"profile": "tuist-linux-warm"}, &sb); code != 201 {
 		t.Fatalf("create: %d", code)
 	}
-	api.waitStatus(sb.ID, "ready", 60*time.Second)
+	// sshd starts a session in the user's home, which in a pod is the
+	// image's /home/sandbox, off the workspace volume: what must survive
+	// a suspend is written in the workspace.
+	ws := "."
+	if ready := api.waitStatus(sb.ID, "ready", 60*time.Second); ready.Workspace != nil {
+		ws = *ready.Workspace
+	}
 	var cred sshToken
 	if code := api.call("POST", "/api/v1/sandboxes/"+sb.ID+"/ssh_tokens", map[string]any{"ttl_minutes": 10}, &cred); code != 201 {
 		t.Fatalf("ssh_tokens: %d", code)
@@ -77,7 +88,7 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		keyFile: writeKey(t, dir, "id_ed25519", []byte(cred.PrivateKeyPem))}
 	ssh := func(command string) (stdout, stderr string) {
 		t.Helper()
-		out, errOut, code := runTool(t, "", sshBin, append(ta.opts("-p"), ta.dest(), command)...)
+		out, errOut, code := runTool(t, "", sshBin, append(ta.opts("-p"), ta.dest(), "cd "+ws+" && "+command)...)
 		if code != 0 {
 			t.Fatalf("ssh %q: exit %d\n%s%s", command, code, out, errOut)
 		}
@@ -104,13 +115,8 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		webPort = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	}
-	pidOut, _ := ssh("mkdir -p site && echo from-the-pod > site/index.html && " +
-		"{ setsid nohup python3 -m http.server --bind 127.0.0.1 --directory site " + strconv.Itoa(webPort) + " >/dev/null 2>&1 & } && echo $!")
-	killWeb := func() {}
-	if pid, err := strconv.Atoi(strings.TrimSpace(pidOut)); err == nil {
-		killWeb = func() { killProcess(pid) }
-		t.Cleanup(killWeb)
-	}
+	ssh("mkdir -p site && echo from-the-pod > site/index.html && " +
+		"{ setsid nohup python3 -m http.server --bind 127.0.0.1 --directory site " + strconv.Itoa(webPort) + " >/dev/null 2>&1 & }")
 	var pv portView
 	if code := api.call("POST", "/api/v1/sandboxes/"+sb.ID+"/ports", map[string]any{"port": webPort}, &pv); code != 201 {
 		t.Fatalf("POST ports: %d", code)
@@ -129,10 +135,14 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	if err := svc.Life.Suspend(ctx, sb.ID, "test"); err != nil {
-		t.Fatal(err)
+	suspend := func() {
+		t.Helper()
+		if err := svc.Life.Suspend(ctx, sb.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+		api.waitStatus(sb.ID, "suspended", 60*time.Second)
 	}
-	api.waitStatus(sb.ID, "suspended", 60*time.Second)
+	suspend()
 	got, stderr := ssh("cat note.txt")
 	if got != "through-k8s\n" {
 		t.Errorf("after wake over SSH: %q; want the note kept in the snapshot", got)
@@ -144,23 +154,46 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 		t.Errorf("sandbox %s after SSH wake; want ready", sb.Status)
 	}
 
-	// The web server as a declared service: the pod's init runs it, and
-	// after the next suspend an API client's preview request wakes the
-	// pod and is held until the service's port answers.
-	killWeb() // a pod release would have ended it; setsid escaped the test kubelet's sessions
+	// The pod's init was PID 1 of the pod: the server a session left
+	// running (setsid) ended with the suspended pod.
+	if got, _ := ssh("pgrep -f 'http[.]server' || echo none"); strings.TrimSpace(got) != "none" {
+		t.Errorf("a process of the suspended pod runs in its successor: %q", got)
+	}
+
+	// A dev server declared as a service with its port: the pod's init
+	// runs it. After a suspend, a browser's reload gets the waking page,
+	// step by step, then the app, never a 502; the service's logs, kept
+	// in the workspace, show its start before and after.
 	if code := api.call("PUT", "/api/v1/sandboxes/"+sb.ID+"/services/web", map[string]any{
-		"command": "python3", "args": []string{"-m", "http.server", "--bind", "127.0.0.1", "--directory", "site", strconv.Itoa(webPort)},
-		"port": webPort,
+		"command": "python3", "args": []string{"-c", devServerScript, strconv.Itoa(webPort)}, "port": webPort,
 	}, nil); code != 200 {
 		t.Fatalf("PUT service: %d", code)
 	}
-	if err := svc.Life.Suspend(ctx, sb.ID, "test"); err != nil {
-		t.Fatal(err)
+	api.waitService(sb.ID, "web", "running", func(s serviceView) bool { return s.State == "running" })
+	suspend()
+	docs := api.browserWake(pv.URL+"/", devServerApp)
+	if first := docs[0]; first.code != 503 || first.step == "" || !strings.Contains(first.body, sb.ID) || !strings.Contains(first.body, strconv.Itoa(webPort)) {
+		t.Errorf("first document %d (step %q): want the waking page naming %s and port %d:\n%s", first.code, first.step, sb.ID, webPort, first.body)
 	}
-	api.waitStatus(sb.ID, "suspended", 60*time.Second)
+	var trail []string
+	for _, d := range docs {
+		trail = append(trail, strconv.Itoa(d.code)+" "+d.step)
+		if d.code != 503 && d.code != 200 {
+			t.Errorf("document %d on the way from the waking page to the app", d.code)
+		}
+	}
+	t.Logf("browser wake through the k8s provider: %s", strings.Join(trail, " -> "))
+	if code, logs := api.rawGet("/api/v1/sandboxes/" + sb.ID + "/services/web/logs"); code != 200 ||
+		strings.Count(logs, "sbx-init: starting web") != 2 || strings.Count(logs, "\ndev server listening on") != 2 {
+		t.Errorf("service logs (%d) show %d starts, want 2:\n%s", code, strings.Count(logs, "sbx-init: starting web"), logs)
+	}
+
+	// After the next suspend an API client's request wakes the pod and is
+	// held until the service's port answers.
+	suspend()
 	out, err := exec.CommandContext(ctx, "curl", "-sS", "--max-time", "60", "-w", "\n%{http_code}",
 		"--connect-to", "::127.0.0.1:"+strconv.Itoa(previewPort), "-H", "Authorization: Bearer "+tok, pv.URL+"/").CombinedOutput()
-	if err != nil || string(out) != "from-the-pod\n\n200" {
+	if err != nil || !strings.HasSuffix(string(out), "\n200") || !strings.Contains(string(out), devServerApp) {
 		t.Fatalf("preview of the suspended pod: %q %v; want the service's page, held until its port answered", out, err)
 	}
 }

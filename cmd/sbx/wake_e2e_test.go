@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ print("dev server booting", flush=True)
 time.sleep(1.5)
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        b = b"<!doctype html><html><body><h1 id=app>hello from the dev server</h1></body></html>"
+        b = b"<!doctype html><html><body><h1 id=app>` + devServerApp + `</h1></body></html>"
         self.send_response(200); self.send_header("Content-Type", "text/html"); self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
     def log_message(self, *a): pass
 class S(http.server.ThreadingHTTPServer):
@@ -35,6 +36,9 @@ class S(http.server.ThreadingHTTPServer):
 print("dev server listening on [::1]:" + sys.argv[1], flush=True)
 S(("::1", int(sys.argv[1])), H).serve_forever()
 `
+
+// devServerApp is the text of devServerScript's page.
+const devServerApp = "hello from the dev server"
 
 type serviceView struct {
 	Name     string `json:"name"`
@@ -82,13 +86,18 @@ func (p *devProc) rawGet(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// timedGet fetches rawURL through the preview with the token and returns
-// curl's time to the first byte of the answer.
-func (p *devProc) timedGet(rawURL string) (code int, ttfb time.Duration, body string) {
+// timedGet fetches rawURL through the preview with the token (and any
+// further headers, "Name: value") and returns curl's time to the first
+// byte of the answer.
+func (p *devProc) timedGet(rawURL string, headers ...string) (code int, ttfb time.Duration, body string) {
 	p.t.Helper()
 	u, _ := url.Parse(rawURL)
-	out, err := exec.Command("curl", "-sS", "--max-time", "90", "--connect-to", "::127.0.0.1:"+u.Port(),
-		"-H", "Authorization: Bearer "+p.Token, "-w", "\n%{http_code} %{time_starttransfer}", rawURL).Output()
+	args := []string{"-sS", "--max-time", "90", "--connect-to", "::127.0.0.1:" + u.Port(),
+		"-H", "Authorization: Bearer " + p.Token, "-w", "\n%{http_code} %{time_starttransfer}"}
+	for _, h := range headers {
+		args = append(args, "-H", h)
+	}
+	out, err := exec.Command("curl", append(args, rawURL)...).Output()
 	if err != nil {
 		p.t.Fatalf("curl %s: %v", rawURL, err)
 	}
@@ -97,6 +106,47 @@ func (p *devProc) timedGet(rawURL string) (code int, ttfb time.Duration, body st
 	var secs float64
 	fmt.Sscanf(s[i+1:], "%d %f", &code, &secs)
 	return code, time.Duration(secs * float64(time.Second)), s[:i]
+}
+
+// wakeDoc is one document a browser loaded: its status, the waking
+// page's step (none for the app) and the page.
+type wakeDoc struct {
+	code       int
+	step, body string
+}
+
+// dataStep is the waking page's step, or an error page's code.
+var dataStep = regexp.MustCompile(`data-(?:step|code)="([a-z_]*)"`)
+
+// browserWake navigates to rawURL through the preview as a browser does
+// (Accept: text/html); on the waking page it does what the page's
+// script does, polling the wake status until ready and then reloading,
+// until the page holds app. It returns every document loaded.
+func (p *devProc) browserWake(rawURL, app string) []wakeDoc {
+	p.t.Helper()
+	u, _ := url.Parse(rawURL)
+	status := u.Scheme + "://" + u.Host + "/__sbx_preview/wake-status"
+	var docs []wakeDoc
+	for end := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, _, body := p.timedGet(rawURL, "Accept: text/html")
+		d := wakeDoc{code: code, body: body}
+		if m := dataStep.FindStringSubmatch(body); m != nil {
+			d.step = m[1]
+		}
+		docs = append(docs, d)
+		if code == 200 && strings.Contains(body, app) {
+			return docs
+		}
+		for time.Now().Before(end) {
+			if _, _, st := p.timedGet(status); strings.Contains(st, `"ready":true`) {
+				break
+			}
+			time.Sleep(400 * time.Millisecond)
+		}
+		if time.Now().After(end) {
+			p.t.Fatalf("%s never showed the app; last document %d:\n%s", rawURL, code, body)
+		}
+	}
 }
 
 type wakeSteps struct {

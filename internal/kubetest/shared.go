@@ -45,7 +45,24 @@ func (r runner) Run() int {
 	if sharedDir != "" {
 		_ = os.RemoveAll(sharedDir)
 	}
+	if scratchDir != "" {
+		_ = os.RemoveAll(scratchDir)
+	}
 	return code
+}
+
+var (
+	scratchOnce sync.Once
+	scratchDir  string
+	scratchErr  error
+)
+
+// ScratchDir is a directory for what the test binary's tests share (a
+// binary built once, say), made on first use and removed when the tests
+// end. Only call it from a package whose TestMain uses WithCluster.
+func ScratchDir() (string, error) {
+	scratchOnce.Do(func() { scratchDir, scratchErr = os.MkdirTemp("", "sbx-kubetest-scratch-") })
+	return scratchDir, scratchErr
 }
 
 // Shared returns the test binary's cluster, starting it on first use. With

@@ -34,8 +34,12 @@ type InitConfig struct {
 	RunDir    string // writable: installed keys, sshd_config, control socket
 	HomeDir   string // files.json entries land here
 	Workspace string // services' working directory
-	SSHPort   int
-	SSHD      string // absolute path of sshd
+	// ListenAddr is sshd's ListenAddress; empty listens on every address,
+	// as a pod, whose network is its own, does. Pods sharing one network
+	// (the test kubelet's, each on its own loopback IP) set it.
+	ListenAddr string
+	SSHPort    int
+	SSHD       string // absolute path of sshd
 	// Self is the init binary, which sshd runs as "Self ctl --socket S"
 	// for the sbx-init subsystem.
 	Self string
@@ -233,7 +237,7 @@ func install(cfg InitConfig) ([]byte, error) {
 		}
 	}
 	conf := SSHDConfig{
-		Port: cfg.SSHPort, HostKey: filepath.Join(cfg.RunDir, "host_key"), CAKeys: filepath.Join(cfg.RunDir, "user_ca.pub"),
+		Listen: cfg.ListenAddr, Port: cfg.SSHPort, HostKey: filepath.Join(cfg.RunDir, "host_key"), CAKeys: filepath.Join(cfg.RunDir, "user_ca.pub"),
 		PidFile: filepath.Join(cfg.RunDir, "sshd.pid"), InitCommand: cfg.Self + " ctl --socket " + SocketPath(cfg.RunDir),
 	}.String()
 	if err := writeAtomic(filepath.Join(cfg.RunDir, "sshd_config"), []byte(conf), 0o600); err != nil {

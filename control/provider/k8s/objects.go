@@ -215,14 +215,18 @@ func (p *Provider) pod(n names, role string, shape Shape, spec *provider.Spec) *
 	if pool.RuntimeClassName != "" {
 		podSpec.RuntimeClassName = ptr.To(pool.RuntimeClassName)
 	}
+	// The init runs the services in the workspace; the image's default
+	// is /workspace, and the pod says where it mounted it.
+	ws := workspaceFor(shape.Platform)
 	switch shape.Platform {
 	case PlatformLinux:
+		ws = p.workspaceDir(n.pod)
 		podSpec.Volumes = append(podSpec.Volumes, corev1.Volume{
 			Name:         "workspace",
 			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: n.pvc}},
 		})
 		podSpec.Containers[0].VolumeMounts = append(podSpec.Containers[0].VolumeMounts,
-			corev1.VolumeMount{Name: "workspace", MountPath: p.workspaceDir(n.pod)})
+			corev1.VolumeMount{Name: "workspace", MountPath: ws})
 		// The workspace volume is owned by the sandbox user.
 		podSpec.SecurityContext.FSGroup = ptr.To[int64](sandboxUID)
 	case PlatformMacOS:
@@ -231,6 +235,7 @@ func (p *Provider) pod(n names, role string, shape Shape, spec *provider.Spec) *
 		podSpec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = disk
 		podSpec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage] = disk
 	}
+	podSpec.Containers[0].Env = append(podSpec.Containers[0].Env, corev1.EnvVar{Name: "SBX_WORKSPACE", Value: ws})
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.pod, Namespace: p.cfg.Namespace,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,10 +80,14 @@ func TestColdBootToReady(t *testing.T) {
 	if err := podssh.ProbeHostKey(ctx, ep.Addr, parseAuthorized(t, other)); err == nil {
 		t.Error("probe with another sandbox's key succeeded; want a mismatch")
 	}
-	// The grant file reached the pod's home through the Secret.
-	home := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(ep.Workspace))), "local", "sandboxes", "sbx-cold", "home")
-	if b, err := os.ReadFile(filepath.Join(home, ".config/sbx/grants/p1.token")); err != nil || string(b) != "grant-token" {
-		t.Errorf("grant file: %q, %v; want grant-token", b, err)
+	// The grant file reached the pod's home through the Secret, and the
+	// pod's init is PID 1 of the pod.
+	pool := podssh.NewPool(e.ca, nil)
+	defer pool.Close()
+	target := podssh.Target{SandboxID: "sbx-cold", Addr: ep.Addr, User: ep.User, HostKey: pub, Workspace: ep.Workspace}
+	res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "cat ~/.config/sbx/grants/p1.token; echo; tr '\\0' ' ' </proc/1/cmdline"})
+	if err != nil || !strings.HasPrefix(string(res.Stdout), "grant-token\n") || !strings.Contains(string(res.Stdout), "sbx-init") {
+		t.Errorf("grant file and PID 1: %q, %v; want grant-token and sbx-init", res.Stdout, err)
 	}
 	in, err := e.prov.Status(ctx, "sbx-cold")
 	if err != nil || in.Phase != provider.PhaseRunning || in.Endpoint.Addr != ep.Addr {
@@ -107,6 +112,41 @@ func TestColdBootToReady(t *testing.T) {
 	}
 	if err := e.prov.Destroy(ctx, "sbx-cold"); err != nil {
 		t.Errorf("second destroy: %v", err)
+	}
+}
+
+// TestInitExitEndsPod: when the pod's init ends on its own (here asked
+// to from inside the sandbox), the pod is Succeeded with its exit code,
+// as restartPolicy Never leaves it, and the provider reports it stopped.
+func TestInitExitEndsPod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := ctxT(t)
+	ep, err := e.prov.Provision(ctx, e.spec(t, "sbx-exit", "tuist-linux-medium"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pub, _ := e.keys.Key("sbx-exit")
+	pool := podssh.NewPool(e.ca, nil)
+	defer pool.Close()
+	// PID 1 forwards SIGTERM to the init proper, which stops sshd too:
+	// the session may end before it answers.
+	_, _ = pool.Exec(ctx, podssh.Target{SandboxID: "sbx-exit", Addr: ep.Addr, User: ep.User, HostKey: pub}, podssh.ExecRequest{Command: "kill -TERM 1"})
+	var pod *corev1.Pod
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if pod, err = e.client.CoreV1().Pods(e.ns).Get(ctx, "sbx-exit", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			break
+		}
+	}
+	if pod.Status.Phase != corev1.PodSucceeded || len(pod.Status.ContainerStatuses) != 1 ||
+		pod.Status.ContainerStatuses[0].State.Terminated == nil || pod.Status.ContainerStatuses[0].State.Terminated.ExitCode != 0 {
+		t.Fatalf("pod after its init exited: %s %+v; want Succeeded, exit code 0", pod.Status.Phase, pod.Status.ContainerStatuses)
+	}
+	if in, err := e.prov.Status(ctx, "sbx-exit"); err != nil || in.Phase == provider.PhaseRunning {
+		t.Errorf("provider status %+v, %v; want the sandbox not running", in, err)
 	}
 }
 

@@ -2,9 +2,6 @@ package k8stest
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,16 +20,34 @@ type Termination struct {
 	FinishedAt      time.Time
 }
 
-// Fail stops a pod's server and reports it Failed as t describes.
+// Fail kills a pod's init (SIGKILL, as the OOM killer or a lost node
+// would end it) and reports the pod Failed as t describes.
 func (k *Kubelet) Fail(ctx context.Context, podName string, t Termination) error {
-	k.stop(ctx, podName, false)
+	k.mu.Lock()
+	var p *initProc
+	if r := k.pods[podName]; r != nil {
+		r.stopping, p = true, r.proc
+	}
+	k.mu.Unlock()
+	if p != nil {
+		p.terminate(0)
+	}
 	pod, err := k.client.CoreV1().Pods(k.ns).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
+	return k.report(ctx, pod, t, "")
+}
+
+// report ends the pod: Succeeded for a container that completed, else
+// Failed, with t's reasons and message.
+func (k *Kubelet) report(ctx context.Context, pod *corev1.Pod, t Termination, message string) error {
 	pod = pod.DeepCopy()
 	pod.Status.Phase = corev1.PodFailed
-	pod.Status.Reason = t.PodReason
+	if t.ContainerReason == "Completed" {
+		pod.Status.Phase = corev1.PodSucceeded
+	}
+	pod.Status.Reason, pod.Status.Message = t.PodReason, message
 	fin := metav1.NewTime(t.FinishedAt)
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: fin}}
 	cs := corev1.ContainerStatus{Name: "sandbox", Image: pod.Spec.Containers[0].Image}
@@ -40,35 +55,6 @@ func (k *Kubelet) Fail(ctx context.Context, podName string, t Termination) error
 		cs.State.Terminated = &corev1.ContainerStateTerminated{Reason: t.ContainerReason, ExitCode: t.ExitCode, FinishedAt: fin}
 	}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	_, err = k.client.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	_, err := k.client.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	return err
-}
-
-// forward relays each connection to the pod's address to the server.
-func forward(ln net.Listener, to string) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		wg.Go(func() {
-			defer c.Close()
-			up, err := net.Dial("tcp", to)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{}, 2) // both copiers report; neither blocks
-			go func() { _, _ = io.Copy(up, c); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-			<-done
-			// One side ended: end the other, so neither copier lingers
-			// on a peer that keeps its half open.
-			c.Close()
-			up.Close()
-			<-done
-		})
-	}
 }

@@ -1,29 +1,34 @@
 // Package k8stest is a test kubelet for the k8s provider, and a test's
 // own namespace on a real kube-apiserver (internal/kubetest) with control's
 // Role from deploy/ applied (NewCluster). The kubelet watches the
-// namespace's pods through the API and, for each, does what a node and the sandbox
-// image's init would: it reads the pod's Secret (waiting for a host key, as
-// a warm pod does), starts a real SSH server (the local provider's
-// embedded server) behind the pod's own loopback IP and the SSH port, and
-// reports the pod Running with that IP. It plays the CSI driver too:
-// VolumeSnapshots copy the PVC's directory and become readyToUse, and a PVC
-// with a snapshot data source starts as that copy. Fail ends a pod with a
-// terminal phase and reason on demand.
+// namespace's pods through the API and runs each as a node would run the
+// sandbox image: the real init (cmd/sbx-init, built once per test binary)
+// as PID 1 of a PID and mount namespace of the pod's own, with the pod's
+// Secret written where its volume mounts (rewritten, as kubelet does, when
+// the Secret changes), the PVC's directory as the workspace, the
+// environment the image and the pod's container set, and sshd on the
+// pod's own loopback IP and the SSH port. It reports the pod Running with
+// that IP, and Failed or Succeeded when its init exits. It plays the CSI
+// driver too: VolumeSnapshots copy the PVC's directory and become
+// readyToUse, and a PVC with a snapshot data source starts as that copy.
+// Fail ends a pod with a terminal phase and reason on demand.
 package k8stest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,58 +36,134 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
-	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/internal/kubetest"
+	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
-// Kubelet runs pods of one namespace. Close stops every server.
+// Kubelet runs pods of one namespace. Close stops every pod.
 type Kubelet struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 	ns     string
 	dir    string
-	local  *local.Local
-	port   int
-	log    *slog.Logger
+	// podsDir holds each pod's own files (root, Secret volume, passwd,
+	// log) under a short path: the init's control socket is under it,
+	// and a unix socket's path has at most 107 bytes.
+	podsDir string
+	init    string // the sbx-init binary
+	port    int
+	log     *slog.Logger
 
-	mu     sync.Mutex // guards pods, nextIP, failed, deleted
-	pods   map[string]*podRun
-	failed map[string]bool
-	nextIP uint32
-	// deleted holds pods the watch saw deleted (name -> the IP we gave
-	// it), for the sync loop to stop. Stopping there rather than in the
-	// watch goroutine keeps every start and stop of a pod's server on one
-	// goroutine: the local provider keys servers by pod name, and a stop
-	// of the deleted pod running late, concurrently with the start of
-	// its same-named successor (restore after suspend), destroyed the
-	// successor's fresh sshd and left its relay dialing nothing.
-	deleted map[string]string
+	mu      sync.Mutex // guards pods, nextIP, nextDir, deleted and each podRun
+	pods    map[string]*podRun
+	nextIP  uint32
+	nextDir int
+	// deleted holds pods the watch saw deleted (name -> UID), for the
+	// sync loop to stop. Every start and stop of a pod is decided on the
+	// sync goroutine, so a deleted pod and its same-named successor
+	// (restore after suspend) are never confused.
+	deleted map[string]types.UID
 
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	loops  sync.WaitGroup // the watches and the sync loop
+	procs  sync.WaitGroup // each init's waiter and terminator
 }
 
 type podRun struct {
-	ip      string
-	serving bool
-	ln      net.Listener
+	ip    string
+	uid   types.UID
+	dir   string // the pod's own files: root, secret, passwd, init.log
+	grace time.Duration
+	// secretRV and gen are the Secret version written to its volume and
+	// that write's generation (the ..data swap's directory).
+	secretRV string
+	gen      int
+	proc     *initProc // nil until the init starts
+	stopping bool      // the kubelet ends it: no terminal phase to report
+	reported bool      // its terminal phase is in the API
+}
+
+// initProc is a pod's init, PID 1 of its namespaces.
+type initProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once reaped; code is set by then
+	code int
+}
+
+func (p *initProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// terminate is a pod's deletion: SIGTERM to PID 1, SIGKILL after grace,
+// which ends every process in the pod's PID namespace.
+func (p *initProc) terminate(grace time.Duration) {
+	if grace > 0 {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			return
+		case <-time.After(grace):
+		}
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+var initBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// initBinary builds cmd/sbx-init once per test binary.
+func initBinary() (string, error) {
+	initBin.once.Do(func() {
+		dir, err := kubetest.ScratchDir()
+		if err != nil {
+			initBin.err = err
+			return
+		}
+		initBin.path, initBin.err = inittest.BuildTo(dir)
+	})
+	return initBin.path, initBin.err
 }
 
 // Start runs a kubelet for namespace ns until the test ends, acting
 // through client and dyn (cluster-admin clients: a kubelet is not under
-// control's Role).
+// control's Role). It needs root (it makes namespaces and mounts), sshd
+// and the package's TestMain to use kubetest.WithCluster.
 func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns string) *Kubelet {
 	t.Helper()
-	dir := t.TempDir()
-	lp, err := local.New(local.Config{DataDir: filepath.Join(dir, "local")})
+	if os.Geteuid() != 0 {
+		t.Skip("the test kubelet runs each pod in namespaces of its own, which needs root")
+	}
+	if _, err := os.Stat(sshdPath); err != nil {
+		t.Fatalf("the test kubelet's pods run sshd (apt-get install openssh-server): %v", err)
+	}
+	bin, err := initBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// sshd's privilege separation directory; Debian makes it at boot.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	podsDir, err := os.MkdirTemp("", "kl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(podsDir) }) // after Close: cleanups run last first
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -91,9 +172,9 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{
-		client: client, dyn: dyn, ns: ns, dir: dir, local: lp, port: port,
+		client: client, dyn: dyn, ns: ns, dir: t.TempDir(), podsDir: podsDir, init: bin, port: port,
 		log:  slog.New(slog.DiscardHandler),
-		pods: map[string]*podRun{}, failed: map[string]bool{}, deleted: map[string]string{},
+		pods: map[string]*podRun{}, deleted: map[string]types.UID{},
 		// Each kubelet hands out its own block of 127/8 so parallel tests
 		// binding the same port never collide.
 		nextIP: 127<<24 | uint32(rand.IntN(200)+20)<<16 | uint32(rand.IntN(250))<<8 | 1,
@@ -117,7 +198,7 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 			cancel()
 			t.Fatal(err)
 		}
-		k.wg.Go(func() {
+		k.loops.Go(func() {
 			defer wi.Stop()
 			for {
 				select {
@@ -127,13 +208,9 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 					if !ok {
 						return
 					}
-					// A pod deleted and created again under the same name
-					// (restore after suspend) must not be mistaken for
-					// the old one, so the next sync stops the deleted
-					// one's server even if the successor is listed.
 					if pod, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type == watch.Deleted {
 						k.mu.Lock()
-						k.deleted[pod.Name] = pod.Status.PodIP
+						k.deleted[pod.Name] = pod.UID
 						k.mu.Unlock()
 					}
 					select {
@@ -144,7 +221,7 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 			}
 		})
 	}
-	k.wg.Go(func() {
+	k.loops.Go(func() {
 		tick := time.NewTicker(200 * time.Millisecond) // catches events coalesced away
 		defer tick.Stop()
 		for {
@@ -163,6 +240,8 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 	return k
 }
 
+const sshdPath = "/usr/sbin/sshd"
+
 // SSHPort is the port every pod's sshd answers on; give it to the
 // provider's Config.SSHPort.
 func (k *Kubelet) SSHPort() int { return k.port }
@@ -171,25 +250,29 @@ func (k *Kubelet) SSHPort() int { return k.port }
 // every pod's workspace on this machine's filesystem.
 func (k *Kubelet) WorkspaceDir() string { return filepath.Join(k.dir, "pods", "%s", "workspace") }
 
-// Close stops the watch loop and every pod's server.
+// Close stops the watch loop and every pod.
 func (k *Kubelet) Close() {
 	k.cancel()
+	k.loops.Wait()
 	k.mu.Lock()
 	pods := k.pods
 	k.pods = map[string]*podRun{}
+	for _, r := range pods {
+		r.stopping = true
+	}
 	k.mu.Unlock()
 	for _, r := range pods {
-		if r.ln != nil {
-			r.ln.Close()
+		if r.proc != nil {
+			k.procs.Go(func() { r.proc.terminate(r.grace) })
 		}
 	}
-	k.local.Close() // ends relayed connections, so forwarders return
-	k.wg.Wait()
+	k.procs.Wait()
 }
 
-// sync converges once: snapshots, new pods, deleted pods.
+// sync converges once: snapshots, new pods, changed Secrets, ended
+// inits, deleted pods.
 func (k *Kubelet) sync(ctx context.Context) error {
-	k.stopDeleted(ctx)
+	k.stopDeleted()
 	var errs []error
 	if err := k.syncSnapshots(ctx); err != nil {
 		errs = append(errs, err)
@@ -201,6 +284,14 @@ func (k *Kubelet) sync(ctx context.Context) error {
 	if err := k.releaseClaims(ctx, list.Items); err != nil {
 		errs = append(errs, err)
 	}
+	secrets, err := k.client.CoreV1().Secrets(k.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	byName := map[string]*corev1.Secret{}
+	for i := range secrets.Items {
+		byName[secrets.Items[i].Name] = &secrets.Items[i]
+	}
 	live := map[string]bool{}
 	for i := range list.Items {
 		pod := &list.Items[i]
@@ -208,7 +299,7 @@ func (k *Kubelet) sync(ctx context.Context) error {
 		if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
-		if err := k.run(ctx, pod); err != nil {
+		if err := k.run(ctx, pod, byName[secretName(pod)]); err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
 		}
 	}
@@ -221,52 +312,66 @@ func (k *Kubelet) sync(ctx context.Context) error {
 	}
 	k.mu.Unlock()
 	for _, name := range gone {
-		k.stop(ctx, name, true)
+		k.stop(name, true)
 	}
 	return errors.Join(errs...)
 }
 
-// run starts what the pod needs that is not running yet.
-func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod) error {
+func secretName(pod *corev1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			return v.Secret.SecretName
+		}
+	}
+	return ""
+}
+
+// run starts the pod's init if it is not running yet, brings the
+// Secret's changes to its volume, and reports the pod's phase.
+func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod, sec *corev1.Secret) error {
 	k.mu.Lock()
 	r := k.pods[pod.Name]
-	if r != nil && r.serving && pod.Status.PodIP == "" {
-		// Serving, yet the pod has no IP from us: a new pod under an old
-		// name whose deletion this kubelet did not see in time.
+	if r != nil && r.uid != pod.UID {
+		// A new pod under an old name whose deletion this kubelet did
+		// not see in time.
 		k.mu.Unlock()
-		k.stop(ctx, pod.Name, true)
+		k.stop(pod.Name, true)
 		k.mu.Lock()
 		r = nil
 	}
 	if r == nil {
-		r = &podRun{ip: k.allocIPLocked()}
+		grace := 30 * time.Second
+		if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+			grace = time.Duration(*g) * time.Second
+		}
+		k.nextDir++
+		r = &podRun{ip: k.allocIPLocked(), uid: pod.UID, grace: grace,
+			dir: filepath.Join(k.podsDir, strconv.Itoa(k.nextDir))}
 		k.pods[pod.Name] = r
 	}
-	serving := r.serving
+	proc, reported, stopping := r.proc, r.reported, r.stopping
 	k.mu.Unlock()
-	if serving {
-		return nil
+	if sec == nil || stopping {
+		return nil // the Secret volume cannot mount yet: the container waits
 	}
-	spec, ok, err := k.specFor(ctx, pod)
-	if err != nil {
-		return err
-	}
-	if ok {
-		if err := k.mountWorkspace(ctx, pod); err != nil {
+	switch {
+	case proc == nil:
+		if err := k.start(ctx, pod, r, sec); err != nil {
+			var bad badSpecError
+			if errors.As(err, &bad) {
+				return k.report(ctx, pod, Termination{ContainerReason: "CreateContainerConfigError", FinishedAt: time.Now()}, err.Error())
+			}
 			return err
 		}
-		ep, err := k.local.Provision(ctx, spec)
-		if err != nil {
-			return fmt.Errorf("start sshd: %w", err)
+	case proc.exited():
+		if reported {
+			return nil
 		}
-		ln, err := k.listen(r)
-		if err != nil {
+		return k.reportExit(ctx, pod, r)
+	case sec.ResourceVersion != r.secretRV:
+		if err := k.writeSecret(r, sec); err != nil {
 			return err
 		}
-		k.wg.Go(func() { forward(ln, ep.Addr) })
-		k.mu.Lock()
-		r.serving, r.ln = true, ln
-		k.mu.Unlock()
 	}
 	if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == r.ip {
 		return nil
@@ -287,8 +392,152 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod) error {
 		Name: "sandbox", Ready: true, Image: pod.Spec.Containers[0].Image,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 	}}
-	_, err = k.client.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	_, err := k.client.CoreV1().Pods(k.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	return ignoreGone(err)
+}
+
+// reportExit reports the phase of a pod whose init ended on its own:
+// restartPolicy Never leaves it there.
+func (k *Kubelet) reportExit(ctx context.Context, pod *corev1.Pod, r *podRun) error {
+	code := r.proc.code
+	t := Termination{ContainerReason: "Completed", ExitCode: int32(code), FinishedAt: time.Now()}
+	msg := ""
+	if code != 0 {
+		// As kubelet's FallbackToLogsOnError: the log's end says why.
+		t.ContainerReason = "Error"
+		b, _ := os.ReadFile(filepath.Join(r.dir, "init.log"))
+		msg = string(b[max(0, len(b)-2048):])
+	}
+	if err := k.report(ctx, pod, t, msg); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	r.reported = true
+	k.mu.Unlock()
+	return nil
+}
+
+// start runs the pod's init: its volumes in place, its Secret written,
+// sshd's address free.
+func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod, r *podRun, sec *corev1.Secret) error {
+	ws, err := k.mountWorkspace(ctx, pod)
+	if err != nil {
+		return err
+	}
+	root, secretDir := filepath.Join(r.dir, "root"), filepath.Join(r.dir, "secret")
+	for _, d := range []string{root, secretDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	vols := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.Secret != nil:
+			vols[v.Name] = secretDir
+		case v.PersistentVolumeClaim != nil && ws != "":
+			vols[v.Name] = ws
+		}
+	}
+	env, err := InitEnv(pod, root, vols)
+	if err != nil {
+		return err
+	}
+	if err := k.writeSecret(r, sec); err != nil {
+		return err
+	}
+	home := lookupEnv(env, "HOME")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return err
+	}
+	// sshd logs in only accounts it can look up, and the login is the
+	// sandbox user, whom this machine need not have: the pod's mount
+	// namespace gets a passwd with the user in it, as the image has.
+	// The user is root here, since the test's files are root's.
+	passwd := filepath.Join(r.dir, "passwd")
+	if err := writePasswd(passwd, k8s.SandboxUser, home); err != nil {
+		return err
+	}
+	if err := k.freeAddr(r); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(r.dir, "init.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close() // the child has its own copy
+	// PID 1 of a fresh PID namespace, as in a container: SIGKILL to it
+	// ends every process the pod started. The mount namespace is the
+	// pod's passwd and /proc.
+	cmd := exec.Command("/bin/sh", "-c", podShell, "sh", passwd, k.init)
+	cmd.Env = append(env, "SBX_SSH_ADDR="+r.ip)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+		// Should the test binary die without Close, its pods die too.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the init: %w", err)
+	}
+	p := &initProc{cmd: cmd, done: make(chan struct{})}
+	k.procs.Go(func() {
+		err := cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		if p.code < 0 && err != nil {
+			p.code = 137 // killed by a signal
+		}
+		close(p.done)
+	})
+	k.mu.Lock()
+	r.proc = p
+	k.mu.Unlock()
+	return nil
+}
+
+// podShell is PID 1 until it execs the init: it makes the mount
+// namespace the pod's (nothing propagates back to this machine), with a
+// /proc of the pod's PID namespace and the pod's passwd.
+const podShell = `set -e
+mount --make-rprivate /
+mount -t proc proc /proc
+mount --bind "$1" /etc/passwd
+exec "$2"`
+
+// writePasswd writes this machine's passwd with user as root, home home.
+func writePasswd(path, user, home string) error {
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return err
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.HasPrefix(l, user+":") {
+			lines = append(lines, l)
+		}
+	}
+	lines = append(lines, user+":x:0:0:"+user+":"+home+":/bin/bash")
+	return os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// writeSecret brings the Secret's data to the pod's Secret volume, as
+// kubelet does: the ..data symlink swap the init watches through.
+func (k *Kubelet) writeSecret(r *podRun, sec *corev1.Secret) error {
+	files := map[string][]byte{}
+	for key, v := range sec.Data {
+		files[key] = v
+	}
+	k.mu.Lock()
+	r.gen++
+	gen := r.gen
+	k.mu.Unlock()
+	if err := inittest.WriteSecret(filepath.Join(r.dir, "secret"), gen, files); err != nil {
+		return fmt.Errorf("secret volume: %w", err)
+	}
+	k.mu.Lock()
+	r.secretRV = sec.ResourceVersion
+	k.mu.Unlock()
+	return nil
 }
 
 func (k *Kubelet) allocIPLocked() string {
@@ -297,57 +546,27 @@ func (k *Kubelet) allocIPLocked() string {
 	return ip.String()
 }
 
-// listen binds the pod's IP and SSH port, moving the pod to a fresh IP if
-// that one is taken.
-func (k *Kubelet) listen(r *podRun) (net.Listener, error) {
+// freeAddr makes sure the pod's IP and SSH port are free for its sshd,
+// moving the pod to a fresh IP if that one is taken.
+func (k *Kubelet) freeAddr(r *podRun) error {
 	var last error
 	for range 20 {
 		ln, err := net.Listen("tcp", net.JoinHostPort(r.ip, strconv.Itoa(k.port)))
 		if err == nil {
-			return ln, nil
+			return ln.Close()
 		}
 		last = err
 		k.mu.Lock()
 		r.ip = k.allocIPLocked()
 		k.mu.Unlock()
 	}
-	return nil, fmt.Errorf("no free pod address: %w", last)
+	return fmt.Errorf("no free pod address: %w", last)
 }
 
-// specFor reads the pod's Secret as the image's init would: ok is false
-// while the Secret has no host key (an unclaimed warm pod).
-func (k *Kubelet) specFor(ctx context.Context, pod *corev1.Pod) (provider.Spec, bool, error) {
-	var secretName string
-	for _, v := range pod.Spec.Volumes {
-		if v.Secret != nil {
-			secretName = v.Secret.SecretName
-		}
-	}
-	sec, err := k.client.CoreV1().Secrets(k.ns).Get(ctx, secretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return provider.Spec{}, false, nil
-	}
-	if err != nil {
-		return provider.Spec{}, false, err
-	}
-	if len(sec.Data["host_key"]) == 0 {
-		return provider.Spec{}, false, nil
-	}
-	spec := provider.Spec{SandboxID: pod.Name, HostKeyPEM: sec.Data["host_key"], UserCAKey: string(sec.Data["user_ca.pub"])}
-	var entries []k8s.FileEntry
-	if err := json.Unmarshal(sec.Data["files.json"], &entries); err != nil {
-		return provider.Spec{}, false, fmt.Errorf("files.json: %w", err)
-	}
-	for _, e := range entries {
-		spec.Files = append(spec.Files, provider.File{Path: e.Path, Mode: e.Mode, Data: sec.Data[e.Key]})
-	}
-	return spec, true, nil
-}
-
-// mountWorkspace links the workspace mount path (and the local server's
-// workspace) to the PVC's directory, creating it from its snapshot source
-// on first use.
-func (k *Kubelet) mountWorkspace(ctx context.Context, pod *corev1.Pod) error {
+// mountWorkspace links the workspace mount path to the PVC's directory,
+// creating it from its snapshot source on first use, and returns that
+// directory ("" for a pod without a PVC).
+func (k *Kubelet) mountWorkspace(ctx context.Context, pod *corev1.Pod) (string, error) {
 	var claim, mountPath string
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == "workspace" && v.PersistentVolumeClaim != nil {
@@ -359,38 +578,36 @@ func (k *Kubelet) mountWorkspace(ctx context.Context, pod *corev1.Pod) error {
 			mountPath = m.MountPath
 		}
 	}
-	vol := filepath.Join(k.dir, "volumes", pod.Name)
-	if claim != "" {
-		pvc, err := k.client.CoreV1().PersistentVolumeClaims(k.ns).Get(ctx, claim, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("pvc %s: %w", claim, err)
-		}
-		vol = filepath.Join(k.dir, "volumes", claim)
-		if _, err := os.Stat(vol); errors.Is(err, os.ErrNotExist) {
-			if ds := pvc.Spec.DataSource; ds != nil && ds.Kind == "VolumeSnapshot" {
-				if err := os.CopyFS(vol, os.DirFS(filepath.Join(k.dir, "snapshots", ds.Name))); err != nil {
-					return fmt.Errorf("restore pvc %s from %s: %w", claim, ds.Name, err)
-				}
+	if claim == "" {
+		return "", nil
+	}
+	pvc, err := k.client.CoreV1().PersistentVolumeClaims(k.ns).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("pvc %s: %w", claim, err)
+	}
+	vol := filepath.Join(k.dir, "volumes", claim)
+	if _, err := os.Stat(vol); errors.Is(err, os.ErrNotExist) {
+		if ds := pvc.Spec.DataSource; ds != nil && ds.Kind == "VolumeSnapshot" {
+			if err := os.CopyFS(vol, os.DirFS(filepath.Join(k.dir, "snapshots", ds.Name))); err != nil {
+				return "", fmt.Errorf("restore pvc %s from %s: %w", claim, ds.Name, err)
 			}
 		}
 	}
 	if err := os.MkdirAll(vol, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	links := []string{filepath.Join(k.dir, "local", "sandboxes", pod.Name, "workspace")}
+	// The provider tells SSH sessions the mount path as the workspace;
+	// on this machine it is a link to the volume.
 	if mountPath != "" {
-		links = append(links, mountPath)
-	}
-	for _, l := range links {
-		if err := os.MkdirAll(filepath.Dir(l), 0o700); err != nil {
-			return err
+		if err := os.MkdirAll(filepath.Dir(mountPath), 0o700); err != nil {
+			return "", err
 		}
-		_ = os.Remove(l)
-		if err := os.Symlink(vol, l); err != nil {
-			return err
+		_ = os.Remove(mountPath)
+		if err := os.Symlink(vol, mountPath); err != nil {
+			return "", err
 		}
 	}
-	return nil
+	return vol, nil
 }
 
 // syncSnapshots takes each new snapshot (a copy of its PVC's directory) and
@@ -422,36 +639,48 @@ func (k *Kubelet) syncSnapshots(ctx context.Context) error {
 	return nil
 }
 
-// stopDeleted stops the servers of pods the watch saw deleted, unless the
-// name already serves a successor (a different IP; "" matches any).
-func (k *Kubelet) stopDeleted(ctx context.Context) {
+// stopDeleted stops the pods the watch saw deleted, unless the name
+// already runs a successor (a different UID).
+func (k *Kubelet) stopDeleted() {
 	k.mu.Lock()
 	var stale []string
-	for name, ip := range k.deleted {
-		if r := k.pods[name]; r == nil || ip == "" || r.ip == ip {
+	for name, uid := range k.deleted {
+		if r := k.pods[name]; r != nil && r.uid == uid {
 			stale = append(stale, name)
 		}
 	}
 	clear(k.deleted)
 	k.mu.Unlock()
 	for _, name := range stale {
-		k.stop(ctx, name, true)
+		k.stop(name, true)
 	}
 }
 
-// stop ends a pod's server; with forget it also drops the local server's
-// files (the pod is gone).
-func (k *Kubelet) stop(ctx context.Context, name string, forget bool) {
+// stop is a pod's deletion: its init gets SIGTERM and, after the pod's
+// grace period, SIGKILL, on a goroutine of its own (the pod's successor
+// may start meanwhile: it has its own IP and directory). With forget the
+// kubelet drops the pod and, once its init is gone, its files.
+func (k *Kubelet) stop(name string, forget bool) {
 	k.mu.Lock()
 	r := k.pods[name]
+	if r == nil {
+		k.mu.Unlock()
+		return
+	}
 	if forget {
 		delete(k.pods, name)
 	}
+	r.stopping = true
+	p := r.proc
 	k.mu.Unlock()
-	if r != nil && r.ln != nil {
-		r.ln.Close()
-	}
-	_ = k.local.Destroy(ctx, name)
+	k.procs.Go(func() {
+		if p != nil {
+			p.terminate(r.grace)
+		}
+		if forget {
+			_ = os.RemoveAll(r.dir)
+		}
+	})
 }
 
 // releaseClaims does the pvc-protection controller's part: a PVC being
