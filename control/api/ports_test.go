@@ -100,7 +100,7 @@ func testPorts(t *testing.T, backend string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, _, b = e.do("dev", "POST", path, strings.NewReader(`{"port":2222}`), "Content-Type", "application/json")
+	code, _, b := e.do("dev", "POST", path, strings.NewReader(`{"port":2222}`), "Content-Type", "application/json")
 	var sshd problemDoc
 	if _ = json.Unmarshal(b, &sshd); code != 422 || sshd.Code != "invalid_request" || !strings.Contains(string(b), "SSH server") {
 		t.Errorf("the sandbox's sshd port 2222: %d %s, want 422 naming its SSH server", code, b)
@@ -116,7 +116,7 @@ func testPorts(t *testing.T, backend string) {
 		t.Errorf("other account DELETE: %d, want 404", code)
 	}
 
-	code, _, b := e.do("dev", "GET", path, nil)
+	code, _, b = e.do("dev", "GET", path, nil)
 	var list struct{ Ports []portView }
 	_ = json.Unmarshal(b, &list)
 	if code != 200 || len(list.Ports) != 2 || list.Ports[0].Port != 3000 || list.Ports[1].Port != 8080 {
