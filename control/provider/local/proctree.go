@@ -96,9 +96,29 @@ func waitGone(pids map[int]struct{}) error {
 	return nil
 }
 
-// alive reports whether pid exists and has not exited yet.
+// alive reports whether any thread of pid has not exited yet. The
+// thread group's leader is not enough: in a multithreaded process (a Go
+// or Node server) the leader can be a zombie while its other threads are
+// still exiting, and the open files (a listening port) go only with the
+// last of them.
 func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		if running(dir + "/" + t.Name() + "/stat") {
+			return true
+		}
+	}
+	return false
+}
+
+// running reports whether the task whose stat file is path exists and is
+// not a zombie or dead.
+func running(path string) bool {
+	stat, err := os.ReadFile(path)
 	if err != nil {
 		return false
 	}
