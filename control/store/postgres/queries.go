@@ -39,6 +39,9 @@ var dialect = backend.Dialect{
 	Conflict: conflict,
 	Time:     func(t time.Time) any { return t },
 	TimeDest: func(t *time.Time) any { return t },
+	// pgx binds a nil *time.Time as NULL and scans NULL as nil.
+	NullTime:     func(t *time.Time) any { return t },
+	NullTimeDest: func(t **time.Time) any { return t },
 }
 
 // sharedDB runs backend's statements, written for Postgres, as they are.
@@ -284,21 +287,6 @@ func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 		ORDER BY deadline_at, id LIMIT $3`, now, now.Add(-maxLifetime), limit)
 }
 
-// scanSession scans one row of Sessions.
-func scanSession(r backend.Row) (store.Session, error) {
-	var s store.Session
-	var kind string
-	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
-	s.Kind = store.SessionKind(kind)
-	s.StartedAt, s.EndedAt = s.StartedAt.UTC(), utcPtr(s.EndedAt)
-	return s, err
-}
-
-func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
-		FROM sandbox_sessions WHERE sandbox_id = $1 ORDER BY started_at, id`, sandboxID)
-}
-
 // scanUsageRow scans one row of Usage.
 func scanUsageRow(r backend.Row) (store.UsageRow, error) {
 	var u store.UsageRow
@@ -320,26 +308,4 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		  AND coalesce(ended_at, $4) > started_at
 		GROUP BY platform, kind
 		ORDER BY platform, kind`, accountID, from, to, now)
-}
-
-// scanEvent scans one row of Events.
-func scanEvent(r backend.Row) (store.Event, error) {
-	var e store.Event
-	var state string
-	var consumer []byte
-	err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At, &consumer)
-	if err != nil {
-		return e, err
-	}
-	e.State = store.State(state)
-	if err := json.Unmarshal(consumer, &e.Consumer); err != nil {
-		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-	}
-	e.At = e.At.UTC()
-	return e, err
-}
-
-func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
-		FROM events WHERE sandbox_id = $1 AND id > $2 ORDER BY id`, sandboxID, afterID)
 }

@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
 )
@@ -73,36 +70,9 @@ func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 	return oneRow(tag, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
 
-func (t *tx) OpenSession(ctx context.Context, s store.Session) (int64, error) {
-	var id int64
-	err := t.q.QueryRow(ctx, `INSERT INTO sandbox_sessions (sandbox_id, account_id, platform, kind, started_at)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT DO NOTHING
-		RETURNING id`, s.SandboxID, s.AccountID, s.Platform, string(s.Kind), s.StartedAt).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("open %s session of %s: already open: %w", s.Kind, s.SandboxID, store.ErrConflict)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("open %s session of %s: %w", s.Kind, s.SandboxID, err)
-	}
-	return id, nil
-}
-
-func (t *tx) CloseSessions(ctx context.Context, sandboxID string, kind store.SessionKind, at time.Time, reason string) (int, error) {
-	tag, err := t.q.Exec(ctx, `UPDATE sandbox_sessions SET ended_at = $3, end_reason = $4
-		WHERE sandbox_id = $1 AND kind = $2 AND ended_at IS NULL`, sandboxID, string(kind), at, reason)
-	if err != nil {
-		return 0, fmt.Errorf("close %s sessions of %s: %w", kind, sandboxID, err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at, consumer)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce((SELECT consumer FROM sandboxes WHERE id = $1), '{}'))`,
-		e.SandboxID, e.AccountID, e.Type, string(e.State), e.Reason, e.Actor, e.Message, orNow(e.At))
-	if err != nil {
-		return fmt.Errorf("insert %s event of %s: %w", e.Type, e.SandboxID, err)
+	if err := t.Queries.InsertEvent(ctx, e); err != nil {
+		return err
 	}
 	// Delivered to every replica's listener when (and only if) the
 	// transaction commits; Postgres folds duplicates within one.

@@ -99,13 +99,31 @@ func (d microsDest) Scan(src any) error {
 	return nil
 }
 
+// nullMicrosDest scans a nullable time stored as Unix microseconds.
+type nullMicrosDest struct{ t **time.Time }
+
+func (d nullMicrosDest) Scan(src any) error {
+	if src == nil {
+		*d.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := (microsDest{&t}).Scan(src); err != nil {
+		return err
+	}
+	*d.t = &t
+	return nil
+}
+
 // dialect is how SQLite differs under backend's shared statements: times
 // as Unix microseconds, and its own "no row" and constraint errors.
 var dialect = backend.Dialect{
-	NoRows:   sql.ErrNoRows,
-	Conflict: conflict,
-	Time:     func(t time.Time) any { return micros(t) },
-	TimeDest: func(t *time.Time) any { return microsDest{t} },
+	NoRows:       sql.ErrNoRows,
+	Conflict:     conflict,
+	Time:         func(t time.Time) any { return micros(t) },
+	TimeDest:     func(t *time.Time) any { return microsDest{t} },
+	NullTime:     func(t *time.Time) any { return nullMicros(t) },
+	NullTimeDest: func(t **time.Time) any { return nullMicrosDest{t} },
 }
 
 // scanner is *sql.Row or *sql.Rows.
@@ -340,22 +358,6 @@ func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 		ORDER BY deadline_at, id LIMIT ?`, micros(now), micros(now.Add(-maxLifetime)), limit)
 }
 
-// scanSession scans one row of Sessions.
-func scanSession(r scanner) (store.Session, error) {
-	var s store.Session
-	var kind string
-	var started int64
-	var ended sql.NullInt64
-	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &started, &ended, &s.EndReason)
-	s.Kind, s.StartedAt, s.EndedAt = store.SessionKind(kind), fromMicros(started), fromNullMicros(ended)
-	return s, err
-}
-
-func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
-		FROM sandbox_sessions WHERE sandbox_id = ? ORDER BY started_at, id`, sandboxID)
-}
-
 // scanUsageRow scans one row of Usage.
 func scanUsageRow(r scanner) (store.UsageRow, error) {
 	var u store.UsageRow
@@ -381,24 +383,4 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		ORDER BY platform, kind`,
 		sql.Named("account", accountID), sql.Named("from", micros(from)),
 		sql.Named("to", micros(to)), sql.Named("now", micros(now)))
-}
-
-// scanEvent scans one row of Events.
-func scanEvent(r scanner) (store.Event, error) {
-	var e store.Event
-	var state, consumer string
-	var at int64
-	if err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at, &consumer); err != nil {
-		return e, err
-	}
-	e.State, e.At = store.State(state), fromMicros(at)
-	if err := json.Unmarshal([]byte(consumer), &e.Consumer); err != nil {
-		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-	}
-	return e, nil
-}
-
-func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
-		FROM events WHERE sandbox_id = ? AND id > ? ORDER BY id`, sandboxID, afterID)
 }

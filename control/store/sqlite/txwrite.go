@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -94,36 +93,9 @@ func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 	return oneRow(res, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
 
-func (t *tx) OpenSession(ctx context.Context, s store.Session) (int64, error) {
-	var id int64
-	err := t.q.QueryRowContext(ctx, `INSERT INTO sandbox_sessions (sandbox_id, account_id, platform, kind, started_at)
-		VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING
-		RETURNING id`, s.SandboxID, s.AccountID, s.Platform, string(s.Kind), micros(s.StartedAt)).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("open %s session of %s: already open: %w", s.Kind, s.SandboxID, store.ErrConflict)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("open %s session of %s: %w", s.Kind, s.SandboxID, err)
-	}
-	return id, nil
-}
-
-func (t *tx) CloseSessions(ctx context.Context, sandboxID string, kind store.SessionKind, at time.Time, reason string) (int, error) {
-	res, err := t.q.ExecContext(ctx, `UPDATE sandbox_sessions SET ended_at = ?, end_reason = ?
-		WHERE sandbox_id = ? AND kind = ? AND ended_at IS NULL`, micros(at), reason, sandboxID, string(kind))
-	if err != nil {
-		return 0, fmt.Errorf("close %s sessions of %s: %w", kind, sandboxID, err)
-	}
-	return int(affected(res)), nil
-}
-
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at, consumer)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce((SELECT consumer FROM sandboxes WHERE id = ?1), '{}'))`,
-		e.SandboxID, e.AccountID, e.Type, string(e.State), e.Reason, e.Actor, e.Message, orNow(e.At))
-	if err != nil {
-		return fmt.Errorf("insert %s event of %s: %w", e.Type, e.SandboxID, err)
+	if err := t.Queries.InsertEvent(ctx, e); err != nil {
+		return err
 	}
 	t.eventSandboxes = append(t.eventSandboxes, e.SandboxID)
 	return nil

@@ -37,6 +37,10 @@ type Dialect struct {
 	// microseconds), and TimeDest a scan destination filling *t.
 	Time     func(t time.Time) any
 	TimeDest func(t *time.Time) any
+	// NullTime binds a nullable time (nil: NULL), and NullTimeDest scans
+	// one, leaving *t nil for NULL.
+	NullTime     func(t *time.Time) any
+	NullTimeDest func(t **time.Time) any
 }
 
 // Queries are the statements both backends run as written here, on DB.
@@ -52,6 +56,15 @@ func (q Queries) timeOrNow(t time.Time) any {
 		t = time.Now()
 	}
 	return q.Dialect.Time(t)
+}
+
+// utcPtr is t in UTC, or nil.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // List runs query and scans every row with scan; an error is wrapped with
