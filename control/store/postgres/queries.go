@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -42,6 +41,7 @@ var dialect = backend.Dialect{
 	// pgx binds a nil *time.Time as NULL and scans NULL as nil.
 	NullTime:     func(t *time.Time) any { return t },
 	NullTimeDest: func(t **time.Time) any { return t },
+	JSON:         func(doc []byte) any { return doc },
 }
 
 // sharedDB runs backend's statements, written for Postgres, as they are.
@@ -202,44 +202,8 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 
 const sandboxCols = backend.SandboxCols
 
-func scanSandbox(row backend.Row) (store.Sandbox, error) {
-	var sb store.Sandbox
-	var state string
-	var grants, consumer []byte
-	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
-		&sb.CreatedAt, &sb.DeadlineAt, &sb.ReadyAt, &sb.SuspendedAt, &sb.TerminatedAt,
-		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
-		&sb.LeaseHolder, &sb.LeaseUntil, &sb.RestoreAttempts)
-	if err != nil {
-		return store.Sandbox{}, err
-	}
-	sb.State = store.State(state)
-	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
-	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = utcPtr(sb.ReadyAt), utcPtr(sb.SuspendedAt), utcPtr(sb.TerminatedAt)
-	sb.LeaseUntil = utcPtr(sb.LeaseUntil)
-	if err := json.Unmarshal(grants, &sb.Grants); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
-	}
-	if len(sb.Grants) == 0 {
-		sb.Grants = nil
-	}
-	if err := json.Unmarshal(consumer, &sb.Consumer); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode consumer of sandbox %s: %w", sb.ID, err)
-	}
-	return sb, nil
-}
-
 func (q queries) sandboxes(ctx context.Context, what, sql string, args ...any) ([]store.Sandbox, error) {
-	return list(ctx, q.q, what, scanSandbox, sql, args...)
-}
-
-func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
-	sb, err := scanSandbox(q.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1`, id))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox "+id)
-	}
-	return sb, nil
+	return list(ctx, q.q, what, q.ScanSandbox, sql, args...)
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
@@ -258,18 +222,6 @@ func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store
 		LIMIT $4`, opts.AccountID, states, opts.Before, limit)
 }
 
-func (q queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (store.Sandbox, error) {
-	if key == "" {
-		return store.Sandbox{}, fmt.Errorf("sandbox by empty idempotency key: %w", store.ErrNotFound)
-	}
-	sb, err := scanSandbox(q.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE account_id = $1 AND idempotency_key = $2`, accountID, key))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox by idempotency key")
-	}
-	return sb, nil
-}
-
 func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) ([]store.Sandbox, error) {
 	ss := make([]string, len(states))
 	for i, s := range states {
@@ -277,14 +229,6 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 	}
 	return q.sandboxes(ctx, "sandboxes in states", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE state = ANY($1) ORDER BY created_at, id`, ss)
-}
-
-func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	limit = backend.Limit(limit)
-	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE deadline_at < $1
-		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= $2))
-		ORDER BY deadline_at, id LIMIT $3`, now, now.Add(-maxLifetime), limit)
 }
 
 // scanUsageRow scans one row of Usage.

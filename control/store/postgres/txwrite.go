@@ -39,35 +39,11 @@ func liveStates() []string {
 }
 
 func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, error) {
-	sb, err := scanSandbox(t.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id))
+	sb, err := t.ScanSandbox(t.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return store.Sandbox{}, notFound(err, "lock sandbox "+id)
 	}
 	return sb, nil
-}
-
-func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
-	tag, err := t.q.Exec(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
-		ON CONFLICT DO NOTHING`,
-		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
-		orNow(sb.CreatedAt), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt,
-		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
-		sb.GrantsJSON(), sb.IdempotencyKey, sb.RequestHash, sb.Consumer.JSON(),
-		sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
-	return oneRow(tag, err, "insert sandbox "+sb.ID, store.ErrConflict)
-}
-
-func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
-	tag, err := t.q.Exec(ctx, `UPDATE sandboxes SET
-			project_id = $2, state = $3, deadline_at = $4, ready_at = $5, suspended_at = $6,
-			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
-			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16
-		WHERE id = $1`,
-		sb.ID, sb.ProjectID, string(sb.State), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt,
-		sb.TerminatedAt, sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
-		sb.HostKey, sb.GrantsJSON(), sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
-	return oneRow(tag, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
 
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {

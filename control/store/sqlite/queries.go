@@ -124,6 +124,7 @@ var dialect = backend.Dialect{
 	TimeDest:     func(t *time.Time) any { return microsDest{t} },
 	NullTime:     func(t *time.Time) any { return nullMicros(t) },
 	NullTimeDest: func(t **time.Time) any { return nullMicrosDest{t} },
+	JSON:         func(doc []byte) any { return string(doc) },
 }
 
 // scanner is *sql.Row or *sql.Rows.
@@ -268,45 +269,8 @@ func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
 
 const sandboxCols = backend.SandboxCols
 
-func scanSandbox(row scanner) (store.Sandbox, error) {
-	var sb store.Sandbox
-	var state, grants, consumer string
-	var created, deadline int64
-	var ready, suspended, terminated, leaseUntil sql.NullInt64
-	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
-		&created, &deadline, &ready, &suspended, &terminated,
-		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
-		&sb.LeaseHolder, &leaseUntil, &sb.RestoreAttempts)
-	if err != nil {
-		return store.Sandbox{}, err
-	}
-	sb.State = store.State(state)
-	sb.CreatedAt, sb.DeadlineAt = fromMicros(created), fromMicros(deadline)
-	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = fromNullMicros(ready), fromNullMicros(suspended), fromNullMicros(terminated)
-	sb.LeaseUntil = fromNullMicros(leaseUntil)
-	if err := json.Unmarshal([]byte(grants), &sb.Grants); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
-	}
-	if len(sb.Grants) == 0 {
-		sb.Grants = nil
-	}
-	if err := json.Unmarshal([]byte(consumer), &sb.Consumer); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode consumer of sandbox %s: %w", sb.ID, err)
-	}
-	return sb, nil
-}
-
 func (q queries) sandboxes(ctx context.Context, what, query string, args ...any) ([]store.Sandbox, error) {
-	return list(ctx, q.q, what, scanSandbox, query, args...)
-}
-
-func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
-	sb, err := scanSandbox(q.q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox "+id)
-	}
-	return sb, nil
+	return list(ctx, q.q, what, q.ScanSandbox, query, args...)
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
@@ -329,18 +293,6 @@ func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store
 	return q.sandboxes(ctx, "list sandboxes", query, append(args, limit)...)
 }
 
-func (q queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (store.Sandbox, error) {
-	if key == "" {
-		return store.Sandbox{}, fmt.Errorf("sandbox by empty idempotency key: %w", store.ErrNotFound)
-	}
-	sb, err := scanSandbox(q.q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE account_id = ? AND idempotency_key = ?`, accountID, key))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox by idempotency key")
-	}
-	return sb, nil
-}
-
 func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) ([]store.Sandbox, error) {
 	if len(states) == 0 {
 		return nil, nil
@@ -348,14 +300,6 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 	in, args := inList(states)
 	return q.sandboxes(ctx, "sandboxes in states", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE state IN `+in+` ORDER BY created_at, id`, args...)
-}
-
-func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	limit = backend.Limit(limit)
-	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE deadline_at < ?
-		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= ?))
-		ORDER BY deadline_at, id LIMIT ?`, micros(now), micros(now.Add(-maxLifetime)), limit)
 }
 
 // scanUsageRow scans one row of Usage.

@@ -69,30 +69,6 @@ func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, er
 	return sb, nil
 }
 
-func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
-	res, err := t.q.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`,
-		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
-		orNow(sb.CreatedAt), micros(sb.DeadlineAt), nullMicros(sb.ReadyAt), nullMicros(sb.SuspendedAt), nullMicros(sb.TerminatedAt),
-		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
-		string(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, string(sb.Consumer.JSON()),
-		sb.LeaseHolder, nullMicros(sb.LeaseUntil), sb.RestoreAttempts)
-	return oneRow(res, err, "insert sandbox "+sb.ID, store.ErrConflict)
-}
-
-func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
-	res, err := t.q.ExecContext(ctx, `UPDATE sandboxes SET
-			project_id = ?, state = ?, deadline_at = ?, ready_at = ?, suspended_at = ?,
-			terminated_at = ?, end_reason = ?, endpoint = ?, ssh_user = ?, workspace = ?,
-			host_key = ?, grants = ?, lease_holder = ?, lease_until = ?, restore_attempts = ?
-		WHERE id = ?`,
-		sb.ProjectID, string(sb.State), micros(sb.DeadlineAt), nullMicros(sb.ReadyAt), nullMicros(sb.SuspendedAt),
-		nullMicros(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
-		sb.HostKey, string(sb.GrantsJSON()), sb.LeaseHolder, nullMicros(sb.LeaseUntil), sb.RestoreAttempts, sb.ID)
-	return oneRow(res, err, "update sandbox "+sb.ID, store.ErrNotFound)
-}
-
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
 	if err := t.Queries.InsertEvent(ctx, e); err != nil {
 		return err

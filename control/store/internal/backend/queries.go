@@ -41,6 +41,9 @@ type Dialect struct {
 	// one, leaving *t nil for NULL.
 	NullTime     func(t *time.Time) any
 	NullTimeDest func(t **time.Time) any
+	// JSON binds an encoded JSON document (Postgres: bytes for jsonb;
+	// SQLite: text).
+	JSON func(doc []byte) any
 }
 
 // Queries are the statements both backends run as written here, on DB.
@@ -56,6 +59,20 @@ func (q Queries) timeOrNow(t time.Time) any {
 		t = time.Now()
 	}
 	return q.Dialect.Time(t)
+}
+
+// OneRow wraps a write's error with what, and reports a write that
+// touched no row (n) as none: store.ErrConflict for an insert that met an
+// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
+// a missing one.
+func OneRow(n int64, err error, what string, none error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, none)
+	}
+	return nil
 }
 
 // utcPtr is t in UTC, or nil.
