@@ -18,7 +18,7 @@ func scanGrant(row backend.Row, extra ...any) (store.GrantToken, error) {
 	if err := row.Scan(dest...); err != nil {
 		return store.GrantToken{}, err
 	}
-	g.CreatedAt, g.MintedAt = g.CreatedAt.UTC(), utcPtr(g.MintedAt)
+	g.CreatedAt, g.MintedAt = g.CreatedAt.UTC(), backend.UTCPtr(g.MintedAt)
 	if len(g.Hash) == 0 {
 		g.Hash = nil
 	}

@@ -82,18 +82,9 @@ func list[T any](ctx context.Context, q querier, what string, scan func(backend.
 	return out, nil
 }
 
-// oneRow wraps a write's error with what, and reports a write that
-// touched no row as none: store.ErrConflict for an insert that met an
-// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
-// a missing one.
+// oneRow is backend.OneRow on a command tag.
 func oneRow(tag pgconn.CommandTag, err error, what string, none error) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", what, none)
-	}
-	return nil
+	return backend.OneRow(tag.RowsAffected(), err, what, none)
 }
 
 // conflict maps unique violations to store.ErrConflict.
@@ -103,14 +94,6 @@ func conflict(err error, what string) error {
 		return fmt.Errorf("%s: %w (%s)", what, store.ErrConflict, pgErr.ConstraintName)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 const accountCols = backend.AccountCols
@@ -141,30 +124,8 @@ func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.T
 	}
 	t.Kind = store.TokenKind(kind)
 	t.CreatedAt = t.CreatedAt.UTC()
-	t.ExpiresAt, t.RevokedAt = utcPtr(t.ExpiresAt), utcPtr(t.RevokedAt)
+	t.ExpiresAt, t.RevokedAt = backend.UTCPtr(t.ExpiresAt), backend.UTCPtr(t.RevokedAt)
 	return a, t, nil
-}
-
-func (q queries) TokensRevokedSince(ctx context.Context, since time.Time) ([]store.Token, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, account_id, revoked_at FROM tokens
-		WHERE revoked_at > $1 ORDER BY revoked_at, id`, since)
-	if err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	defer rows.Close()
-	var out []store.Token
-	for rows.Next() {
-		var t store.Token
-		if err := rows.Scan(&t.ID, &t.AccountID, &t.RevokedAt); err != nil {
-			return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-		}
-		t.RevokedAt = utcPtr(t.RevokedAt)
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	return out, nil
 }
 
 func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
@@ -173,31 +134,6 @@ func (q queries) Account(ctx context.Context, id string) (store.Account, error) 
 		return store.Account{}, notFound(err, "account "+id)
 	}
 	return a, nil
-}
-
-func (q queries) Project(ctx context.Context, id string) (store.Project, error) {
-	var p store.Project
-	err := q.q.QueryRow(ctx, `SELECT id, account_id, name, created_at FROM projects WHERE id = $1`, id).
-		Scan(&p.ID, &p.AccountID, &p.Name, &p.CreatedAt)
-	if err != nil {
-		return store.Project{}, notFound(err, "project "+id)
-	}
-	p.CreatedAt = p.CreatedAt.UTC()
-	return p, nil
-}
-
-const profileCols = backend.ProfileCols
-
-func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
-	p, err := backend.ScanProfile(q.q.QueryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = $1`, name))
-	if err != nil {
-		return store.Profile{}, notFound(err, "profile "+name)
-	}
-	return p, nil
-}
-
-func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	return list(ctx, q.q, "list profiles", backend.ScanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
 const sandboxCols = backend.SandboxCols

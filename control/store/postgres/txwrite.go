@@ -75,37 +75,3 @@ func (t *tx) UpsertAccount(ctx context.Context, a store.Account) error {
 	}
 	return nil
 }
-
-func (t *tx) UpsertProject(ctx context.Context, p store.Project) error {
-	// A project never moves between accounts: the guarded update touches
-	// no row then, which reads as a conflict.
-	tag, err := t.q.Exec(ctx, `INSERT INTO projects (id, account_id, name, created_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name
-		WHERE projects.account_id = excluded.account_id`,
-		p.ID, p.AccountID, p.Name, orNow(p.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert project "+p.ID)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("upsert project %s: owned by another account: %w", p.ID, store.ErrConflict)
-	}
-	return nil
-}
-
-func (t *tx) InsertToken(ctx context.Context, tk store.Token) error {
-	tag, err := t.q.Exec(ctx, `INSERT INTO tokens (id, account_id, kind, name, hash, created_at, expires_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		tk.ID, tk.AccountID, string(tk.Kind), tk.Name, tk.Hash, orNow(tk.CreatedAt), tk.ExpiresAt, tk.RevokedAt)
-	return oneRow(tag, err, "insert token "+tk.ID, store.ErrConflict)
-}
-
-func (t *tx) UpsertProfile(ctx context.Context, p store.Profile) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO profiles (`+profileCols+`) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (name) DO UPDATE SET platform = excluded.platform, cpu = excluded.cpu,
-			memory_mb = excluded.memory_mb, disk_gb = excluded.disk_gb, image = excluded.image`,
-		p.Name, p.Platform, p.CPU, p.MemoryMB, p.DiskGB, p.Image)
-	if err != nil {
-		return fmt.Errorf("upsert profile %s: %w", p.Name, err)
-	}
-	return nil
-}

@@ -209,62 +209,12 @@ func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.T
 	return a, t, nil
 }
 
-func (q queries) TokensRevokedSince(ctx context.Context, since time.Time) ([]store.Token, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, account_id, revoked_at FROM tokens
-		WHERE revoked_at > ? ORDER BY revoked_at, id`, micros(since))
-	if err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	defer rows.Close()
-	var out []store.Token
-	for rows.Next() {
-		var t store.Token
-		var revoked int64
-		if err := rows.Scan(&t.ID, &t.AccountID, &revoked); err != nil {
-			return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-		}
-		at := fromMicros(revoked)
-		t.RevokedAt = &at
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	return out, nil
-}
-
 func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
 	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = ?`, id))
 	if err != nil {
 		return store.Account{}, notFound(err, "account "+id)
 	}
 	return a, nil
-}
-
-func (q queries) Project(ctx context.Context, id string) (store.Project, error) {
-	var p store.Project
-	var created int64
-	err := q.q.QueryRowContext(ctx, `SELECT id, account_id, name, created_at FROM projects WHERE id = ?`, id).
-		Scan(&p.ID, &p.AccountID, &p.Name, &created)
-	if err != nil {
-		return store.Project{}, notFound(err, "project "+id)
-	}
-	p.CreatedAt = fromMicros(created)
-	return p, nil
-}
-
-const profileCols = backend.ProfileCols
-
-func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
-	p, err := backend.ScanProfile(q.q.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = ?`, name))
-	if err != nil {
-		return store.Profile{}, notFound(err, "profile "+name)
-	}
-	return p, nil
-}
-
-func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	return list(ctx, q.q, "list profiles", backend.ScanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
 }
 
 const sandboxCols = backend.SandboxCols

@@ -11,6 +11,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // Inserts that may legitimately collide use ON CONFLICT DO NOTHING and
@@ -26,21 +27,16 @@ func conflict(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// affected reads RowsAffected, which the sqlite driver always provides.
-// oneRow wraps a write's error with what, and reports a write that
-// touched no row as none: store.ErrConflict for an insert that met an
-// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
-// a missing one.
+// oneRow is backend.OneRow on a result.
 func oneRow(res sql.Result, err error, what string, none error) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	var n int64
+	if err == nil {
+		n = affected(res)
 	}
-	if affected(res) == 0 {
-		return fmt.Errorf("%s: %w", what, none)
-	}
-	return nil
+	return backend.OneRow(n, err, what, none)
 }
 
+// affected reads RowsAffected, which the sqlite driver always provides.
 func affected(res sql.Result) int64 {
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -95,40 +91,6 @@ func (t *tx) UpsertAccount(ctx context.Context, a store.Account) error {
 		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, string(pj), a.MonthlyMinutes, orNow(a.CreatedAt))
 	if err != nil {
 		return conflict(err, "upsert account "+a.ID)
-	}
-	return nil
-}
-
-func (t *tx) UpsertProject(ctx context.Context, p store.Project) error {
-	// A project never moves between accounts: the guarded update touches
-	// no row then, which reads as a conflict.
-	res, err := t.q.ExecContext(ctx, `INSERT INTO projects (id, account_id, name, created_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name
-		WHERE projects.account_id = excluded.account_id`,
-		p.ID, p.AccountID, p.Name, orNow(p.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert project "+p.ID)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("upsert project %s: owned by another account: %w", p.ID, store.ErrConflict)
-	}
-	return nil
-}
-
-func (t *tx) InsertToken(ctx context.Context, tk store.Token) error {
-	res, err := t.q.ExecContext(ctx, `INSERT INTO tokens (id, account_id, kind, name, hash, created_at, expires_at, revoked_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		tk.ID, tk.AccountID, string(tk.Kind), tk.Name, tk.Hash, orNow(tk.CreatedAt), nullMicros(tk.ExpiresAt), nullMicros(tk.RevokedAt))
-	return oneRow(res, err, "insert token "+tk.ID, store.ErrConflict)
-}
-
-func (t *tx) UpsertProfile(ctx context.Context, p store.Profile) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO profiles (`+profileCols+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET platform = excluded.platform, cpu = excluded.cpu,
-			memory_mb = excluded.memory_mb, disk_gb = excluded.disk_gb, image = excluded.image`,
-		p.Name, p.Platform, p.CPU, p.MemoryMB, p.DiskGB, p.Image)
-	if err != nil {
-		return fmt.Errorf("upsert profile %s: %w", p.Name, err)
 	}
 	return nil
 }

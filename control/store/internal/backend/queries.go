@@ -75,8 +75,8 @@ func OneRow(n int64, err error, what string, none error) error {
 	return nil
 }
 
-// utcPtr is t in UTC, or nil.
-func utcPtr(t *time.Time) *time.Time {
+// UTCPtr is t in UTC, or nil.
+func UTCPtr(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}

@@ -1,0 +1,85 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+func (q Queries) scanRevokedToken(r Row) (store.Token, error) {
+	var t store.Token
+	err := r.Scan(&t.ID, &t.AccountID, q.Dialect.NullTimeDest(&t.RevokedAt))
+	t.RevokedAt = UTCPtr(t.RevokedAt)
+	return t, err
+}
+
+// TokensRevokedSince implements store.Reader.
+func (q Queries) TokensRevokedSince(ctx context.Context, since time.Time) ([]store.Token, error) {
+	return List(ctx, q.DB, fmt.Sprintf("tokens revoked since %s", since), q.scanRevokedToken, `SELECT id, account_id, revoked_at FROM tokens
+		WHERE revoked_at > $1 ORDER BY revoked_at, id`, q.Dialect.Time(since))
+}
+
+// InsertToken implements store.Tx.
+func (q Queries) InsertToken(ctx context.Context, tk store.Token) error {
+	n, err := q.DB.Exec(ctx, `INSERT INTO tokens (id, account_id, kind, name, hash, created_at, expires_at, revoked_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+		tk.ID, tk.AccountID, string(tk.Kind), tk.Name, tk.Hash, q.timeOrNow(tk.CreatedAt), q.Dialect.NullTime(tk.ExpiresAt), q.Dialect.NullTime(tk.RevokedAt))
+	return OneRow(n, err, "insert token "+tk.ID, store.ErrConflict)
+}
+
+// Project implements store.Reader.
+func (q Queries) Project(ctx context.Context, id string) (store.Project, error) {
+	var p store.Project
+	err := q.DB.QueryRow(ctx, `SELECT id, account_id, name, created_at FROM projects WHERE id = $1`, id).
+		Scan(&p.ID, &p.AccountID, &p.Name, q.Dialect.TimeDest(&p.CreatedAt))
+	if err != nil {
+		return store.Project{}, NotFound(err, q.Dialect.NoRows, "project "+id)
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, nil
+}
+
+// UpsertProject implements store.Tx.
+func (q Queries) UpsertProject(ctx context.Context, p store.Project) error {
+	// A project never moves between accounts: the guarded update touches
+	// no row then, which reads as a conflict.
+	n, err := q.DB.Exec(ctx, `INSERT INTO projects (id, account_id, name, created_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET name = excluded.name
+		WHERE projects.account_id = excluded.account_id`,
+		p.ID, p.AccountID, p.Name, q.timeOrNow(p.CreatedAt))
+	if err != nil {
+		return q.Dialect.Conflict(err, "upsert project "+p.ID)
+	}
+	if n == 0 {
+		return fmt.Errorf("upsert project %s: owned by another account: %w", p.ID, store.ErrConflict)
+	}
+	return nil
+}
+
+// Profile implements store.Reader.
+func (q Queries) Profile(ctx context.Context, name string) (store.Profile, error) {
+	p, err := ScanProfile(q.DB.QueryRow(ctx, `SELECT `+ProfileCols+` FROM profiles WHERE name = $1`, name))
+	if err != nil {
+		return store.Profile{}, NotFound(err, q.Dialect.NoRows, "profile "+name)
+	}
+	return p, nil
+}
+
+// Profiles implements store.Reader.
+func (q Queries) Profiles(ctx context.Context) ([]store.Profile, error) {
+	return List(ctx, q.DB, "list profiles", ScanProfile, `SELECT `+ProfileCols+` FROM profiles ORDER BY name`)
+}
+
+// UpsertProfile implements store.Tx.
+func (q Queries) UpsertProfile(ctx context.Context, p store.Profile) error {
+	_, err := q.DB.Exec(ctx, `INSERT INTO profiles (`+ProfileCols+`) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (name) DO UPDATE SET platform = excluded.platform, cpu = excluded.cpu,
+			memory_mb = excluded.memory_mb, disk_gb = excluded.disk_gb, image = excluded.image`,
+		p.Name, p.Platform, p.CPU, p.MemoryMB, p.DiskGB, p.Image)
+	if err != nil {
+		return fmt.Errorf("upsert profile %s: %w", p.Name, err)
+	}
+	return nil
+}
