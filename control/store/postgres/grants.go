@@ -60,10 +60,6 @@ func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditE
 		ORDER BY id DESC LIMIT $5`, f.AccountID, f.ProjectID, f.SandboxID, f.Before, limit)
 }
 
-func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
-	return list(ctx, q.q, "list accounts", func(r backend.Row) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
-}
-
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
 	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,

@@ -42,6 +42,8 @@ var dialect = backend.Dialect{
 	NullTime:     func(t *time.Time) any { return t },
 	NullTimeDest: func(t **time.Time) any { return t },
 	JSON:         func(doc []byte) any { return doc },
+	Strings:      func(v []string) any { return v },
+	StringsDest:  func(v *[]string) any { return v },
 }
 
 // sharedDB runs backend's statements, written for Postgres, as they are.
@@ -94,46 +96,6 @@ func conflict(err error, what string) error {
 		return fmt.Errorf("%s: %w (%s)", what, store.ErrConflict, pgErr.ConstraintName)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-const accountCols = backend.AccountCols
-
-func scanAccount(row backend.Row, extra ...any) (store.Account, error) {
-	var a store.Account
-	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, &a.AllowedPlatforms, &a.MonthlyMinutes, &a.CreatedAt}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return store.Account{}, err
-	}
-	if len(a.AllowedPlatforms) == 0 {
-		a.AllowedPlatforms = nil
-	}
-	a.CreatedAt = a.CreatedAt.UTC()
-	return a, nil
-}
-
-func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error) {
-	var t store.Token
-	var kind string
-	a, err := scanAccount(q.q.QueryRow(ctx, `SELECT `+accountCols+`,
-			t.id, t.account_id, t.kind, t.name, t.hash, t.created_at, t.expires_at, t.revoked_at
-		FROM tokens t JOIN accounts a ON a.id = t.account_id
-		WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)`, hash, now),
-		&t.ID, &t.AccountID, &kind, &t.Name, &t.Hash, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt)
-	if err != nil {
-		return store.Account{}, store.Token{}, notFound(err, "token by hash")
-	}
-	t.Kind = store.TokenKind(kind)
-	t.CreatedAt = t.CreatedAt.UTC()
-	t.ExpiresAt, t.RevokedAt = backend.UTCPtr(t.ExpiresAt), backend.UTCPtr(t.RevokedAt)
-	return a, t, nil
-}
-
-func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
-	a, err := scanAccount(q.q.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = $1`, id))
-	if err != nil {
-		return store.Account{}, notFound(err, "account "+id)
-	}
-	return a, nil
 }
 
 const sandboxCols = backend.SandboxCols

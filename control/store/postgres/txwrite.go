@@ -57,21 +57,3 @@ func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
 	}
 	return nil
 }
-
-func (t *tx) UpsertAccount(ctx context.Context, a store.Account) error {
-	platforms := a.AllowedPlatforms
-	if platforms == nil {
-		platforms = []string{}
-	}
-	// created_at is kept from the first insert.
-	_, err := t.q.Exec(ctx, `INSERT INTO accounts (id, name, sandboxes_enabled, concurrent_limit, allowed_platforms, monthly_minutes, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name, sandboxes_enabled = excluded.sandboxes_enabled,
-			concurrent_limit = excluded.concurrent_limit, allowed_platforms = excluded.allowed_platforms,
-			monthly_minutes = excluded.monthly_minutes`,
-		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, platforms, a.MonthlyMinutes, orNow(a.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert account "+a.ID)
-	}
-	return nil
-}

@@ -74,10 +74,6 @@ func (q queries) Audit(ctx context.Context, f store.AuditFilter) ([]store.AuditE
 		ORDER BY id DESC LIMIT ?5`, f.AccountID, f.ProjectID, f.SandboxID, f.Before, limit)
 }
 
-func (q queries) Accounts(ctx context.Context) ([]store.Account, error) {
-	return list(ctx, q.q, "list accounts", func(r scanner) (store.Account, error) { return scanAccount(r) }, `SELECT `+accountCols+` FROM accounts a ORDER BY a.id`)
-}
-
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
 	in, args := inList(append(append([]store.State{}, store.LiveStates...), store.StateSuspended))
 	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes

@@ -115,6 +115,25 @@ func (d nullMicrosDest) Scan(src any) error {
 	return nil
 }
 
+// jsonListDest scans a list of strings stored as a JSON array.
+type jsonListDest struct{ v *[]string }
+
+func (d jsonListDest) Scan(src any) error {
+	var doc []byte
+	switch src := src.(type) {
+	case string:
+		doc = []byte(src)
+	case []byte:
+		doc = src
+	default:
+		return fmt.Errorf("list column holds %T, want a JSON array", src)
+	}
+	if err := json.Unmarshal(doc, d.v); err != nil {
+		return fmt.Errorf("decode list: %w", err)
+	}
+	return nil
+}
+
 // dialect is how SQLite differs under backend's shared statements: times
 // as Unix microseconds, and its own "no row" and constraint errors.
 var dialect = backend.Dialect{
@@ -125,6 +144,8 @@ var dialect = backend.Dialect{
 	NullTime:     func(t *time.Time) any { return nullMicros(t) },
 	NullTimeDest: func(t **time.Time) any { return nullMicrosDest{t} },
 	JSON:         func(doc []byte) any { return string(doc) },
+	Strings:      func(v []string) any { return jsonList(v) },
+	StringsDest:  func(v *[]string) any { return jsonListDest{v} },
 }
 
 // scanner is *sql.Row or *sql.Rows.
@@ -169,52 +190,6 @@ func inList[S ~string](vals []S) (string, []any) {
 		args[i] = string(v)
 	}
 	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
-}
-
-const accountCols = backend.AccountCols
-
-func scanAccount(row scanner, extra ...any) (store.Account, error) {
-	var a store.Account
-	var platforms string
-	var created int64
-	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, &platforms, &a.MonthlyMinutes, &created}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return store.Account{}, err
-	}
-	if err := json.Unmarshal([]byte(platforms), &a.AllowedPlatforms); err != nil {
-		return store.Account{}, fmt.Errorf("decode allowed platforms of account %s: %w", a.ID, err)
-	}
-	if len(a.AllowedPlatforms) == 0 {
-		a.AllowedPlatforms = nil
-	}
-	a.CreatedAt = fromMicros(created)
-	return a, nil
-}
-
-func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error) {
-	var t store.Token
-	var kind string
-	var created int64
-	var expires, revoked sql.NullInt64
-	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+`,
-			t.id, t.account_id, t.kind, t.name, t.hash, t.created_at, t.expires_at, t.revoked_at
-		FROM tokens t JOIN accounts a ON a.id = t.account_id
-		WHERE t.hash = ? AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?)`, hash, micros(now)),
-		&t.ID, &t.AccountID, &kind, &t.Name, &t.Hash, &created, &expires, &revoked)
-	if err != nil {
-		return store.Account{}, store.Token{}, notFound(err, "token by hash")
-	}
-	t.Kind = store.TokenKind(kind)
-	t.CreatedAt, t.ExpiresAt, t.RevokedAt = fromMicros(created), fromNullMicros(expires), fromNullMicros(revoked)
-	return a, t, nil
-}
-
-func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
-	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = ?`, id))
-	if err != nil {
-		return store.Account{}, notFound(err, "account "+id)
-	}
-	return a, nil
 }
 
 const sandboxCols = backend.SandboxCols

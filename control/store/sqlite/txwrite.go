@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -70,27 +69,5 @@ func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
 		return err
 	}
 	t.eventSandboxes = append(t.eventSandboxes, e.SandboxID)
-	return nil
-}
-
-func (t *tx) UpsertAccount(ctx context.Context, a store.Account) error {
-	platforms := a.AllowedPlatforms
-	if platforms == nil {
-		platforms = []string{}
-	}
-	pj, err := json.Marshal(platforms)
-	if err != nil {
-		return fmt.Errorf("upsert account %s: encode platforms: %w", a.ID, err)
-	}
-	// created_at is kept from the first insert.
-	_, err = t.q.ExecContext(ctx, `INSERT INTO accounts (id, name, sandboxes_enabled, concurrent_limit, allowed_platforms, monthly_minutes, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name, sandboxes_enabled = excluded.sandboxes_enabled,
-			concurrent_limit = excluded.concurrent_limit, allowed_platforms = excluded.allowed_platforms,
-			monthly_minutes = excluded.monthly_minutes`,
-		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, string(pj), a.MonthlyMinutes, orNow(a.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert account "+a.ID)
-	}
 	return nil
 }

@@ -8,6 +8,74 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
+// scanAccount scans one row of AccountCols, then extra.
+func (q Queries) scanAccount(row Row, extra ...any) (store.Account, error) {
+	var a store.Account
+	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, q.Dialect.StringsDest(&a.AllowedPlatforms),
+		&a.MonthlyMinutes, q.Dialect.TimeDest(&a.CreatedAt)}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return store.Account{}, err
+	}
+	if len(a.AllowedPlatforms) == 0 {
+		a.AllowedPlatforms = nil
+	}
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, nil
+}
+
+// AccountByTokenHash implements store.Reader.
+func (q Queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error) {
+	var t store.Token
+	var kind string
+	d := q.Dialect
+	a, err := q.scanAccount(q.DB.QueryRow(ctx, `SELECT `+AccountCols+`,
+			t.id, t.account_id, t.kind, t.name, t.hash, t.created_at, t.expires_at, t.revoked_at
+		FROM tokens t JOIN accounts a ON a.id = t.account_id
+		WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)`, hash, d.Time(now)),
+		&t.ID, &t.AccountID, &kind, &t.Name, &t.Hash, d.TimeDest(&t.CreatedAt), d.NullTimeDest(&t.ExpiresAt), d.NullTimeDest(&t.RevokedAt))
+	if err != nil {
+		return store.Account{}, store.Token{}, NotFound(err, d.NoRows, "token by hash")
+	}
+	t.Kind = store.TokenKind(kind)
+	t.CreatedAt = t.CreatedAt.UTC()
+	t.ExpiresAt, t.RevokedAt = UTCPtr(t.ExpiresAt), UTCPtr(t.RevokedAt)
+	return a, t, nil
+}
+
+// Account implements store.Reader.
+func (q Queries) Account(ctx context.Context, id string) (store.Account, error) {
+	a, err := q.scanAccount(q.DB.QueryRow(ctx, `SELECT `+AccountCols+` FROM accounts a WHERE a.id = $1`, id))
+	if err != nil {
+		return store.Account{}, NotFound(err, q.Dialect.NoRows, "account "+id)
+	}
+	return a, nil
+}
+
+// Accounts implements store.Reader.
+func (q Queries) Accounts(ctx context.Context) ([]store.Account, error) {
+	return List(ctx, q.DB, "list accounts", func(r Row) (store.Account, error) { return q.scanAccount(r) },
+		`SELECT `+AccountCols+` FROM accounts a ORDER BY a.id`)
+}
+
+// UpsertAccount implements store.Tx.
+func (q Queries) UpsertAccount(ctx context.Context, a store.Account) error {
+	platforms := a.AllowedPlatforms
+	if platforms == nil {
+		platforms = []string{}
+	}
+	// created_at is kept from the first insert.
+	_, err := q.DB.Exec(ctx, `INSERT INTO accounts (id, name, sandboxes_enabled, concurrent_limit, allowed_platforms, monthly_minutes, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO UPDATE SET name = excluded.name, sandboxes_enabled = excluded.sandboxes_enabled,
+			concurrent_limit = excluded.concurrent_limit, allowed_platforms = excluded.allowed_platforms,
+			monthly_minutes = excluded.monthly_minutes`,
+		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, q.Dialect.Strings(platforms), a.MonthlyMinutes, q.timeOrNow(a.CreatedAt))
+	if err != nil {
+		return q.Dialect.Conflict(err, "upsert account "+a.ID)
+	}
+	return nil
+}
+
 func (q Queries) scanRevokedToken(r Row) (store.Token, error) {
 	var t store.Token
 	err := r.Scan(&t.ID, &t.AccountID, q.Dialect.NullTimeDest(&t.RevokedAt))

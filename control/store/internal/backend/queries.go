@@ -44,6 +44,10 @@ type Dialect struct {
 	// JSON binds an encoded JSON document (Postgres: bytes for jsonb;
 	// SQLite: text).
 	JSON func(doc []byte) any
+	// Strings binds a list of strings (Postgres: text[]; SQLite: a JSON
+	// array), and StringsDest scans one.
+	Strings     func(v []string) any
+	StringsDest func(v *[]string) any
 }
 
 // Queries are the statements both backends run as written here, on DB.
