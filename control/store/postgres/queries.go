@@ -151,3 +151,9 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		GROUP BY platform, kind
 		ORDER BY platform, kind`, accountID, from, to, now)
 }
+
+func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
+	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
+		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,
+		append(liveStates(), string(store.StateSuspended)))
+}

@@ -72,14 +72,6 @@ func nullMicros(t *time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
 }
 
-func fromNullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
-}
-
 func orNow(t time.Time) int64 {
 	if t.IsZero() {
 		return time.Now().UnixMicro()
@@ -113,6 +105,14 @@ func (d nullMicrosDest) Scan(src any) error {
 	}
 	*d.t = &t
 	return nil
+}
+
+func jsonList(v []string) string {
+	if v == nil {
+		v = []string{}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // jsonListDest scans a list of strings stored as a JSON array.
@@ -252,4 +252,10 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		ORDER BY platform, kind`,
 		sql.Named("account", accountID), sql.Named("from", micros(from)),
 		sql.Named("to", micros(to)), sql.Named("now", micros(now)))
+}
+
+func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
+	in, args := inList(append(append([]store.State{}, store.LiveStates...), store.StateSuspended))
+	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
+		WHERE state IN `+in+` GROUP BY account_id, platform, state ORDER BY account_id, platform, state`, args...)
 }
