@@ -151,10 +151,6 @@ var dialect = backend.Dialect{
 // scanner is *sql.Row or *sql.Rows.
 type scanner = backend.Row
 
-// notFound turns sql.ErrNoRows into store.ErrNotFound, wrapped with what
-// was looked up.
-func notFound(err error, what string) error { return backend.NotFound(err, sql.ErrNoRows, what) }
-
 // list runs query and scans every row with scan; an error is wrapped
 // with what.
 func list[T any](ctx context.Context, q querier, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {

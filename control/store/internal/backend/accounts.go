@@ -151,3 +151,26 @@ func (q Queries) UpsertProfile(ctx context.Context, p store.Profile) error {
 	}
 	return nil
 }
+
+// AccountIdleTimeout implements store.Reader; 0 when the account has none.
+func (q Queries) AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error) {
+	var secs *int64
+	err := q.DB.QueryRow(ctx, `SELECT idle_timeout_seconds FROM accounts WHERE id = $1`, accountID).Scan(&secs)
+	if err != nil {
+		return 0, NotFound(err, q.Dialect.NoRows, "account")
+	}
+	if secs == nil {
+		return 0, nil
+	}
+	return time.Duration(*secs) * time.Second, nil
+}
+
+// SetAccountIdleTimeout implements store.Tx; a d under a second clears it.
+func (q Queries) SetAccountIdleTimeout(ctx context.Context, accountID string, d time.Duration) error {
+	var secs *int64
+	if s := int64(d / time.Second); s > 0 {
+		secs = &s
+	}
+	n, err := q.DB.Exec(ctx, `UPDATE accounts SET idle_timeout_seconds = $2 WHERE id = $1`, accountID, secs)
+	return OneRow(n, err, "set idle timeout of "+accountID, store.ErrNotFound)
+}
