@@ -21,24 +21,3 @@ func scanIdleCandidate(r backend.Row) (store.IdleCandidate, error) {
 func (q queries) IdleCandidates(ctx context.Context) ([]store.IdleCandidate, error) {
 	return list(ctx, q.q, "list idle candidates", scanIdleCandidate, backend.IdleCandidates)
 }
-
-func (q queries) AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error) {
-	var secs *int64
-	err := q.q.QueryRow(ctx, `SELECT idle_timeout_seconds FROM accounts WHERE id = $1`, accountID).Scan(&secs)
-	if err != nil {
-		return 0, notFound(err, "account")
-	}
-	if secs == nil {
-		return 0, nil
-	}
-	return time.Duration(*secs) * time.Second, nil
-}
-
-func (t *tx) SetAccountIdleTimeout(ctx context.Context, accountID string, d time.Duration) error {
-	var secs *int64
-	if s := int64(d / time.Second); s > 0 {
-		secs = &s
-	}
-	tag, err := t.q.Exec(ctx, `UPDATE accounts SET idle_timeout_seconds = $2 WHERE id = $1`, accountID, secs)
-	return oneRow(tag, err, "set idle timeout of "+accountID, store.ErrNotFound)
-}

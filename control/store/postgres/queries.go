@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -39,6 +38,12 @@ var dialect = backend.Dialect{
 	Conflict: conflict,
 	Time:     func(t time.Time) any { return t },
 	TimeDest: func(t *time.Time) any { return t },
+	// pgx binds a nil *time.Time as NULL and scans NULL as nil.
+	NullTime:     func(t *time.Time) any { return t },
+	NullTimeDest: func(t **time.Time) any { return t },
+	JSON:         func(doc []byte) any { return doc },
+	Strings:      func(v []string) any { return v },
+	StringsDest:  func(v *[]string) any { return v },
 }
 
 // sharedDB runs backend's statements, written for Postgres, as they are.
@@ -79,18 +84,9 @@ func list[T any](ctx context.Context, q querier, what string, scan func(backend.
 	return out, nil
 }
 
-// oneRow wraps a write's error with what, and reports a write that
-// touched no row as none: store.ErrConflict for an insert that met an
-// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
-// a missing one.
+// oneRow is backend.OneRow on a command tag.
 func oneRow(tag pgconn.CommandTag, err error, what string, none error) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", what, none)
-	}
-	return nil
+	return backend.OneRow(tag.RowsAffected(), err, what, none)
 }
 
 // conflict maps unique violations to store.ErrConflict.
@@ -102,141 +98,10 @@ func conflict(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
-const accountCols = backend.AccountCols
-
-func scanAccount(row backend.Row, extra ...any) (store.Account, error) {
-	var a store.Account
-	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, &a.AllowedPlatforms, &a.MonthlyMinutes, &a.CreatedAt}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return store.Account{}, err
-	}
-	if len(a.AllowedPlatforms) == 0 {
-		a.AllowedPlatforms = nil
-	}
-	a.CreatedAt = a.CreatedAt.UTC()
-	return a, nil
-}
-
-func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error) {
-	var t store.Token
-	var kind string
-	a, err := scanAccount(q.q.QueryRow(ctx, `SELECT `+accountCols+`,
-			t.id, t.account_id, t.kind, t.name, t.hash, t.created_at, t.expires_at, t.revoked_at
-		FROM tokens t JOIN accounts a ON a.id = t.account_id
-		WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > $2)`, hash, now),
-		&t.ID, &t.AccountID, &kind, &t.Name, &t.Hash, &t.CreatedAt, &t.ExpiresAt, &t.RevokedAt)
-	if err != nil {
-		return store.Account{}, store.Token{}, notFound(err, "token by hash")
-	}
-	t.Kind = store.TokenKind(kind)
-	t.CreatedAt = t.CreatedAt.UTC()
-	t.ExpiresAt, t.RevokedAt = utcPtr(t.ExpiresAt), utcPtr(t.RevokedAt)
-	return a, t, nil
-}
-
-func (q queries) TokensRevokedSince(ctx context.Context, since time.Time) ([]store.Token, error) {
-	rows, err := q.q.Query(ctx, `SELECT id, account_id, revoked_at FROM tokens
-		WHERE revoked_at > $1 ORDER BY revoked_at, id`, since)
-	if err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	defer rows.Close()
-	var out []store.Token
-	for rows.Next() {
-		var t store.Token
-		if err := rows.Scan(&t.ID, &t.AccountID, &t.RevokedAt); err != nil {
-			return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-		}
-		t.RevokedAt = utcPtr(t.RevokedAt)
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	return out, nil
-}
-
-func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
-	a, err := scanAccount(q.q.QueryRow(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = $1`, id))
-	if err != nil {
-		return store.Account{}, notFound(err, "account "+id)
-	}
-	return a, nil
-}
-
-func (q queries) Project(ctx context.Context, id string) (store.Project, error) {
-	var p store.Project
-	err := q.q.QueryRow(ctx, `SELECT id, account_id, name, created_at FROM projects WHERE id = $1`, id).
-		Scan(&p.ID, &p.AccountID, &p.Name, &p.CreatedAt)
-	if err != nil {
-		return store.Project{}, notFound(err, "project "+id)
-	}
-	p.CreatedAt = p.CreatedAt.UTC()
-	return p, nil
-}
-
-const profileCols = backend.ProfileCols
-
-func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
-	p, err := backend.ScanProfile(q.q.QueryRow(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = $1`, name))
-	if err != nil {
-		return store.Profile{}, notFound(err, "profile "+name)
-	}
-	return p, nil
-}
-
-func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	return list(ctx, q.q, "list profiles", backend.ScanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
-}
-
 const sandboxCols = backend.SandboxCols
 
-func scanSandbox(row backend.Row) (store.Sandbox, error) {
-	var sb store.Sandbox
-	var state string
-	var grants, consumer []byte
-	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
-		&sb.CreatedAt, &sb.DeadlineAt, &sb.ReadyAt, &sb.SuspendedAt, &sb.TerminatedAt,
-		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
-		&sb.LeaseHolder, &sb.LeaseUntil, &sb.RestoreAttempts)
-	if err != nil {
-		return store.Sandbox{}, err
-	}
-	sb.State = store.State(state)
-	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
-	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = utcPtr(sb.ReadyAt), utcPtr(sb.SuspendedAt), utcPtr(sb.TerminatedAt)
-	sb.LeaseUntil = utcPtr(sb.LeaseUntil)
-	if err := json.Unmarshal(grants, &sb.Grants); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
-	}
-	if len(sb.Grants) == 0 {
-		sb.Grants = nil
-	}
-	if err := json.Unmarshal(consumer, &sb.Consumer); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode consumer of sandbox %s: %w", sb.ID, err)
-	}
-	return sb, nil
-}
-
 func (q queries) sandboxes(ctx context.Context, what, sql string, args ...any) ([]store.Sandbox, error) {
-	return list(ctx, q.q, what, scanSandbox, sql, args...)
-}
-
-func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
-	sb, err := scanSandbox(q.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1`, id))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox "+id)
-	}
-	return sb, nil
+	return list(ctx, q.q, what, q.ScanSandbox, sql, args...)
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
@@ -255,18 +120,6 @@ func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store
 		LIMIT $4`, opts.AccountID, states, opts.Before, limit)
 }
 
-func (q queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (store.Sandbox, error) {
-	if key == "" {
-		return store.Sandbox{}, fmt.Errorf("sandbox by empty idempotency key: %w", store.ErrNotFound)
-	}
-	sb, err := scanSandbox(q.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE account_id = $1 AND idempotency_key = $2`, accountID, key))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox by idempotency key")
-	}
-	return sb, nil
-}
-
 func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) ([]store.Sandbox, error) {
 	ss := make([]string, len(states))
 	for i, s := range states {
@@ -274,29 +127,6 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 	}
 	return q.sandboxes(ctx, "sandboxes in states", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE state = ANY($1) ORDER BY created_at, id`, ss)
-}
-
-func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	limit = backend.Limit(limit)
-	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE deadline_at < $1
-		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= $2))
-		ORDER BY deadline_at, id LIMIT $3`, now, now.Add(-maxLifetime), limit)
-}
-
-// scanSession scans one row of Sessions.
-func scanSession(r backend.Row) (store.Session, error) {
-	var s store.Session
-	var kind string
-	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.StartedAt, &s.EndedAt, &s.EndReason)
-	s.Kind = store.SessionKind(kind)
-	s.StartedAt, s.EndedAt = s.StartedAt.UTC(), utcPtr(s.EndedAt)
-	return s, err
-}
-
-func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
-		FROM sandbox_sessions WHERE sandbox_id = $1 ORDER BY started_at, id`, sandboxID)
 }
 
 // scanUsageRow scans one row of Usage.
@@ -322,24 +152,8 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		ORDER BY platform, kind`, accountID, from, to, now)
 }
 
-// scanEvent scans one row of Events.
-func scanEvent(r backend.Row) (store.Event, error) {
-	var e store.Event
-	var state string
-	var consumer []byte
-	err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &e.At, &consumer)
-	if err != nil {
-		return e, err
-	}
-	e.State = store.State(state)
-	if err := json.Unmarshal(consumer, &e.Consumer); err != nil {
-		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-	}
-	e.At = e.At.UTC()
-	return e, err
-}
-
-func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
-		FROM events WHERE sandbox_id = $1 AND id > $2 ORDER BY id`, sandboxID, afterID)
+func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
+	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
+		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,
+		append(liveStates(), string(store.StateSuspended)))
 }

@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sbxedge/sbx/control/store"
 )
@@ -42,124 +39,21 @@ func liveStates() []string {
 }
 
 func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, error) {
-	sb, err := scanSandbox(t.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id))
+	sb, err := t.ScanSandbox(t.q.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id))
 	if err != nil {
 		return store.Sandbox{}, notFound(err, "lock sandbox "+id)
 	}
 	return sb, nil
 }
 
-func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
-	tag, err := t.q.Exec(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
-		ON CONFLICT DO NOTHING`,
-		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
-		orNow(sb.CreatedAt), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt,
-		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
-		sb.GrantsJSON(), sb.IdempotencyKey, sb.RequestHash, sb.Consumer.JSON(),
-		sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
-	return oneRow(tag, err, "insert sandbox "+sb.ID, store.ErrConflict)
-}
-
-func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
-	tag, err := t.q.Exec(ctx, `UPDATE sandboxes SET
-			project_id = $2, state = $3, deadline_at = $4, ready_at = $5, suspended_at = $6,
-			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
-			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16
-		WHERE id = $1`,
-		sb.ID, sb.ProjectID, string(sb.State), sb.DeadlineAt, sb.ReadyAt, sb.SuspendedAt,
-		sb.TerminatedAt, sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
-		sb.HostKey, sb.GrantsJSON(), sb.LeaseHolder, sb.LeaseUntil, sb.RestoreAttempts)
-	return oneRow(tag, err, "update sandbox "+sb.ID, store.ErrNotFound)
-}
-
-func (t *tx) OpenSession(ctx context.Context, s store.Session) (int64, error) {
-	var id int64
-	err := t.q.QueryRow(ctx, `INSERT INTO sandbox_sessions (sandbox_id, account_id, platform, kind, started_at)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT DO NOTHING
-		RETURNING id`, s.SandboxID, s.AccountID, s.Platform, string(s.Kind), s.StartedAt).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("open %s session of %s: already open: %w", s.Kind, s.SandboxID, store.ErrConflict)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("open %s session of %s: %w", s.Kind, s.SandboxID, err)
-	}
-	return id, nil
-}
-
-func (t *tx) CloseSessions(ctx context.Context, sandboxID string, kind store.SessionKind, at time.Time, reason string) (int, error) {
-	tag, err := t.q.Exec(ctx, `UPDATE sandbox_sessions SET ended_at = $3, end_reason = $4
-		WHERE sandbox_id = $1 AND kind = $2 AND ended_at IS NULL`, sandboxID, string(kind), at, reason)
-	if err != nil {
-		return 0, fmt.Errorf("close %s sessions of %s: %w", kind, sandboxID, err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at, consumer)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce((SELECT consumer FROM sandboxes WHERE id = $1), '{}'))`,
-		e.SandboxID, e.AccountID, e.Type, string(e.State), e.Reason, e.Actor, e.Message, orNow(e.At))
-	if err != nil {
-		return fmt.Errorf("insert %s event of %s: %w", e.Type, e.SandboxID, err)
+	if err := t.Queries.InsertEvent(ctx, e); err != nil {
+		return err
 	}
 	// Delivered to every replica's listener when (and only if) the
 	// transaction commits; Postgres folds duplicates within one.
 	if _, err := t.q.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, e.SandboxID); err != nil {
 		return fmt.Errorf("notify %s event of %s: %w", e.Type, e.SandboxID, err)
-	}
-	return nil
-}
-
-func (t *tx) UpsertAccount(ctx context.Context, a store.Account) error {
-	platforms := a.AllowedPlatforms
-	if platforms == nil {
-		platforms = []string{}
-	}
-	// created_at is kept from the first insert.
-	_, err := t.q.Exec(ctx, `INSERT INTO accounts (id, name, sandboxes_enabled, concurrent_limit, allowed_platforms, monthly_minutes, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name, sandboxes_enabled = excluded.sandboxes_enabled,
-			concurrent_limit = excluded.concurrent_limit, allowed_platforms = excluded.allowed_platforms,
-			monthly_minutes = excluded.monthly_minutes`,
-		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, platforms, a.MonthlyMinutes, orNow(a.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert account "+a.ID)
-	}
-	return nil
-}
-
-func (t *tx) UpsertProject(ctx context.Context, p store.Project) error {
-	// A project never moves between accounts: the guarded update touches
-	// no row then, which reads as a conflict.
-	tag, err := t.q.Exec(ctx, `INSERT INTO projects (id, account_id, name, created_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name
-		WHERE projects.account_id = excluded.account_id`,
-		p.ID, p.AccountID, p.Name, orNow(p.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert project "+p.ID)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("upsert project %s: owned by another account: %w", p.ID, store.ErrConflict)
-	}
-	return nil
-}
-
-func (t *tx) InsertToken(ctx context.Context, tk store.Token) error {
-	tag, err := t.q.Exec(ctx, `INSERT INTO tokens (id, account_id, kind, name, hash, created_at, expires_at, revoked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		tk.ID, tk.AccountID, string(tk.Kind), tk.Name, tk.Hash, orNow(tk.CreatedAt), tk.ExpiresAt, tk.RevokedAt)
-	return oneRow(tag, err, "insert token "+tk.ID, store.ErrConflict)
-}
-
-func (t *tx) UpsertProfile(ctx context.Context, p store.Profile) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO profiles (`+profileCols+`) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (name) DO UPDATE SET platform = excluded.platform, cpu = excluded.cpu,
-			memory_mb = excluded.memory_mb, disk_gb = excluded.disk_gb, image = excluded.image`,
-		p.Name, p.Platform, p.CPU, p.MemoryMB, p.DiskGB, p.Image)
-	if err != nil {
-		return fmt.Errorf("upsert profile %s: %w", p.Name, err)
 	}
 	return nil
 }

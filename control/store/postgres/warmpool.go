@@ -6,9 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // ClaimWarmPod claims the oldest free pod of profile in one UPDATE. SKIP
@@ -16,13 +13,9 @@ import (
 // taking instead of queueing behind it, and the outer claimed_by IS NULL
 // re-check means a row taken meanwhile is never handed out twice.
 func (s *Store) ClaimWarmPod(ctx context.Context, profile, sandboxID string) (string, error) {
-	var pod string
-	err := s.pool.QueryRow(ctx, `SELECT pod FROM warm_pods WHERE claimed_by = $1`, sandboxID).Scan(&pod)
-	if err == nil {
-		return pod, nil // a retried provision finds its own claim
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("look up warm claim of %s: %w", sandboxID, err)
+	pod, err := s.WarmClaim(ctx, sandboxID)
+	if err != nil || pod != "" {
+		return pod, err
 	}
 	err = s.pool.QueryRow(ctx, `UPDATE warm_pods SET claimed_by = $2, claimed_at = now()
 		WHERE pod = (
@@ -40,19 +33,6 @@ func (s *Store) ClaimWarmPod(ctx context.Context, profile, sandboxID string) (st
 		return "", fmt.Errorf("claim warm pod of %s for %s: %w", profile, sandboxID, err)
 	}
 	return pod, nil
-}
-
-// WarmPods lists every row, oldest first.
-// scanWarmPod scans one row of WarmPods.
-func scanWarmPod(r backend.Row) (store.WarmPod, error) {
-	var w store.WarmPod
-	err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, &w.CreatedAt, &w.ClaimedAt)
-	return w, err
-}
-
-func (s *Store) WarmPods(ctx context.Context) ([]store.WarmPod, error) {
-	return list(ctx, s.pool, "list warm pods", scanWarmPod, `SELECT pod, profile, image, coalesce(claimed_by, ''), created_at, claimed_at
-		FROM warm_pods ORDER BY created_at, pod`)
 }
 
 // warmLockKey is the advisory lock the warm pool replenisher holds.

@@ -72,14 +72,6 @@ func nullMicros(t *time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
 }
 
-func fromNullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
-}
-
 func orNow(t time.Time) int64 {
 	if t.IsZero() {
 		return time.Now().UnixMicro()
@@ -99,21 +91,65 @@ func (d microsDest) Scan(src any) error {
 	return nil
 }
 
+// nullMicrosDest scans a nullable time stored as Unix microseconds.
+type nullMicrosDest struct{ t **time.Time }
+
+func (d nullMicrosDest) Scan(src any) error {
+	if src == nil {
+		*d.t = nil
+		return nil
+	}
+	var t time.Time
+	if err := (microsDest{&t}).Scan(src); err != nil {
+		return err
+	}
+	*d.t = &t
+	return nil
+}
+
+func jsonList(v []string) string {
+	if v == nil {
+		v = []string{}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// jsonListDest scans a list of strings stored as a JSON array.
+type jsonListDest struct{ v *[]string }
+
+func (d jsonListDest) Scan(src any) error {
+	var doc []byte
+	switch src := src.(type) {
+	case string:
+		doc = []byte(src)
+	case []byte:
+		doc = src
+	default:
+		return fmt.Errorf("list column holds %T, want a JSON array", src)
+	}
+	if err := json.Unmarshal(doc, d.v); err != nil {
+		return fmt.Errorf("decode list: %w", err)
+	}
+	return nil
+}
+
 // dialect is how SQLite differs under backend's shared statements: times
 // as Unix microseconds, and its own "no row" and constraint errors.
 var dialect = backend.Dialect{
-	NoRows:   sql.ErrNoRows,
-	Conflict: conflict,
-	Time:     func(t time.Time) any { return micros(t) },
-	TimeDest: func(t *time.Time) any { return microsDest{t} },
+	NoRows:       sql.ErrNoRows,
+	Conflict:     conflict,
+	Time:         func(t time.Time) any { return micros(t) },
+	TimeDest:     func(t *time.Time) any { return microsDest{t} },
+	NullTime:     func(t *time.Time) any { return nullMicros(t) },
+	NullTimeDest: func(t **time.Time) any { return nullMicrosDest{t} },
+	JSON:         func(doc []byte) any { return string(doc) },
+	Strings:      func(v []string) any { return jsonList(v) },
+	StringsDest:  func(v *[]string) any { return jsonListDest{v} },
 }
 
 // scanner is *sql.Row or *sql.Rows.
 type scanner = backend.Row
-
-// notFound turns sql.ErrNoRows into store.ErrNotFound, wrapped with what
-// was looked up.
-func notFound(err error, what string) error { return backend.NotFound(err, sql.ErrNoRows, what) }
 
 // list runs query and scans every row with scan; an error is wrapped
 // with what.
@@ -152,143 +188,10 @@ func inList[S ~string](vals []S) (string, []any) {
 	return "(" + strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ") + ")", args
 }
 
-const accountCols = backend.AccountCols
-
-func scanAccount(row scanner, extra ...any) (store.Account, error) {
-	var a store.Account
-	var platforms string
-	var created int64
-	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, &platforms, &a.MonthlyMinutes, &created}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return store.Account{}, err
-	}
-	if err := json.Unmarshal([]byte(platforms), &a.AllowedPlatforms); err != nil {
-		return store.Account{}, fmt.Errorf("decode allowed platforms of account %s: %w", a.ID, err)
-	}
-	if len(a.AllowedPlatforms) == 0 {
-		a.AllowedPlatforms = nil
-	}
-	a.CreatedAt = fromMicros(created)
-	return a, nil
-}
-
-func (q queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.Time) (store.Account, store.Token, error) {
-	var t store.Token
-	var kind string
-	var created int64
-	var expires, revoked sql.NullInt64
-	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+`,
-			t.id, t.account_id, t.kind, t.name, t.hash, t.created_at, t.expires_at, t.revoked_at
-		FROM tokens t JOIN accounts a ON a.id = t.account_id
-		WHERE t.hash = ? AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?)`, hash, micros(now)),
-		&t.ID, &t.AccountID, &kind, &t.Name, &t.Hash, &created, &expires, &revoked)
-	if err != nil {
-		return store.Account{}, store.Token{}, notFound(err, "token by hash")
-	}
-	t.Kind = store.TokenKind(kind)
-	t.CreatedAt, t.ExpiresAt, t.RevokedAt = fromMicros(created), fromNullMicros(expires), fromNullMicros(revoked)
-	return a, t, nil
-}
-
-func (q queries) TokensRevokedSince(ctx context.Context, since time.Time) ([]store.Token, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, account_id, revoked_at FROM tokens
-		WHERE revoked_at > ? ORDER BY revoked_at, id`, micros(since))
-	if err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	defer rows.Close()
-	var out []store.Token
-	for rows.Next() {
-		var t store.Token
-		var revoked int64
-		if err := rows.Scan(&t.ID, &t.AccountID, &revoked); err != nil {
-			return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-		}
-		at := fromMicros(revoked)
-		t.RevokedAt = &at
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tokens revoked since %s: %w", since, err)
-	}
-	return out, nil
-}
-
-func (q queries) Account(ctx context.Context, id string) (store.Account, error) {
-	a, err := scanAccount(q.q.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.id = ?`, id))
-	if err != nil {
-		return store.Account{}, notFound(err, "account "+id)
-	}
-	return a, nil
-}
-
-func (q queries) Project(ctx context.Context, id string) (store.Project, error) {
-	var p store.Project
-	var created int64
-	err := q.q.QueryRowContext(ctx, `SELECT id, account_id, name, created_at FROM projects WHERE id = ?`, id).
-		Scan(&p.ID, &p.AccountID, &p.Name, &created)
-	if err != nil {
-		return store.Project{}, notFound(err, "project "+id)
-	}
-	p.CreatedAt = fromMicros(created)
-	return p, nil
-}
-
-const profileCols = backend.ProfileCols
-
-func (q queries) Profile(ctx context.Context, name string) (store.Profile, error) {
-	p, err := backend.ScanProfile(q.q.QueryRowContext(ctx, `SELECT `+profileCols+` FROM profiles WHERE name = ?`, name))
-	if err != nil {
-		return store.Profile{}, notFound(err, "profile "+name)
-	}
-	return p, nil
-}
-
-func (q queries) Profiles(ctx context.Context) ([]store.Profile, error) {
-	return list(ctx, q.q, "list profiles", backend.ScanProfile, `SELECT `+profileCols+` FROM profiles ORDER BY name`)
-}
-
 const sandboxCols = backend.SandboxCols
 
-func scanSandbox(row scanner) (store.Sandbox, error) {
-	var sb store.Sandbox
-	var state, grants, consumer string
-	var created, deadline int64
-	var ready, suspended, terminated, leaseUntil sql.NullInt64
-	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
-		&created, &deadline, &ready, &suspended, &terminated,
-		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
-		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
-		&sb.LeaseHolder, &leaseUntil, &sb.RestoreAttempts)
-	if err != nil {
-		return store.Sandbox{}, err
-	}
-	sb.State = store.State(state)
-	sb.CreatedAt, sb.DeadlineAt = fromMicros(created), fromMicros(deadline)
-	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = fromNullMicros(ready), fromNullMicros(suspended), fromNullMicros(terminated)
-	sb.LeaseUntil = fromNullMicros(leaseUntil)
-	if err := json.Unmarshal([]byte(grants), &sb.Grants); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
-	}
-	if len(sb.Grants) == 0 {
-		sb.Grants = nil
-	}
-	if err := json.Unmarshal([]byte(consumer), &sb.Consumer); err != nil {
-		return store.Sandbox{}, fmt.Errorf("decode consumer of sandbox %s: %w", sb.ID, err)
-	}
-	return sb, nil
-}
-
 func (q queries) sandboxes(ctx context.Context, what, query string, args ...any) ([]store.Sandbox, error) {
-	return list(ctx, q.q, what, scanSandbox, query, args...)
-}
-
-func (q queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
-	sb, err := scanSandbox(q.q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox "+id)
-	}
-	return sb, nil
+	return list(ctx, q.q, what, q.ScanSandbox, query, args...)
 }
 
 func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store.Sandbox, error) {
@@ -311,18 +214,6 @@ func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store
 	return q.sandboxes(ctx, "list sandboxes", query, append(args, limit)...)
 }
 
-func (q queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (store.Sandbox, error) {
-	if key == "" {
-		return store.Sandbox{}, fmt.Errorf("sandbox by empty idempotency key: %w", store.ErrNotFound)
-	}
-	sb, err := scanSandbox(q.q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE account_id = ? AND idempotency_key = ?`, accountID, key))
-	if err != nil {
-		return store.Sandbox{}, notFound(err, "sandbox by idempotency key")
-	}
-	return sb, nil
-}
-
 func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) ([]store.Sandbox, error) {
 	if len(states) == 0 {
 		return nil, nil
@@ -330,30 +221,6 @@ func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) (
 	in, args := inList(states)
 	return q.sandboxes(ctx, "sandboxes in states", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE state IN `+in+` ORDER BY created_at, id`, args...)
-}
-
-func (q queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
-	limit = backend.Limit(limit)
-	return q.sandboxes(ctx, "expired sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
-		WHERE deadline_at < ?
-		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= ?))
-		ORDER BY deadline_at, id LIMIT ?`, micros(now), micros(now.Add(-maxLifetime)), limit)
-}
-
-// scanSession scans one row of Sessions.
-func scanSession(r scanner) (store.Session, error) {
-	var s store.Session
-	var kind string
-	var started int64
-	var ended sql.NullInt64
-	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &started, &ended, &s.EndReason)
-	s.Kind, s.StartedAt, s.EndedAt = store.SessionKind(kind), fromMicros(started), fromNullMicros(ended)
-	return s, err
-}
-
-func (q queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	return list(ctx, q.q, "sessions of "+sandboxID, scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
-		FROM sandbox_sessions WHERE sandbox_id = ? ORDER BY started_at, id`, sandboxID)
 }
 
 // scanUsageRow scans one row of Usage.
@@ -383,22 +250,8 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		sql.Named("to", micros(to)), sql.Named("now", micros(now)))
 }
 
-// scanEvent scans one row of Events.
-func scanEvent(r scanner) (store.Event, error) {
-	var e store.Event
-	var state, consumer string
-	var at int64
-	if err := r.Scan(&e.ID, &e.SandboxID, &e.AccountID, &e.Type, &state, &e.Reason, &e.Actor, &e.Message, &at, &consumer); err != nil {
-		return e, err
-	}
-	e.State, e.At = store.State(state), fromMicros(at)
-	if err := json.Unmarshal([]byte(consumer), &e.Consumer); err != nil {
-		return e, fmt.Errorf("decode consumer of event %d: %w", e.ID, err)
-	}
-	return e, nil
-}
-
-func (q queries) Events(ctx context.Context, sandboxID string, afterID int64) ([]store.Event, error) {
-	return list(ctx, q.q, "events of "+sandboxID, scanEvent, `SELECT id, sandbox_id, account_id, type, state, reason, actor, message, at, consumer
-		FROM events WHERE sandbox_id = ? AND id > ? ORDER BY id`, sandboxID, afterID)
+func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
+	in, args := inList(append(append([]store.State{}, store.LiveStates...), store.StateSuspended))
+	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
+		WHERE state IN `+in+` GROUP BY account_id, platform, state ORDER BY account_id, platform, state`, args...)
 }

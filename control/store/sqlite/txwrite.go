@@ -3,15 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // Inserts that may legitimately collide use ON CONFLICT DO NOTHING and
@@ -27,21 +26,16 @@ func conflict(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// affected reads RowsAffected, which the sqlite driver always provides.
-// oneRow wraps a write's error with what, and reports a write that
-// touched no row as none: store.ErrConflict for an insert that met an
-// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
-// a missing one.
+// oneRow is backend.OneRow on a result.
 func oneRow(res sql.Result, err error, what string, none error) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	var n int64
+	if err == nil {
+		n = affected(res)
 	}
-	if affected(res) == 0 {
-		return fmt.Errorf("%s: %w", what, none)
-	}
-	return nil
+	return backend.OneRow(n, err, what, none)
 }
 
+// affected reads RowsAffected, which the sqlite driver always provides.
 func affected(res sql.Result) int64 {
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -70,117 +64,10 @@ func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, er
 	return sb, nil
 }
 
-func (t *tx) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
-	res, err := t.q.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`,
-		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
-		orNow(sb.CreatedAt), micros(sb.DeadlineAt), nullMicros(sb.ReadyAt), nullMicros(sb.SuspendedAt), nullMicros(sb.TerminatedAt),
-		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
-		string(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, string(sb.Consumer.JSON()),
-		sb.LeaseHolder, nullMicros(sb.LeaseUntil), sb.RestoreAttempts)
-	return oneRow(res, err, "insert sandbox "+sb.ID, store.ErrConflict)
-}
-
-func (t *tx) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
-	res, err := t.q.ExecContext(ctx, `UPDATE sandboxes SET
-			project_id = ?, state = ?, deadline_at = ?, ready_at = ?, suspended_at = ?,
-			terminated_at = ?, end_reason = ?, endpoint = ?, ssh_user = ?, workspace = ?,
-			host_key = ?, grants = ?, lease_holder = ?, lease_until = ?, restore_attempts = ?
-		WHERE id = ?`,
-		sb.ProjectID, string(sb.State), micros(sb.DeadlineAt), nullMicros(sb.ReadyAt), nullMicros(sb.SuspendedAt),
-		nullMicros(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
-		sb.HostKey, string(sb.GrantsJSON()), sb.LeaseHolder, nullMicros(sb.LeaseUntil), sb.RestoreAttempts, sb.ID)
-	return oneRow(res, err, "update sandbox "+sb.ID, store.ErrNotFound)
-}
-
-func (t *tx) OpenSession(ctx context.Context, s store.Session) (int64, error) {
-	var id int64
-	err := t.q.QueryRowContext(ctx, `INSERT INTO sandbox_sessions (sandbox_id, account_id, platform, kind, started_at)
-		VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING
-		RETURNING id`, s.SandboxID, s.AccountID, s.Platform, string(s.Kind), micros(s.StartedAt)).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("open %s session of %s: already open: %w", s.Kind, s.SandboxID, store.ErrConflict)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("open %s session of %s: %w", s.Kind, s.SandboxID, err)
-	}
-	return id, nil
-}
-
-func (t *tx) CloseSessions(ctx context.Context, sandboxID string, kind store.SessionKind, at time.Time, reason string) (int, error) {
-	res, err := t.q.ExecContext(ctx, `UPDATE sandbox_sessions SET ended_at = ?, end_reason = ?
-		WHERE sandbox_id = ? AND kind = ? AND ended_at IS NULL`, micros(at), reason, sandboxID, string(kind))
-	if err != nil {
-		return 0, fmt.Errorf("close %s sessions of %s: %w", kind, sandboxID, err)
-	}
-	return int(affected(res)), nil
-}
-
 func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO events (sandbox_id, account_id, type, state, reason, actor, message, at, consumer)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce((SELECT consumer FROM sandboxes WHERE id = ?1), '{}'))`,
-		e.SandboxID, e.AccountID, e.Type, string(e.State), e.Reason, e.Actor, e.Message, orNow(e.At))
-	if err != nil {
-		return fmt.Errorf("insert %s event of %s: %w", e.Type, e.SandboxID, err)
+	if err := t.Queries.InsertEvent(ctx, e); err != nil {
+		return err
 	}
 	t.eventSandboxes = append(t.eventSandboxes, e.SandboxID)
-	return nil
-}
-
-func (t *tx) UpsertAccount(ctx context.Context, a store.Account) error {
-	platforms := a.AllowedPlatforms
-	if platforms == nil {
-		platforms = []string{}
-	}
-	pj, err := json.Marshal(platforms)
-	if err != nil {
-		return fmt.Errorf("upsert account %s: encode platforms: %w", a.ID, err)
-	}
-	// created_at is kept from the first insert.
-	_, err = t.q.ExecContext(ctx, `INSERT INTO accounts (id, name, sandboxes_enabled, concurrent_limit, allowed_platforms, monthly_minutes, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name, sandboxes_enabled = excluded.sandboxes_enabled,
-			concurrent_limit = excluded.concurrent_limit, allowed_platforms = excluded.allowed_platforms,
-			monthly_minutes = excluded.monthly_minutes`,
-		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, string(pj), a.MonthlyMinutes, orNow(a.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert account "+a.ID)
-	}
-	return nil
-}
-
-func (t *tx) UpsertProject(ctx context.Context, p store.Project) error {
-	// A project never moves between accounts: the guarded update touches
-	// no row then, which reads as a conflict.
-	res, err := t.q.ExecContext(ctx, `INSERT INTO projects (id, account_id, name, created_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name
-		WHERE projects.account_id = excluded.account_id`,
-		p.ID, p.AccountID, p.Name, orNow(p.CreatedAt))
-	if err != nil {
-		return conflict(err, "upsert project "+p.ID)
-	}
-	if affected(res) == 0 {
-		return fmt.Errorf("upsert project %s: owned by another account: %w", p.ID, store.ErrConflict)
-	}
-	return nil
-}
-
-func (t *tx) InsertToken(ctx context.Context, tk store.Token) error {
-	res, err := t.q.ExecContext(ctx, `INSERT INTO tokens (id, account_id, kind, name, hash, created_at, expires_at, revoked_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		tk.ID, tk.AccountID, string(tk.Kind), tk.Name, tk.Hash, orNow(tk.CreatedAt), nullMicros(tk.ExpiresAt), nullMicros(tk.RevokedAt))
-	return oneRow(res, err, "insert token "+tk.ID, store.ErrConflict)
-}
-
-func (t *tx) UpsertProfile(ctx context.Context, p store.Profile) error {
-	_, err := t.q.ExecContext(ctx, `INSERT INTO profiles (`+profileCols+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET platform = excluded.platform, cpu = excluded.cpu,
-			memory_mb = excluded.memory_mb, disk_gb = excluded.disk_gb, image = excluded.image`,
-		p.Name, p.Platform, p.CPU, p.MemoryMB, p.DiskGB, p.Image)
-	if err != nil {
-		return fmt.Errorf("upsert profile %s: %w", p.Name, err)
-	}
 	return nil
 }

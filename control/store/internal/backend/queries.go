@@ -37,6 +37,17 @@ type Dialect struct {
 	// microseconds), and TimeDest a scan destination filling *t.
 	Time     func(t time.Time) any
 	TimeDest func(t *time.Time) any
+	// NullTime binds a nullable time (nil: NULL), and NullTimeDest scans
+	// one, leaving *t nil for NULL.
+	NullTime     func(t *time.Time) any
+	NullTimeDest func(t **time.Time) any
+	// JSON binds an encoded JSON document (Postgres: bytes for jsonb;
+	// SQLite: text).
+	JSON func(doc []byte) any
+	// Strings binds a list of strings (Postgres: text[]; SQLite: a JSON
+	// array), and StringsDest scans one.
+	Strings     func(v []string) any
+	StringsDest func(v *[]string) any
 }
 
 // Queries are the statements both backends run as written here, on DB.
@@ -52,6 +63,29 @@ func (q Queries) timeOrNow(t time.Time) any {
 		t = time.Now()
 	}
 	return q.Dialect.Time(t)
+}
+
+// OneRow wraps a write's error with what, and reports a write that
+// touched no row (n) as none: store.ErrConflict for an insert that met an
+// existing row (ON CONFLICT DO NOTHING), store.ErrNotFound for a change to
+// a missing one.
+func OneRow(n int64, err error, what string, none error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, none)
+	}
+	return nil
+}
+
+// UTCPtr is t in UTC, or nil.
+func UTCPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // List runs query and scans every row with scan; an error is wrapped with

@@ -2,10 +2,38 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sbxedge/sbx/control/store"
 )
+
+// WarmClaim is the pod sandboxID claimed, or "" when it holds none: a
+// retried provision finds its own claim before it claims another.
+func (q Queries) WarmClaim(ctx context.Context, sandboxID string) (string, error) {
+	var pod string
+	err := q.DB.QueryRow(ctx, `SELECT pod FROM warm_pods WHERE claimed_by = $1`, sandboxID).Scan(&pod)
+	if errors.Is(err, q.Dialect.NoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up warm claim of %s: %w", sandboxID, err)
+	}
+	return pod, nil
+}
+
+func (q Queries) scanWarmPod(r Row) (store.WarmPod, error) {
+	var w store.WarmPod
+	err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, q.Dialect.TimeDest(&w.CreatedAt), q.Dialect.NullTimeDest(&w.ClaimedAt))
+	w.CreatedAt, w.ClaimedAt = w.CreatedAt.UTC(), UTCPtr(w.ClaimedAt)
+	return w, err
+}
+
+// WarmPods lists every row, oldest first.
+func (q Queries) WarmPods(ctx context.Context) ([]store.WarmPod, error) {
+	return List(ctx, q.DB, "list warm pods", q.scanWarmPod, `SELECT pod, profile, image, coalesce(claimed_by, ''), created_at, claimed_at
+		FROM warm_pods ORDER BY created_at, pod`)
+}
 
 // AddWarmPod records a booted pod; a pod recorded already is left as is.
 func (q Queries) AddWarmPod(ctx context.Context, w store.WarmPod) error {

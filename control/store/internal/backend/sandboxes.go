@@ -1,0 +1,101 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// ScanSandbox scans one row of SandboxCols. Grants and consumer are read
+// as bytes: Postgres's jsonb and SQLite's text both scan into them.
+func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
+	var sb store.Sandbox
+	var state string
+	var grants, consumer []byte
+	d := q.Dialect
+	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
+		d.TimeDest(&sb.CreatedAt), d.TimeDest(&sb.DeadlineAt), d.NullTimeDest(&sb.ReadyAt), d.NullTimeDest(&sb.SuspendedAt), d.NullTimeDest(&sb.TerminatedAt),
+		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
+		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
+		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	sb.State = store.State(state)
+	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
+	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = UTCPtr(sb.ReadyAt), UTCPtr(sb.SuspendedAt), UTCPtr(sb.TerminatedAt)
+	sb.LeaseUntil = UTCPtr(sb.LeaseUntil)
+	if err := json.Unmarshal(grants, &sb.Grants); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
+	}
+	if len(sb.Grants) == 0 {
+		sb.Grants = nil
+	}
+	if err := json.Unmarshal(consumer, &sb.Consumer); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode consumer of sandbox %s: %w", sb.ID, err)
+	}
+	return sb, nil
+}
+
+// Sandbox implements store.Reader.
+func (q Queries) Sandbox(ctx context.Context, id string) (store.Sandbox, error) {
+	sb, err := q.ScanSandbox(q.DB.QueryRow(ctx, `SELECT `+SandboxCols+` FROM sandboxes WHERE id = $1`, id))
+	if err != nil {
+		return store.Sandbox{}, NotFound(err, q.Dialect.NoRows, "sandbox "+id)
+	}
+	return sb, nil
+}
+
+// SandboxByIdempotencyKey implements store.Reader.
+func (q Queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (store.Sandbox, error) {
+	if key == "" {
+		return store.Sandbox{}, fmt.Errorf("sandbox by empty idempotency key: %w", store.ErrNotFound)
+	}
+	sb, err := q.ScanSandbox(q.DB.QueryRow(ctx, `SELECT `+SandboxCols+` FROM sandboxes
+		WHERE account_id = $1 AND idempotency_key = $2`, accountID, key))
+	if err != nil {
+		return store.Sandbox{}, NotFound(err, q.Dialect.NoRows, "sandbox by idempotency key")
+	}
+	return sb, nil
+}
+
+// ExpiredSandboxes implements store.Reader.
+func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
+	return List(ctx, q.DB, "expired sandboxes", q.ScanSandbox, `SELECT `+SandboxCols+` FROM sandboxes
+		WHERE deadline_at < $1
+		  AND (state IN ('pending', 'ready') OR (state = 'suspended' AND created_at <= $2))
+		ORDER BY deadline_at, id LIMIT $3`, q.Dialect.Time(now), q.Dialect.Time(now.Add(-maxLifetime)), Limit(limit))
+}
+
+// InsertSandbox implements store.Tx. It inserts with ON CONFLICT DO
+// NOTHING and reports store.ErrConflict from the row count, so that the
+// caller can still read the existing row in the same transaction.
+func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
+	d := q.Dialect
+	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+		ON CONFLICT DO NOTHING`,
+		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
+		q.timeOrNow(sb.CreatedAt), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt), d.NullTime(sb.TerminatedAt),
+		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
+		d.JSON(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, d.JSON(sb.Consumer.JSON()),
+		sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts)
+	return OneRow(n, err, "insert sandbox "+sb.ID, store.ErrConflict)
+}
+
+// UpdateSandbox implements store.Tx.
+func (q Queries) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
+	d := q.Dialect
+	n, err := q.DB.Exec(ctx, `UPDATE sandboxes SET
+			project_id = $2, state = $3, deadline_at = $4, ready_at = $5, suspended_at = $6,
+			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
+			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16
+		WHERE id = $1`,
+		sb.ID, sb.ProjectID, string(sb.State), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt),
+		d.NullTime(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
+		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts)
+	return OneRow(n, err, "update sandbox "+sb.ID, store.ErrNotFound)
+}
