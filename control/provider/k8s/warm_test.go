@@ -77,7 +77,7 @@ func TestWarmImageRollAndRetire(t *testing.T) {
 		}
 		p, err := k8s.New(k8s.Config{
 			Namespace: e.ns, Catalog: cat, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
-			PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second,
+			PollInterval: 20 * time.Millisecond, ReadyTimeout: testReadyTimeout,
 		}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 		if err != nil {
 			t.Fatal(err)
@@ -222,7 +222,7 @@ func TestWarmClaimResumes(t *testing.T) {
 	st := openSQLite(t)
 	p, err := k8s.New(k8s.Config{
 		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
-		PollInterval: 20 * time.Millisecond, ReadyTimeout: 30 * time.Second,
+		PollInterval: 20 * time.Millisecond, ReadyTimeout: testReadyTimeout,
 	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 	if err != nil {
 		t.Fatal(err)
