@@ -146,7 +146,11 @@ func initBinary() (string, error) {
 func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns string) *Kubelet {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the test kubelet runs each pod in namespaces of its own, which needs root")
+		const why = "the test kubelet runs each pod in namespaces of its own, which needs root"
+		if kubetest.Required() {
+			t.Fatal(why + " (" + kubetest.EnvRequired + "=1: the Kubernetes tests must run)")
+		}
+		t.Skip(why)
 	}
 	if _, err := os.Stat(sshdPath); err != nil {
 		t.Fatalf("the test kubelet's pods run sshd (apt-get install openssh-server): %v", err)
