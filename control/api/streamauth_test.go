@@ -152,20 +152,7 @@ func TestExecStreamEndsWithAuthority(t *testing.T) {
 			}
 			start := time.Now()
 			tc.end(t, e, id)
-			var last execEvent
-			timeout := time.After(tc.budget)
-		read:
-			for {
-				select {
-				case ev, ok := <-events:
-					if !ok {
-						break read
-					}
-					last = ev
-				case <-timeout:
-					t.Fatalf("exec stream still open %v after %s", tc.budget, tc.name)
-				}
-			}
+			last := lastEvent(t, events, tc.budget, tc.name)
 			var p problemDoc
 			if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != tc.code {
 				t.Fatalf("last event %s %s, want error with problem code %s", last.name, last.data, tc.code)
@@ -264,23 +251,29 @@ func TestStreamEndsBeforeItsInvalidation(t *testing.T) {
 			t.Fatalf("first event %s %s, want stdout", ev.name, ev.data)
 		}
 		endBehindTheBack(t, id)
-		var last execEvent
-		timeout := time.After(time.Minute) // a hang detector, as above
-	read:
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					break read
-				}
-				last = ev
-			case <-timeout:
-				t.Fatal("exec stream still open a minute after its sandbox was destroyed")
-			}
-		}
+		last := lastEvent(t, events, time.Minute, "its sandbox was destroyed") // a hang detector, as above
 		var p problemDoc
 		if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != "sandbox_ended" {
 			t.Fatalf("last event %s %s, want error with problem code sandbox_ended", last.name, last.data)
 		}
 	})
+}
+
+// lastEvent reads an exec stream to its end and returns its last event;
+// a stream still open budget after what happened fails the test.
+func lastEvent(t *testing.T, events <-chan execEvent, budget time.Duration, what string) execEvent {
+	t.Helper()
+	var last execEvent
+	timeout := time.After(budget)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return last
+			}
+			last = ev
+		case <-timeout:
+			t.Fatalf("exec stream still open %v after %s", budget, what)
+		}
+	}
 }
