@@ -66,7 +66,10 @@ func TestServices(t *testing.T) {
 				{Name: "web", Command: self, Args: []string{"daemon"}, Port: port, Env: map[string]string{
 					"SBX_TEST_DAEMON_LISTEN": fmt.Sprintf("127.0.0.1:%d", port), "SBX_TEST_DAEMON_PIDFILE": pidFile,
 				}},
-				{Name: "crash", Command: `pwd > where.txt; echo "home=$HOME"; exit 7`},
+				// The file is renamed into place: each restart rewrites it,
+				// and a read between the shell's truncate and its write saw
+				// it empty (make race, shuffled).
+				{Name: "crash", Command: `pwd > where.tmp && mv where.tmp where.txt; echo "home=$HOME"; exit 7`},
 			}
 			if _, err := ic.Sync(ctx, svcs); err != nil {
 				t.Fatal(err)
