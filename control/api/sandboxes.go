@@ -113,10 +113,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.view(sb))
 }
 
-func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+// urlSandbox is the sandbox the URL names, when the caller's account may
+// see it; otherwise it has answered with the error and returns false.
+func (s *Server) urlSandbox(w http.ResponseWriter, r *http.Request) (store.Sandbox, bool) {
 	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
 	if err != nil {
 		writeError(w, r, err)
+		return store.Sandbox{}, false
+	}
+	return sb, true
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.urlSandbox(w, r)
+	if !ok {
 		return
 	}
 	v := s.view(sb)
