@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/edge/internal/slots"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -39,12 +41,13 @@ type Broker struct {
 	nextID atomic.Uint64
 	wg     sync.WaitGroup // one per connection handler
 
+	perSandbox *slots.Limit // connections per sandbox
+
 	// mu guards everything below.
-	mu         sync.Mutex
-	closing    bool
-	listeners  map[net.Listener]struct{}
-	conns      map[*clientConn]struct{}
-	perSandbox map[string]int
+	mu        sync.Mutex
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[*clientConn]struct{}
 }
 
 // New validates cfg and returns a Broker ready to Serve.
@@ -64,7 +67,7 @@ func New(cfg Config) (*Broker, error) {
 		limiter:    newAuthLimits(cfg),
 		listeners:  make(map[net.Listener]struct{}),
 		conns:      make(map[*clientConn]struct{}),
-		perSandbox: make(map[string]int),
+		perSandbox: slots.New(cfg.MaxConnsPerSandbox),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -216,25 +219,6 @@ func (b *Broker) Close() error {
 	b.kickAll(msgShutdown)
 	b.wg.Wait()
 	return nil
-}
-
-// reserve claims one of sandboxID's connection slots.
-func (b *Broker) reserve(sandboxID string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.perSandbox[sandboxID] >= b.cfg.MaxConnsPerSandbox {
-		return false
-	}
-	b.perSandbox[sandboxID]++
-	return true
-}
-
-func (b *Broker) release(sandboxID string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.perSandbox[sandboxID]--; b.perSandbox[sandboxID] <= 0 {
-		delete(b.perSandbox, sandboxID)
-	}
 }
 
 // track registers cc so Close and Shutdown can reach it; false means the
