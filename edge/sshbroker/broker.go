@@ -95,19 +95,11 @@ func New(cfg Config) (*Broker, error) {
 // Serve accepts connections on ln until Shutdown or Close, and then returns
 // ErrServerClosed. It may be called for several listeners.
 func (b *Broker) Serve(ln net.Listener) error {
-	b.mu.Lock()
-	if b.closing {
-		b.mu.Unlock()
+	if !join(b, b.listeners, ln) {
 		ln.Close()
 		return ErrServerClosed
 	}
-	b.listeners[ln] = struct{}{}
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.listeners, ln)
-		b.mu.Unlock()
-	}()
+	defer leave(b, b.listeners, ln)
 
 	var backoff time.Duration
 	for {
@@ -221,22 +213,24 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// track registers cc so Close and Shutdown can reach it; false means the
-// broker is closing and cc must not start.
-func (b *Broker) track(cc *clientConn) bool {
+// join adds k to set (a listener or a connection), which b.mu guards, so
+// Close and Shutdown can reach it; false means the broker is closing and
+// k must not start.
+func join[K comparable](b *Broker, set map[K]struct{}, k K) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closing {
 		return false
 	}
-	b.conns[cc] = struct{}{}
+	set[k] = struct{}{}
 	return true
 }
 
-func (b *Broker) untrack(cc *clientConn) {
+// leave removes k that join added.
+func leave[K comparable](b *Broker, set map[K]struct{}, k K) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.conns, cc)
+	delete(set, k)
 }
 
 func (b *Broker) newConnID() string {

@@ -99,11 +99,11 @@ func (b *Broker) handle(nc net.Conn) {
 		sessions: make(map[ssh.Channel]struct{}),
 	}
 	cc.log = b.log.With("conn_id", cc.id, "remote_addr", nc.RemoteAddr().String())
-	if !b.track(cc) {
+	if !join(b, b.conns, cc) {
 		cancel(nil)
 		return
 	}
-	defer b.untrack(cc)
+	defer leave(b, b.conns, cc)
 
 	// The watcher turns a cancellation (Close, Shutdown, Disconnect) into
 	// closing the sockets, which unblocks every other goroutine.
