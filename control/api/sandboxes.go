@@ -58,7 +58,7 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	v := sandboxView{
 		ID: sb.ID, Status: sb.State, Platform: sb.Platform, Profile: sb.Profile,
 		DeadlineAt: s.effectiveDeadline(sb), Grants: sb.Grants, CreatedAt: sb.CreatedAt.UTC(),
-		ReadyAt: utc(sb.ReadyAt), SuspendedAt: utc(sb.SuspendedAt), TerminatedAt: utc(sb.TerminatedAt),
+		ReadyAt: store.UTCPtr(sb.ReadyAt), SuspendedAt: store.UTCPtr(sb.SuspendedAt), TerminatedAt: store.UTCPtr(sb.TerminatedAt),
 		ProjectID: optional(sb.ProjectID), EndReason: optional(sb.EndReason), Workspace: optional(sb.Workspace),
 	}
 	if v.Grants == nil {
@@ -77,14 +77,6 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 		v.SSHEndpoint = &ep
 	}
 	return v
-}
-
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 func optional(s string) *string {
