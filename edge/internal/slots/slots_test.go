@@ -9,8 +9,10 @@ import (
 func TestLimit(t *testing.T) {
 	t.Parallel()
 	l := New(2)
-	if !l.Acquire("a") || !l.Acquire("a") {
-		t.Fatal("the first two claims on a were refused")
+	for i := range 2 {
+		if !l.Acquire("a") {
+			t.Fatalf("claim %d of 2 on a was refused", i+1)
+		}
 	}
 	if l.Acquire("a") {
 		t.Fatal("a third claim on a was granted, over the limit of 2")
