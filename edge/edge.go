@@ -218,10 +218,8 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	if e.broker, err = sshbroker.New(bcfg); err != nil {
 		return nil, err
 	}
-	if e.sshLn = cfg.SSHListener; e.sshLn == nil {
-		if e.sshLn, err = net.Listen("tcp", cfg.SSHAddr); err != nil {
-			return nil, fmt.Errorf("listen for SSH on %s: %w", cfg.SSHAddr, err)
-		}
+	if e.sshLn, err = listen(cfg.SSHListener, cfg.SSHAddr, "SSH"); err != nil {
+		return nil, err
 	}
 	if cfg.Preview.enabled() {
 		if e.prev, err = e.openPreview(ctx); err != nil {

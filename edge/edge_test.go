@@ -16,6 +16,7 @@ import (
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/servicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -54,15 +55,8 @@ func config(t *testing.T, controlURL string) edge.Config {
 func TestRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	ready := make(chan *edge.Edge, 1)
-	go func() { done <- edge.Run(ctx, config(t, fakeControl(t)), func(e *edge.Edge) { ready <- e }) }()
-	var e *edge.Edge
-	select {
-	case e = <-ready:
-	case err := <-done:
-		t.Fatalf("edge did not start: %v", err)
-	}
+	cfg := config(t, fakeControl(t))
+	e, done := servicetest.Start(t, "edge", func(ready func(*edge.Edge)) error { return edge.Run(ctx, cfg, ready) })
 	resp, err := http.Get("http://" + e.HTTPAddr().String() + "/readyz")
 	if err != nil || resp.StatusCode != http.StatusOK || !e.Ready() {
 		t.Fatalf("readyz: %v %v, ready %v", resp, err, e.Ready())

@@ -149,12 +149,23 @@ func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 			return nil, err
 		}
 	}
-	if ps.ln = c.Listener; ps.ln == nil {
-		if ps.ln, err = net.Listen("tcp", c.Addr); err != nil {
-			return nil, fmt.Errorf("listen for previews on %s: %w", c.Addr, err)
-		}
+	if ps.ln, err = listen(c.Listener, c.Addr, "previews"); err != nil {
+		return nil, err
 	}
 	return ps, nil
+}
+
+// listen is ln when the caller handed one in, else a new TCP listener on
+// addr for what.
+func listen(ln net.Listener, addr, what string) (net.Listener, error) {
+	if ln != nil {
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for %s on %s: %w", what, addr, err)
+	}
+	return ln, nil
 }
 
 // start serves previews (and, with TLS, ACME HTTP-01 on HTTPAddr).

@@ -79,22 +79,14 @@ func (e *sshEnv) runAll(ctx context.Context) ([]row, error) {
 			note:   "direct column: broker with the alternative upstream cipher"})
 	}
 	if e.want("handshake") {
-		d, err := e.handshakes(ctx, e.direct)
-		if err != nil {
-			return nil, err
-		}
-		b, err := e.handshakes(ctx, e.broker.t)
+		d, b, err := directAndBroker(ctx, e, e.handshakes)
 		if err != nil {
 			return nil, err
 		}
 		add(row{name: fmt.Sprintf("handshakes (connect+auth+`true`, %d concurrent)", e.cfg.HandshakeConc), unit: "per s", direct: d, broker: b, higherIsBetter: true})
 	}
 	if e.want("keystroke") {
-		d, err := e.keystrokes(ctx, e.direct)
-		if err != nil {
-			return nil, err
-		}
-		b, err := e.keystrokes(ctx, e.broker.t)
+		d, b, err := directAndBroker(ctx, e, e.keystrokes)
 		if err != nil {
 			return nil, err
 		}
@@ -158,6 +150,16 @@ type bulkResult struct {
 func (r bulkResult) mibps() float64 { return float64(r.bytes) / (1 << 20) / r.elapsed.Seconds() }
 
 type pair struct{ direct, broker bulkResult }
+
+// directAndBroker runs the same measurement straight to the sandbox and
+// then through the broker.
+func directAndBroker[T any](ctx context.Context, e *sshEnv, measure func(context.Context, target) (T, error)) (direct, broker T, err error) {
+	if direct, err = measure(ctx, e.direct); err != nil {
+		return direct, broker, err
+	}
+	broker, err = measure(ctx, e.broker.t)
+	return direct, broker, err
+}
 
 func (e *sshEnv) bulkPair(ctx context.Context, streams int) (pair, error) {
 	d, err := e.bulk(ctx, e.direct, 0, streams)

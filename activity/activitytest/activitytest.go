@@ -50,18 +50,22 @@ func Run(t *testing.T, b Backend) {
 		}
 	}
 
-	t.Run("unknown sandbox has no record", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		if got := status(t, s, id(t)); !got.LastSeen.IsZero() || got.Live {
+	// each runs a parallel subtest with a fresh store and a sandbox ID of
+	// its own.
+	each := func(name string, fn func(t *testing.T, s activity.Store, sb string)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newStore(t), id(t))
+		})
+	}
+
+	each("unknown sandbox has no record", func(t *testing.T, s activity.Store, sb string) {
+		if got := status(t, s, sb); !got.LastSeen.IsZero() || got.Live {
 			t.Fatalf("got %+v, want zero status", got)
 		}
 	})
 
-	t.Run("mark is read back after flush", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		sb := id(t)
+	each("mark is read back after flush", func(t *testing.T, s activity.Store, sb string) {
 		before := time.Now().Add(-time.Millisecond)
 		s.Mark(sb)
 		flush(t, s)
@@ -74,10 +78,7 @@ func Run(t *testing.T, b Backend) {
 		}
 	})
 
-	t.Run("open connection is live until closed", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		sb := id(t)
+	each("open connection is live until closed", func(t *testing.T, s activity.Store, sb string) {
 		closeA := s.Open(sb)
 		closeB := s.Open(sb)
 		flush(t, s)
@@ -97,10 +98,7 @@ func Run(t *testing.T, b Backend) {
 		}
 	})
 
-	t.Run("epoch is named and stable while nothing is lost", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		sb := id(t)
+	each("epoch is named and stable while nothing is lost", func(t *testing.T, s activity.Store, sb string) {
 		before := time.Now().Add(-time.Second)
 		first := status(t, s, sb)
 		if first.Epoch == "" || first.EpochStart.IsZero() {
@@ -121,10 +119,7 @@ func Run(t *testing.T, b Backend) {
 
 	// The idle detector's safety rests on this: records that vanish must
 	// not read as a sandbox idle since before they vanished.
-	t.Run("lost records start a new epoch", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		sb := id(t)
+	each("lost records start a new epoch", func(t *testing.T, s activity.Store, sb string) {
 		s.Mark(sb)
 		flush(t, s)
 		before := status(t, s, sb)
@@ -147,10 +142,8 @@ func Run(t *testing.T, b Backend) {
 		}
 	})
 
-	t.Run("publish reaches subscriber", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		sb, other := id(t), id(t)
+	each("publish reaches subscriber", func(t *testing.T, s activity.Store, sb string) {
+		other := id(t)
 		ch, cancel := s.Subscribe(sb)
 		defer cancel()
 		chOther, cancelOther := s.Subscribe(other)

@@ -10,9 +10,18 @@ import (
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/servicetest"
 )
 
 const secret = "control-test-secret-control-test-secret"
+
+// secretEnv is an environment holding only the internal API's secret.
+func secretEnv(k string) string {
+	if k == "SBX_INTERNAL_SECRET" {
+		return secret
+	}
+	return ""
+}
 
 // The internal API answers only on its own listener and only to the secret;
 // the public listener does not serve it at all. Metrics are likewise only
@@ -22,25 +31,12 @@ func TestInternalAPIListener(t *testing.T) {
 	cfg, _, err := parseConfig([]string{
 		"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--ssh-public-addr", "127.0.0.1:2222", "--no-idle-offload",
-	}, func(k string) string {
-		if k == "SBX_INTERNAL_SECRET" {
-			return secret
-		}
-		return ""
-	})
+	}, secretEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan *control.Service, 1)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, func(s *control.Service) { started <- s }) }()
-	var svc *control.Service
-	select {
-	case svc = <-started:
-	case err := <-done:
-		t.Fatalf("control did not start: %v", err)
-	}
+	svc, done := servicetest.Start(t, "control", func(ready func(*control.Service)) error { return run(ctx, cfg, ready) })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -93,24 +89,18 @@ func TestConfigNeedsSecretForInternalAPI(t *testing.T) {
 // offload is turned off, and then the detector does not run.
 func TestConfigIdleOffloadNeedsRedis(t *testing.T) {
 	t.Parallel()
-	env := func(k string) string {
-		if k == "SBX_INTERNAL_SECRET" {
-			return "s3cret"
-		}
-		return ""
-	}
 	base := []string{"--data-dir", t.TempDir()}
-	if _, _, err := parseConfig(base, env); err == nil || !strings.Contains(err.Error(), "--redis-url") || !strings.Contains(err.Error(), "--no-idle-offload") {
+	if _, _, err := parseConfig(base, secretEnv); err == nil || !strings.Contains(err.Error(), "--redis-url") || !strings.Contains(err.Error(), "--no-idle-offload") {
 		t.Fatalf("parseConfig without Redis: %v; want an error naming --redis-url and --no-idle-offload", err)
 	}
-	c, _, err := parseConfig(append(base, "--no-idle-offload"), env)
+	c, _, err := parseConfig(append(base, "--no-idle-offload"), secretEnv)
 	if err != nil || !c.Lifecycle.NoIdleOffload {
 		t.Fatalf("--no-idle-offload: %+v, %v; want offload off", c.Lifecycle, err)
 	}
 	if c.MetricsAddr != "127.0.0.1:9091" {
 		t.Errorf("default metrics address %q, want loopback 127.0.0.1:9091", c.MetricsAddr)
 	}
-	c, _, err = parseConfig(append(base, "--redis-url", "redis://127.0.0.1:6379/0"), env)
+	c, _, err = parseConfig(append(base, "--redis-url", "redis://127.0.0.1:6379/0"), secretEnv)
 	if err != nil || c.Lifecycle.NoIdleOffload {
 		t.Fatalf("--redis-url: %+v, %v; want offload on", c.Lifecycle, err)
 	}
@@ -138,13 +128,10 @@ func TestConfigReconcileInterval(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := func(k string) string {
-				switch k {
-				case "SBX_INTERNAL_SECRET":
-					return "s3cret"
-				case "SBX_RECONCILE_INTERVAL":
+				if k == "SBX_RECONCILE_INTERVAL" {
 					return tc.envVal
 				}
-				return ""
+				return secretEnv(k)
 			}
 			c, _, err := parseConfig(append(slices.Clone(base), tc.args...), env)
 			if tc.wantErr {

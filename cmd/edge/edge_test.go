@@ -22,6 +22,7 @@ import (
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/internal/metrictest"
+	"github.com/sbxedge/sbx/internal/servicetest"
 	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
@@ -87,16 +88,8 @@ func startStack(t *testing.T) *stack {
 // before control (controltest) behind it.
 func runEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, cfg edge.Config, log *slog.Logger) *edge.Edge {
 	t.Helper()
-	ready := make(chan *edge.Edge, 1)
-	edgeDone := make(chan error, 1)
 	cfg.Logger = log.With("side", "edge")
-	go func() { edgeDone <- edge.Run(ctx, cfg, func(e *edge.Edge) { ready <- e }) }()
-	var e *edge.Edge
-	select {
-	case e = <-ready:
-	case err := <-edgeDone:
-		t.Fatalf("edge did not start: %v", err)
-	}
+	e, edgeDone := servicetest.Start(t, "edge", func(ready func(*edge.Edge)) error { return edge.Run(ctx, cfg, ready) })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-edgeDone; err != nil {

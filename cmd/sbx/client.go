@@ -97,16 +97,18 @@ func decodeRaw(out any) func(json.RawMessage, error) error {
 	}
 }
 
-// decodeKeep is decodeRaw into out that also returns the answer as the
-// API sent it: out is what the CLI reads, the map what -o json prints.
-func decodeKeep(out any) func(json.RawMessage, error) (map[string]any, error) {
-	return func(b json.RawMessage, err error) (map[string]any, error) {
-		var raw map[string]any
-		if err := decodeRaw(&raw)(b, err); err != nil {
-			return nil, err
-		}
-		return raw, decodeRaw(out)(b, nil)
+// renderAnswer decodes an API answer (apiclient.Raw's) into out, for
+// text to print, and renders it: as the API sent it with -o json, else
+// with text.
+func (a *app) renderAnswer(b json.RawMessage, err error, out any, text func(w io.Writer) error) error {
+	var raw map[string]any
+	if err := decodeRaw(&raw)(b, err); err != nil {
+		return err
 	}
+	if err := decodeRaw(out)(b, nil); err != nil {
+		return err
+	}
+	return a.render(raw, text)
 }
 
 // withAPI is a command's RunE for commands whose arguments need no check

@@ -88,11 +88,8 @@ func newFilesLsCmd(a *app) *cobra.Command {
 					ModTime time.Time `json:"mod_time"`
 				} `json:"entries"`
 			}
-			raw, err := decodeKeep(&out)(io.ReadAll(resp.Body))
-			if err != nil {
-				return err
-			}
-			return a.render(raw, func(w io.Writer) error {
+			b, err := io.ReadAll(resp.Body)
+			return a.renderAnswer(b, err, &out, func(w io.Writer) error {
 				t := newTable(w, "MODE", "SIZE", "MODIFIED", "NAME")
 				for _, e := range out.Entries {
 					name := e.Name

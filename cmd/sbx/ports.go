@@ -46,11 +46,8 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 						HostPolicy string `json:"host_policy"`
 					} `json:"ports"`
 				}
-				raw, err := decodeKeep(&out)(apiclient.Raw(cl.gen.ListPortsWithResponse(c.Context(), id)))
-				if err != nil {
-					return err
-				}
-				return a.render(raw, func(w io.Writer) error {
+				b, err := apiclient.Raw(cl.gen.ListPortsWithResponse(c.Context(), id))
+				return a.renderAnswer(b, err, &out, func(w io.Writer) error {
 					t := newTable(w, "PORT", "ACCESS", "HOST", "URL")
 					for _, p := range out.Ports {
 						t.row(p.Port, p.Access, p.HostPolicy, p.URL)

@@ -318,11 +318,8 @@ reason each one closed.`,
 					Exceeded       bool    `json:"exceeded"`
 				} `json:"soft_cap"`
 			}
-			raw, err := decodeKeep(&u)(apiclient.Raw(cl.gen.GetUsageWithResponse(c.Context(), nil)))
-			if err != nil {
-				return err
-			}
-			return a.render(raw, func(w io.Writer) error {
+			b, err := apiclient.Raw(cl.gen.GetUsageWithResponse(c.Context(), nil))
+			return a.renderAnswer(b, err, &u, func(w io.Writer) error {
 				fmt.Fprintf(w, "From %s to %s\n\n", localTime(u.From), localTime(u.To))
 				t := newTable(w, "PLATFORM", "COMPUTE", "STORAGE")
 				for _, p := range u.Platforms {
@@ -350,11 +347,8 @@ reason each one closed.`,
 
 func (a *app) sandboxUsage(ctx context.Context, cl *apiClient, id string) error {
 	var u apiclient.SandboxUsage
-	raw, err := decodeKeep(&u)(apiclient.Raw(cl.gen.GetSandboxUsageWithResponse(ctx, id)))
-	if err != nil {
-		return err
-	}
-	return a.render(raw, func(w io.Writer) error {
+	b, err := apiclient.Raw(cl.gen.GetSandboxUsageWithResponse(ctx, id))
+	return a.renderAnswer(b, err, &u, func(w io.Writer) error {
 		t := newTable(w, "KIND", "PLATFORM", "STARTED", "ENDED", "DURATION", "REASON")
 		for _, l := range u.Lines {
 			reason, ended := l.EndReason, optTime(l.EndedAt)

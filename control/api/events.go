@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/sbxedge/sbx/control/store"
 )
 
@@ -57,9 +55,8 @@ func (s *Server) StopStreams() { s.stopStreamsOnce.Do(func() { close(s.stopStrea
 // resumes after Last-Event-ID (or ?after=) and ends once the sandbox has
 // reached a final state and that event was sent.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
-	if err != nil {
-		writeError(w, r, err)
+	sb, ok := s.urlSandbox(w, r)
+	if !ok {
 		return
 	}
 	after := int64(0)

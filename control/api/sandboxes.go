@@ -58,7 +58,7 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	v := sandboxView{
 		ID: sb.ID, Status: sb.State, Platform: sb.Platform, Profile: sb.Profile,
 		DeadlineAt: s.effectiveDeadline(sb), Grants: sb.Grants, CreatedAt: sb.CreatedAt.UTC(),
-		ReadyAt: utc(sb.ReadyAt), SuspendedAt: utc(sb.SuspendedAt), TerminatedAt: utc(sb.TerminatedAt),
+		ReadyAt: store.UTCPtr(sb.ReadyAt), SuspendedAt: store.UTCPtr(sb.SuspendedAt), TerminatedAt: store.UTCPtr(sb.TerminatedAt),
 		ProjectID: optional(sb.ProjectID), EndReason: optional(sb.EndReason), Workspace: optional(sb.Workspace),
 	}
 	if v.Grants == nil {
@@ -77,14 +77,6 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 		v.SSHEndpoint = &ep
 	}
 	return v
-}
-
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 func optional(s string) *string {
@@ -113,10 +105,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.view(sb))
 }
 
-func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+// urlSandbox is the sandbox the URL names, when the caller's account may
+// see it; otherwise it has answered with the error and returns false.
+func (s *Server) urlSandbox(w http.ResponseWriter, r *http.Request) (store.Sandbox, bool) {
 	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
 	if err != nil {
 		writeError(w, r, err)
+		return store.Sandbox{}, false
+	}
+	return sb, true
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.urlSandbox(w, r)
+	if !ok {
 		return
 	}
 	v := s.view(sb)

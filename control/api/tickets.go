@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -59,9 +57,8 @@ type ticketView struct {
 
 // createStreamTicket mints a ticket for the URL's sandbox.
 func (s *Server) createStreamTicket(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
-	if err != nil {
-		writeError(w, r, err)
+	sb, ok := s.urlSandbox(w, r)
+	if !ok {
 		return
 	}
 	nonce := make([]byte, 16)

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/sbxedge/sbx/control/store"
 )
 
@@ -115,9 +113,8 @@ type sandboxUsageView struct {
 // sandboxUsage lists every ledger line of one sandbox, oldest first, so a
 // caller can see each interval and why it closed, not only the totals.
 func (s *Server) sandboxUsage(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
-	if err != nil {
-		writeError(w, r, err)
+	sb, ok := s.urlSandbox(w, r)
+	if !ok {
 		return
 	}
 	sessions, err := s.store.Sessions(r.Context(), sb.ID)

@@ -273,21 +273,30 @@ func (m *Manager) failTx(ctx context.Context, id, reason, why string, moved *boo
 		if sb.State != store.StatePending {
 			return nil
 		}
-		now := m.now().UTC()
-		sb.State = store.StateFailed
-		sb.EndReason = reason
-		sb.TerminatedAt = &now
-		if err := tx.UpdateSandbox(ctx, sb); err != nil {
-			return err
-		}
-		ev := stateEvent(sb, reason, "provisioner", now)
-		ev.Message = why
-		if err := tx.InsertEvent(ctx, ev); err != nil {
+		if err := failLocked(ctx, tx, sb, m.now().UTC(), reason, "provisioner", why); err != nil {
 			return err
 		}
 		*moved = true
-		return tx.Enqueue(ctx, TerminateArgs{SandboxID: id}, nil)
+		return nil
 	})
+}
+
+// failLocked moves sb, locked in tx, to failed at now with reason as its
+// end reason, records the state event by actor with why as its message and
+// enqueues the teardown of whatever was started for it.
+func failLocked(ctx context.Context, tx store.Tx, sb store.Sandbox, now time.Time, reason, actor, why string) error {
+	sb.State = store.StateFailed
+	sb.EndReason = reason
+	sb.TerminatedAt = &now
+	if err := tx.UpdateSandbox(ctx, sb); err != nil {
+		return err
+	}
+	ev := stateEvent(sb, reason, actor, now)
+	ev.Message = why
+	if err := tx.InsertEvent(ctx, ev); err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, TerminateArgs{SandboxID: sb.ID}, nil)
 }
 
 type terminateWorker struct {

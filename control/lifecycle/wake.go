@@ -225,19 +225,8 @@ func (m *Manager) failRestore(ctx context.Context, tx store.Tx, sb store.Sandbox
 	if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionStorage, now, reason); err != nil {
 		return err
 	}
-	sb.State = store.StateFailed
-	sb.EndReason = reason
-	sb.TerminatedAt = &now
 	clearLease(&sb)
-	if err := tx.UpdateSandbox(ctx, sb); err != nil {
-		return err
-	}
-	ev := stateEvent(sb, reason, "restorer", now)
-	ev.Message = why
-	if err := tx.InsertEvent(ctx, ev); err != nil {
-		return err
-	}
-	return tx.Enqueue(ctx, TerminateArgs{SandboxID: sb.ID}, nil)
+	return failLocked(ctx, tx, sb, now, reason, "restorer", why)
 }
 
 // restoreFailedNow reports a sandbox failRestore moved to failed, once its

@@ -226,3 +226,12 @@ type WarmPod struct {
 	CreatedAt time.Time
 	ClaimedAt *time.Time
 }
+
+// UTCPtr is t in UTC, or nil.
+func UTCPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
+	"github.com/sbxedge/sbx/edge/internal/slots"
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
@@ -49,8 +50,7 @@ type Proxy struct {
 	// answered on last (see dialPort).
 	loopback sync.Map // string -> string
 
-	inflightMu sync.Mutex // guards inflight
-	inflight   map[string]int
+	inflight *slots.Limit // requests in flight per host
 
 	conns   *connSet     // live connections, by what admitted them
 	members *memberCache // membership answers for cookie requests
@@ -90,7 +90,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		cfg: cfg, log: cfg.Logger, seal: sealer{key: cfg.SessionKey, now: cfg.Now},
 		routes:   newRouteCache(cfg.Resolver, cfg.RouteTTL, cfg.NegativeTTL, 100_000),
 		metrics:  newMetrics(cfg.Registry),
-		activity: cfg.Activity, waker: cfg.Waker, inflight: map[string]int{},
+		activity: cfg.Activity, waker: cfg.Waker, inflight: slots.New(cfg.MaxRequestsPerHost),
 		conns:   newConnSet(),
 		members: &memberCache{ttl: cfg.RouteTTL, now: cfg.Now, max: 100_000, entries: map[memberKey]memberEntry{}},
 	}
@@ -239,11 +239,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.serveWakeStatus(cw, r, label, rt)
 		return
 	}
-	if !p.acquire(label) {
+	if !p.inflight.Acquire(label) {
 		writeProblem(cw, r, errTooMany)
 		return
 	}
-	defer p.release(label)
+	defer p.inflight.Release(label)
 	if !rt.Ready {
 		// API clients are held until the port answers (or WakeTimeout);
 		// a browser gets the waking page after a moment, which follows
@@ -296,24 +296,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// ReverseProxy writes the 101 to the hijacked connection, past
 		// our writer.
 		cw.code = http.StatusSwitchingProtocols
-	}
-}
-
-func (p *Proxy) acquire(label string) bool {
-	p.inflightMu.Lock()
-	defer p.inflightMu.Unlock()
-	if p.inflight[label] >= p.cfg.MaxRequestsPerHost {
-		return false
-	}
-	p.inflight[label]++
-	return true
-}
-
-func (p *Proxy) release(label string) {
-	p.inflightMu.Lock()
-	defer p.inflightMu.Unlock()
-	if p.inflight[label]--; p.inflight[label] <= 0 {
-		delete(p.inflight, label)
 	}
 }
 

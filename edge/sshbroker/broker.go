@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/edge/internal/slots"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -39,12 +41,13 @@ type Broker struct {
 	nextID atomic.Uint64
 	wg     sync.WaitGroup // one per connection handler
 
+	perSandbox *slots.Limit // connections per sandbox
+
 	// mu guards everything below.
-	mu         sync.Mutex
-	closing    bool
-	listeners  map[net.Listener]struct{}
-	conns      map[*clientConn]struct{}
-	perSandbox map[string]int
+	mu        sync.Mutex
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[*clientConn]struct{}
 }
 
 // New validates cfg and returns a Broker ready to Serve.
@@ -64,7 +67,7 @@ func New(cfg Config) (*Broker, error) {
 		limiter:    newAuthLimits(cfg),
 		listeners:  make(map[net.Listener]struct{}),
 		conns:      make(map[*clientConn]struct{}),
-		perSandbox: make(map[string]int),
+		perSandbox: slots.New(cfg.MaxConnsPerSandbox),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -92,19 +95,11 @@ func New(cfg Config) (*Broker, error) {
 // Serve accepts connections on ln until Shutdown or Close, and then returns
 // ErrServerClosed. It may be called for several listeners.
 func (b *Broker) Serve(ln net.Listener) error {
-	b.mu.Lock()
-	if b.closing {
-		b.mu.Unlock()
+	if !join(b, b.listeners, ln) {
 		ln.Close()
 		return ErrServerClosed
 	}
-	b.listeners[ln] = struct{}{}
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.listeners, ln)
-		b.mu.Unlock()
-	}()
+	defer leave(b, b.listeners, ln)
 
 	var backoff time.Duration
 	for {
@@ -218,41 +213,24 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// reserve claims one of sandboxID's connection slots.
-func (b *Broker) reserve(sandboxID string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.perSandbox[sandboxID] >= b.cfg.MaxConnsPerSandbox {
-		return false
-	}
-	b.perSandbox[sandboxID]++
-	return true
-}
-
-func (b *Broker) release(sandboxID string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.perSandbox[sandboxID]--; b.perSandbox[sandboxID] <= 0 {
-		delete(b.perSandbox, sandboxID)
-	}
-}
-
-// track registers cc so Close and Shutdown can reach it; false means the
-// broker is closing and cc must not start.
-func (b *Broker) track(cc *clientConn) bool {
+// join adds k to set (a listener or a connection), which b.mu guards, so
+// Close and Shutdown can reach it; false means the broker is closing and
+// k must not start.
+func join[K comparable](b *Broker, set map[K]struct{}, k K) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closing {
 		return false
 	}
-	b.conns[cc] = struct{}{}
+	set[k] = struct{}{}
 	return true
 }
 
-func (b *Broker) untrack(cc *clientConn) {
+// leave removes k that join added.
+func leave[K comparable](b *Broker, set map[K]struct{}, k K) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.conns, cc)
+	delete(set, k)
 }
 
 func (b *Broker) newConnID() string {

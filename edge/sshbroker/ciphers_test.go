@@ -56,14 +56,7 @@ func TestClientLegCiphers(t *testing.T) {
 		}
 		c := ssh.NewClient(conn, chans, reqs)
 		defer c.Close()
-		s, err := c.NewSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := s.Output("echo ok")
-		if err != nil || string(out) != "ok\n" {
-			t.Fatalf("echo ok: %q %v", out, err)
-		}
+		mustEcho(t, c, "ok", "echo ok")
 	})
 }
 

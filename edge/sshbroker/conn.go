@@ -99,11 +99,11 @@ func (b *Broker) handle(nc net.Conn) {
 		sessions: make(map[ssh.Channel]struct{}),
 	}
 	cc.log = b.log.With("conn_id", cc.id, "remote_addr", nc.RemoteAddr().String())
-	if !b.track(cc) {
+	if !join(b, b.conns, cc) {
 		cancel(nil)
 		return
 	}
-	defer b.untrack(cc)
+	defer leave(b, b.conns, cc)
 
 	// The watcher turns a cancellation (Close, Shutdown, Disconnect) into
 	// closing the sockets, which unblocks every other goroutine.
@@ -120,7 +120,7 @@ func (b *Broker) handle(nc net.Conn) {
 
 	sconn, err := cc.handshake()
 	if cc.reserved {
-		defer b.release(cc.route.SandboxID)
+		defer b.perSandbox.Release(cc.route.SandboxID)
 	}
 	if err != nil {
 		b.m.handshakes.WithLabelValues("failed").Inc()
@@ -258,7 +258,7 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 	}
 	route := res.route
 	log := cc.log.With("sandbox_id", route.SandboxID)
-	if !cc.b.reserve(route.SandboxID) {
+	if !cc.b.perSandbox.Acquire(route.SandboxID) {
 		return nil, &ssh.BannerError{Err: errTooManyConns, Message: fmt.Sprintf(
 			"sbx: sandbox %s already has %d open SSH connections; close some and retry.\r\n",
 			route.SandboxID, cc.b.cfg.MaxConnsPerSandbox)}
@@ -272,7 +272,7 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 	// UpstreamDialTimeout says (twice: a stale route is dialed again once
 	// refreshed). Only a key holder gets here, as for wake.
 	if err := cc.extendDeadline(2*cc.b.cfg.UpstreamDialTimeout + cc.b.cfg.HandshakeTimeout); err != nil {
-		cc.b.release(route.SandboxID)
+		cc.b.perSandbox.Release(route.SandboxID)
 		return nil, err
 	}
 	up, chans, reqs, err := cc.b.dialUpstream(cc.ctx, route, cc.id)
@@ -283,7 +283,7 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 		}
 	}
 	if err != nil {
-		cc.b.release(route.SandboxID)
+		cc.b.perSandbox.Release(route.SandboxID)
 		// The cached route may be stale (the sandbox was deleted, moved or
 		// suspended): the next attempt asks the Authorizer afresh.
 		if cc.b.cache != nil {

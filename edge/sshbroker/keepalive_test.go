@@ -53,14 +53,7 @@ func TestClientKeepalive(t *testing.T) {
 	if openCount(e, "idle") != 1 {
 		t.Fatalf("idle client was dropped")
 	}
-	s, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := s.Output("echo still-here")
-	if err != nil || string(out) != "still-here\n" {
-		t.Fatalf("idle client after keepalives: %q %v", out, err)
-	}
+	mustEcho(t, c, "still-here", "idle client after keepalives")
 }
 
 // A sandbox that stops answering ends the client's connection with a

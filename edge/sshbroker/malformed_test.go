@@ -116,9 +116,7 @@ func TestMalformedInputClosesOnlyThatConnection(t *testing.T) {
 		}
 		c := ssh.NewClient(conn, chans, reqs)
 		defer c.Close()
-		if out, err := mustSession(t, c).Output("echo before"); err != nil || string(out) != "before\n" {
-			t.Fatalf("before injection: %q %v", out, err)
-		}
+		mustEcho(t, c, "before", "before injection")
 		start := time.Now()
 		if err := ic.inject(junk[:256]); err != nil { // fails the MAC of the "next packet"
 			t.Fatal(err)
@@ -144,18 +142,20 @@ func TestMalformedInputClosesOnlyThatConnection(t *testing.T) {
 	if !bytes.Equal(sent.Sum(nil), got.Sum(nil)) {
 		t.Fatal("good connection's 64 MiB came back different")
 	}
-	if out, err := mustSession(t, good).Output("echo after"); err != nil || string(out) != "after\n" {
-		t.Fatalf("good connection after the attacks: %q %v", out, err)
-	}
+	mustEcho(t, good, "after", "good connection after the attacks")
 }
 
-func mustSession(t *testing.T, c *ssh.Client) *ssh.Session {
+// mustEcho runs `echo word` on c and fails the test, saying when, unless
+// word comes back.
+func mustEcho(t *testing.T, c *ssh.Client, word, when string) {
 	t.Helper()
 	s, err := c.NewSession()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	if out, err := s.Output("echo " + word); err != nil || string(out) != word+"\n" {
+		t.Fatalf("%s: %q %v", when, out, err)
+	}
 }
 
 // waitClosed reads until the broker closes nc, and fails if that took

@@ -15,6 +15,27 @@ import (
 	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
+// wantProblem checks that a terminal ended with the API's problem code.
+func wantProblem(code string) func(error) string {
+	return func(err error) string {
+		var pe *apiclient.ProblemError
+		if !errors.As(err, &pe) || pe.Code != code {
+			return "want the " + code + " problem"
+		}
+		return ""
+	}
+}
+
+// wantClosed checks that a terminal ended as closed, saying why.
+func wantClosed(why string) func(error) string {
+	return func(err error) string {
+		if !errors.Is(err, apiclient.ErrTerminalClosed) || !strings.Contains(err.Error(), why) {
+			return "want ErrTerminalClosed with " + why
+		}
+		return ""
+	}
+}
+
 // TestTerminalEndings: how each way a terminal stream can end reaches
 // the caller: the exit status, a refusal before the upgrade or a command
 // that could not start as the API's problem, a close with a reason, a cut
@@ -38,41 +59,19 @@ func TestTerminalEndings(t *testing.T) {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = w.Write([]byte(`{"status":401,"code":"unauthorized","detail":"the token is not valid"}`))
-		}, apiclient.TerminalExit{}, "", func(err error) string {
-			var pe *apiclient.ProblemError
-			if !errors.As(err, &pe) || pe.Code != "unauthorized" {
-				return "want the 401 problem"
-			}
-			return ""
-		}},
+		}, apiclient.TerminalExit{}, "", wantProblem("unauthorized")},
 		{"could not start", func(w http.ResponseWriter, r *http.Request) {
 			c := accept(t, w, r)
 			_ = c.Write(r.Context(), websocket.MessageText, []byte(`{"type":"error","problem":{"status":409,"code":"sandbox_state","detail":"cannot reach a sandbox that is pending"}}`))
 			_ = c.Close(websocket.StatusInternalError, "sandbox_state")
-		}, apiclient.TerminalExit{}, "", func(err error) string {
-			var pe *apiclient.ProblemError
-			if !errors.As(err, &pe) || pe.Code != "sandbox_state" {
-				return "want the sandbox_state problem"
-			}
-			return ""
-		}},
+		}, apiclient.TerminalExit{}, "", wantProblem("sandbox_state")},
 		{"closed with a reason", func(w http.ResponseWriter, r *http.Request) {
 			c := accept(t, w, r)
 			_ = c.Close(websocket.StatusGoingAway, "control is shutting down")
-		}, apiclient.TerminalExit{}, "", func(err error) string {
-			if !errors.Is(err, apiclient.ErrTerminalClosed) || !strings.Contains(err.Error(), "control is shutting down") {
-				return "want ErrTerminalClosed with the reason"
-			}
-			return ""
-		}},
+		}, apiclient.TerminalExit{}, "", wantClosed("control is shutting down")},
 		{"cut", func(w http.ResponseWriter, r *http.Request) {
 			accept(t, w, r).CloseNow()
-		}, apiclient.TerminalExit{}, "", func(err error) string {
-			if !errors.Is(err, apiclient.ErrTerminalClosed) || !strings.Contains(err.Error(), "cut the connection") {
-				return "want ErrTerminalClosed, cut"
-			}
-			return ""
-		}},
+		}, apiclient.TerminalExit{}, "", wantClosed("cut the connection")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

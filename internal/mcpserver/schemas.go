@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -72,26 +73,31 @@ func (c *contract) inline(v any, depth int) (any, error) {
 			return c.inline(target, depth+1)
 		}
 		out := make(map[string]any, len(t))
-		for k, x := range t {
-			y, err := c.inline(x, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = y
+		if err := inlineEach(c, maps.All(t), depth, func(k string, y any) { out[k] = y }); err != nil {
+			return nil, err
 		}
 		return out, nil
 	case []any:
 		out := make([]any, len(t))
-		for i, x := range t {
-			y, err := c.inline(x, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = y
+		if err := inlineEach(c, slices.All(t), depth, func(i int, y any) { out[i] = y }); err != nil {
+			return nil, err
 		}
 		return out, nil
 	}
 	return v, nil
+}
+
+// inlineEach inlines each value of an object's members or an array's
+// elements one level down, handing set the copy under the same key.
+func inlineEach[K comparable](c *contract, all iter.Seq2[K, any], depth int, set func(K, any)) error {
+	for k, x := range all {
+		y, err := c.inline(x, depth+1)
+		if err != nil {
+			return err
+		}
+		set(k, y)
+	}
+	return nil
 }
 
 // param returns the schema of a parameter of a path ("id" of

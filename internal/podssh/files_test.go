@@ -18,127 +18,125 @@ import (
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
-func TestFiles(t *testing.T) {
-	perMode(t, func(t *testing.T, ctx context.Context, sb *sandbox) {
-		c, err := sb.pool.SFTP(ctx, sb.target)
+func testFiles(t *testing.T, ctx context.Context, sb *sandbox) {
+	c, err := sb.pool.SFTP(ctx, sb.target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := sb.target.Workspace
+	resolve := func(rel string) string {
+		t.Helper()
+		p, err := podssh.ResolvePath(ws, rel)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws := sb.target.Workspace
-		resolve := func(rel string) string {
-			t.Helper()
-			p, err := podssh.ResolvePath(ws, rel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
+		return p
+	}
+
+	t.Run("put get list delete", func(t *testing.T) {
+		p := resolve("a/b/hello.txt")
+		n, err := podssh.Put(ctx, c, p, strings.NewReader("hello"), 0o640)
+		if err != nil || n != 5 {
+			t.Fatalf("Put = %d, %v; want 5, nil", n, err)
 		}
+		// Overwrite replaces atomically.
+		if _, err := podssh.Put(ctx, c, p, strings.NewReader("hello again"), 0); err != nil {
+			t.Fatal(err)
+		}
+		f, fi, err := podssh.Open(c, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(f)
+		f.Close()
+		if string(got) != "hello again" || fi.Size != 11 {
+			t.Errorf("Open = %q size %d, want %q size 11", got, fi.Size, "hello again")
+		}
+		entries, err := podssh.List(ctx, c, resolve("a/b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 || entries[0].Name != "hello.txt" || entries[0].IsDir || entries[0].Size != 11 || entries[0].ModTime.IsZero() {
+			t.Errorf("List = %+v, want just hello.txt (no temp files)", entries)
+		}
+		if err := podssh.Remove(ctx, c, resolve("a"), false); !errors.Is(err, podssh.ErrDirNotEmpty) {
+			t.Errorf("non-recursive Remove of non-empty dir = %v, want ErrDirNotEmpty", err)
+		}
+		if err := podssh.Remove(ctx, c, p, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := podssh.Remove(ctx, c, resolve("a/b"), false); err != nil {
+			t.Errorf("Remove empty dir: %v", err)
+		}
+		if _, err := podssh.Put(ctx, c, resolve("a/x/y/z"), strings.NewReader("z"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := podssh.Remove(ctx, c, resolve("a"), true); err != nil {
+			t.Errorf("recursive Remove: %v", err)
+		}
+		if _, err := podssh.Stat(c, resolve("a")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Stat after remove = %v, want ErrNotExist", err)
+		}
+		if _, _, err := podssh.Open(c, resolve("missing")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Open missing = %v, want ErrNotExist", err)
+		}
+		if _, _, err := podssh.Open(c, ws); !errors.Is(err, podssh.ErrIsDir) {
+			t.Errorf("Open dir = %v, want ErrIsDir", err)
+		}
+	})
 
-		t.Run("put get list delete", func(t *testing.T) {
-			p := resolve("a/b/hello.txt")
-			n, err := podssh.Put(ctx, c, p, strings.NewReader("hello"), 0o640)
-			if err != nil || n != 5 {
-				t.Fatalf("Put = %d, %v; want 5, nil", n, err)
-			}
-			// Overwrite replaces atomically.
-			if _, err := podssh.Put(ctx, c, p, strings.NewReader("hello again"), 0); err != nil {
-				t.Fatal(err)
-			}
-			f, fi, err := podssh.Open(c, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(f)
-			f.Close()
-			if string(got) != "hello again" || fi.Size != 11 {
-				t.Errorf("Open = %q size %d, want %q size 11", got, fi.Size, "hello again")
-			}
-			entries, err := podssh.List(ctx, c, resolve("a/b"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(entries) != 1 || entries[0].Name != "hello.txt" || entries[0].IsDir || entries[0].Size != 11 || entries[0].ModTime.IsZero() {
-				t.Errorf("List = %+v, want just hello.txt (no temp files)", entries)
-			}
-			if err := podssh.Remove(ctx, c, resolve("a"), false); !errors.Is(err, podssh.ErrDirNotEmpty) {
-				t.Errorf("non-recursive Remove of non-empty dir = %v, want ErrDirNotEmpty", err)
-			}
-			if err := podssh.Remove(ctx, c, p, false); err != nil {
-				t.Fatal(err)
-			}
-			if err := podssh.Remove(ctx, c, resolve("a/b"), false); err != nil {
-				t.Errorf("Remove empty dir: %v", err)
-			}
-			if _, err := podssh.Put(ctx, c, resolve("a/x/y/z"), strings.NewReader("z"), 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := podssh.Remove(ctx, c, resolve("a"), true); err != nil {
-				t.Errorf("recursive Remove: %v", err)
-			}
-			if _, err := podssh.Stat(c, resolve("a")); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("Stat after remove = %v, want ErrNotExist", err)
-			}
-			if _, _, err := podssh.Open(c, resolve("missing")); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("Open missing = %v, want ErrNotExist", err)
-			}
-			if _, _, err := podssh.Open(c, ws); !errors.Is(err, podssh.ErrIsDir) {
-				t.Errorf("Open dir = %v, want ErrIsDir", err)
-			}
-		})
+	t.Run("failed upload leaves nothing", func(t *testing.T) {
+		p := resolve("fail/partial.bin")
+		r := io.MultiReader(bytes.NewReader(make([]byte, 1<<20)), errReader{})
+		if _, err := podssh.Put(ctx, c, p, r, 0); err == nil {
+			t.Fatal("Put with failing reader succeeded")
+		}
+		entries, err := podssh.List(ctx, c, resolve("fail"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 0 {
+			t.Errorf("after failed Put dir holds %+v, want nothing", entries)
+		}
+	})
 
-		t.Run("failed upload leaves nothing", func(t *testing.T) {
-			p := resolve("fail/partial.bin")
-			r := io.MultiReader(bytes.NewReader(make([]byte, 1<<20)), errReader{})
-			if _, err := podssh.Put(ctx, c, p, r, 0); err == nil {
-				t.Fatal("Put with failing reader succeeded")
-			}
-			entries, err := podssh.List(ctx, c, resolve("fail"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(entries) != 0 {
-				t.Errorf("after failed Put dir holds %+v, want nothing", entries)
-			}
-		})
+	t.Run("50 MiB streamed", func(t *testing.T) {
+		const size = 50 << 20
+		p := resolve("big.bin")
+		src := func() io.Reader {
+			return io.LimitReader(rand.NewChaCha8([32]byte{1, 2, 3}), size)
+		}
+		wantSum := sha256.New()
+		io.Copy(wantSum, src())
 
-		t.Run("50 MiB streamed", func(t *testing.T) {
-			const size = 50 << 20
-			p := resolve("big.bin")
-			src := func() io.Reader {
-				return io.LimitReader(rand.NewChaCha8([32]byte{1, 2, 3}), size)
-			}
-			wantSum := sha256.New()
-			io.Copy(wantSum, src())
-
-			var peak atomic.Uint64
-			stop := sampleHeap(&peak)
-			start := time.Now()
-			n, err := podssh.Put(ctx, c, p, src(), 0)
-			if err != nil || n != size {
-				t.Fatalf("Put = %d, %v", n, err)
-			}
-			f, fi, err := podssh.Open(c, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gotSum := sha256.New()
-			m, err := io.Copy(gotSum, f)
-			f.Close()
-			stop()
-			if err != nil || m != size || fi.Size != size {
-				t.Fatalf("read back %d (stat %d), %v; want %d", m, fi.Size, err, size)
-			}
-			if !bytes.Equal(gotSum.Sum(nil), wantSum.Sum(nil)) {
-				t.Fatal("50 MiB file differs after round trip")
-			}
-			t.Logf("round trip %v, peak heap %d MiB", time.Since(start), peak.Load()>>20)
-			// Both ends (the embedded server too) live in this process; a
-			// whole-file buffer would push the heap past 50 MiB.
-			if peak.Load() > 40<<20 {
-				t.Errorf("peak heap %d MiB during a 50 MiB transfer, want streaming (< 40 MiB)", peak.Load()>>20)
-			}
-			podssh.Remove(ctx, c, p, false)
-		})
+		var peak atomic.Uint64
+		stop := sampleHeap(&peak)
+		start := time.Now()
+		n, err := podssh.Put(ctx, c, p, src(), 0)
+		if err != nil || n != size {
+			t.Fatalf("Put = %d, %v", n, err)
+		}
+		f, fi, err := podssh.Open(c, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotSum := sha256.New()
+		m, err := io.Copy(gotSum, f)
+		f.Close()
+		stop()
+		if err != nil || m != size || fi.Size != size {
+			t.Fatalf("read back %d (stat %d), %v; want %d", m, fi.Size, err, size)
+		}
+		if !bytes.Equal(gotSum.Sum(nil), wantSum.Sum(nil)) {
+			t.Fatal("50 MiB file differs after round trip")
+		}
+		t.Logf("round trip %v, peak heap %d MiB", time.Since(start), peak.Load()>>20)
+		// Both ends (the embedded server too) live in this process; a
+		// whole-file buffer would push the heap past 50 MiB.
+		if peak.Load() > 40<<20 {
+			t.Errorf("peak heap %d MiB during a 50 MiB transfer, want streaming (< 40 MiB)", peak.Load()>>20)
+		}
+		podssh.Remove(ctx, c, p, false)
 	})
 }
 

@@ -81,6 +81,24 @@ func newSandbox(t *testing.T, mode string) *sandbox {
 	}
 }
 
+// TestSandbox runs each area's checks once per server mode, against a
+// sandbox of the area's own.
+func TestSandbox(t *testing.T) {
+	areas := []struct {
+		name string
+		fn   func(t *testing.T, ctx context.Context, sb *sandbox)
+	}{
+		{"Exec", testExec},
+		{"ExecStreams", testExecStreams},
+		{"Files", testFiles},
+		{"Pool", testPool},
+		{"Terminal", testTerminal},
+	}
+	for _, a := range areas {
+		t.Run(a.name, func(t *testing.T) { perMode(t, a.fn) })
+	}
+}
+
 // perMode runs fn once per server mode, sharing one sandbox per mode; ctx
 // ends with the mode's subtest.
 func perMode(t *testing.T, fn func(t *testing.T, ctx context.Context, sb *sandbox)) {

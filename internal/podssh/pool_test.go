@@ -14,139 +14,125 @@ import (
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
-func TestPool(t *testing.T) {
-	perMode(t, func(t *testing.T, ctx context.Context, sb *sandbox) {
+func testPool(t *testing.T, ctx context.Context, sb *sandbox) {
 
-		t.Run("pinned host key mismatch refused", func(t *testing.T) {
-			_, other, err := sshca.GenerateKey()
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad := sb.target
-			bad.SandboxID = "impostor"
-			bad.HostKey = string(ssh.MarshalAuthorizedKey(other.PublicKey()))
-			_, err = sb.pool.Client(ctx, bad)
-			var mm *podssh.HostKeyMismatchError
-			if !errors.As(err, &mm) || mm.SandboxID != "impostor" {
-				t.Fatalf("Client with wrong pinned key = %v, want HostKeyMismatchError naming the sandbox", err)
-			}
-		})
+	t.Run("pinned host key mismatch refused", func(t *testing.T) {
+		_, other, err := sshca.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := sb.target
+		bad.SandboxID = "impostor"
+		bad.HostKey = string(ssh.MarshalAuthorizedKey(other.PublicKey()))
+		_, err = sb.pool.Client(ctx, bad)
+		var mm *podssh.HostKeyMismatchError
+		if !errors.As(err, &mm) || mm.SandboxID != "impostor" {
+			t.Fatalf("Client with wrong pinned key = %v, want HostKeyMismatchError naming the sandbox", err)
+		}
+	})
 
-		t.Run("certificate from another CA refused", func(t *testing.T) {
-			otherCA, _, err := sshca.Generate()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := podssh.NewPool(otherCA, nil)
-			defer p.Close()
-			if _, err := p.Client(ctx, sb.target); err == nil {
-				t.Fatal("connection with a foreign CA's certificate succeeded")
-			}
-		})
+	t.Run("certificate from another CA refused", func(t *testing.T) {
+		otherCA, _, err := sshca.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := podssh.NewPool(otherCA, nil)
+		defer p.Close()
+		if _, err := p.Client(ctx, sb.target); err == nil {
+			t.Fatal("connection with a foreign CA's certificate succeeded")
+		}
+	})
 
-		t.Run("certificate for another principal refused", func(t *testing.T) {
-			for _, principal := range []string{"nobody", ""} {
-				signer, err := sb.ca.UserSigner(principal, "test", time.Minute)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := dialRaw(sb.target, signer); err == nil {
-					t.Errorf("login as %s with a certificate for %q succeeded", sb.target.User, principal)
-				}
-			}
-		})
-
-		t.Run("plain key refused", func(t *testing.T) {
-			_, signer, err := sshca.GenerateKey()
+	t.Run("certificate for another principal refused", func(t *testing.T) {
+		for _, principal := range []string{"nobody", ""} {
+			signer, err := sb.ca.UserSigner(principal, "test", time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := dialRaw(sb.target, signer); err == nil {
-				t.Error("login with a plain key succeeded")
+				t.Errorf("login as %s with a certificate for %q succeeded", sb.target.User, principal)
 			}
-		})
+		}
+	})
 
-		t.Run("concurrent callers share one dial", func(t *testing.T) {
-			sb.pool.Forget(sb.target.SandboxID)
-			var wg sync.WaitGroup
-			clients := make([]*ssh.Client, 20)
-			for i := range clients {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c, err := sb.pool.Client(ctx, sb.target)
-					if err != nil {
-						t.Error(err)
-					}
-					clients[i] = c
-				}()
-			}
-			wg.Wait()
-			for _, c := range clients[1:] {
-				if c != clients[0] {
-					t.Fatal("concurrent callers got different connections")
+	t.Run("plain key refused", func(t *testing.T) {
+		_, signer, err := sshca.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dialRaw(sb.target, signer); err == nil {
+			t.Error("login with a plain key succeeded")
+		}
+	})
+
+	t.Run("concurrent callers share one dial", func(t *testing.T) {
+		sb.pool.Forget(sb.target.SandboxID)
+		var wg sync.WaitGroup
+		clients := make([]*ssh.Client, 20)
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := sb.pool.Client(ctx, sb.target)
+				if err != nil {
+					t.Error(err)
 				}
+				clients[i] = c
+			}()
+		}
+		wg.Wait()
+		for _, c := range clients[1:] {
+			if c != clients[0] {
+				t.Fatal("concurrent callers got different connections")
 			}
-		})
+		}
+	})
 
-		t.Run("broken connection redialled", func(t *testing.T) {
-			c1, err := sb.pool.Client(ctx, sb.target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c1.Close() // as if the network dropped it
-			// Exec retries a session that could not open on a dead client.
-			res, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{Command: "echo ok"})
-			if err != nil || string(res.Stdout) != "ok\n" {
-				t.Fatalf("Exec after drop = %q, %v", res.Stdout, err)
-			}
-			c2, err := sb.pool.Client(ctx, sb.target)
-			if err != nil || c2 == c1 {
-				t.Fatalf("Client after drop = same %v, err %v; want a new connection", c2 == c1, err)
-			}
-		})
+	t.Run("broken connection redialled", func(t *testing.T) {
+		c1, err := sb.pool.Client(ctx, sb.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1.Close() // as if the network dropped it
+		// Exec retries a session that could not open on a dead client.
+		res, err := sb.pool.Exec(ctx, sb.target, podssh.ExecRequest{Command: "echo ok"})
+		if err != nil || string(res.Stdout) != "ok\n" {
+			t.Fatalf("Exec after drop = %q, %v", res.Stdout, err)
+		}
+		c2, err := sb.pool.Client(ctx, sb.target)
+		if err != nil || c2 == c1 {
+			t.Fatalf("Client after drop = same %v, err %v; want a new connection", c2 == c1, err)
+		}
+	})
 
-		t.Run("moved target: the old connection closed, the new one kept", func(t *testing.T) {
-			c1, err := sb.pool.Client(ctx, sb.target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			moved := sb.target
-			_, port, _ := net.SplitHostPort(moved.Addr)
-			moved.Addr = net.JoinHostPort("localhost", port) // same server, another target
-			c2, err := sb.pool.Client(ctx, moved)
-			if err != nil || c2 == c1 {
-				t.Fatalf("Client for the moved target = same %v, err %v; want a new connection", c2 == c1, err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- c1.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the old target's connection is still open")
-			}
-			s, err := c2.NewSession()
-			if err != nil {
-				t.Fatalf("the new target's connection was closed with the old one: %v", err)
-			}
-			s.Close()
-			sb.pool.Forget(moved.SandboxID)
-		})
+	t.Run("moved target: the old connection closed, the new one kept", func(t *testing.T) {
+		c1, err := sb.pool.Client(ctx, sb.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := sb.target
+		_, port, _ := net.SplitHostPort(moved.Addr)
+		moved.Addr = net.JoinHostPort("localhost", port) // same server, another target
+		c2, err := sb.pool.Client(ctx, moved)
+		if err != nil || c2 == c1 {
+			t.Fatalf("Client for the moved target = same %v, err %v; want a new connection", c2 == c1, err)
+		}
+		waitClosed(t, c1, "the old target's connection is still open")
+		s, err := c2.NewSession()
+		if err != nil {
+			t.Fatalf("the new target's connection was closed with the old one: %v", err)
+		}
+		s.Close()
+		sb.pool.Forget(moved.SandboxID)
+	})
 
-		t.Run("forget closes", func(t *testing.T) {
-			c1, err := sb.pool.Client(ctx, sb.target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sb.pool.Forget(sb.target.SandboxID)
-			done := make(chan error, 1)
-			go func() { done <- c1.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatal("forgotten connection still open")
-			}
-		})
+	t.Run("forget closes", func(t *testing.T) {
+		c1, err := sb.pool.Client(ctx, sb.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.pool.Forget(sb.target.SandboxID)
+		waitClosed(t, c1, "forgotten connection still open")
 	})
 }
 
@@ -163,6 +149,19 @@ func TestPoolClosed(t *testing.T) {
 }
 
 // dialRaw logs in to target with signer, bypassing the pool.
+// waitClosed fails the test with msg unless c's connection ends within
+// five seconds.
+func waitClosed(t *testing.T, c *ssh.Client, msg string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal(msg)
+	}
+}
+
 func dialRaw(target podssh.Target, signer ssh.Signer) error {
 	hk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(target.HostKey))
 	if err != nil {

@@ -8,9 +8,10 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
 // serveSocket serves s's control protocol on a unix socket in a fresh
@@ -92,7 +93,7 @@ func TestRelayEndsWithContext(t *testing.T) {
 	dir := serveSocket(t, s)
 	in, inW := io.Pipe()
 	defer inW.Close()
-	out := &lockedBuf{}
+	out := &sshscenario.SyncBuffer{}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- Relay(ctx, SocketPath(dir), in, out) }()
@@ -118,21 +119,4 @@ func TestRelayEndsWithContext(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Relay still running 5s after its context ended")
 	}
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

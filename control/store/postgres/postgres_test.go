@@ -1,8 +1,6 @@
 package postgres_test
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -19,10 +17,7 @@ func TestMain(m *testing.M) {
 
 func open(t *testing.T) store.Store {
 	t.Helper()
-	url := testdb.Postgres(t)
-	return storetest.Open(t, func(ctx context.Context, log *slog.Logger) (store.Store, error) {
-		return postgres.Open(ctx, url, log)
-	})
+	return storetest.Open(t, postgres.Open, testdb.Postgres(t))
 }
 
 func TestStore(t *testing.T) {

@@ -1,8 +1,6 @@
 package sqlite_test
 
 import (
-	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 
@@ -19,10 +17,7 @@ func TestMain(m *testing.M) {
 
 func open(t *testing.T) store.Store {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sbx.db")
-	return storetest.Open(t, func(ctx context.Context, log *slog.Logger) (store.Store, error) {
-		return sqlite.Open(ctx, path, log)
-	})
+	return storetest.Open(t, sqlite.Open, filepath.Join(t.TempDir(), "sbx.db"))
 }
 
 func TestStore(t *testing.T) {

@@ -9,8 +9,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
-func testAccounts(t *testing.T, s store.Store) {
-	ctx := t.Context()
+func testAccounts(t *testing.T, ctx context.Context, s store.Store) {
 	want := store.Account{
 		ID: "acct-1", Name: "first", SandboxesEnabled: true, ConcurrentLimit: 3,
 		AllowedPlatforms: []string{"linux", "macos"}, MonthlyMinutes: 600, CreatedAt: t0,
@@ -39,9 +38,7 @@ func testAccounts(t *testing.T, s store.Store) {
 	wantErr(t, "second account with a taken name", err, store.ErrConflict)
 }
 
-func testProjects(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testProjects(t *testing.T, ctx context.Context, s store.Store) {
 	want := store.Project{ID: "prj-1", AccountID: "a", Name: "web", CreatedAt: t0}
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertProject(ctx, want) })
 	wantRead(t, "project", want)(s.Project(ctx, want.ID))
@@ -60,9 +57,7 @@ func testProjects(t *testing.T, s store.Store) {
 	wantErr(t, "project moved to another account", err, store.ErrConflict)
 }
 
-func testTokens(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testTokens(t *testing.T, ctx context.Context, s store.Store) {
 	now := t0.Add(24 * time.Hour)
 	tokens := []store.Token{
 		{ID: "live", Kind: store.TokenAgent, Name: "ci", CreatedAt: t0},
@@ -116,8 +111,7 @@ func testTokens(t *testing.T, s store.Store) {
 	wantErr(t, "token with a duplicate hash", err, store.ErrConflict)
 }
 
-func testProfiles(t *testing.T, s store.Store) {
-	ctx := t.Context()
+func testProfiles(t *testing.T, ctx context.Context, s store.Store) {
 	small := store.Profile{Name: "small", Platform: "linux", CPU: 0.5, MemoryMB: 1024, DiskGB: 10, Image: "img:1"}
 	mac := store.Profile{Name: "mac", Platform: "macos", CPU: 4, MemoryMB: 8192, DiskGB: 80}
 	inTx(t, s, func(tx store.Tx) error {

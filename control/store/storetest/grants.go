@@ -8,9 +8,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
-func testGrantTokens(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testGrantTokens(t *testing.T, ctx context.Context, s store.Store) {
 	inTx(t, s, func(tx store.Tx) error {
 		return tx.UpsertProject(ctx, store.Project{ID: "prj-1", AccountID: "a", Name: "web", CreatedAt: t0})
 	})
@@ -58,9 +56,7 @@ func testGrantTokens(t *testing.T, s store.Store) {
 	wantErr(t, "two grants with one hash", err, store.ErrConflict)
 }
 
-func testAudit(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testAudit(t *testing.T, ctx context.Context, s store.Store) {
 	in := []store.AuditEntry{
 		{AccountID: "a", ProjectID: "p1", SandboxID: "sb-1", Caller: "tok-1", Action: "grant", Scopes: []string{"cache:read"}, Message: "m1", At: t0},
 		{AccountID: "a", ProjectID: "p2", SandboxID: "sb-1", Caller: "tok-1", Action: "grant", Scopes: []string{"registry:write"}, Message: "m2", At: t0},
@@ -110,9 +106,7 @@ func testAudit(t *testing.T, s store.Store) {
 	wantEqual(t, "page after the newest", msgs(page), []string{"m2", "m1"})
 }
 
-func testConsumer(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testConsumer(t *testing.T, ctx context.Context, s store.Store) {
 	sb := sandbox("a", "sb-c", t0)
 	sb.Consumer = store.Consumer{Actor: "agent", Project: "tuist/tuist", SessionID: "sess-1", RunID: "run-9"}
 	insertSandboxes(t, s, sb, sandbox("a", "sb-plain", t0))
@@ -138,9 +132,7 @@ func testConsumer(t *testing.T, s store.Store) {
 	wantEqual(t, "event consumer of a sandbox without one", plain[0].Consumer, store.Consumer{})
 }
 
-func testAccountsAndLiveCounts(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "b", "a")
+func testAccountsAndLiveCounts(t *testing.T, ctx context.Context, s store.Store) {
 	as, err := s.Accounts(ctx)
 	if err != nil {
 		t.Fatalf("Accounts: %v", err)
@@ -169,9 +161,7 @@ func testAccountsAndLiveCounts(t *testing.T, s store.Store) {
 
 // testSubscribeEvents checks the signal comes after commit, only for the
 // sandbox written, and not for a rolled-back transaction.
-func testSubscribeEvents(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testSubscribeEvents(t *testing.T, ctx context.Context, s store.Store) {
 	ch, cancel := s.SubscribeEvents("sb-n")
 	defer cancel()
 	other, cancelOther := s.SubscribeEvents("sb-other")
@@ -217,9 +207,7 @@ func testSubscribeEvents(t *testing.T, s store.Store) {
 	}
 }
 
-func testRevokeToken(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testRevokeToken(t *testing.T, ctx context.Context, s store.Store) {
 	hash := []byte("revoke-me-0123456789abcdef012345")
 	inTx(t, s, func(tx store.Tx) error {
 		return tx.InsertToken(ctx, store.Token{ID: "tok-r", AccountID: "a", Kind: store.TokenAgent, Hash: hash, CreatedAt: t0})

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -11,9 +12,7 @@ func session(sb store.Sandbox, kind store.SessionKind, start time.Time) store.Se
 	return store.Session{SandboxID: sb.ID, AccountID: sb.AccountID, Platform: sb.Platform, Kind: kind, StartedAt: start}
 }
 
-func testSessions(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testSessions(t *testing.T, ctx context.Context, s store.Store) {
 	sb := sandbox("a", "sb-1", t0)
 	insertSandboxes(t, s, sb)
 
@@ -80,9 +79,7 @@ func testSessions(t *testing.T, s store.Store) {
 	wantEqual(t, "sessions by start", got, want)
 }
 
-func testUsage(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testUsage(t *testing.T, ctx context.Context, s store.Store) {
 	linux := sandbox("a", "sb-linux", t0)
 	mac := sandbox("a", "sb-mac", t0)
 	mac.Platform = "macos"
@@ -152,9 +149,7 @@ func testUsage(t *testing.T, s store.Store) {
 	})
 }
 
-func testEvents(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testEvents(t *testing.T, ctx context.Context, s store.Store) {
 	in := []store.Event{
 		{SandboxID: "sb-1", AccountID: "a", Type: "state", State: store.StatePending, Actor: "api", At: t0},
 		{SandboxID: "sb-2", AccountID: "a", Type: "state", State: store.StateReady, At: t0},

@@ -18,12 +18,13 @@ func Logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Open opens a backend with open (given the test's context and Logger)
-// and closes it when the test ends, failing the test if either fails: the
-// open function Run wants, once the backend says where its database is.
-func Open(t *testing.T, open func(context.Context, *slog.Logger) (store.Store, error)) store.Store {
+// Open opens the backend's database at dsn with open (given the test's
+// context and Logger) and closes it when the test ends, failing the test
+// if either fails: the open function Run wants, once the backend says
+// where its database is.
+func Open[S store.Store](t *testing.T, open func(ctx context.Context, dsn string, log *slog.Logger) (S, error), dsn string) store.Store {
 	t.Helper()
-	s, err := open(t.Context(), Logger())
+	s, err := open(t.Context(), dsn, Logger())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -9,9 +9,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
-func testSandboxRoundTrip(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testSandboxRoundTrip(t *testing.T, ctx context.Context, s store.Store) {
 	want := store.Sandbox{
 		ID: "sb-full", AccountID: "a", ProjectID: "prj-1", Profile: "small", Platform: "linux",
 		State: store.StatePending, CreatedAt: t0, DeadlineAt: t0.Add(2 * time.Hour),
@@ -56,9 +54,7 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 	wantErr(t, "InsertSandbox with a taken id", err, store.ErrConflict)
 }
 
-func testIdempotencyKey(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testIdempotencyKey(t *testing.T, ctx context.Context, s store.Store) {
 	first := sandbox("a", "sb-1", t0)
 	first.IdempotencyKey, first.RequestHash = "k", "h1"
 	insertSandboxes(t, s, first)
@@ -92,9 +88,7 @@ func testIdempotencyKey(t *testing.T, s store.Store) {
 	wantErr(t, "empty key", err, store.ErrNotFound)
 }
 
-func testPagination(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testPagination(t *testing.T, ctx context.Context, s store.Store) {
 	var sbs []store.Sandbox
 	for i := range 7 {
 		// Pairs share a creation time so the id breaks the tie.
@@ -151,9 +145,7 @@ func testPagination(t *testing.T, s store.Store) {
 	wantEqual(t, "page after another account's cursor", len(list), 0)
 }
 
-func testStatesAndCountLive(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testStatesAndCountLive(t *testing.T, ctx context.Context, s store.Store) {
 	states := []store.State{
 		store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended,
 		store.StateRestoring, store.StateTerminating, store.StateTerminated, store.StateFailed,
@@ -195,9 +187,7 @@ func testStatesAndCountLive(t *testing.T, s store.Store) {
 	wantEqual(t, "SandboxesInStates()", len(got), 0)
 }
 
-func testExpiredSandboxes(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testExpiredSandboxes(t *testing.T, ctx context.Context, s store.Store) {
 	now := t0.Add(time.Hour)
 	const maxLifetime = 30 * time.Minute
 	young := now.Add(-10 * time.Minute) // created within the lifetime cap
@@ -240,9 +230,7 @@ func testExpiredSandboxes(t *testing.T, s store.Store) {
 	wantEqual(t, "expired, limit 2", ids(got), []string{"later-pending", "late-ready"})
 }
 
-func testIdle(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a", "b")
+func testIdle(t *testing.T, ctx context.Context, s store.Store) {
 	ready := sandbox("a", "sb-ready", t0)
 	ready.State = store.StateReady
 	other := sandbox("b", "sb-other", t0)

@@ -5,6 +5,7 @@ package storetest
 // one sandbox and is found by it.
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -13,9 +14,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
-func testSSHCredentials(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testSSHCredentials(t *testing.T, ctx context.Context, s store.Store) {
 	insertSandboxes(t, s, sandbox("a", "sb-ssh", t0))
 
 	want := store.SSHCredential{
@@ -63,9 +62,7 @@ func testSSHCredentials(t *testing.T, s store.Store) {
 	wantErr(t, "SSHCredential after rollback", err, store.ErrNotFound)
 }
 
-func testPreviewPorts(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testPreviewPorts(t *testing.T, ctx context.Context, s store.Store) {
 	insertSandboxes(t, s, sandbox("a", "sb-pp", t0), sandbox("a", "sb-pp2", t0))
 
 	put := func(p store.PreviewPort) (store.PreviewPort, error) {
@@ -127,9 +124,7 @@ func testPreviewPorts(t *testing.T, s store.Store) {
 	}
 }
 
-func testServices(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	seedAccounts(t, s, "a")
+func testServices(t *testing.T, ctx context.Context, s store.Store) {
 	insertSandboxes(t, s, sandbox("a", "sb-sv", t0), sandbox("a", "sb-sv2", t0))
 	put := func(sv store.Service) store.Service {
 		t.Helper()

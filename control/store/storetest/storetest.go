@@ -18,40 +18,45 @@ import (
 // called once); subtests call it once each and run in parallel.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
-		name string
-		fn   func(t *testing.T, s store.Store)
+		name     string
+		accounts []string // seeded (see seedAccounts) before fn runs
+		fn       func(t *testing.T, ctx context.Context, s store.Store)
 	}{
-		{"Accounts", testAccounts},
-		{"Projects", testProjects},
-		{"Tokens", testTokens},
-		{"Profiles", testProfiles},
-		{"SandboxRoundTrip", testSandboxRoundTrip},
-		{"IdempotencyKey", testIdempotencyKey},
-		{"Pagination", testPagination},
-		{"StatesAndCountLive", testStatesAndCountLive},
-		{"ExpiredSandboxes", testExpiredSandboxes},
-		{"Sessions", testSessions},
-		{"Usage", testUsage},
-		{"Events", testEvents},
-		{"SSHCredentials", testSSHCredentials},
-		{"PreviewPorts", testPreviewPorts},
-		{"Services", testServices},
-		{"GrantTokens", testGrantTokens},
-		{"Audit", testAudit},
-		{"Consumer", testConsumer},
-		{"AccountsAndLiveCounts", testAccountsAndLiveCounts},
-		{"SubscribeEvents", testSubscribeEvents},
-		{"RevokeToken", testRevokeToken},
-		{"Idle", testIdle},
-		{"Rollback", testRollback},
-		{"ConcurrentLimit", testConcurrentLimit},
-		{"Jobs", testJobs},
-		{"CloseStopsJobs", testCloseStopsJobs},
+		{"Accounts", nil, testAccounts},
+		{"Projects", []string{"a", "b"}, testProjects},
+		{"Tokens", []string{"a"}, testTokens},
+		{"Profiles", nil, testProfiles},
+		{"SandboxRoundTrip", []string{"a"}, testSandboxRoundTrip},
+		{"IdempotencyKey", []string{"a", "b"}, testIdempotencyKey},
+		{"Pagination", []string{"a", "b"}, testPagination},
+		{"StatesAndCountLive", []string{"a", "b"}, testStatesAndCountLive},
+		{"ExpiredSandboxes", []string{"a"}, testExpiredSandboxes},
+		{"Sessions", []string{"a"}, testSessions},
+		{"Usage", []string{"a", "b"}, testUsage},
+		{"Events", []string{"a"}, testEvents},
+		{"SSHCredentials", []string{"a"}, testSSHCredentials},
+		{"PreviewPorts", []string{"a"}, testPreviewPorts},
+		{"Services", []string{"a"}, testServices},
+		{"GrantTokens", []string{"a", "b"}, testGrantTokens},
+		{"Audit", []string{"a", "b"}, testAudit},
+		{"Consumer", []string{"a"}, testConsumer},
+		{"AccountsAndLiveCounts", []string{"b", "a"}, testAccountsAndLiveCounts},
+		{"SubscribeEvents", []string{"a"}, testSubscribeEvents},
+		{"RevokeToken", []string{"a"}, testRevokeToken},
+		{"Idle", []string{"a", "b"}, testIdle},
+		{"Rollback", nil, testRollback},
+		{"ConcurrentLimit", nil, testConcurrentLimit},
+		{"Jobs", nil, testJobs},
+		{"CloseStopsJobs", nil, testCloseStopsJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, open(t))
+			s := open(t)
+			if len(tc.accounts) > 0 {
+				seedAccounts(t, s, tc.accounts...)
+			}
+			tc.fn(t, t.Context(), s)
 		})
 	}
 }

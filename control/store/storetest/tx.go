@@ -36,8 +36,7 @@ func (w *jobWorker) Work(ctx context.Context, job *river.Job[jobArgs]) error {
 
 var errRollback = errors.New("storetest: roll back")
 
-func testRollback(t *testing.T, s store.Store) {
-	ctx := t.Context()
+func testRollback(t *testing.T, ctx context.Context, s store.Store) {
 	err := s.InTx(ctx, func(tx store.Tx) error {
 		sb := sandbox("a", "sb-1", t0)
 		err := all(ctx, tx,
@@ -82,8 +81,7 @@ func testRollback(t *testing.T, s store.Store) {
 
 // testConcurrentLimit is the quota race: many creates for one account at
 // once must not exceed its limit.
-func testConcurrentLimit(t *testing.T, s store.Store) {
-	ctx := t.Context()
+func testConcurrentLimit(t *testing.T, ctx context.Context, s store.Store) {
 	const limit, workers = 3, 20
 	inTx(t, s, func(tx store.Tx) error { return tx.UpsertAccount(ctx, account("a", limit)) })
 	// The queue is worked meanwhile, so its polling and completions
@@ -175,8 +173,7 @@ func (w *jobWorker) await(t *testing.T, want map[string]bool) {
 	}
 }
 
-func testJobs(t *testing.T, s store.Store) {
-	ctx := t.Context()
+func testJobs(t *testing.T, ctx context.Context, s store.Store) {
 	enqueue := func(tag string, fail bool) {
 		t.Helper()
 		err := s.InTx(ctx, func(tx store.Tx) error {
@@ -235,8 +232,7 @@ func (w *blockWorker) Work(ctx context.Context, job *river.Job[blockArgs]) error
 // testCloseStopsJobs closes a store whose caller forgot StopJobs while a
 // job runs: Close must cancel the job and return, leaving no goroutine
 // behind (the backends' TestMain runs goleak).
-func testCloseStopsJobs(t *testing.T, s store.Store) {
-	ctx := t.Context()
+func testCloseStopsJobs(t *testing.T, ctx context.Context, s store.Store) {
 	w := &blockWorker{started: make(chan struct{}, 1)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)

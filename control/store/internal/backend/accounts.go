@@ -38,7 +38,7 @@ func (q Queries) AccountByTokenHash(ctx context.Context, hash []byte, now time.T
 	}
 	t.Kind = store.TokenKind(kind)
 	t.CreatedAt = t.CreatedAt.UTC()
-	t.ExpiresAt, t.RevokedAt = UTCPtr(t.ExpiresAt), UTCPtr(t.RevokedAt)
+	t.ExpiresAt, t.RevokedAt = store.UTCPtr(t.ExpiresAt), store.UTCPtr(t.RevokedAt)
 	return a, t, nil
 }
 
@@ -79,7 +79,7 @@ func (q Queries) UpsertAccount(ctx context.Context, a store.Account) error {
 func (q Queries) scanRevokedToken(r Row) (store.Token, error) {
 	var t store.Token
 	err := r.Scan(&t.ID, &t.AccountID, q.Dialect.NullTimeDest(&t.RevokedAt))
-	t.RevokedAt = UTCPtr(t.RevokedAt)
+	t.RevokedAt = store.UTCPtr(t.RevokedAt)
 	return t, err
 }
 

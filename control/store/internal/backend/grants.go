@@ -18,7 +18,7 @@ func (q Queries) scanGrant(row Row) (store.GrantToken, error) {
 		d.TimeDest(&g.CreatedAt), d.NullTimeDest(&g.MintedAt)); err != nil {
 		return store.GrantToken{}, err
 	}
-	g.CreatedAt, g.MintedAt = g.CreatedAt.UTC(), UTCPtr(g.MintedAt)
+	g.CreatedAt, g.MintedAt = g.CreatedAt.UTC(), store.UTCPtr(g.MintedAt)
 	if len(g.Hash) == 0 {
 		g.Hash = nil
 	}

@@ -79,15 +79,6 @@ func OneRow(n int64, err error, what string, none error) error {
 	return nil
 }
 
-// UTCPtr is t in UTC, or nil.
-func UTCPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // List runs query and scans every row with scan; an error is wrapped with
 // what.
 func List[T any](ctx context.Context, db DB, what string, scan func(Row) (T, error), query string, args ...any) ([]T, error) {

@@ -26,8 +26,8 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	}
 	sb.State = store.State(state)
 	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
-	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = UTCPtr(sb.ReadyAt), UTCPtr(sb.SuspendedAt), UTCPtr(sb.TerminatedAt)
-	sb.LeaseUntil = UTCPtr(sb.LeaseUntil)
+	sb.ReadyAt, sb.SuspendedAt, sb.TerminatedAt = store.UTCPtr(sb.ReadyAt), store.UTCPtr(sb.SuspendedAt), store.UTCPtr(sb.TerminatedAt)
+	sb.LeaseUntil = store.UTCPtr(sb.LeaseUntil)
 	if err := json.Unmarshal(grants, &sb.Grants); err != nil {
 		return store.Sandbox{}, fmt.Errorf("decode grants of sandbox %s: %w", sb.ID, err)
 	}

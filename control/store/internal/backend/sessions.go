@@ -16,7 +16,7 @@ func (q Queries) scanSession(r Row) (store.Session, error) {
 	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind,
 		q.Dialect.TimeDest(&s.StartedAt), q.Dialect.NullTimeDest(&s.EndedAt), &s.EndReason)
 	s.Kind = store.SessionKind(kind)
-	s.StartedAt, s.EndedAt = s.StartedAt.UTC(), UTCPtr(s.EndedAt)
+	s.StartedAt, s.EndedAt = s.StartedAt.UTC(), store.UTCPtr(s.EndedAt)
 	return s, err
 }
 

@@ -25,7 +25,7 @@ func (q Queries) WarmClaim(ctx context.Context, sandboxID string) (string, error
 func (q Queries) scanWarmPod(r Row) (store.WarmPod, error) {
 	var w store.WarmPod
 	err := r.Scan(&w.Pod, &w.Profile, &w.Image, &w.ClaimedBy, q.Dialect.TimeDest(&w.CreatedAt), q.Dialect.NullTimeDest(&w.ClaimedAt))
-	w.CreatedAt, w.ClaimedAt = w.CreatedAt.UTC(), UTCPtr(w.ClaimedAt)
+	w.CreatedAt, w.ClaimedAt = w.CreatedAt.UTC(), store.UTCPtr(w.ClaimedAt)
 	return w, err
 }
 
