@@ -275,7 +275,8 @@ func TestFlagsAndArguments(t *testing.T) {
 		want string
 	}{
 		{"unknown flag", []string{"destroy", fakeID, "--force"}, "unknown flag: --force"},
-		{"extra argument", []string{"get", fakeID, "extra"}, `unexpected argument "extra"`},
+		{"extra argument", []string{"get", fakeID, "extra"}, `unexpected argument "extra": sbx get ID`},
+		{"a verb that ports does not have", []string{"ports", "expose", fakeID, "8000"}, `unexpected argument "8000": sbx ports ID [PORT]`},
 		{"missing ID", []string{"get"}, "missing ID"},
 		{"negative deadline", []string{"create", "--deadline", "-5"}, "at least 1"},
 		{"zero deadline", []string{"create", "--deadline=0"}, "at least 1"},

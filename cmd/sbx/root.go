@@ -135,7 +135,9 @@ func args(required []string, optional ...string) cobra.PositionalArgs {
 			return usageErrorf(c, "missing %s", strings.Join(required[len(got):], " and "))
 		}
 		if max := len(required) + len(optional); len(got) > max {
-			return usageErrorf(c, "unexpected argument %q", got[max])
+			// The usage line tells "sbx ports expose ID 8000" what goes
+			// where; the help is a command away.
+			return usageErrorf(c, "unexpected argument %q: %s", got[max], strings.TrimSuffix(c.UseLine(), " [flags]"))
 		}
 		return nil
 	}
