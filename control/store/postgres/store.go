@@ -62,7 +62,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: jobqueue.Logger(logger)})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("river insert client: %w", err)

@@ -100,7 +100,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
-	inserter, err := river.NewClient(riversqlite.New(db), &river.Config{Logger: logger})
+	inserter, err := river.NewClient(riversqlite.New(db), &river.Config{Logger: jobqueue.Logger(logger)})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("river insert client: %w", err)

@@ -52,7 +52,7 @@ func Config(cfg store.JobsConfig, logger *slog.Logger) *river.Config {
 		queues[q] = river.QueueConfig{MaxWorkers: maxWorkers}
 	}
 	return &river.Config{
-		Logger:       logger,
+		Logger:       Logger(logger),
 		Workers:      workers,
 		PeriodicJobs: cfg.Periodic,
 		Queues:       queues,
@@ -136,7 +136,7 @@ func (r *Runner[TTx]) Close() error {
 // Migrate brings River's own tables on driver's database up to date; each
 // backend runs it after its schema migrations.
 func Migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], logger *slog.Logger) error {
-	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: logger})
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: Logger(logger)})
 	if err != nil {
 		return fmt.Errorf("river migrator: %w", err)
 	}
