@@ -44,6 +44,7 @@ type previewConfig struct {
 	IdleConns int           // idle upstream connections each proxy keeps (nginx, Caddy, ours alike)
 	Rounds    int           // rounds of every scenario; cells are medians
 	Scenarios string
+	Before    string // a loadtest binary from another commit: its proxy runs as column proxy-before
 }
 
 func (c *previewConfig) Validate() error {
@@ -85,6 +86,7 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
 	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
 	fs.StringVar(&c.Scenarios, "scenarios", "small,download,ws", "comma-separated subset")
+	fs.StringVar(&c.Before, "before", "", "a loadtest binary built from another commit (e.g. main): its proxy runs beside this one as proxy-before, in the same run")
 	if err := parseConfig(fs, args, &c); err != nil {
 		return err
 	}
@@ -366,12 +368,20 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 	route := preview.Route{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Port: upPort, Ready: true,
 		Target: podssh.Target{SandboxID: "sbx-loadtest-preview", Addr: ep.Addr, User: ep.User,
 			HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))}}
-	proxies := []string{"proxy"}
+	var proxies []string
 	if c.RProxy {
-		proxies = []string{"proxy-rp", "proxy"}
+		proxies = append(proxies, "proxy-rp")
 	}
+	if c.Before != "" {
+		proxies = append(proxies, "proxy-before")
+	}
+	proxies = append(proxies, "proxy")
 	for _, name := range proxies {
-		addr, pid, stop, err := startPreviewChild(dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp", IdlePerHost: c.IdleConns})
+		bin := ""
+		if name == "proxy-before" {
+			bin = c.Before
+		}
+		addr, pid, stop, err := startPreviewChild(bin, dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp", IdlePerHost: c.IdleConns})
 		if err != nil {
 			return nil, err
 		}

@@ -6,10 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/preview"
@@ -50,6 +58,15 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	pcfg.Domain, pcfg.Scheme = "preview.localhost", "http"
 	pcfg.Resolver = staticRoutes{c.Route}
 	pcfg.Pods = pool
+	if n, _ := strconv.Atoi(os.Getenv("SBX_LOADTEST_SSH_CONNS")); n > 1 {
+		rr := &rrPods{}
+		for range n {
+			q := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"))
+			defer q.Close()
+			rr.pools = append(rr.pools, q)
+		}
+		pcfg.Pods = rr
+	}
 	pcfg.Accounts = oneToken{tok: "sbx_at_loadtest", acct: c.Route.AccountID}
 	pcfg.SessionKey = key
 	pcfg.DevSignIn = &preview.DevSignIn{AccountID: c.Route.AccountID, User: "load"}
@@ -62,22 +79,74 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	}
 	defer px.Close()
 	srv := preview.NewServer(px, slog.New(slog.DiscardHandler), true)
+	if d := os.Getenv(profileDirEnv); d != "" {
+		stop, err := profileTo(d, strings.TrimSuffix(*file, ".json"))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return serveChild(ctx, srv.Serve, srv.Close, func(err error) bool {
 		return errors.Is(err, net.ErrClosed) || err.Error() == "http: Server closed"
 	})
 }
 
-// startPreviewChild runs `loadtest _preview-proxy` (this binary) with c
-// written to dir, and returns its address, pid and a stop.
-func startPreviewChild(dir, name string, c previewChildConfig) (addr string, pid int, stop func(), err error) {
+// profileDirEnv names a directory where each preview child writes a CPU
+// profile of its whole life and an allocation profile at its end
+// (<config>.cpu.pprof, <config>.allocs.pprof). An environment variable,
+// not a flag, so that a child built from an older commit ignores it.
+const profileDirEnv = "SBX_LOADTEST_PROFILE_DIR"
+
+// profileTo starts the CPU profile; stop ends it and writes the
+// allocation profile.
+func profileTo(dir, name string) (stop func(), err error) {
+	cpu, err := os.Create(filepath.Join(dir, name+".cpu.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		if f, err := os.Create(filepath.Join(dir, name+".allocs.pprof")); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}, nil
+}
+
+// startPreviewChild runs `loadtest _preview-proxy` from bin (this binary
+// when empty) with c written to dir, and returns its address, pid and a
+// stop.
+func startPreviewChild(bin, dir, name string, c previewChildConfig) (addr string, pid int, stop func(), err error) {
 	file := "preview-" + name + ".json"
 	b, _ := json.Marshal(c)
 	if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
 		return "", 0, nil, err
 	}
-	cmd, stdin, addr, err := startChild("preview proxy", previewChildCmd, "--dir", dir, "--config", file)
+	args := []string{previewChildCmd, "--dir", dir, "--config", file}
+	var cmd *exec.Cmd
+	var stdin io.WriteCloser
+	if bin == "" {
+		cmd, stdin, addr, err = startChild("preview proxy", args...)
+	} else {
+		cmd, stdin, addr, err = startChildOf(bin, "preview proxy "+name, args...)
+	}
 	if err != nil {
 		return "", 0, nil, err
 	}
 	return addr, cmd.Process.Pid, func() { stdin.Close(); _ = cmd.Wait() }, nil
+}
+
+// rrPods is an experiment: several pools, so several SSH connections.
+type rrPods struct {
+	pools []*podssh.Pool
+	n     atomic.Uint32
+}
+
+func (r *rrPods) Client(ctx context.Context, t podssh.Target) (*ssh.Client, error) {
+	return r.pools[int(r.n.Add(1))%len(r.pools)].Client(ctx, t)
 }
