@@ -97,11 +97,19 @@ type previewServer struct {
 	ln    net.Listener
 }
 
+// previewSSHConns is how many SSH connections the preview proxy keeps
+// to each sandbox, its upstream channels spread over them in turn: one
+// connection makes every concurrent request to a sandbox wait behind one
+// reader goroutine here and one sshd process there (see
+// podssh.WithConnsPerSandbox; loadtest preview --ssh-conns measures it).
+const previewSSHConns = 4
+
 // openPreview builds the proxy on control's answers, with its own pooled
 // SSH connections to sandboxes, and binds its listener.
 func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 	c := e.cfg.Preview
-	ps := &previewServer{cfg: c, pool: podssh.NewPool(e.cfg.CA, e.log, podssh.WithKeyID("edge-preview"))}
+	ps := &previewServer{cfg: c, pool: podssh.NewPool(e.cfg.CA, e.log, podssh.WithKeyID("edge-preview"),
+		podssh.WithConnsPerSandbox(previewSSHConns))}
 	defer func() {
 		if err != nil {
 			_ = ps.close()

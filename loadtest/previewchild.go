@@ -13,11 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
-	"sync/atomic"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/preview"
@@ -34,6 +30,7 @@ type previewChildConfig struct {
 	Route        preview.Route `json:"route"`
 	ReverseProxy bool          `json:"reverse_proxy"` // DisableLeanRelay
 	IdlePerHost  int           `json:"idle_per_host"`
+	SSHConns     int           `json:"ssh_conns"` // SSH connections to the sandbox; 0 or 1: one
 }
 
 // runPreviewChild serves the proxy on 127.0.0.1, prints its address on
@@ -50,7 +47,7 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"))
+	pool := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"), podssh.WithConnsPerSandbox(c.SSHConns))
 	defer pool.Close()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -58,15 +55,6 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	pcfg.Domain, pcfg.Scheme = "preview.localhost", "http"
 	pcfg.Resolver = staticRoutes{c.Route}
 	pcfg.Pods = pool
-	if n, _ := strconv.Atoi(os.Getenv("SBX_LOADTEST_SSH_CONNS")); n > 1 {
-		rr := &rrPods{}
-		for range n {
-			q := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"))
-			defer q.Close()
-			rr.pools = append(rr.pools, q)
-		}
-		pcfg.Pods = rr
-	}
 	pcfg.Accounts = oneToken{tok: "sbx_at_loadtest", acct: c.Route.AccountID}
 	pcfg.SessionKey = key
 	pcfg.DevSignIn = &preview.DevSignIn{AccountID: c.Route.AccountID, User: "load"}
@@ -139,14 +127,4 @@ func startPreviewChild(bin, dir, name string, c previewChildConfig) (addr string
 		return "", 0, nil, err
 	}
 	return addr, cmd.Process.Pid, func() { stdin.Close(); _ = cmd.Wait() }, nil
-}
-
-// rrPods is an experiment: several pools, so several SSH connections.
-type rrPods struct {
-	pools []*podssh.Pool
-	n     atomic.Uint32
-}
-
-func (r *rrPods) Client(ctx context.Context, t podssh.Target) (*ssh.Client, error) {
-	return r.pools[int(r.n.Add(1))%len(r.pools)].Client(ctx, t)
 }
