@@ -98,15 +98,13 @@ type previewServer struct {
 }
 
 // previewSSHConns is how many SSH connections the preview proxy keeps
-// to each sandbox, its upstream channels spread over them in turn: one
-// connection makes every concurrent request to a sandbox wait behind one
-// reader goroutine here and one sshd process there (see
-// podssh.WithConnsPerSandbox). Measured with loadtest preview
-// --ssh-conns on 2 shared cores, 64 client connections: 2 gave +23%
-// req/s and a 40% lower median latency than 1, as 4 did, but a longer
-// p99 (so did 4); 2 keeps the extra handshake and sshd process per
-// visited sandbox to one.
-const previewSSHConns = 2
+// to each sandbox (see podssh.WithConnsPerSandbox). One: measured with
+// loadtest preview --ssh-conns on 2 cores, 64 client connections, 2 or
+// 4 connections gained nothing on a quiet machine (req/s 0.98x, p99
+// 1.1x, sshd CPU per request +17%) and only under heavy outside load
+// more req/s and a lower median, with a longer p99 every time. Worth
+// measuring again on the edge's real hardware.
+const previewSSHConns = 1
 
 // openPreview builds the proxy on control's answers, with its own pooled
 // SSH connections to sandboxes, and binds its listener.

@@ -89,7 +89,7 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
 	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
 	fs.StringVar(&c.Scenarios, "scenarios", "small,download,ws", "comma-separated subset")
-	fs.IntVar(&c.SSHConns, "ssh-conns", 2, "SSH connections from the proxy (this commit's) to the sandbox, as the edge's preview pool keeps")
+	fs.IntVar(&c.SSHConns, "ssh-conns", 1, "SSH connections from the proxy (this commit's) to the sandbox, as the edge's preview pool keeps")
 	fs.StringVar(&c.Before, "before", "", "a loadtest binary built from another commit (e.g. main): its proxy runs beside this one as proxy-before, in the same run")
 	if err := parseConfig(fs, args, &c); err != nil {
 		return err
