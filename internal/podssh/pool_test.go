@@ -118,13 +118,7 @@ func TestPool(t *testing.T) {
 			if err != nil || c2 == c1 {
 				t.Fatalf("Client for the moved target = same %v, err %v; want a new connection", c2 == c1, err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- c1.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the old target's connection is still open")
-			}
+			waitClosed(t, c1, "the old target's connection")
 			s, err := c2.NewSession()
 			if err != nil {
 				t.Fatalf("the new target's connection was closed with the old one: %v", err)
@@ -162,13 +156,7 @@ func TestPool(t *testing.T) {
 			}
 			p.Forget(sb.target.SandboxID)
 			for c := range seen {
-				done := make(chan error, 1)
-				go func() { done <- c.Wait() }()
-				select {
-				case <-done:
-				case <-time.After(5 * time.Second):
-					t.Fatal("a forgotten connection is still open")
-				}
+				waitClosed(t, c, "a forgotten connection")
 			}
 		})
 
@@ -178,15 +166,21 @@ func TestPool(t *testing.T) {
 				t.Fatal(err)
 			}
 			sb.pool.Forget(sb.target.SandboxID)
-			done := make(chan error, 1)
-			go func() { done <- c1.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatal("forgotten connection still open")
-			}
+			waitClosed(t, c1, "the forgotten connection")
 		})
 	})
+}
+
+// waitClosed fails t unless c closes within 5 s.
+func waitClosed(t *testing.T, c *ssh.Client, what string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s is still open", what)
+	}
 }
 
 func TestPoolClosed(t *testing.T) {
