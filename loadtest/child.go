@@ -74,7 +74,13 @@ func startChild(what string, args ...string) (cmd *exec.Cmd, stdin io.WriteClose
 	if err != nil {
 		return nil, nil, "", err
 	}
-	cmd = exec.Command(self, args...)
+	return startChildOf(self, what, args...)
+}
+
+// startChildOf is startChild with another loadtest binary (one built
+// from another commit, for a before/after column in one run).
+func startChildOf(bin, what string, args ...string) (cmd *exec.Cmd, stdin io.WriteCloser, addr string, err error) {
+	cmd = exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err = cmd.StdinPipe()
 	if err != nil {

@@ -44,6 +44,8 @@ type previewConfig struct {
 	IdleConns int           // idle upstream connections each proxy keeps (nginx, Caddy, ours alike)
 	Rounds    int           // rounds of every scenario; cells are medians
 	Scenarios string
+	Before    string // a loadtest binary from another commit: its proxy runs as column proxy-before
+	SSHConns  int    // SSH connections from the proxy to the sandbox
 }
 
 func (c *previewConfig) Validate() error {
@@ -60,6 +62,8 @@ func (c *previewConfig) Validate() error {
 		return errors.New("--server must be sshd or embedded")
 	case c.Rounds < 1 || c.Rounds > 20:
 		return errors.New("--rounds must be 1..20")
+	case c.SSHConns < 1 || c.SSHConns > 16:
+		return errors.New("--ssh-conns must be 1..16")
 	case c.IdleConns < 1 || c.IdleConns > 4096:
 		return errors.New("--idle-conns must be 1..4096")
 	}
@@ -85,6 +89,8 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
 	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
 	fs.StringVar(&c.Scenarios, "scenarios", "small,download,ws", "comma-separated subset")
+	fs.IntVar(&c.SSHConns, "ssh-conns", 1, "SSH connections from the proxy (this commit's) to the sandbox, as the edge's preview pool keeps")
+	fs.StringVar(&c.Before, "before", "", "a loadtest binary built from another commit (e.g. main): its proxy runs beside this one as proxy-before, in the same run")
 	if err := parseConfig(fs, args, &c); err != nil {
 		return err
 	}
@@ -93,7 +99,7 @@ func runPreview(ctx context.Context, args []string) error {
 		return err
 	}
 	defer env.close()
-	fmt.Printf("sandbox server: %s; %d conns, %s per run; %d idle upstream connections per proxy\n", c.Server, c.Conns, c.Duration, c.IdleConns)
+	fmt.Printf("sandbox server: %s; %d conns, %s per run; %d idle upstream connections per proxy; %d SSH connections to the sandbox\n", c.Server, c.Conns, c.Duration, c.IdleConns, c.SSHConns)
 	for _, p := range env.paths {
 		fmt.Printf("  %-9s %s\n", p.name, p.addr)
 	}
@@ -366,12 +372,23 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 	route := preview.Route{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Port: upPort, Ready: true,
 		Target: podssh.Target{SandboxID: "sbx-loadtest-preview", Addr: ep.Addr, User: ep.User,
 			HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))}}
-	proxies := []string{"proxy"}
+	var proxies []string
 	if c.RProxy {
-		proxies = []string{"proxy-rp", "proxy"}
+		proxies = append(proxies, "proxy-rp")
 	}
+	if c.Before != "" {
+		proxies = append(proxies, "proxy-before")
+	}
+	proxies = append(proxies, "proxy")
 	for _, name := range proxies {
-		addr, pid, stop, err := startPreviewChild(dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp", IdlePerHost: c.IdleConns})
+		bin, conns := "", c.SSHConns
+		if name == "proxy-before" {
+			// One SSH connection, as before WithConnsPerSandbox (a binary
+			// from then ignores it): --before with this binary compares
+			// --ssh-conns with one.
+			bin, conns = c.Before, 1
+		}
+		addr, pid, stop, err := startPreviewChild(bin, dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp", IdlePerHost: c.IdleConns, SSHConns: conns})
 		if err != nil {
 			return nil, err
 		}

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"strings"
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/preview"
@@ -26,6 +30,7 @@ type previewChildConfig struct {
 	Route        preview.Route `json:"route"`
 	ReverseProxy bool          `json:"reverse_proxy"` // DisableLeanRelay
 	IdlePerHost  int           `json:"idle_per_host"`
+	SSHConns     int           `json:"ssh_conns"` // SSH connections to the sandbox; 0 or 1: one
 }
 
 // runPreviewChild serves the proxy on 127.0.0.1, prints its address on
@@ -42,7 +47,7 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"))
+	pool := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"), podssh.WithConnsPerSandbox(c.SSHConns))
 	defer pool.Close()
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
@@ -62,20 +67,62 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	}
 	defer px.Close()
 	srv := preview.NewServer(px, slog.New(slog.DiscardHandler), true)
+	if d := os.Getenv(profileDirEnv); d != "" {
+		stop, err := profileTo(d, strings.TrimSuffix(*file, ".json"))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return serveChild(ctx, srv.Serve, srv.Close, func(err error) bool {
 		return errors.Is(err, net.ErrClosed) || err.Error() == "http: Server closed"
 	})
 }
 
-// startPreviewChild runs `loadtest _preview-proxy` (this binary) with c
-// written to dir, and returns its address, pid and a stop.
-func startPreviewChild(dir, name string, c previewChildConfig) (addr string, pid int, stop func(), err error) {
+// profileDirEnv names a directory where each preview child writes a CPU
+// profile of its whole life and an allocation profile at its end
+// (<config>.cpu.pprof, <config>.allocs.pprof). An environment variable,
+// not a flag, so that a child built from an older commit ignores it.
+const profileDirEnv = "SBX_LOADTEST_PROFILE_DIR"
+
+// profileTo starts the CPU profile; stop ends it and writes the
+// allocation profile.
+func profileTo(dir, name string) (stop func(), err error) {
+	cpu, err := os.Create(filepath.Join(dir, name+".cpu.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		if f, err := os.Create(filepath.Join(dir, name+".allocs.pprof")); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}, nil
+}
+
+// startPreviewChild runs `loadtest _preview-proxy` from bin (this binary
+// when empty) with c written to dir, and returns its address, pid and a
+// stop.
+func startPreviewChild(bin, dir, name string, c previewChildConfig) (addr string, pid int, stop func(), err error) {
 	file := "preview-" + name + ".json"
 	b, _ := json.Marshal(c)
 	if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
 		return "", 0, nil, err
 	}
-	cmd, stdin, addr, err := startChild("preview proxy", previewChildCmd, "--dir", dir, "--config", file)
+	args := []string{previewChildCmd, "--dir", dir, "--config", file}
+	var cmd *exec.Cmd
+	var stdin io.WriteCloser
+	if bin == "" {
+		cmd, stdin, addr, err = startChild("preview proxy", args...)
+	} else {
+		cmd, stdin, addr, err = startChildOf(bin, "preview proxy "+name, args...)
+	}
 	if err != nil {
 		return "", 0, nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -164,7 +165,8 @@ func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Re
 			return
 		}
 	}
-	h := r.Header.Clone()
+	h := outHeader(r.Header)
+	defer putOutHeader(h)
 	removeHopByHop(h)
 	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
 		h.Set("Te", "trailers")
@@ -193,10 +195,8 @@ func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 	removeHopByHop(resp.Header)
 	p.answerRules(resp.Header, up)
+	moveHeader(w.Header(), resp.Header)
 	dst := w.Header()
-	for k, vv := range resp.Header {
-		dst[k] = append(dst[k], vv...)
-	}
 	announced := len(resp.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
@@ -234,6 +234,27 @@ func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 }
 
+// outHeaders recycles the maps of outgoing request headers.
+var outHeaders = sync.Pool{New: func() any { return http.Header{} }}
+
+// outHeader returns a copy of in for the outgoing request, from
+// outHeaders. It shares in's value slices: the rules applied to it
+// delete keys and set fresh slices (Set), never write into a slice, so
+// in is left as it was, as a Clone would leave it.
+func outHeader(in http.Header) http.Header {
+	h := outHeaders.Get().(http.Header)
+	for k, vv := range in {
+		h[k] = vv
+	}
+	return h
+}
+
+// putOutHeader returns h to outHeaders once the head is written.
+func putOutHeader(h http.Header) {
+	clear(h)
+	outHeaders.Put(h)
+}
+
 // roundTrip writes the request on a pooled channel (or a new one) and
 // reads the answer's head, relaying informational answers to w. A pooled
 // channel that fails before a byte of answer is back has gone stale (the
@@ -267,7 +288,13 @@ func (p *Proxy) roundTrip(ctx context.Context, w http.ResponseWriter, r *http.Re
 // exchange sends the request on c and reads the head of the final
 // answer. The head taking past responseHeaderTimeout closes c.
 func (p *Proxy) exchange(w http.ResponseWriter, c *upConn, r *http.Request, host string, h http.Header, body []byte) (*http.Response, error) {
-	timer := time.AfterFunc(responseHeaderTimeout, func() { _ = c.Close() })
+	// One timer per channel, re-armed per request, not one per request.
+	if c.headTimer == nil {
+		c.headTimer = time.AfterFunc(responseHeaderTimeout, func() { _ = c.Close() })
+	} else {
+		c.headTimer.Reset(responseHeaderTimeout)
+	}
+	timer := c.headTimer
 	defer timer.Stop()
 
 	if err := writeHead(c.bw, r, host, h); err != nil {
@@ -294,15 +321,26 @@ func (p *Proxy) exchange(w http.ResponseWriter, c *upConn, r *http.Request, host
 				return nil, errors.New("too many 1xx informational responses")
 			}
 			dst := w.Header()
-			for k, vv := range resp.Header {
-				dst[k] = append(dst[k], vv...)
-			}
+			moveHeader(dst, resp.Header)
 			w.WriteHeader(code)
 			clear(dst)
 			continue
 		}
 		c.limit = 0
 		return resp, nil
+	}
+}
+
+// moveHeader adds src's values to dst. src is an answer's head, read
+// for this request and not used after: a key dst lacks takes src's
+// slice as it is, without a copy.
+func moveHeader(dst, src http.Header) {
+	for k, vv := range src {
+		if old, ok := dst[k]; ok {
+			dst[k] = append(old, vv...)
+		} else {
+			dst[k] = vv
+		}
 	}
 }
 

@@ -26,6 +26,11 @@ type upConn struct {
 	limit int64
 
 	idleSince time.Time
+
+	// headTimer closes the channel when an answer's head takes past
+	// responseHeaderTimeout; made on the first request, re-armed by the
+	// next ones.
+	headTimer *time.Timer
 }
 
 // errHeadTooLarge is a response head past maxResponseHead.

@@ -1,7 +1,8 @@
 // Package podssh is how control and the edge talk to a sandbox: every byte
 // goes over SSH to the sandbox's sshd (exec channels, SFTP, direct-tcpip),
-// on one pooled connection per sandbox authenticated with a short-lived
-// certificate from the internal CA, to a host key pinned at provisioning.
+// on pooled connections per sandbox (one by default) authenticated with a
+// short-lived certificate from the internal CA, to a host key pinned at
+// provisioning.
 package podssh
 
 import (
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -76,8 +78,19 @@ var preferredCiphers = []string{
 	"aes128-ctr", "aes192-ctr", "aes256-ctr",
 }
 
-// Pool holds one SSH connection per sandbox, shared by all callers, plus an
-// SFTP client on it. Connections are dialled lazily, dropped when broken,
+// WithConnsPerSandbox spreads the callers of Client over n connections
+// per sandbox (1, the default, keeps one), taken in turn; Exec and SFTP
+// stay on the first. One connection is one reader goroutine on our side
+// and one sshd process on the sandbox's, which every channel on it waits
+// behind: the preview proxy, with many concurrent direct-tcpip channels
+// per sandbox, uses a few.
+func WithConnsPerSandbox(n int) Option {
+	return func(p *Pool) { p.perSandbox = max(n, 1) }
+}
+
+// Pool holds one SSH connection per sandbox (or a few, see
+// WithConnsPerSandbox), shared by all callers, plus an SFTP client on the
+// first. Connections are dialled lazily, dropped when broken,
 // and redialled on the next call. Close closes every connection and waits
 // for every goroutine the pool started.
 type Pool struct {
@@ -88,20 +101,29 @@ type Pool struct {
 	dialTimeout       time.Duration
 	keepaliveInterval time.Duration
 	keepaliveTimeout  time.Duration
+	perSandbox        int
+	turn              atomic.Uint32 // Client's round robin over the perSandbox slots
 
 	ctx    context.Context // cancelled by Close; parent of dials
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // dial and keepalive goroutines
 
 	mu     sync.Mutex // guards conns and closed
-	conns  map[string]*poolConn
+	conns  map[connKey]*poolConn
 	closed bool
+}
+
+// connKey names one of a sandbox's pooled connections.
+type connKey struct {
+	sandboxID string
+	slot      int // 0..perSandbox-1; Exec and SFTP use 0
 }
 
 // poolConn is one sandbox's connection. ready is closed when the dial
 // finished; client and err are immutable after that. done is closed when
 // the connection is gone.
 type poolConn struct {
+	key    connKey
 	target Target
 	ready  chan struct{}
 	client *ssh.Client
@@ -128,7 +150,8 @@ func NewPool(ca *sshca.CA, logger *slog.Logger, opts ...Option) *Pool {
 		keepaliveTimeout:  10 * time.Second,
 		ctx:               ctx,
 		cancel:            cancel,
-		conns:             map[string]*poolConn{},
+		perSandbox:        1,
+		conns:             map[connKey]*poolConn{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -140,8 +163,15 @@ func NewPool(ca *sshca.CA, logger *slog.Logger, opts ...Option) *Pool {
 // Concurrent callers for one sandbox share a single dial. A target whose
 // address, user or host key changed (e.g. restored on a new port) replaces
 // the old connection.
+//
+// With WithConnsPerSandbox(n), successive calls take the sandbox's n
+// connections in turn.
 func (p *Pool) Client(ctx context.Context, t Target) (*ssh.Client, error) {
-	c, err := p.conn(ctx, t)
+	slot := 0
+	if p.perSandbox > 1 {
+		slot = int(p.turn.Add(1) % uint32(p.perSandbox))
+	}
+	c, err := p.conn(ctx, t, slot)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +181,7 @@ func (p *Pool) Client(ctx context.Context, t Target) (*ssh.Client, error) {
 // SFTP returns the pooled SFTP client for t, opening it on the pooled
 // connection if needed. It is closed with the connection.
 func (p *Pool) SFTP(ctx context.Context, t Target) (*sftp.Client, error) {
-	c, err := p.conn(ctx, t)
+	c, err := p.conn(ctx, t, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +222,7 @@ func (p *Pool) Exec(ctx context.Context, t Target, req ExecRequest) (ExecResult,
 // on a fresh connection; a command that started is never re-run.
 func (p *Pool) onConn(ctx context.Context, t Target, fn func(*ssh.Client) error) error {
 	for attempt := 0; ; attempt++ {
-		c, err := p.conn(ctx, t)
+		c, err := p.conn(ctx, t, 0)
 		if err != nil {
 			return err
 		}
@@ -202,7 +232,7 @@ func (p *Pool) onConn(ctx context.Context, t Target, fn func(*ssh.Client) error)
 		var oe *sessionOpenError
 		var refused *ssh.OpenChannelError
 		if attempt == 0 && errors.As(err, &oe) && !errors.As(err, &refused) && ctx.Err() == nil {
-			p.drop(t.SandboxID, c)
+			p.drop(c)
 			continue
 		}
 		if err != nil {
@@ -212,14 +242,20 @@ func (p *Pool) onConn(ctx context.Context, t Target, fn func(*ssh.Client) error)
 	}
 }
 
-// Forget closes and drops the connection to a sandbox (destroyed,
+// Forget closes and drops the connections to a sandbox (destroyed,
 // suspended, or moved). The next call dials afresh.
 func (p *Pool) Forget(sandboxID string) {
+	var gone []*poolConn
 	p.mu.Lock()
-	c := p.conns[sandboxID]
-	delete(p.conns, sandboxID)
+	for slot := range p.perSandbox {
+		k := connKey{sandboxID, slot}
+		if c := p.conns[k]; c != nil {
+			gone = append(gone, c)
+			delete(p.conns, k)
+		}
+	}
 	p.mu.Unlock()
-	if c != nil {
+	for _, c := range gone {
 		c.close()
 	}
 }
@@ -229,7 +265,7 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	conns := p.conns
-	p.conns = map[string]*poolConn{}
+	p.conns = map[connKey]*poolConn{}
 	p.mu.Unlock()
 	p.cancel()
 	for _, c := range conns {
@@ -239,21 +275,22 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-func (p *Pool) conn(ctx context.Context, t Target) (*poolConn, error) {
+func (p *Pool) conn(ctx context.Context, t Target, slot int) (*poolConn, error) {
 	if t.SandboxID == "" {
 		return nil, errors.New("podssh: target has no sandbox id")
 	}
+	key := connKey{t.SandboxID, slot}
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return nil, ErrPoolClosed
 		}
-		c := p.conns[t.SandboxID]
+		c := p.conns[key]
 		if c != nil && c.target != t {
 			// The sandbox moved or was re-keyed: the old connection is to
 			// something we no longer trust to be it.
-			delete(p.conns, t.SandboxID)
+			delete(p.conns, key)
 			p.wg.Add(1)
 			// old, not c: c is about to name the new connection, which
 			// this goroutine must not close.
@@ -262,8 +299,8 @@ func (p *Pool) conn(ctx context.Context, t Target) (*poolConn, error) {
 			c = nil
 		}
 		if c == nil {
-			c = &poolConn{target: t, ready: make(chan struct{}), done: make(chan struct{})}
-			p.conns[t.SandboxID] = c
+			c = &poolConn{key: key, target: t, ready: make(chan struct{}), done: make(chan struct{})}
+			p.conns[key] = c
 			p.wg.Add(1)
 			go p.dial(c)
 		}
@@ -276,12 +313,12 @@ func (p *Pool) conn(ctx context.Context, t Target) (*poolConn, error) {
 		}
 		if c.err != nil {
 			// Failures are not cached: the next call dials again.
-			p.drop(t.SandboxID, c)
+			p.drop(c)
 			return nil, c.err
 		}
 		select {
 		case <-c.done:
-			p.drop(t.SandboxID, c) // broken since; redial
+			p.drop(c) // broken since; redial
 			continue
 		default:
 			return c, nil
@@ -289,11 +326,12 @@ func (p *Pool) conn(ctx context.Context, t Target) (*poolConn, error) {
 	}
 }
 
-// drop removes c if it is still the pooled connection for id, and closes it.
-func (p *Pool) drop(id string, c *poolConn) {
+// drop removes c if it is still the pooled connection in its slot, and
+// closes it.
+func (p *Pool) drop(c *poolConn) {
 	p.mu.Lock()
-	if p.conns[id] == c {
-		delete(p.conns, id)
+	if p.conns[c.key] == c {
+		delete(p.conns, c.key)
 	}
 	p.mu.Unlock()
 	c.close()
@@ -305,7 +343,7 @@ func (p *Pool) dial(c *poolConn) {
 	defer p.wg.Done()
 	client, err := p.dialSSH(c.target)
 	p.mu.Lock()
-	if err == nil && (p.closed || p.conns[c.target.SandboxID] != c) {
+	if err == nil && (p.closed || p.conns[c.key] != c) {
 		// Forgotten while dialling.
 		client.Close()
 		client, err = nil, fmt.Errorf("connect to sandbox %s: connection dropped while dialling", c.target.SandboxID)

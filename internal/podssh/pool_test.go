@@ -126,6 +126,39 @@ func testPool(t *testing.T, ctx context.Context, sb *sandbox) {
 		sb.pool.Forget(moved.SandboxID)
 	})
 
+	t.Run("connections per sandbox taken in turn, forgotten together", func(t *testing.T) {
+		const n = 3
+		p := podssh.NewPool(sb.ca, testLogger(t), podssh.WithConnsPerSandbox(n))
+		defer p.Close()
+		seen := map[*ssh.Client]int{}
+		var order []*ssh.Client
+		for range 2 * n {
+			c, err := p.Client(ctx, sb.target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[c]++
+			order = append(order, c)
+		}
+		if len(seen) != n {
+			t.Fatalf("%d calls used %d connections, want %d", 2*n, len(seen), n)
+		}
+		for i := range n {
+			if order[i] != order[i+n] {
+				t.Fatalf("call %d and call %d used different connections: not in turn", i, i+n)
+			}
+		}
+		// Exec and SFTP run on one of them.
+		res, err := p.Exec(ctx, sb.target, podssh.ExecRequest{Command: "echo ok"})
+		if err != nil || string(res.Stdout) != "ok\n" {
+			t.Fatalf("Exec = %q, %v", res.Stdout, err)
+		}
+		p.Forget(sb.target.SandboxID)
+		for c := range seen {
+			waitClosed(t, c, "a forgotten connection is still open")
+		}
+	})
+
 	t.Run("forget closes", func(t *testing.T) {
 		c1, err := sb.pool.Client(ctx, sb.target)
 		if err != nil {
