@@ -354,13 +354,9 @@ func (s *Store) flush(ctx context.Context, releaseAll bool) error {
 	if b.lost {
 		rotate = "1"
 	}
-	var mine int64 // start of the epoch we last wrote in, Unix ms
-	if t, err := epochStart(s.epoch); err == nil {
-		mine = t.UnixMilli()
-	}
 	ep := flushEpochScript.Eval(ctx, pipe,
 		[]string{s.key("epoch"), s.key("flushes:" + s.cfg.Instance)},
-		newEpoch(now), s.flushSeq, (s.cfg.RetryFor + s.cfg.HeartbeatTTL).Milliseconds(), rotate, mine)
+		newEpoch(now), s.flushSeq, (s.cfg.RetryFor + s.cfg.HeartbeatTTL).Milliseconds(), rotate, s.epoch)
 	if len(b.marks) > 0 {
 		zs := make([]redis.Z, 0, len(b.marks))
 		for id, m := range b.marks {
@@ -415,10 +411,12 @@ func (s *Store) flush(ctx context.Context, releaseAll bool) error {
 // flush writes in. It starts a new one (ARGV[1]) when there is none, when
 // asked to (ARGV[4] "1": marks were dropped), and when the counter did not
 // move past the value this process last read back (ARGV[2]): the flushes
-// that set it were lost. In that last case an epoch that started after
-// the one this process last wrote in (ARGV[5]) is kept: another process
-// started it after the loss, so it already covers what was lost, and N
-// processes learning of one loss start one epoch, not N.
+// that set it were lost. In that last case an epoch other than the one
+// this process last wrote in (ARGV[5]) is kept unless it started before
+// that one (an old snapshot restored): another process started it after
+// the loss, so it already covers what was lost, and N processes learning
+// of one loss start one epoch, not N. Names, not only start times, are
+// compared: a loss can come within the millisecond its epoch began.
 var flushEpochScript = redis.NewScript(`
 local n = redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
@@ -426,7 +424,8 @@ local e = redis.call('GET', KEYS[1])
 local regressed = false
 if e and n <= tonumber(ARGV[2]) then
 	local start = tonumber(string.match(e, '%.(%d+)$')) or 0
-	regressed = start <= tonumber(ARGV[5])
+	local mine = tonumber(string.match(ARGV[5], '%.(%d+)$')) or 0
+	regressed = e == ARGV[5] or start < mine
 end
 if (not e) or ARGV[4] == '1' or regressed then
 	e = ARGV[1]

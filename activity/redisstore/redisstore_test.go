@@ -512,3 +512,27 @@ func TestDroppedMarksStartNewEpoch(t *testing.T) {
 		t.Fatalf("epoch %s kept after marks were dropped", got.Epoch)
 	}
 }
+
+// TestLossInTheEpochsMillisecond: records lost in the same millisecond
+// as the epoch they held (a fast machine, a frozen clock here) start one
+// new epoch, not two. The reader starts the new epoch; the next flush,
+// whose flush counter went with the records, must keep it rather than
+// take it for the lost one (make test saw the epoch move twice).
+func TestLossInTheEpochsMillisecond(t *testing.T) {
+	at := time.Now()
+	s := newStore(t, redisstore.Config{Now: func() time.Time { return at }})
+	const sb = "sbx-frozen-clock"
+	s.Mark(sb)
+	flush(t, s)
+	before := status(t, s, sb)
+	deletePrefix(t, s.Prefix())
+	after := status(t, s, sb)
+	if after.Epoch == before.Epoch {
+		t.Fatalf("epoch %s survived the loss of its records", after.Epoch)
+	}
+	s.Mark(sb)
+	flush(t, s)
+	if got := status(t, s, sb); got.Epoch != after.Epoch || got.LastSeen.IsZero() {
+		t.Fatalf("after marking in the new epoch got %+v, want epoch %s and seen", got, after.Epoch)
+	}
+}
