@@ -106,7 +106,27 @@ func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 }
 
 // startDevEnv is startDev with env added to the process's environment.
+// The ports are picked free and then bound by the child, so another test
+// can take one in between: a start that fails on that alone is tried
+// again on fresh ports, twice at most.
 func startDevEnv(t *testing.T, env []string, dataDir, dbURL string, extra ...string) *devProc {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p, out, err := tryStartDev(t, env, dataDir, dbURL, extra...)
+		if err == nil {
+			return p
+		}
+		if attempt < 3 && strings.Contains(out, "address already in use") {
+			t.Logf("sbx dev, attempt %d: %v; again on fresh ports", attempt, err)
+			continue
+		}
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// tryStartDev starts sbx dev on free ports and waits for /readyz. If the
+// process exits first, it returns why, with the process's output.
+func tryStartDev(t *testing.T, env []string, dataDir, dbURL string, extra ...string) (*devProc, string, error) {
 	t.Helper()
 	api, metrics := freeAddr(t), freeAddr(t)
 	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--metrics-addr", metrics, "--ssh-addr", freeAddr(t), "--preview-addr", freeAddr(t),
@@ -148,7 +168,7 @@ func startDevEnv(t *testing.T, env []string, dataDir, dbURL string, extra ...str
 			p.waited <- err
 			logBuf.mu.Lock()
 			defer logBuf.mu.Unlock()
-			t.Fatalf("sbx dev exited before ready: %v\n%s", err, logBuf.String())
+			return nil, logBuf.String(), fmt.Errorf("sbx dev exited before ready: %w", err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -162,7 +182,7 @@ func startDevEnv(t *testing.T, env []string, dataDir, dbURL string, extra ...str
 	}
 	p.Token = strings.TrimSpace(string(tok))
 	p.client = &http.Client{Transport: &apicheck.Transport{T: t, C: apicheck.New(t, controlapi.OpenAPI())}}
-	return p
+	return p, "", nil
 }
 
 // stop sends SIGINT and waits for a clean exit.
