@@ -536,7 +536,11 @@ func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamC
 // gets the waking page, an API client 503 with Retry-After. Otherwise
 // nothing will answer by itself, and the page says what to do.
 func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, rt Route, err error) {
-	name, state := p.portService(r.Context(), rt)
+	name, state, askErr := p.portService(r.Context(), rt)
+	if askErr != nil {
+		// The port refused just now; that is what the answer says.
+		p.log.DebugContext(r.Context(), "ask sandbox init", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", askErr)
+	}
 	if name != "" && state != sandboxinit.StateExited {
 		if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok && isNavigation(r) {
 			p.writeWakingPage(w, r, p.startWake(up.label, rt))

@@ -225,8 +225,12 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 		// the wake's deadline; the pool redials.
 		if now := p.cfg.Now(); errors.Is(err, errPortClosed) && now.Sub(lastAsk) >= 500*time.Millisecond {
 			lastAsk = now
-			name, state := p.portService(ctx, rt)
+			name, state, askErr := p.portService(ctx, rt)
 			switch {
+			case askErr != nil:
+				// Not knowing is not "nothing declares it": keep the
+				// step and wait for the port, and ask again next turn.
+				p.log.DebugContext(ctx, "ask sandbox init", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", askErr)
 			case name == "":
 				// Nothing will come up by itself: say so now rather
 				// than hold the caller for the whole wake timeout.
@@ -250,27 +254,29 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 }
 
 // portService asks the sandbox's init which service declares rt's port
-// and in what state it is; "" when none does (or there is no init).
-func (p *Proxy) portService(ctx context.Context, rt Route) (name, state string) {
+// and in what state it is: name "" when none does, or the sandbox has no
+// init. An error means the init could not be asked (a broken connection,
+// a slow answer), which says nothing about the port.
+func (p *Proxy) portService(ctx context.Context, rt Route) (name, state string, err error) {
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
-		return "", ""
+		return "", "", err
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := (sandboxinit.Client{SSH: c}).List(ictx)
-	if err != nil {
-		if !errors.Is(err, sandboxinit.ErrNoInit) {
-			p.log.DebugContext(ctx, "ask sandbox init", "sandbox_id", rt.SandboxID, "err", err)
-		}
-		return "", ""
+	switch {
+	case errors.Is(err, sandboxinit.ErrNoInit):
+		return "", "", nil
+	case err != nil:
+		return "", "", err
 	}
 	for _, s := range list {
 		if s.Port == rt.Port {
-			return s.Name, s.State
+			return s.Name, s.State, nil
 		}
 	}
-	return "", ""
+	return "", "", nil
 }
 
 // isRefused reports whether a direct-tcpip open failed because the

@@ -289,6 +289,62 @@ func TestAPIClientHeldUntilPortAnswers(t *testing.T) {
 	}
 }
 
+// TestWakeOutlastsAFailedInitAsk: an init that cannot be asked (here it
+// answers once, then fails every later ask) says nothing about the port,
+// so the wake goes on waiting for it instead of failing as if no service
+// declared it (what a browser once saw under load in make test).
+func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
+	t.Parallel()
+	appPort := freePort(t)
+	dir := t.TempDir()
+	status := filepath.Join(dir, "status.json")
+	b, _ := json.Marshal(sandboxinit.Response{Services: []sandboxinit.Status{
+		{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"},
+	}})
+	if err := os.WriteFile(status, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	asked := filepath.Join(dir, "asked")
+	waker := &gateWaker{ready: map[string]func(){}}
+	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute, sshdConfig: []string{
+		"Subsystem " + sandboxinit.Subsystem + " read request; if [ -e " + asked + " ]; then exit 1; fi; touch " + asked + "; cat " + status,
+	}})
+	e.expose("flaky", "sbx-a", "acct-a", false, false)
+	ready, _ := e.res.Resolve(t.Context(), "flaky")
+	ready.Port = appPort
+	e.res.set("flaky", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: appPort, State: "suspended"})
+	appUp := make(chan struct{})
+	var once sync.Once
+	waker.ready["sbx-a"] = func() {
+		e.res.set("flaky", ready)
+		once.Do(func() {
+			go func() {
+				defer close(appUp)
+				// Long enough for the wake to ask the init a few times
+				// (every 500 ms): once answered, then failing.
+				time.Sleep(2 * time.Second)
+				ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", appPort))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				app := &http.Server{Handler: newTestApp(), ReadHeaderTimeout: 10 * time.Second}
+				done := make(chan struct{})
+				go func() { defer close(done); _ = app.Serve(ln) }()
+				t.Cleanup(func() { _ = app.Close(); <-done })
+			}()
+		})
+	}
+	resp, body := e.get("flaky", "/api", "Authorization", "Bearer "+tokenA)
+	<-appUp
+	if resp.StatusCode != 200 || !strings.Contains(body, "hello from the sandbox") {
+		t.Fatalf("held API client with an init failing to answer: %d %q, want the app's answer", resp.StatusCode, body)
+	}
+	if _, err := os.Stat(asked); err != nil {
+		t.Fatalf("the init was never asked: %v", err)
+	}
+}
+
 // TestPortWithoutServiceFailsFast: a woken sandbox whose port nothing
 // listens on and no service declares answers at once with the problem,
 // not after the wake timeout.
