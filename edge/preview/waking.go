@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -255,8 +256,10 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 
 // portService asks the sandbox's init which service declares rt's port
 // and in what state it is: name "" when none does, or the sandbox has no
-// init. An error means the init could not be asked (a broken connection,
-// a slow answer), which says nothing about the port.
+// init (no subsystem, or one that closes without an answer: the relay of
+// a sandbox whose init is not running). An error means the init could not
+// be asked (no connection, no answer in time), which says nothing about
+// the port.
 func (p *Proxy) portService(ctx context.Context, rt Route) (name, state string, err error) {
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
@@ -266,7 +269,7 @@ func (p *Proxy) portService(ctx context.Context, rt Route) (name, state string, 
 	defer cancel()
 	list, err := (sandboxinit.Client{SSH: c}).List(ictx)
 	switch {
-	case errors.Is(err, sandboxinit.ErrNoInit):
+	case errors.Is(err, sandboxinit.ErrNoInit), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "", "", nil
 	case err != nil:
 		return "", "", err

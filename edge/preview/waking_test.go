@@ -289,10 +289,11 @@ func TestAPIClientHeldUntilPortAnswers(t *testing.T) {
 	}
 }
 
-// TestWakeOutlastsAFailedInitAsk: an init that cannot be asked (here it
-// answers once, then fails every later ask) says nothing about the port,
-// so the wake goes on waiting for it instead of failing as if no service
-// declared it (what a browser once saw under load in make test).
+// TestWakeOutlastsAFailedInitAsk: an ask of the init that fails (here it
+// answers once, then with something that is not an answer) says nothing
+// about the port, so the wake goes on waiting for it instead of failing as
+// if no service declared it (what a browser once saw under load in make
+// test).
 func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
 	t.Parallel()
 	appPort := freePort(t)
@@ -307,7 +308,7 @@ func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
 	asked := filepath.Join(dir, "asked")
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute, sshdConfig: []string{
-		"Subsystem " + sandboxinit.Subsystem + " read request; if [ -e " + asked + " ]; then exit 1; fi; touch " + asked + "; cat " + status,
+		"Subsystem " + sandboxinit.Subsystem + " read request; if [ -e " + asked + " ]; then echo garbled; exit 1; fi; touch " + asked + "; cat " + status,
 	}})
 	e.expose("flaky", "sbx-a", "acct-a", false, false)
 	ready, _ := e.res.Resolve(t.Context(), "flaky")
