@@ -261,27 +261,8 @@ func TestAPIClientHeldUntilPortAnswers(t *testing.T) {
 	ready, _ := e.res.Resolve(t.Context(), "later")
 	ready.Port = appPort
 	e.res.set("later", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: appPort, State: "suspended"})
-	var once sync.Once
-	appUp := make(chan struct{})
-	waker.ready["sbx-a"] = func() {
-		e.res.set("later", ready)
-		// The service listens a while after the sandbox is ready.
-		once.Do(func() {
-			go func() {
-				defer close(appUp)
-				time.Sleep(700 * time.Millisecond)
-				ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", appPort))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				app := &http.Server{Handler: newTestApp(), ReadHeaderTimeout: 10 * time.Second}
-				done := make(chan struct{})
-				go func() { defer close(done); _ = app.Serve(ln) }()
-				t.Cleanup(func() { _ = app.Close(); <-done })
-			}()
-		})
-	}
+	// The service listens a while after the sandbox is ready.
+	appUp := serveLater(t, waker, "sbx-a", func() { e.res.set("later", ready) }, appPort, 700*time.Millisecond)
 	resp, body := e.get("later", "/api", "Authorization", "Bearer "+tokenA)
 	<-appUp
 	if resp.StatusCode != 200 || !strings.Contains(body, "hello from the sandbox") {
@@ -314,17 +295,35 @@ func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
 	ready, _ := e.res.Resolve(t.Context(), "flaky")
 	ready.Port = appPort
 	e.res.set("flaky", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: appPort, State: "suspended"})
-	appUp := make(chan struct{})
+	// Long enough for the wake to ask the init a few times (every
+	// 500 ms): once answered, then failing.
+	appUp := serveLater(t, waker, "sbx-a", func() { e.res.set("flaky", ready) }, appPort, 2*time.Second)
+	resp, body := e.get("flaky", "/api", "Authorization", "Bearer "+tokenA)
+	<-appUp
+	if resp.StatusCode != 200 || !strings.Contains(body, "hello from the sandbox") {
+		t.Fatalf("held API client with an init failing to answer: %d %q, want the app's answer", resp.StatusCode, body)
+	}
+	if _, err := os.Stat(asked); err != nil {
+		t.Fatalf("the init was never asked: %v", err)
+	}
+}
+
+// serveLater makes waking id run ready and then, after delay, start the
+// test app on port (as a service coming up after its sandbox); the
+// channel closes once the app listens.
+func serveLater(t *testing.T, waker *gateWaker, id string, ready func(), port int, delay time.Duration) <-chan struct{} {
+	t.Helper()
+	up := make(chan struct{})
 	var once sync.Once
-	waker.ready["sbx-a"] = func() {
-		e.res.set("flaky", ready)
+	waker.mu.Lock()
+	defer waker.mu.Unlock()
+	waker.ready[id] = func() {
+		ready()
 		once.Do(func() {
 			go func() {
-				defer close(appUp)
-				// Long enough for the wake to ask the init a few times
-				// (every 500 ms): once answered, then failing.
-				time.Sleep(2 * time.Second)
-				ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", appPort))
+				defer close(up)
+				time.Sleep(delay)
+				ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", port))
 				if err != nil {
 					t.Error(err)
 					return
@@ -336,14 +335,7 @@ func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
 			}()
 		})
 	}
-	resp, body := e.get("flaky", "/api", "Authorization", "Bearer "+tokenA)
-	<-appUp
-	if resp.StatusCode != 200 || !strings.Contains(body, "hello from the sandbox") {
-		t.Fatalf("held API client with an init failing to answer: %d %q, want the app's answer", resp.StatusCode, body)
-	}
-	if _, err := os.Stat(asked); err != nil {
-		t.Fatalf("the init was never asked: %v", err)
-	}
+	return up
 }
 
 // TestPortWithoutServiceFailsFast: a woken sandbox whose port nothing
