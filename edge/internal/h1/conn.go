@@ -1,0 +1,344 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Connection states, for Shutdown: only an idle connection (between
+// requests) may be closed under the loop.
+const (
+	stateIdle int32 = iota
+	stateActive
+	stateClosed
+)
+
+// watchDelay is how long a request runs before the loop starts watching
+// its connection for the client going away. Most answers are back well
+// before; the watch costs a goroutine and a read, so only the slow ones
+// (a wake, a long poll, a stream) pay for it.
+const watchDelay = 50 * time.Millisecond
+
+// aLongTimeAgo is a read deadline in the past, to end a pending read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+)
+
+// conn is one connection on the lean loop.
+type conn struct {
+	srv    *Server
+	nc     net.Conn
+	src    srcReader // what br reads: nc, after any byte the watch read
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	state  atomic.Int32
+	ctx    context.Context // the requests' context, ended with the conn
+	cancel context.CancelFunc
+	remote string
+	tls    *tls.ConnectionState
+	// Per-request state: requests on a connection are served one after
+	// another.
+	tmpl http.Request  // the request being built, copied into req
+	req  *http.Request // the request being served
+	body *body         // its body; nil without one
+	resp response      // reused
+
+	watch watcher
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.src.nc = nc
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(context.Background(),
+		http.ServerContextKey, s.srv), http.LocalAddrContextKey, nc.LocalAddr()))
+	c.watch.c = c
+	return c
+}
+
+// srcReader reads the connection, after the byte a watch read while a
+// handler ran (a pipelined request's first).
+type srcReader struct {
+	nc      net.Conn
+	pending []byte
+}
+
+func (r *srcReader) Read(p []byte) (int, error) {
+	if len(r.pending) > 0 {
+		n := copy(p, r.pending)
+		r.pending = r.pending[n:]
+		return n, nil
+	}
+	return r.nc.Read(p)
+}
+
+func (c *conn) closeIfIdle() {
+	if c.state.CompareAndSwap(stateIdle, stateClosed) {
+		_ = c.nc.Close()
+	}
+}
+
+// serve runs the loop until the connection ends or is handed over.
+func (c *conn) serve() {
+	handedOff := false
+	defer func() {
+		c.cancel()
+		if !handedOff {
+			_ = c.nc.Close()
+		}
+		c.srv.connDone(c)
+	}()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if !c.handshake(tc) {
+			return
+		}
+		if p := tc.ConnectionState().NegotiatedProtocol; p != "" && p != "http/1.1" {
+			c.srv.handoff.give(c.nc)
+			handedOff = true
+			return
+		}
+	}
+	c.br = readers.Get().(*bufio.Reader)
+	c.br.Reset(&c.src)
+	c.bw = writers.Get().(*bufio.Writer)
+	c.bw.Reset(c.nc)
+	defer func() {
+		c.br.Reset(nil)
+		readers.Put(c.br)
+		c.bw.Reset(nil)
+		writers.Put(c.bw)
+	}()
+	for {
+		if c.srv.closing.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
+			return
+		}
+		if d := c.srv.srv.IdleTimeout; d > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(d))
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return
+		}
+		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+			return // closed by Shutdown
+		}
+		if d := c.srv.srv.ReadHeaderTimeout; d > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(d))
+		}
+		head, err := readHead(c.br)
+		if err == nil {
+			err = c.parse(head)
+		}
+		if err != nil {
+			if !errors.Is(err, errNotPlain) {
+				return // the client went away, or was too slow
+			}
+			handedOff = c.handOff()
+			return
+		}
+		_, _ = c.br.Discard(len(head))
+		_ = c.nc.SetReadDeadline(time.Time{})
+		if !c.serveRequest() {
+			return
+		}
+	}
+}
+
+// handshake completes a TLS handshake within the header timeout, as
+// net/http does.
+func (c *conn) handshake(tc *tls.Conn) bool {
+	if d := c.srv.srv.ReadHeaderTimeout; d > 0 {
+		_ = tc.SetDeadline(time.Now().Add(d))
+	}
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		var re tls.RecordHeaderError
+		if !errors.As(err, &re) && !errors.Is(err, io.EOF) {
+			c.srv.logf("http: TLS handshake error from %s: %v", c.remote, err)
+		}
+		return false
+	}
+	_ = tc.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	c.tls = &st
+	return true
+}
+
+// handOff gives the connection, with what was read of it, to net/http.
+func (c *conn) handOff() bool {
+	buf, _ := c.br.Peek(c.br.Buffered())
+	pc := &prefixConn{Conn: c.nc, prefix: bytes.Clone(buf), tls: c.tls}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	c.srv.handoff.give(pc)
+	return true
+}
+
+// serveRequest runs the handler on the parsed request and finishes its
+// answer; false: the connection is not to be used again.
+func (c *conn) serveRequest() (keep bool) {
+	r, w := c.req, &c.resp
+	w.reset(c, r)
+	c.watch.arm()
+	defer func() {
+		c.watch.disarm()
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.srv.logf("http: panic serving %v: %v\n%s", c.remote, v, buf)
+			}
+			keep = false
+		}
+		if c.body != nil {
+			c.body.close()
+		}
+		c.req, c.body = nil, nil
+	}()
+	c.srv.handler.ServeHTTP(w, r)
+	if err := w.finish(); err != nil {
+		return false
+	}
+	return !w.closeAfter && (c.body == nil || c.body.drain()) && c.watch.err == nil
+}
+
+// errNotPlain is a request the lean loop leaves to net/http.
+var errNotPlain = errors.New("h1: not a plain request")
+
+// readHead returns the request head at the start of br's buffer, up to
+// and including its blank line, without consuming it.
+func readHead(br *bufio.Reader) ([]byte, error) {
+	n := 1
+	for {
+		b, err := br.Peek(n)
+		i := bytes.Index(b, crlfcrlf)
+		end := len(b)
+		if i >= 0 {
+			end = i + 4
+		}
+		if bareLF(b[:end]) {
+			// Lines ended by LF alone: net/http takes them; the lean
+			// loop would wait for a CRLF pair that never comes.
+			return nil, errNotPlain
+		}
+		if i >= 0 {
+			return b[:end], nil
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull) || len(b) == br.Size():
+			return nil, errNotPlain // longer than the buffer: net/http's
+		case err != nil && len(b) > 0:
+			// A partial head: net/http answers what it makes of it.
+			return nil, fmt.Errorf("%w: %w", errNotPlain, err)
+		case err != nil:
+			return nil, err
+		}
+		n = min(br.Buffered()+1, br.Size())
+	}
+}
+
+var crlfcrlf = []byte("\r\n\r\n")
+
+// bareLF reports whether b has an LF not preceded by a CR.
+func bareLF(b []byte) bool {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		if i == 0 || b[i-1] != '\r' {
+			return true
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+// watcher notices a client going away while a slow request is served,
+// by reading the connection in the background once watchDelay has
+// passed, as net/http does for every request.
+type watcher struct {
+	c       *conn
+	mu      sync.Mutex
+	timer   *time.Timer
+	armed   bool          // a request is being served
+	fired   bool          // the delay passed
+	running chan struct{} // closed when the read returns; nil: not started
+	buf     [1]byte
+	n       int
+	err     error // what the read ended with, when it was not stopped
+}
+
+func (w *watcher) arm() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.armed, w.fired, w.running, w.n, w.err = true, false, nil, 0, nil
+	if w.timer == nil {
+		w.timer = time.AfterFunc(watchDelay, w.fire)
+		return
+	}
+	w.timer.Reset(watchDelay)
+}
+
+func (w *watcher) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// A late timer, for a request already served, finds armed false.
+	w.fired = w.armed
+	w.startLocked()
+}
+
+// bodyDone is called when the request body is read to its end: the
+// connection is free to watch from then on.
+func (w *watcher) bodyDone() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.startLocked()
+}
+
+func (w *watcher) startLocked() {
+	if !w.fired || w.running != nil || w.c.body != nil && !w.c.body.done() || w.c.br.Buffered() > 0 {
+		return
+	}
+	done := make(chan struct{})
+	w.running = done
+	go func() {
+		defer close(done)
+		n, err := w.c.src.Read(w.buf[:])
+		w.n = n
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			w.err = err
+			w.c.cancel() // the client is gone: end what it asked for
+		}
+	}()
+}
+
+// disarm stops the watch once the handler has returned, keeping a byte
+// it read for the next request.
+func (w *watcher) disarm() {
+	w.mu.Lock()
+	w.timer.Stop()
+	running := w.running
+	w.armed, w.fired = false, false
+	w.mu.Unlock()
+	if running == nil {
+		return
+	}
+	_ = w.c.nc.SetReadDeadline(aLongTimeAgo)
+	<-running
+	_ = w.c.nc.SetReadDeadline(time.Time{})
+	if w.n > 0 {
+		w.c.src.pending = append(w.c.src.pending[:0], w.buf[:w.n]...)
+	}
+}

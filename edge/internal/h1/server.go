@@ -1,0 +1,324 @@
+// Package h1 is a lean HTTP/1.1 server for the preview proxy's plain
+// requests, with net/http for everything else.
+//
+// net/http's server costs a goroutine hand-off per request (the
+// background read that notices a client going away), a context and a
+// response with its two buffered writers per request, and a string per
+// header line. The preview proxy answers small requests in a few tens of
+// microseconds, so those costs are a good part of its time. This server
+// reads each request head itself and serves it on the connection's own
+// goroutine when the head is plain HTTP/1.1 in its strictest form: a
+// known method, an origin-form target, CRLF line ends, one valid Host,
+// no Transfer-Encoding, Upgrade, Expect or folded lines, a body of at
+// most MaxBody bytes with a declared length, and a head that fits the
+// read buffer.
+//
+// Anything else, from the first byte on or from any later request of a
+// connection, is handed with the bytes read so far to a net/http server,
+// which serves the rest of that connection as if it had read them
+// itself: its parsing, errors and limits stay the single source of truth
+// for every request that is not plain, and HTTP/2 (h2c, or ALPN "h2"
+// after a TLS handshake), upgrades and streamed bodies never take the
+// lean loop.
+package h1
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxBody is the largest request body the lean loop reads; a request
+// declaring more is handed to net/http, which streams it.
+const MaxBody = 32 << 10
+
+// readBufSize is the lean loop's read buffer: a request head must fit in
+// it (net/http's is the same size; it takes longer heads).
+const readBufSize = 4 << 10
+
+// Server serves connections on the lean loop, and hands net/http (the
+// fallback) those it does not take.
+type Server struct {
+	srv     *http.Server
+	handler http.Handler
+	logger  *log.Logger
+
+	handoff   *connQueue // connections for srv
+	fbOnce    sync.Once
+	fbStarted atomic.Bool
+	fbDone    chan struct{} // closed when srv.Serve has returned
+
+	closing atomic.Bool
+	mu      sync.Mutex // guards lns and conns
+	lns     map[net.Listener]struct{}
+	conns   map[*conn]struct{}
+	wg      sync.WaitGroup // connection goroutines
+}
+
+// New takes srv over: its Handler serves both paths, its
+// ReadHeaderTimeout, IdleTimeout and ErrorLog apply to the lean loop too,
+// and its ConnContext and Handler are wrapped so that a TLS connection
+// handed over mid-way keeps its http.Request.TLS. Serve with the returned
+// Server, not with srv.
+func New(srv *http.Server) *Server {
+	s := &Server{
+		srv: srv, handler: srv.Handler, logger: srv.ErrorLog,
+		handoff: newConnQueue(),
+		fbDone:  make(chan struct{}),
+		lns:     map[net.Listener]struct{}{},
+		conns:   map[*conn]struct{}{},
+	}
+	if s.handler == nil {
+		s.handler = http.DefaultServeMux
+	}
+	inner, connCtx := s.handler, srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if pc, ok := c.(*prefixConn); ok && pc.tls != nil {
+			ctx = context.WithValue(ctx, tlsStateKey{}, pc.tls)
+		}
+		if connCtx != nil {
+			ctx = connCtx(ctx, c)
+		}
+		return ctx
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+				r.TLS = st
+			}
+		}
+		inner.ServeHTTP(w, r)
+	})
+	return s
+}
+
+type tlsStateKey struct{}
+
+// Serve accepts connections on ln until Shutdown or Close, when it
+// returns http.ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error {
+	if !s.track(ln) {
+		return http.ErrServerClosed
+	}
+	defer s.untrack(ln)
+	s.fbOnce.Do(func() {
+		s.fbStarted.Store(true)
+		go func() {
+			defer close(s.fbDone)
+			_ = s.srv.Serve(s.handoff)
+		}()
+	})
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: back off as
+				// net/http does, rather than spin.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logf("h1: accept error: %v; retrying in %v", err, delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := s.newConn(nc)
+		if c == nil {
+			_ = nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// ServeTLS serves TLS on ln with cfg: each connection's handshake is done
+// on its own goroutine, then HTTP/1.1 takes the lean loop and any other
+// protocol (h2) goes to net/http.
+func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error {
+	cfg = cfg.Clone()
+	for _, p := range []string{"http/1.1", "h2"} {
+		if !slices.Contains(cfg.NextProtos, p) {
+			cfg.NextProtos = append([]string{p}, cfg.NextProtos...)
+		}
+	}
+	return s.Serve(tls.NewListener(ln, cfg))
+}
+
+func (s *Server) track(ln net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.lns[ln] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(ln net.Listener) {
+	s.mu.Lock()
+	delete(s.lns, ln)
+	s.mu.Unlock()
+}
+
+// newConn registers a connection; nil once the server is closing.
+func (s *Server) newConn(nc net.Conn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return nil
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c
+}
+
+func (s *Server) connDone(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// stopListening marks the server closing and closes its listeners.
+func (s *Server) stopListening() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing.Store(true)
+	for ln := range s.lns {
+		_ = ln.Close()
+	}
+	s.handoff.close()
+}
+
+// closeIdle closes the lean connections waiting for a request, and
+// reports whether none is left at all.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.closeIfIdle()
+	}
+	return len(s.conns) == 0
+}
+
+// Shutdown stops accepting, closes idle connections, and waits for the
+// requests in flight to finish (on both paths) or for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopListening()
+	fbErr := make(chan error, 1)
+	go func() { fbErr <- s.srv.Shutdown(ctx) }()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !s.closeIdle() {
+		select {
+		case <-ctx.Done():
+			<-fbErr
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	s.wg.Wait()
+	err := <-fbErr
+	s.waitFallback()
+	return err
+}
+
+// waitFallback waits for net/http's Serve, once it has been told to stop.
+func (s *Server) waitFallback() {
+	if s.fbStarted.Load() {
+		<-s.fbDone
+	}
+}
+
+// Close closes every listener and connection at once.
+func (s *Server) Close() error {
+	s.stopListening()
+	err := s.srv.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.waitFallback()
+	return err
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.logger != nil {
+		s.logger.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// connQueue is the listener net/http serves: the connections the lean
+// loop handed over.
+type connQueue struct {
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newConnQueue() *connQueue {
+	return &connQueue{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// give hands c to net/http, or closes it when the server is closing.
+func (q *connQueue) give(c net.Conn) {
+	select {
+	case q.ch <- c:
+	case <-q.done:
+		_ = c.Close()
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) close() { q.closed.Do(func() { close(q.done) }) }
+
+func (q *connQueue) Close() error { q.close(); return nil }
+
+func (q *connQueue) Addr() net.Addr { return queueAddr{} }
+
+type queueAddr struct{}
+
+func (queueAddr) Network() string { return "h1-handoff" }
+func (queueAddr) String() string  { return "h1-handoff" }
+
+// prefixConn is a connection handed over with the bytes the lean loop had
+// already read from it, which it reads first.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+	tls    *tls.ConnectionState // nil for plain connections
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
