@@ -299,4 +299,3 @@ func FuzzParity(f *testing.F) {
 		}
 	})
 }
-

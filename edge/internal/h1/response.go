@@ -34,11 +34,11 @@ type response struct {
 	hasTrailers bool
 	addClose    bool     // the head says Connection: close
 	trailers    []string // declared trailer keys
-	declared  int64    // the handler's Content-Length, -1 if none
-	written   int64
-	committed bool // the head is in the writer
-	chunked   bool
-	noBody    bool // HEAD: the body is counted, not sent
+	declared    int64    // the handler's Content-Length, -1 if none
+	written     int64
+	committed   bool // the head is in the writer
+	chunked     bool
+	noBody      bool // HEAD: the body is counted, not sent
 	// closeAfter ends the connection after this answer.
 	closeAfter bool
 	pending    []byte
