@@ -191,8 +191,8 @@ func (ps *previewServer) start(ctx context.Context, log *slog.Logger, serve func
 	if err := ps.tls.Start(ctx); err != nil {
 		return err
 	}
-	main.TLSConfig = ps.tls.TLSConfig()
-	s.serve = func(ln net.Listener) error { return main.ServeTLS(ln, "", "") }
+	tlsConfig := ps.tls.TLSConfig()
+	s.serve = func(ln net.Listener) error { return main.ServeTLS(ln, tlsConfig) }
 	// Port 80: ACME HTTP-01 challenges (any replica's, from the shared
 	// storage), everything else redirected to HTTPS.
 	hln, err := net.Listen("tcp", ps.cfg.HTTPAddr)

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/sbxedge/sbx/edge/internal/h1"
 )
 
 // Server limits. Each bounds what one client can hold on the edge.
@@ -18,12 +20,15 @@ const (
 	idleTimeout = 2 * time.Minute
 )
 
-// NewServer wraps h in an http.Server with the edge's limits. Bodies and
+// NewServer serves h with the edge's limits: plain HTTP/1.1 requests on
+// h1's lean loop, everything else (HTTP/2, upgrades, streamed bodies,
+// whatever the lean loop does not take) on net/http. Bodies and
 // responses have no global deadline: downloads, uploads, WebSockets and
 // event streams last as long as they move. With h2c it also accepts
 // HTTP/2 without TLS (prior knowledge), for sbx dev and for TLS
-// terminated in front.
-func NewServer(h http.Handler, log *slog.Logger, h2c bool) *http.Server {
+// terminated in front. A Proxy with DisableLeanRelay is served by
+// net/http alone, as it was before either lean path.
+func NewServer(h http.Handler, log *slog.Logger, h2c bool) *h1.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -35,5 +40,6 @@ func NewServer(h http.Handler, log *slog.Logger, h2c bool) *http.Server {
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true)
 	srv.Protocols.SetUnencryptedHTTP2(h2c)
-	return srv
+	p, _ := h.(*Proxy)
+	return h1.New(srv, p == nil || !p.cfg.DisableLeanRelay)
 }

@@ -102,6 +102,11 @@ func (c *conn) serve() {
 		}
 		c.srv.connDone(c)
 	}()
+	if !c.srv.lean {
+		c.srv.handoff.give(c.nc)
+		handedOff = true
+		return
+	}
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		if !c.handshake(tc) {
 			return
@@ -219,7 +224,9 @@ var errNotPlain = errors.New("h1: not a plain request")
 // readHead returns the request head at the start of br's buffer, up to
 // and including its blank line, without consuming it.
 func readHead(br *bufio.Reader) ([]byte, error) {
-	n := 1
+	// Peek(n) waits for n bytes: ask for what is buffered, and for one
+	// byte more only when that holds no whole head.
+	n := max(br.Buffered(), 1)
 	for {
 		b, err := br.Peek(n)
 		i := bytes.Index(b, crlfcrlf)
@@ -244,7 +251,7 @@ func readHead(br *bufio.Reader) ([]byte, error) {
 		case err != nil:
 			return nil, err
 		}
-		n = min(br.Buffered()+1, br.Size())
+		n = min(len(b)+1, br.Size())
 	}
 }
 

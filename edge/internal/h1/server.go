@@ -49,6 +49,7 @@ type Server struct {
 	srv     *http.Server
 	handler http.Handler
 	logger  *log.Logger
+	lean    bool // false: every connection goes to net/http as accepted
 
 	handoff   *connQueue // connections for srv
 	fbOnce    sync.Once
@@ -66,10 +67,11 @@ type Server struct {
 // ReadHeaderTimeout, IdleTimeout and ErrorLog apply to the lean loop too,
 // and its ConnContext and Handler are wrapped so that a TLS connection
 // handed over mid-way keeps its http.Request.TLS. Serve with the returned
-// Server, not with srv.
-func New(srv *http.Server) *Server {
+// Server, not with srv. Without lean, every connection goes to net/http
+// untouched: the way back, with one code path around it.
+func New(srv *http.Server, lean bool) *Server {
 	s := &Server{
-		srv: srv, handler: srv.Handler, logger: srv.ErrorLog,
+		srv: srv, handler: srv.Handler, logger: srv.ErrorLog, lean: lean,
 		handoff: newConnQueue(),
 		fbDone:  make(chan struct{}),
 		lns:     map[net.Listener]struct{}{},
