@@ -116,13 +116,13 @@ func runPreview(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Printf("each cell: median [min-max] of %d rounds; each round runs every column once, in a rotated order;\n", c.Rounds)
-	fmt.Printf("ratios: median of the per-round ratios\n\n")
+	fmt.Printf("ratios: median [min-max] of the per-round ratios\n\n")
 	fmt.Printf("%-30s %-6s", "scenario", "unit")
 	for _, p := range env.paths {
 		fmt.Printf(" %22s", p.name)
 	}
-	// A ratio column is as wide as its name.
-	width := func(i int) int { return max(14, len("proxy/"+env.paths[i].name)) }
+	// A ratio column is as wide as its name or a cell, "0.95 [0.80-1.10]".
+	width := func(i int) int { return max(16, len("proxy/"+env.paths[i].name)) }
 	for _, i := range ratioTo {
 		fmt.Printf(" %*s", width(i), "proxy/"+env.paths[i].name)
 	}
@@ -149,7 +149,7 @@ func runPreview(ctx context.Context, args []string) error {
 				fmt.Printf(" %*s", width(i), "-")
 				continue
 			}
-			fmt.Printf(" %*.2f", width(i), median(ratios))
+			fmt.Printf(" %*s", width(i), fmt.Sprintf("%.2f [%.2f-%.2f]", median(ratios), slices.Min(ratios), slices.Max(ratios)))
 		}
 		fmt.Println()
 	}
