@@ -53,17 +53,23 @@ func serveChild(ctx context.Context, serve func(net.Listener) error, stop func()
 	served := make(chan error, 1)
 	go func() { served <- serve(ln) }()
 	fmt.Println(ln.Addr().String())
+	waitParent(ctx)
+	_ = stop()
+	if err := <-served; err != nil && !closed(err) {
+		return err
+	}
+	return nil
+}
+
+// waitParent returns when ctx ends or stdin closes (the parent exited
+// or is done). The goroutine reading stdin ends with the process.
+func waitParent(ctx context.Context) {
 	stdinClosed := make(chan struct{})
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(stdinClosed) }()
 	select {
 	case <-ctx.Done():
 	case <-stdinClosed:
 	}
-	_ = stop()
-	if err := <-served; err != nil && !closed(err) {
-		return err
-	}
-	return nil
 }
 
 // startChild runs this binary with args and returns the address it

@@ -40,6 +40,7 @@ type previewConfig struct {
 	Server    string        // sandbox SSH server: sshd or embedded
 	NoNginx   bool          // skip the nginx column
 	NoCaddy   bool          // skip the Caddy column
+	NoBare    bool          // skip the ssh-tcpip column (the transport alone)
 	RProxy    bool          // also run the proxy with every request through httputil.ReverseProxy
 	IdleConns int           // idle upstream connections each proxy keeps (nginx, Caddy, ours alike)
 	Rounds    int           // rounds of every scenario; cells are medians
@@ -75,6 +76,7 @@ func (c *previewConfig) Validate() error {
 // run. The upstream is a Go server on loopback standing in for the
 // sandbox's dev server; the proxy reaches it as the product does, over a
 // direct-tcpip channel on a pooled SSH connection to the sandbox's sshd.
+// The bareColumn path is that transport alone, the floor for the proxy.
 func runPreview(ctx context.Context, args []string) error {
 	var c previewConfig
 	fs := flag.NewFlagSet("loadtest preview", flag.ContinueOnError)
@@ -85,6 +87,7 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.StringVar(&c.Server, "server", "sshd", "sandbox SSH server: sshd or embedded")
 	fs.BoolVar(&c.NoNginx, "no-nginx", false, "skip the nginx column")
 	fs.BoolVar(&c.NoCaddy, "no-caddy", false, "skip the Caddy column")
+	fs.BoolVar(&c.NoBare, "no-bare", false, "skip the "+bareColumn+" column: a bare TCP forwarder over the proxy's SSH transport, no HTTP")
 	fs.BoolVar(&c.RProxy, "reverseproxy", true, "add a column for the proxy with every request through httputil.ReverseProxy (its DisableLeanRelay)")
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
 	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
@@ -113,13 +116,15 @@ func runPreview(ctx context.Context, args []string) error {
 		}
 	}
 	fmt.Printf("each cell: median [min-max] of %d rounds; each round runs every column once, in a rotated order;\n", c.Rounds)
-	fmt.Printf("ratios: median of the per-round ratios\n\n")
+	fmt.Printf("ratios: median [min-max] of the per-round ratios\n\n")
 	fmt.Printf("%-30s %-6s", "scenario", "unit")
 	for _, p := range env.paths {
 		fmt.Printf(" %22s", p.name)
 	}
+	// A ratio column is as wide as its name or a cell, "0.95 [0.80-1.10]".
+	width := func(i int) int { return max(16, len("proxy/"+env.paths[i].name)) }
 	for _, i := range ratioTo {
-		fmt.Printf(" %14s", "proxy/"+env.paths[i].name)
+		fmt.Printf(" %*s", width(i), "proxy/"+env.paths[i].name)
 	}
 	fmt.Println()
 	// line prints one metric: vals[path][round], negative for n/a.
@@ -141,10 +146,10 @@ func runPreview(ctx context.Context, args []string) error {
 				}
 			}
 			if len(ratios) == 0 {
-				fmt.Printf(" %14s", "-")
+				fmt.Printf(" %*s", width(i), "-")
 				continue
 			}
-			fmt.Printf(" %14.2f", median(ratios))
+			fmt.Printf(" %*s", width(i), fmt.Sprintf("%.2f [%.2f-%.2f]", median(ratios), slices.Min(ratios), slices.Max(ratios)))
 		}
 		fmt.Println()
 	}
@@ -234,21 +239,34 @@ type path struct {
 	sandbox          func() []int // the sandbox side of tier (sshd), nil if none
 }
 
+// bareColumn is the path through a TCP forwarder that opens a
+// direct-tcpip channel per connection on a pool like the proxy's (as many
+// SSH connections, --ssh-conns): the transport the proxy rides on, without
+// HTTP or auth. It is sent the proxy's requests (the upstream ignores Host
+// and Authorization), so proxy/ssh-tcpip is the proxy's cost over its
+// transport.
+const bareColumn = "ssh-tcpip"
+
 // tierCPU is the CPU time the live processes of p's tier have used.
 func (p path) tierCPU() time.Duration { return cpuOf(p.tier) }
 
 // cpuOf is the CPU time the live processes pids lists have used.
 func cpuOf(pids func() []int) time.Duration {
 	var sum time.Duration
-	if pids == nil {
-		return 0
-	}
-	for _, pid := range pids() {
+	for _, pid := range pidsOf(pids) {
 		if v, err := procCPU(pid, false); err == nil {
 			sum += v
 		}
 	}
 	return sum
+}
+
+// pidsOf is what pids lists, none when pids is nil.
+func pidsOf(pids func() []int) []int {
+	if pids == nil {
+		return nil
+	}
+	return pids()
 }
 
 type previewEnv struct {
@@ -373,6 +391,9 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 		Target: podssh.Target{SandboxID: "sbx-loadtest-preview", Addr: ep.Addr, User: ep.User,
 			HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))}}
 	var proxies []string
+	if !c.NoBare {
+		proxies = append(proxies, bareColumn)
+	}
 	if c.RProxy {
 		proxies = append(proxies, "proxy-rp")
 	}
@@ -388,7 +409,8 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 			// --ssh-conns with one.
 			bin, conns = c.Before, 1
 		}
-		addr, pid, stop, err := startPreviewChild(bin, dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp", IdlePerHost: c.IdleConns, SSHConns: conns})
+		addr, pid, stop, err := startPreviewChild(bin, dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp",
+			IdlePerHost: c.IdleConns, SSHConns: conns, Bare: name == bareColumn})
 		if err != nil {
 			return nil, err
 		}
@@ -397,7 +419,7 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 		e.paths = append(e.paths, path{name: name, addr: addr,
 			host:    "loadtest.preview.localhost:" + port,
 			header:  http.Header{"Authorization": {"Bearer sbx_at_loadtest"}},
-			tier:    func() []int { return append(descendants(pid), sandbox()...) },
+			tier:    func() []int { return append(descendants(pid), pidsOf(sandbox)...) },
 			sandbox: sandbox})
 	}
 	return e, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,11 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/tcpproxy"
 )
 
 // previewChildCmd runs the preview proxy in its own process, so its CPU
@@ -31,6 +34,10 @@ type previewChildConfig struct {
 	ReverseProxy bool          `json:"reverse_proxy"` // DisableLeanRelay
 	IdlePerHost  int           `json:"idle_per_host"`
 	SSHConns     int           `json:"ssh_conns"` // SSH connections to the sandbox; 0 or 1: one
+	// Bare runs no proxy: a TCP forwarder that opens a direct-tcpip
+	// channel to the route's port for each connection, the transport the
+	// proxy rides on.
+	Bare bool `json:"bare"`
 }
 
 // runPreviewChild serves the proxy on 127.0.0.1, prints its address on
@@ -49,6 +56,9 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	}
 	pool := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"), podssh.WithConnsPerSandbox(c.SSHConns))
 	defer pool.Close()
+	if c.Bare {
+		return forwardChild(ctx, pool, c.Route)
+	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	pcfg := preview.DefaultConfig()
@@ -77,6 +87,27 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	return serveChild(ctx, srv.Serve, srv.Close, func(err error) bool {
 		return errors.Is(err, net.ErrClosed) || err.Error() == "http: Server closed"
 	})
+}
+
+// forwardChild relays each connection on a loopback port to rt's port
+// in the sandbox over a direct-tcpip channel from pool, bytes only, and
+// prints the port's address as serveChild does.
+func forwardChild(ctx context.Context, pool *podssh.Pool, rt preview.Route) error {
+	upstream := net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.Port))
+	fwd, err := tcpproxy.ListenVia(upstream, func() (net.Conn, error) {
+		c, err := pool.Client(ctx, rt.Target)
+		if err != nil {
+			return nil, fmt.Errorf("connect to sandbox %s: %w", rt.SandboxID, err)
+		}
+		return c.DialContext(ctx, "tcp", upstream)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(fwd.Addr)
+	waitParent(ctx)
+	fwd.Stop()
+	return nil
 }
 
 // profileDirEnv names a directory where each preview child writes a CPU

@@ -11,15 +11,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain lets the test binary play the broker child, as the real binary
-// does when it re-executes itself.
+// TestMain lets the test binary play the broker and preview children, as
+// the real binary does when it re-executes itself.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == brokerChildCmd {
-		if err := runBrokerChild(context.Background(), os.Args[2:]); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(1)
+	for _, c := range commands {
+		if c.hidden && len(os.Args) > 1 && os.Args[1] == c.name {
+			if err := c.run(context.Background(), os.Args[2:]); err != nil {
+				os.Stderr.WriteString(err.Error() + "\n")
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -18,6 +18,8 @@ import (
 type Proxy struct {
 	Addr, Target string
 
+	dial func() (net.Conn, error) // opens each connection's Target side
+
 	mu     sync.Mutex // guards ln and conns
 	ln     net.Listener
 	conns  map[net.Conn]struct{} // open connections, both sides
@@ -27,11 +29,18 @@ type Proxy struct {
 
 // Listen starts a proxy to target on a loopback port. Stop ends it.
 func Listen(target string) (*Proxy, error) {
+	return ListenVia(target, func() (net.Conn, error) { return net.Dial("tcp", target) })
+}
+
+// ListenVia is Listen with each connection's far side opened by dial,
+// such as a direct-tcpip channel on an SSH connection: the bare transport
+// under a proxy that rides on it. target only names what dial reaches.
+func ListenVia(target string, dial func() (net.Conn, error)) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Addr: ln.Addr().String(), Target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{Addr: ln.Addr().String(), Target: target, dial: dial, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
 	return p, nil
 }
@@ -68,7 +77,7 @@ func (p *Proxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			up, err := net.Dial("tcp", p.Target)
+			up, err := p.dial()
 			if err != nil {
 				c.Close()
 				continue

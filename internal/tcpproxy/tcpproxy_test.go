@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,4 +86,24 @@ func TestStopStart(t *testing.T) {
 	}
 	p.Start(t)
 	dial(t, p, "again")
+}
+
+// TestListenVia checks each connection's far side comes from dial, once
+// per connection.
+func TestListenVia(t *testing.T) {
+	target := echo(t)
+	var dials atomic.Int32
+	p, err := tcpproxy.ListenVia("via", func() (net.Conn, error) {
+		dials.Add(1)
+		return net.Dial("tcp", target)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	dial(t, p, "one")
+	dial(t, p, "two")
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("dial called %d times for two connections, want 2", n)
+	}
 }
