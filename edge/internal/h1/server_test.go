@@ -1,0 +1,282 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// which reports, in an answer header, how a request was served.
+func which(w http.ResponseWriter, r *http.Request) {
+	_, lean := w.(*response)
+	w.Header().Set("X-Served", fmt.Sprintf("lean=%v proto=%s tls=%v", lean, r.Proto, r.TLS != nil))
+	_, _ = io.Copy(io.Discard, r.Body)
+}
+
+// start serves h on a lean (or not) Server and returns its address.
+func start(t *testing.T, h http.HandlerFunc, lean bool, cfg *tls.Config) (*Server, string, <-chan error) {
+	t.Helper()
+	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}, lean)
+	ln := listen(t)
+	served, stopped := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if cfg != nil {
+			served <- s.ServeTLS(ln, cfg)
+			return
+		}
+		served <- s.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = s.Close()
+		<-stopped
+	})
+	return s, ln.Addr().String(), served
+}
+
+func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"h1.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
+}
+
+// TestTLS: after the handshake, h2 goes to net/http and HTTP/1.1 to the
+// lean loop; a request the loop hands over mid-connection keeps its TLS
+// state.
+func TestTLS(t *testing.T) {
+	cfg, roots := selfSigned(t)
+	_, addr, _ := start(t, which, true, cfg)
+	clientTLS := &tls.Config{RootCAs: roots, ServerName: "h1.test"}
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
+	for _, tc := range []struct {
+		name string
+		tr   *http.Transport
+		want string
+	}{
+		{"h2", &http.Transport{DialContext: dial, TLSClientConfig: clientTLS, ForceAttemptHTTP2: true}, "lean=false proto=HTTP/2.0 tls=true"},
+		{"http/1.1", &http.Transport{DialContext: dial, TLSClientConfig: clientTLS.Clone(), TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}, "lean=true proto=HTTP/1.1 tls=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.tr.CloseIdleConnections()
+			resp, err := (&http.Client{Transport: tc.tr}).Get("https://h1.test/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("X-Served"); got != tc.want {
+				t.Errorf("served %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	t.Run("handed over mid-connection", func(t *testing.T) {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "h1.test", NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h1.test\r\n\r\n"+
+			"POST /2 HTTP/1.1\r\nHost: h1.test\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n")
+		br := bufio.NewReader(c)
+		for _, want := range []string{"lean=true proto=HTTP/1.1 tls=true", "lean=false proto=HTTP/1.1 tls=true"} {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("X-Served"); got != want {
+				t.Errorf("served %q, want %q", got, want)
+			}
+		}
+	})
+}
+
+// TestNotLean: without lean, net/http serves every connection.
+func TestNotLean(t *testing.T) {
+	_, addr, _ := start(t, which, false, nil)
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got, want := resp.Header.Get("X-Served"), "lean=false proto=HTTP/1.1 tls=false"; got != want {
+		t.Errorf("served %q, want %q", got, want)
+	}
+}
+
+// TestClientGoneEndsRequest: a client that hangs up while its request
+// waits ends the request's context, as net/http's background read does.
+func TestClientGoneEndsRequest(t *testing.T) {
+	ended := make(chan error, 1)
+	_, addr, _ := start(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			ended <- r.Context().Err()
+		case <-time.After(10 * time.Second):
+			ended <- errors.New("the request outlived its client by 10 s")
+		}
+	}, true, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(2 * watchDelay) // the watch starts after watchDelay
+	c.Close()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("request ended with %v, want context.Canceled", err)
+	}
+}
+
+// TestSlowRequestKeepsConnection: a request that outlasts watchDelay
+// (the watch reads in the background meanwhile) leaves the connection
+// usable, with a pipelined request's first byte where it belongs.
+func TestSlowRequestKeepsConnection(t *testing.T) {
+	_, addr, _ := start(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(4 * watchDelay)
+		}
+		io.WriteString(w, r.URL.Path)
+	}, true, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(2 * watchDelay)
+	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"/slow", "/next"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if string(body) != want {
+			t.Errorf("answer %q, want %q", body, want)
+		}
+	}
+}
+
+// TestShutdown: Shutdown closes idle connections at once, lets the
+// request in flight finish with its answer, then Serve returns
+// ErrServerClosed.
+func TestShutdown(t *testing.T) {
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	s, addr, served := start(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			close(inHandler)
+			<-release
+		}
+		io.WriteString(w, "done")
+	}, true, nil)
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	io.WriteString(idle, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	idleBR := bufio.NewReader(idle)
+	if resp, err := http.ReadResponse(idleBR, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	io.WriteString(busy, "GET /hold HTTP/1.1\r\nHost: h\r\n\r\n")
+	<-inHandler
+
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idleBR.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("idle connection: read %v, want EOF (closed by Shutdown)", err)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	_ = busy.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatalf("request in flight: %v", err)
+	}
+	if body, _ := io.ReadAll(resp.Body); string(body) != "done" {
+		t.Errorf("request in flight answered %q", body)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve returned %v, want ErrServerClosed", err)
+	}
+}
+
+// TestBodyAfterHandler: a body read after its handler returned (by a
+// goroutine the handler left behind) gets an error, never the next
+// request's bytes.
+func TestBodyAfterHandler(t *testing.T) {
+	kept := make(chan io.Reader, 1)
+	_, addr, _ := start(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/keep" {
+			kept <- r.Body
+		}
+	}, true, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "POST /keep HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody"+
+		"POST /next HTTP/1.1\r\nHost: h\r\nContent-Length: 6\r\n\r\nsecret")
+	br := bufio.NewReader(c)
+	for range 2 {
+		if _, err := http.ReadResponse(br, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := io.ReadAll(<-kept)
+	if err == nil || strings.Contains(string(b), "secret") {
+		t.Errorf("late read got %q, %v; want an error and nothing of the next request", b, err)
+	}
+}
