@@ -212,7 +212,9 @@ func (c *conn) serveRequest() (keep bool) {
 		c.req, c.body = nil, nil
 	}()
 	c.srv.handler.ServeHTTP(w, r)
-	if err := w.finish(); err != nil {
+	err := w.finish()
+	c.watch.disarm() // before its err is read; the deferred call is then a no-op
+	if err != nil {
 		return false
 	}
 	return !w.closeAfter && (c.body == nil || c.body.drain()) && c.watch.err == nil
@@ -337,7 +339,7 @@ func (w *watcher) disarm() {
 	w.mu.Lock()
 	w.timer.Stop()
 	running := w.running
-	w.armed, w.fired = false, false
+	w.armed, w.fired, w.running = false, false, nil
 	w.mu.Unlock()
 	if running == nil {
 		return
