@@ -165,13 +165,14 @@ func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Re
 			return
 		}
 	}
-	h := outHeader(r.Header)
-	defer putOutHeader(h)
+	oh := outHeader(r.Header)
+	defer putOutHeader(oh)
+	h := oh.h
 	removeHopByHop(h)
 	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
 		h.Set("Te", "trailers")
 	}
-	p.forwardHeaders(h, r)
+	p.forwardHeaders(h, r, &oh.fwd)
 	host := outboundHost(r, up.route)
 
 	c, stop, resp, err := p.roundTrip(ctx, w, r, up, host, h, body)
@@ -235,24 +236,32 @@ func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Re
 }
 
 // outHeaders recycles the maps of outgoing request headers.
-var outHeaders = sync.Pool{New: func() any { return http.Header{} }}
+var outHeaders = sync.Pool{New: func() any { return &outHead{h: http.Header{}} }}
+
+// outHead is an outgoing request's header map, with the array its
+// forwarding headers' values live in.
+type outHead struct {
+	h   http.Header
+	fwd [3]string
+}
 
 // outHeader returns a copy of in for the outgoing request, from
 // outHeaders. It shares in's value slices: the rules applied to it
-// delete keys and set fresh slices (Set), never write into a slice, so
-// in is left as it was, as a Clone would leave it.
-func outHeader(in http.Header) http.Header {
-	h := outHeaders.Get().(http.Header)
+// delete keys and set fresh slices, never write into a slice, so in is
+// left as it was, as a Clone would leave it.
+func outHeader(in http.Header) *outHead {
+	oh := outHeaders.Get().(*outHead)
 	for k, vv := range in {
-		h[k] = vv
+		oh.h[k] = vv
 	}
-	return h
+	return oh
 }
 
-// putOutHeader returns h to outHeaders once the head is written.
-func putOutHeader(h http.Header) {
-	clear(h)
-	outHeaders.Put(h)
+// putOutHeader returns oh to outHeaders once the head is written.
+func putOutHeader(oh *outHead) {
+	clear(oh.h)
+	oh.fwd = [3]string{}
+	outHeaders.Put(oh)
 }
 
 // roundTrip writes the request on a pooled channel (or a new one) and

@@ -194,7 +194,8 @@ func (w *response) commit(done bool, first []byte) error {
 		first = w.pending
 	}
 	bw := w.c.bw
-	bw.Write(statusLine(w.scratch[:0], w.status))
+	w.scratch = statusLine(w.scratch[:0], w.status)
+	bw.Write(w.scratch)
 	bw.Write(w.head)
 	if w.sniff && len(first) > 0 {
 		bw.WriteString("Content-Type: ")
