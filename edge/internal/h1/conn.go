@@ -127,11 +127,15 @@ func (c *conn) serve() {
 		c.bw.Reset(nil)
 		writers.Put(c.bw)
 	}()
-	for {
+	for first := true; ; first = false {
 		if c.srv.closing.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
 			return
 		}
-		if d := c.srv.srv.IdleTimeout; d > 0 {
+		// A new connection has the header timeout to send its first
+		// request; a kept-alive one the idle timeout for each next.
+		if d := c.srv.srv.IdleTimeout; d > 0 && !first {
+			_ = c.nc.SetReadDeadline(time.Now().Add(d))
+		} else if d := c.srv.srv.ReadHeaderTimeout; d > 0 && first {
 			_ = c.nc.SetReadDeadline(time.Now().Add(d))
 		}
 		if _, err := c.br.Peek(1); err != nil {
