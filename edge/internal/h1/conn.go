@@ -188,7 +188,9 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 // handOff gives the connection, with what was read of it, to net/http.
 func (c *conn) handOff() bool {
 	buf, _ := c.br.Peek(c.br.Buffered())
-	pc := &prefixConn{Conn: c.nc, prefix: bytes.Clone(buf), tls: c.tls}
+	// What the buffer holds, then anything the source still had.
+	read := append(bytes.Clone(buf), c.src.pending...)
+	pc := &prefixConn{Conn: c.nc, src: srcReader{nc: c.nc, pending: read}, tls: c.tls}
 	_ = c.nc.SetReadDeadline(time.Time{})
 	c.srv.handoff.give(pc)
 	return true

@@ -312,18 +312,11 @@ func (queueAddr) String() string  { return "h1-handoff" }
 // already read from it, which it reads first.
 type prefixConn struct {
 	net.Conn
-	prefix []byte
-	tls    *tls.ConnectionState // nil for plain connections
+	src srcReader            // the bytes read, then the connection
+	tls *tls.ConnectionState // nil for plain connections
 }
 
-func (c *prefixConn) Read(p []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(p, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
-	}
-	return c.Conn.Read(p)
-}
+func (c *prefixConn) Read(p []byte) (int, error) { return c.src.Read(p) }
 
 // CloseWrite half-closes the connection when it can (TCP, TLS): a
 // hijacked WebSocket passes its upstream's end on with it.

@@ -48,6 +48,23 @@ func start(t *testing.T, h http.HandlerFunc, lean bool, cfg *tls.Config) (*Serve
 	return s, ln.Addr().String(), served
 }
 
+// dialRaw opens a connection with dial, for a test that speaks raw
+// HTTP/1.1 on it, closed when the test ends.
+func dialRaw(t *testing.T, dial func() (net.Conn, error)) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+func tcp(addr string) func() (net.Conn, error) {
+	return func() (net.Conn, error) { return net.Dial("tcp", addr) }
+}
+
 func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -98,15 +115,11 @@ func TestTLS(t *testing.T) {
 	}
 
 	t.Run("handed over mid-connection", func(t *testing.T) {
-		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "h1.test", NextProtos: []string{"http/1.1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		c, br := dialRaw(t, func() (net.Conn, error) {
+			return tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "h1.test", NextProtos: []string{"http/1.1"}})
+		})
 		io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: h1.test\r\n\r\n"+
 			"POST /2 HTTP/1.1\r\nHost: h1.test\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n")
-		br := bufio.NewReader(c)
 		for _, want := range []string{"lean=true proto=HTTP/1.1 tls=true", "lean=false proto=HTTP/1.1 tls=true"} {
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -145,10 +158,7 @@ func TestClientGoneEndsRequest(t *testing.T) {
 			ended <- errors.New("the request outlived its client by 10 s")
 		}
 	}, true, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := dialRaw(t, tcp(addr))
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
 	time.Sleep(2 * watchDelay) // the watch starts after watchDelay
 	c.Close()
@@ -167,13 +177,7 @@ func TestSlowRequestKeepsConnection(t *testing.T) {
 		}
 		io.WriteString(w, r.URL.Path)
 	}, true, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	br := bufio.NewReader(c)
+	c, br := dialRaw(t, tcp(addr))
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
 	time.Sleep(2 * watchDelay)
 	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
@@ -202,24 +206,15 @@ func TestShutdown(t *testing.T) {
 		io.WriteString(w, "done")
 	}, true, nil)
 
-	idle, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
+	idle, idleBR := dialRaw(t, tcp(addr))
 	io.WriteString(idle, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
-	idleBR := bufio.NewReader(idle)
 	if resp, err := http.ReadResponse(idleBR, nil); err != nil {
 		t.Fatal(err)
 	} else {
 		_, _ = io.Copy(io.Discard, resp.Body)
 	}
 
-	busy, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
+	busy, busyBR := dialRaw(t, tcp(addr))
 	io.WriteString(busy, "GET /hold HTTP/1.1\r\nHost: h\r\n\r\n")
 	<-inHandler
 
@@ -235,8 +230,7 @@ func TestShutdown(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
-	_ = busy.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	resp, err := http.ReadResponse(busyBR, nil)
 	if err != nil {
 		t.Fatalf("request in flight: %v", err)
 	}
@@ -261,15 +255,9 @@ func TestBodyAfterHandler(t *testing.T) {
 			kept <- r.Body
 		}
 	}, true, nil)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	c, br := dialRaw(t, tcp(addr))
 	io.WriteString(c, "POST /keep HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody"+
 		"POST /next HTTP/1.1\r\nHost: h\r\nContent-Length: 6\r\n\r\nsecret")
-	br := bufio.NewReader(c)
 	for range 2 {
 		if _, err := http.ReadResponse(br, nil); err != nil {
 			t.Fatal(err)
