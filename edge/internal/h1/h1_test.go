@@ -33,7 +33,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 	if q.Has("abort") {
 		panic(http.ErrAbortHandler)
 	}
-	body := []byte{}
+	var body []byte
 	if v := q.Get("read"); v != "" {
 		n, _ := strconv.Atoi(v)
 		body = make([]byte, n)
