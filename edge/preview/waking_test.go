@@ -56,13 +56,31 @@ func (g *gateWaker) Wake(ctx context.Context, id string) error {
 // fixed list of services (read from a file the test writes), as an init
 // whose service is still starting would.
 func initStatus(t *testing.T, services ...sandboxinit.Status) []string {
+	return []string{"Subsystem " + sandboxinit.Subsystem + " read request; cat " + statusFile(t, services...)}
+}
+
+// statusFile writes the init's answer listing services, and returns its
+// path.
+func statusFile(t *testing.T, services ...sandboxinit.Status) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "status.json")
 	b, _ := json.Marshal(sandboxinit.Response{Services: services})
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"Subsystem " + sandboxinit.Subsystem + " read request; cat " + path}
+	return path
+}
+
+// asleep exposes label for sandbox sbx in account acct, then puts its
+// route to sleep on port; it returns the route as it will be once the
+// sandbox is ready again.
+func asleep(t *testing.T, e *env, label, sbx, acct string, port int) preview.Route {
+	t.Helper()
+	e.expose(label, sbx, acct, false, false)
+	ready, _ := e.res.Resolve(t.Context(), label)
+	ready.Port = port
+	e.res.set(label, preview.Route{SandboxID: sbx, AccountID: acct, Port: port, State: "suspended"})
+	return ready
 }
 
 func freePort(t *testing.T) int {
@@ -85,10 +103,7 @@ func TestWakingPageInBrowser(t *testing.T) {
 		oidc: cfg, waker: waker,
 		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "vite", Command: "npm run dev", Port: appPort}, State: "starting"}),
 	})
-	e.expose("sleepy", "sbx-sleepy", "acct-a", false, false)
-	ready, _ := e.res.Resolve(t.Context(), "sleepy")
-	ready.Port = appPort
-	e.res.set("sleepy", preview.Route{SandboxID: ready.SandboxID, AccountID: ready.AccountID, Port: appPort, State: "suspended"})
+	ready := asleep(t, e, "sleepy", "sbx-sleepy", "acct-a", appPort)
 	gate := make(chan struct{})
 	waker.gates["sbx-sleepy"] = gate
 	waker.ready["sbx-sleepy"] = func() { e.res.set("sleepy", ready) }
@@ -257,10 +272,7 @@ func TestAPIClientHeldUntilPortAnswers(t *testing.T) {
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker,
 		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
-	e.expose("later", "sbx-a", "acct-a", false, false)
-	ready, _ := e.res.Resolve(t.Context(), "later")
-	ready.Port = appPort
-	e.res.set("later", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: appPort, State: "suspended"})
+	ready := asleep(t, e, "later", "sbx-a", "acct-a", appPort)
 	// The service listens a while after the sandbox is ready.
 	appUp := serveLater(t, waker, "sbx-a", func() { e.res.set("later", ready) }, appPort, 700*time.Millisecond)
 	resp, body := e.get("later", "/api", "Authorization", "Bearer "+tokenA)
@@ -278,23 +290,13 @@ func TestAPIClientHeldUntilPortAnswers(t *testing.T) {
 func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
 	t.Parallel()
 	appPort := freePort(t)
-	dir := t.TempDir()
-	status := filepath.Join(dir, "status.json")
-	b, _ := json.Marshal(sandboxinit.Response{Services: []sandboxinit.Status{
-		{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"},
-	}})
-	if err := os.WriteFile(status, append(b, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	asked := filepath.Join(dir, "asked")
+	status := statusFile(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})
+	asked := filepath.Join(t.TempDir(), "asked")
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute, sshdConfig: []string{
 		"Subsystem " + sandboxinit.Subsystem + " read request; if [ -e " + asked + " ]; then echo garbled; exit 1; fi; touch " + asked + "; cat " + status,
 	}})
-	e.expose("flaky", "sbx-a", "acct-a", false, false)
-	ready, _ := e.res.Resolve(t.Context(), "flaky")
-	ready.Port = appPort
-	e.res.set("flaky", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: appPort, State: "suspended"})
+	ready := asleep(t, e, "flaky", "sbx-a", "acct-a", appPort)
 	// Long enough for the wake to ask the init a few times (every
 	// 500 ms): once answered, then failing.
 	appUp := serveLater(t, waker, "sbx-a", func() { e.res.set("flaky", ready) }, appPort, 2*time.Second)
@@ -346,10 +348,7 @@ func TestPortWithoutServiceFailsFast(t *testing.T) {
 	closed := freePort(t)
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Hour})
-	e.expose("empty", "sbx-a", "acct-a", false, false)
-	ready, _ := e.res.Resolve(t.Context(), "empty")
-	ready.Port = closed
-	e.res.set("empty", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: closed, State: "suspended"})
+	ready := asleep(t, e, "empty", "sbx-a", "acct-a", closed)
 	waker.ready["sbx-a"] = func() { e.res.set("empty", ready) }
 	resp, body := e.get("empty", "/", "Authorization", "Bearer "+tokenA)
 	if resp.StatusCode != 502 || problemCode(t, body) != "upstream_unreachable" || !strings.Contains(body, fmt.Sprintf("port %d", closed)) {

@@ -53,7 +53,6 @@ type conn struct {
 	tls    *tls.ConnectionState
 	// Per-request state: requests on a connection are served one after
 	// another.
-	tmpl http.Request  // the request being built, copied into req
 	req  *http.Request // the request being served
 	body *body         // its body; nil without one
 	resp response      // reused
@@ -128,15 +127,19 @@ func (c *conn) serve() {
 		writers.Put(c.bw)
 	}()
 	for first := true; ; first = false {
-		if c.srv.closing.Load() || !c.state.CompareAndSwap(stateActive, stateIdle) && c.state.Load() != stateIdle {
+		if c.srv.closing.Load() {
 			return
 		}
+		// Idle from here until a request starts: Shutdown may close it.
+		c.state.CompareAndSwap(stateActive, stateIdle)
 		// A new connection has the header timeout to send its first
 		// request; a kept-alive one the idle timeout for each next.
-		if d := c.srv.srv.IdleTimeout; d > 0 && !first {
-			_ = c.nc.SetReadDeadline(time.Now().Add(d))
-		} else if d := c.srv.srv.ReadHeaderTimeout; d > 0 && first {
-			_ = c.nc.SetReadDeadline(time.Now().Add(d))
+		wait := c.srv.srv.IdleTimeout
+		if first {
+			wait = c.srv.srv.ReadHeaderTimeout
+		}
+		if wait > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(wait))
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
@@ -155,7 +158,8 @@ func (c *conn) serve() {
 			if !errors.Is(err, errNotPlain) {
 				return // the client went away, or was too slow
 			}
-			handedOff = c.handOff()
+			c.handOff()
+			handedOff = true
 			return
 		}
 		_, _ = c.br.Discard(len(head))
@@ -186,14 +190,13 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 }
 
 // handOff gives the connection, with what was read of it, to net/http.
-func (c *conn) handOff() bool {
+func (c *conn) handOff() {
 	buf, _ := c.br.Peek(c.br.Buffered())
 	// What the buffer holds, then anything the source still had.
 	read := append(bytes.Clone(buf), c.src.pending...)
 	pc := &prefixConn{Conn: c.nc, src: srcReader{nc: c.nc, pending: read}, tls: c.tls}
 	_ = c.nc.SetReadDeadline(time.Time{})
 	c.srv.handoff.give(pc)
-	return true
 }
 
 // serveRequest runs the handler on the parsed request and finishes its

@@ -105,16 +105,15 @@ func (c *conn) parse(head []byte) error {
 		c.body = &body{c: c, left: contentLength}
 		b = c.body
 	}
-	// The template is the connection's; WithContext makes the request
-	// (one allocation) that the handler gets, and may keep.
-	c.tmpl = http.Request{
+	// The literal stays on the stack; WithContext makes the request (one
+	// allocation) that the handler gets, and may keep.
+	tmpl := http.Request{
 		Method: m, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: contentLength, Close: closeAfter,
 		Host: host, RemoteAddr: c.remote, RequestURI: target, TLS: c.tls,
 		Body: b,
 	}
-	c.req = c.tmpl.WithContext(c.ctx)
-	c.tmpl = http.Request{}
+	c.req = tmpl.WithContext(c.ctx)
 	return nil
 }
 

@@ -22,7 +22,6 @@ const pendingMax = 2048
 // does not fit in pending, at a flush, or when the handler returns.
 type response struct {
 	c      *conn
-	req    *http.Request
 	header http.Header
 
 	status      int
@@ -30,7 +29,6 @@ type response struct {
 	hasDate     bool
 	sniff       bool   // no type and no encoding: sniff one
 	te          string // the handler's Transfer-Encoding
-	hasCL       bool   // the handler set a Content-Length
 	hasTrailers bool
 	addClose    bool     // the head says Connection: close
 	trailers    []string // declared trailer keys
@@ -53,7 +51,7 @@ func (w *response) reset(c *conn, r *http.Request) {
 		clear(w.header)
 	}
 	*w = response{
-		c: c, req: r, header: w.header, head: w.head[:0], trailers: w.trailers[:0],
+		c: c, header: w.header, head: w.head[:0], trailers: w.trailers[:0],
 		declared: -1, noBody: r.Method == http.MethodHead, closeAfter: r.Close,
 		scratch: w.scratch[:0],
 	}
@@ -95,7 +93,6 @@ func (w *response) WriteHeader(code int) {
 	_, hasType := h["Content-Type"]
 	w.te = h.Get("Transfer-Encoding")
 	w.sniff = !hasType && w.te == "" && h.Get("Content-Encoding") == "" && bodyAllowed(code)
-	_, w.hasCL = h["Content-Length"]
 	for k := range h {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			w.hasTrailers = true
@@ -111,10 +108,10 @@ func (w *response) WriteHeader(code int) {
 	}
 	if w.declared >= 0 && w.te != "" && w.te != "identity" {
 		w.c.srv.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", w.te, w.declared)
-		w.declared, w.hasCL = -1, false
+		w.declared = -1
 		h.Del("Content-Length")
 	}
-	if h.Get("Connection") == "close" || w.te == "identity" && !w.noBody && bodyAllowed(code) && code != http.StatusNoContent && w.declared < 0 {
+	if h.Get("Connection") == "close" || w.te == "identity" && !w.noBody && bodyAllowed(code) && w.declared < 0 {
 		w.closeAfter = true
 	}
 	keepConn := !w.closeAfter || hasToken(h.Get("Connection"), "close")
@@ -208,12 +205,12 @@ func (w *response) commit(done bool, first []byte) error {
 		bw.WriteString("\r\n")
 	}
 	switch {
-	case !w.bodyAllowed():
-	case done && !w.hasTrailers && w.te == "" && !w.hasCL && (!w.noBody || len(w.pending) > 0):
+	case !w.bodyAllowed() || w.declared >= 0:
+	case done && !w.hasTrailers && w.te == "" && (!w.noBody || len(w.pending) > 0):
 		w.declared = int64(len(w.pending))
 		w.scratch = append(strconv.AppendInt(append(w.scratch[:0], "Content-Length: "...), int64(len(w.pending)), 10), '\r', '\n')
 		bw.Write(w.scratch)
-	case w.noBody || w.declared >= 0 || w.te == "identity":
+	case w.noBody || w.te == "identity":
 	default:
 		w.chunked = true
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
