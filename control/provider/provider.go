@@ -46,6 +46,9 @@ type File struct {
 type Endpoint struct {
 	// Addr is host:port, reachable only from control and edge.
 	Addr string
+	// ForwardAddr is host:port of the sandbox's port forwarder (package
+	// podtcp), reachable only from the edge; empty when it has none.
+	ForwardAddr string
 	// User is the login name certificates must carry as principal.
 	User string
 	// Workspace is the absolute path of the workspace inside the sandbox.

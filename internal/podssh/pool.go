@@ -34,6 +34,10 @@ type Target struct {
 	// Workspace is the absolute workspace path inside the sandbox; the
 	// default Dir for Pool.Exec.
 	Workspace string
+	// ForwardAddr is host:port of the sandbox's port forwarder (package
+	// podtcp), the plain-TCP road the preview proxy takes to the
+	// sandbox's ports; empty when the sandbox has none.
+	ForwardAddr string
 }
 
 // ErrPoolClosed is returned by calls made after Close.

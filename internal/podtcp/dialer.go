@@ -1,0 +1,165 @@
+package podtcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/podssh"
+)
+
+// ErrRefused is a forwarder's answer that nothing listens on the port.
+var ErrRefused = errors.New("podtcp: nothing listens on the port")
+
+// ErrNoForwarder is a target without a forwarder address.
+var ErrNoForwarder = errors.New("podtcp: the sandbox has no forwarder")
+
+// Signer mints user certificates; *sshca.CA is one.
+type Signer interface {
+	UserSigner(principal, keyID string, ttl time.Duration) (ssh.Signer, error)
+}
+
+// Dialer opens connections to sandbox ports through their forwarders.
+// It is safe for concurrent use.
+type Dialer struct {
+	CA Signer
+	// KeyID names the edge in the forwarder's log.
+	KeyID string
+	// CertTTL is how long a minted certificate is valid; it is reused
+	// for half of that. Default 10 minutes.
+	CertTTL time.Duration
+	// Timeout bounds the TCP connect plus the handshake. Default 10 s.
+	Timeout time.Duration
+
+	mu    sync.Mutex // guards certs
+	certs map[string]minted
+}
+
+type minted struct {
+	signer ssh.Signer
+	renew  time.Time
+}
+
+// Dial connects to port on t's loopback through t's forwarder. The
+// forwarder must prove t's pinned host key; ErrRefused (wrapped) says
+// that the forwarder answered and nothing listens on the port.
+func (d *Dialer) Dial(ctx context.Context, t podssh.Target, port int) (net.Conn, error) {
+	if t.ForwardAddr == "" {
+		return nil, fmt.Errorf("sandbox %s: %w", t.SandboxID, ErrNoForwarder)
+	}
+	if port <= 0 || port > 65535 {
+		return nil, fmt.Errorf("sandbox %s: port %d out of range", t.SandboxID, port)
+	}
+	pinned, _, _, _, err := ssh.ParseAuthorizedKey([]byte(t.HostKey))
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: parse pinned host key: %w", t.SandboxID, err)
+	}
+	signer, err := d.signer(t.User)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: mint certificate: %w", t.SandboxID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmpOr(d.Timeout, 10*time.Second))
+	defer cancel()
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, "tcp", t.ForwardAddr)
+	if err != nil {
+		return nil, fmt.Errorf("connect to forwarder of sandbox %s at %s: %w", t.SandboxID, t.ForwardAddr, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	err = handshake(c, signer, pinned, port)
+	if !stop() && err == nil {
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		_ = c.Close()
+		if errors.Is(err, ErrRefused) {
+			return nil, fmt.Errorf("port %d in sandbox %s: %w", port, t.SandboxID, err)
+		}
+		return nil, fmt.Errorf("forwarder of sandbox %s at %s: %w", t.SandboxID, t.ForwardAddr, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// signer returns a certificate for principal, minting one when there is
+// none or it is past half its life.
+func (d *Dialer) signer(principal string) (ssh.Signer, error) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m, ok := d.certs[principal]; ok && now.Before(m.renew) {
+		return m.signer, nil
+	}
+	ttl := cmpOr(d.CertTTL, 10*time.Minute)
+	s, err := d.CA.UserSigner(principal, d.KeyID, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if d.certs == nil {
+		d.certs = map[string]minted{}
+	}
+	if len(d.certs) > 1024 {
+		clear(d.certs) // principals are few; bound it anyway
+	}
+	d.certs[principal] = minted{signer: s, renew: now.Add(ttl / 2)}
+	return s, nil
+}
+
+// ErrHostKey is a forwarder that did not prove the pinned host key: not
+// the sandbox the edge meant to reach.
+var ErrHostKey = errors.New("podtcp: forwarder did not prove the pinned host key")
+
+// handshake is the edge's side of the wire (see the package comment).
+func handshake(c net.Conn, signer ssh.Signer, pinned ssh.PublicKey, port int) error {
+	var greet [len(magic) + nonceSize]byte
+	if _, err := io.ReadFull(c, greet[:]); err != nil {
+		return fmt.Errorf("read greeting: %w", err)
+	}
+	if !bytes.Equal(greet[:len(magic)], []byte(magic)) {
+		return fmt.Errorf("not a podtcp forwarder (greeting %q)", greet[:len(magic)])
+	}
+	ns := greet[len(magic):]
+	nc, err := newNonce()
+	if err != nil {
+		return err
+	}
+	hostKey := pinned.Marshal()
+	t := transcript{Domain: domainClient, ServerNonce: ns, ClientNonce: nc, Port: uint32(port), HostKey: hostKey}
+	sig, err := sign(signer, t.bytes())
+	if err != nil {
+		return fmt.Errorf("sign hello: %w", err)
+	}
+	if err := writeFrame(c, &hello{Cert: signer.PublicKey().Marshal(), Port: uint32(port), Nonce: nc, Sig: sig}); err != nil {
+		return fmt.Errorf("write hello: %w", err)
+	}
+	var r reply
+	if err := readFrame(c, &r); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errors.New("the forwarder closed the connection: it refused the edge (its log says why)")
+		}
+		return fmt.Errorf("read reply: %w", err)
+	}
+	st := transcript{Domain: domainServer, ServerNonce: ns, ClientNonce: nc, Port: uint32(port), Status: r.Status, HostKey: hostKey}
+	if err := verify(pinned, st.bytes(), r.Sig); err != nil {
+		return fmt.Errorf("%w (%s): %w", ErrHostKey, ssh.FingerprintSHA256(pinned), err)
+	}
+	switch r.Status {
+	case statusOpen:
+		return nil
+	case statusRefused:
+		return ErrRefused
+	default:
+		return errors.New("the forwarder could not reach port " + strconv.Itoa(port))
+	}
+}
