@@ -15,6 +15,7 @@ import (
 	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
 	"github.com/sbxedge/sbx/edge/preview/redistickets"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/podtcp"
 )
 
 // PreviewConfig is the preview proxy's part of the edge's configuration.
@@ -53,6 +54,11 @@ type PreviewConfig struct {
 	// instead of the lean HTTP/1.1 relay: a way back should the relay
 	// misbehave with some application, without a new build.
 	ReverseProxyOnly bool
+	// SSHOnly takes every preview connection over SSH (direct-tcpip
+	// channels), also to sandboxes with a port forwarder, whose road
+	// is plain TCP inside the cluster: for a network that must not
+	// carry preview traffic unencrypted.
+	SSHOnly bool
 }
 
 func (c *PreviewConfig) enabled() bool { return c.Addr != "" || c.Listener != nil }
@@ -123,6 +129,9 @@ func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 		cfg.Scheme = "http"
 	}
 	cfg.Resolver, cfg.Accounts, cfg.Pods = e.cc, e.cc, ps.pool
+	if !c.SSHOnly {
+		cfg.Forwarders = &podtcp.Dialer{CA: e.cfg.CA, KeyID: "edge-preview", Timeout: e.cfg.UpstreamTimeout}
+	}
 	// Requests wake suspended sandboxes through control and count as
 	// activity where control's idle detector reads it.
 	cfg.Waker = e.cc

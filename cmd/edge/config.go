@@ -55,6 +55,7 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 	fs.StringVar(&oidcSecretFile, "oidc-client-secret-file", env("SBX_OIDC_CLIENT_SECRET_FILE", ""), "file holding the OIDC client secret (default: $SBX_OIDC_CLIENT_SECRET)")
 	fs.StringVar(&sessionKeyFile, "preview-session-key-file", env("SBX_PREVIEW_SESSION_KEY_FILE", ""), "file holding the cookie-signing key (at least 32 bytes), shared by replicas")
 	fs.BoolVar(&p.ReverseProxyOnly, "preview-reverse-proxy-only", env("SBX_PREVIEW_REVERSE_PROXY_ONLY", "") == "1", "send every preview request through httputil.ReverseProxy, not the lean HTTP/1.1 relay (a way back)")
+	fs.BoolVar(&p.SSHOnly, "preview-ssh-only", env("SBX_PREVIEW_SSH_ONLY", "") == "1", "reach sandbox ports over SSH only, not through their port forwarders (plain TCP inside the cluster)")
 	fs.DurationVar(&p.RouteTTL, "preview-route-ttl", p.RouteTTL, "how long resolved preview routes are cached")
 	fs.StringVar(&p.ACMECA, "acme-ca", env("SBX_ACME_CA", ""), "ACME directory URL (default: Let's Encrypt)")
 	fs.StringVar(&p.ACMEEmail, "acme-email", env("SBX_ACME_EMAIL", ""), "ACME account contact")

@@ -269,6 +269,12 @@ func TestConfigFromFlagsAndEnv(t *testing.T) {
 		t.Fatalf("SBX_PREVIEW_REVERSE_PROXY_ONLY=1: ReverseProxyOnly %v, %v", c.Preview.ReverseProxyOnly, err)
 	}
 	delete(env, "SBX_PREVIEW_REVERSE_PROXY_ONLY")
+	if c.Preview.SSHOnly {
+		t.Fatal("SSHOnly is on by default: sandboxes with a port forwarder should be reached through it")
+	}
+	if c, _, err = parseConfig([]string{"--preview-ssh-only"}, getenv); err != nil || !c.Preview.SSHOnly {
+		t.Fatalf("--preview-ssh-only: SSHOnly %v, %v", c.Preview.SSHOnly, err)
+	}
 	c, _, err = parseConfig([]string{"--internal-secret-file", secretFile}, getenv)
 	if err != nil || c.InternalSecret != "from-file" {
 		t.Fatalf("secret file: %q %v", c.InternalSecret, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -19,6 +20,13 @@ import (
 // pooled SSH connection per sandbox, carrying many direct-tcpip channels.
 type Pods interface {
 	Client(ctx context.Context, t podssh.Target) (*ssh.Client, error)
+}
+
+// Forwarders dials a sandbox's port through the port forwarder in the
+// sandbox (package podtcp): plain TCP, no SSH channel. Its error wraps
+// podtcp.ErrRefused when the forwarder answered that nothing listens.
+type Forwarders interface {
+	Dial(ctx context.Context, t podssh.Target, port int) (net.Conn, error)
 }
 
 // Identity is a signed-in person, as the OIDC provider vouched for them.
@@ -74,9 +82,13 @@ type Config struct {
 
 	Resolver Resolver
 	Pods     Pods
-	Accounts Accounts
-	Activity Activity // nil: none
-	Waker    Waker    // nil: not-ready sandboxes get 503
+	// Forwarders, when set, carries the traffic to a sandbox that has a
+	// port forwarder (Route.Target.ForwardAddr); the others, and every
+	// call to the sandbox's init, take Pods. Nil: everything takes Pods.
+	Forwarders Forwarders
+	Accounts   Accounts
+	Activity   Activity // nil: none
+	Waker      Waker    // nil: not-ready sandboxes get 503
 
 	// OIDC is required unless DevSignIn is set.
 	OIDC      *OIDCConfig

@@ -19,39 +19,55 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/internal/sshdtest"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/podtcp"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(bothRelays{m})
+	goleak.VerifyTestMain(everyRoad{m})
 }
 
-// reverseProxyPass is set for the suite's second pass, which runs every
-// test again with DisableLeanRelay: the rules hold on both paths.
-var reverseProxyPass bool
+// The suite runs three times, and the rules hold on every pass:
+//   - the lean relay over the sandbox's port forwarder (podtcp), the
+//     production default;
+//   - the lean relay over direct-tcpip channels (the SSH road);
+//   - every request through httputil.ReverseProxy (DisableLeanRelay)
+//     over the SSH road. WebSockets, HTTP/2 and streamed bodies take
+//     ReverseProxy on every pass, so it meets the forwarder too.
+var (
+	// sshRoadPass routes with no forwarder address: the SSH road.
+	sshRoadPass bool
+	// reverseProxyPass sets DisableLeanRelay.
+	reverseProxyPass bool
+)
 
-// bothRelays runs the tests once on the lean relay and once on the
-// ReverseProxy. A fuzzing run (and its workers) runs once: the fuzz
-// target compares the two paths itself.
-type bothRelays struct{ m *testing.M }
+// everyRoad runs the passes. A fuzzing run (and its workers) runs once:
+// the fuzz target compares the two relays itself.
+type everyRoad struct{ m *testing.M }
 
-func (b bothRelays) Run() int {
+func (b everyRoad) Run() int {
 	code := b.m.Run()
 	if code != 0 || flag.Lookup("test.fuzz").Value.String() != "" || flag.Lookup("test.fuzzworker").Value.String() == "true" {
 		return code
 	}
-	// A second pass would overwrite the profiles of the first.
+	// Another pass would overwrite the profiles of the first.
 	for _, f := range []string{"test.cpuprofile", "test.memprofile", "test.blockprofile", "test.mutexprofile", "test.trace"} {
 		if flag.Lookup(f).Value.String() != "" {
 			fmt.Printf("=== no second pass: -%s would be overwritten\n", f)
 			return code
 		}
 	}
-	fmt.Println("=== second pass: every request through httputil.ReverseProxy (DisableLeanRelay)")
+	fmt.Println("=== second pass: the SSH road (direct-tcpip channels), lean relay")
+	sshRoadPass = true
+	if code = b.m.Run(); code != 0 {
+		return code
+	}
+	fmt.Println("=== third pass: the SSH road, every request through httputil.ReverseProxy (DisableLeanRelay)")
 	reverseProxyPass = true
 	return b.m.Run()
 }
@@ -123,17 +139,21 @@ func (f *fakeAccounts) removeMember(subject string) {
 	delete(f.members, subject)
 }
 
-// env is one proxy in front of one real sshd "sandbox"; the upstream
-// handler listens on loopback, which is the sandbox's 127.0.0.1 as seen
-// through sshd's direct-tcpip.
+// env is one proxy in front of one real sshd "sandbox" with its port
+// forwarder; the upstream handler listens on loopback, which is the
+// sandbox's 127.0.0.1 as seen through sshd's direct-tcpip or the
+// forwarder.
 type env struct {
-	t        testing.TB
-	proxy    *preview.Proxy
-	addr     string // the proxy's listener
-	res      *fakeResolver
-	accts    *fakeAccounts
-	ca       *sshca.CA
-	sshd     *sshdtest.Server
+	t     testing.TB
+	proxy *preview.Proxy
+	addr  string // the proxy's listener
+	res   *fakeResolver
+	accts *fakeAccounts
+	ca    *sshca.CA
+	sshd  *sshdtest.Server
+	// forward is the sandbox's port forwarder's address; routes carry
+	// it except on the SSH-road passes.
+	forward  string
 	upstream *upstreamLog
 	// upPort is the port the test upstream listens on inside the sandbox.
 	upPort int
@@ -213,6 +233,7 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	}
 	e := &env{t: t, ca: ca, upstream: &upstreamLog{}, res: &fakeResolver{routes: map[string]preview.Route{}}}
 	e.sshd = sshdtest.Start(t, ca.AuthorizedKey(), o.sshdConfig...)
+	e.forward = startForwarder(t, e.sshd, ca)
 
 	// The sandbox's dev server, bound to loopback only.
 	upLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -236,6 +257,7 @@ func newEnv(t testing.TB, app http.Handler, opts ...envOptions) *env {
 	cfg := preview.DefaultConfig()
 	cfg.Domain, cfg.Scheme = domain, "http"
 	cfg.Resolver, cfg.Pods = e.res, pool
+	cfg.Forwarders = &podtcp.Dialer{CA: ca, KeyID: "edge"}
 	e.accts = &fakeAccounts{
 		tokens:  map[string]string{tokenA: "acct-a", tokenB: "acct-b"},
 		members: map[string]string{"alice": "acct-a", "bob": "acct-b"},
@@ -322,8 +344,40 @@ func (e *env) twin(reverseProxy bool) (string, *prometheus.Registry) {
 func (e *env) expose(label, sandboxID, acct string, public, rewriteHost bool) {
 	e.res.set(label, preview.Route{
 		SandboxID: sandboxID, AccountID: acct, Port: e.upPort, Public: public, RewriteHost: rewriteHost, Ready: true,
-		Target: podssh.Target{SandboxID: sandboxID, Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey},
+		Target: e.target(sandboxID),
 	})
+}
+
+// target is how the proxy reaches the test sandbox: its sshd, and its
+// forwarder unless this is an SSH-road pass.
+func (e *env) target(sandboxID string) podssh.Target {
+	t := podssh.Target{SandboxID: sandboxID, Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey}
+	if !sshRoadPass {
+		t.ForwardAddr = e.forward
+	}
+	return t
+}
+
+// startForwarder runs a port forwarder for the sandbox of sshd, with its
+// host key and trusting ca, until the test ends.
+func startForwarder(t testing.TB, sshd *sshdtest.Server, ca *sshca.CA) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := podtcp.Keys{HostKey: sshd.HostSigner, UserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: sshd.User}
+	f := &podtcp.Forwarder{Keys: func() (podtcp.Keys, error) { return keys, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("forwarder: %v", err)
+		}
+	})
+	return ln.Addr().String()
 }
 
 // host is label's public host:port; "" is the apex (the login host).

@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/edge/internal/slots"
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
 	"github.com/sbxedge/sbx/internal/nonces"
+	"github.com/sbxedge/sbx/internal/podtcp"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
@@ -303,7 +304,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // of one incarnation of a sandbox.
 func upstreamKey(rt Route) string {
 	h := fnv.New64a()
-	h.Write([]byte(rt.Target.Addr + "\x00" + rt.Target.HostKey + "\x00" + rt.Target.User))
+	h.Write([]byte(rt.Target.Addr + "\x00" + rt.Target.ForwardAddr + "\x00" + rt.Target.HostKey + "\x00" + rt.Target.User))
 	return fmt.Sprintf("%s-%d-%x.upstream", rt.SandboxID, rt.Port, h.Sum64())
 }
 
@@ -414,13 +415,22 @@ func (p *Proxy) dialRoute(ctx context.Context, rt Route, key string) (net.Conn, 
 // either (Node 17+ and Vite pick ::1 on many systems).
 var loopbacks = [...]string{"127.0.0.1", "::1"}
 
-// dialPort opens a direct-tcpip channel to rt's port on the sandbox's
-// loopback, IPv4 first, then IPv6. Only the sandbox refusing the channel
+// dialPort connects to rt's port through the sandbox's forwarder when it
+// has one and the proxy has Forwarders. Otherwise it opens a direct-tcpip
+// channel to the port on the sandbox's loopback, IPv4 first, then IPv6. Only the sandbox refusing the channel
 // (nothing listening there) moves on to the next address; a broken SSH
 // connection does not. The address that answered is remembered per
 // upstream key (empty: not remembered), so a server on ::1 costs one
 // refused channel per incarnation of its port, not one per connection.
 func (p *Proxy) dialPort(ctx context.Context, rt Route, key string) (net.Conn, error) {
+	if p.cfg.Forwarders != nil && rt.Target.ForwardAddr != "" {
+		// The forwarder tries both loopbacks itself.
+		conn, err := p.cfg.Forwarders.Dial(ctx, rt.Target, rt.Port)
+		if errors.Is(err, podtcp.ErrRefused) {
+			return nil, fmt.Errorf("port %d in sandbox %s: %w (%w)", rt.Port, rt.SandboxID, errPortClosed, err)
+		}
+		return conn, err
+	}
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
 		return nil, fmt.Errorf("connect to sandbox %s: %w", rt.SandboxID, err)

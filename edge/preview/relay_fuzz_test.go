@@ -15,7 +15,6 @@ import (
 
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/metrictest"
-	"github.com/sbxedge/sbx/internal/podssh"
 )
 
 // rawUpstream is a sandbox app on a raw socket: it records the exact
@@ -193,7 +192,7 @@ func FuzzRelayParity(f *testing.F) {
 	for _, l := range []string{"fuzz", "fuzzrh"} {
 		e.res.set(l, preview.Route{
 			SandboxID: "sbx-f", AccountID: "acct-a", Port: upPort, Ready: true, RewriteHost: l == "fuzzrh",
-			Target: podssh.Target{SandboxID: "sbx-f", Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey},
+			Target: e.target("sbx-f"),
 		})
 	}
 	leanAddr, leanReg := e.twin(false)
@@ -293,7 +292,7 @@ func TestLeanRelayStaleChannel(t *testing.T) {
 	up := newRawUpstream(t)
 	e.res.set("stale", preview.Route{
 		SandboxID: "sbx-s", AccountID: "acct-a", Port: up.ln.Addr().(*net.TCPAddr).Port, Ready: true,
-		Target: podssh.Target{SandboxID: "sbx-s", Addr: e.sshd.Addr, User: e.sshd.User, HostKey: e.sshd.HostKey},
+		Target: e.target("sbx-s"),
 	})
 	up.set(upAnswer{status: 200, body: []byte("ok"), hangUp: true})
 	for i, method := range []string{"GET", "POST", "PUT"} {

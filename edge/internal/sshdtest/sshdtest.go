@@ -28,6 +28,9 @@ type Server struct {
 	// User is the login that certificates must name; the tests run as
 	// root, so it is "root".
 	User string
+	// HostSigner holds the host key, for a port forwarder (podtcp) that
+	// stands in the same sandbox.
+	HostSigner ssh.Signer
 }
 
 // Available reports whether sshd can be started here.
@@ -82,6 +85,8 @@ func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 		Addr:    addr,
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey()))),
 		User:    "root",
+
+		HostSigner: hostSigner,
 	}
 }
 
