@@ -31,6 +31,7 @@ var commands = []command{
 	{name: "preview", summary: "preview proxy vs direct, nginx, Caddy and its bare SSH transport: 1 KiB req/s, tier CPU per request and p50/p99 at 64 conns, one large download, WebSocket echo RTT", run: runPreview},
 	{name: "exec", summary: "exec round trip: MCP tool vs REST vs SSH exec on an open connection, same run", run: runExec},
 	{name: previewChildCmd, summary: "(internal) the preview proxy under test, in its own process", run: runPreviewChild, hidden: true},
+	{name: forwarderChildCmd, summary: "(internal) a sandbox's port forwarder, in its own process", run: runForwarderChild, hidden: true},
 	{name: brokerChildCmd, summary: "(internal) the broker under test, in its own process", run: runBrokerChild, hidden: true},
 }
 

@@ -40,7 +40,8 @@ type previewConfig struct {
 	Server    string        // sandbox SSH server: sshd or embedded
 	NoNginx   bool          // skip the nginx column
 	NoCaddy   bool          // skip the Caddy column
-	NoBare    bool          // skip the ssh-tcpip column (the transport alone)
+	NoBare    bool          // skip the bare transport columns (ssh-tcpip, fwd-tcp)
+	SSHRoad   bool          // the proxy takes the SSH road, as before the port forwarder: no fwd-tcp or proxy-ssh column
 	RProxy    bool          // also run the proxy with every request through httputil.ReverseProxy
 	IdleConns int           // idle upstream connections each proxy keeps (nginx, Caddy, ours alike)
 	Rounds    int           // rounds of every scenario; cells are medians
@@ -74,9 +75,12 @@ func (c *previewConfig) Validate() error {
 // runPreview measures the preview proxy against the same upstream reached
 // directly and through Debian's nginx as a plain reverse proxy, in one
 // run. The upstream is a Go server on loopback standing in for the
-// sandbox's dev server; the proxy reaches it as the product does, over a
-// direct-tcpip channel on a pooled SSH connection to the sandbox's sshd.
-// The bareColumn path is that transport alone, the floor for the proxy.
+// sandbox's dev server; the proxy reaches it as the product does, through
+// the sandbox's port forwarder (plain TCP, podtcp), in a process of its
+// own as it would be in the sandbox's init. Column proxy-ssh is the same
+// proxy on the SSH road (a direct-tcpip channel on a pooled SSH
+// connection to the sandbox's sshd). The bare columns are each road's
+// transport alone, the floor for the proxy on it.
 func runPreview(ctx context.Context, args []string) error {
 	var c previewConfig
 	fs := flag.NewFlagSet("loadtest preview", flag.ContinueOnError)
@@ -87,7 +91,8 @@ func runPreview(ctx context.Context, args []string) error {
 	fs.StringVar(&c.Server, "server", "sshd", "sandbox SSH server: sshd or embedded")
 	fs.BoolVar(&c.NoNginx, "no-nginx", false, "skip the nginx column")
 	fs.BoolVar(&c.NoCaddy, "no-caddy", false, "skip the Caddy column")
-	fs.BoolVar(&c.NoBare, "no-bare", false, "skip the "+bareColumn+" column: a bare TCP forwarder over the proxy's SSH transport, no HTTP")
+	fs.BoolVar(&c.NoBare, "no-bare", false, "skip the "+bareColumn+" and "+bareFwdColumn+" columns: a bare TCP relay over each of the proxy's transports, no HTTP")
+	fs.BoolVar(&c.SSHRoad, "ssh-road", false, "run the proxy on the SSH road only (direct-tcpip), as before the sandbox's port forwarder")
 	fs.BoolVar(&c.RProxy, "reverseproxy", true, "add a column for the proxy with every request through httputil.ReverseProxy (its DisableLeanRelay)")
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of every scenario (cells are medians with ranges)")
 	fs.IntVar(&c.IdleConns, "idle-conns", 128, "idle upstream connections kept by every proxy (nginx keepalive, Caddy keepalive_idle_conns_per_host, MaxIdleUpstreamPerHost)")
@@ -166,7 +171,7 @@ func runPreview(ctx context.Context, args []string) error {
 		line("  latency p50", "µs", v[1])
 		line("  latency p99", "µs", v[2])
 		line("  tier CPU per request", "µs", v[3])
-		line("    of which sandbox sshd", "µs", v[4])
+		line("    of which sandbox side", "µs", v[4])
 	}
 	if want("download") {
 		v, err := env.rounds(c.Rounds, 1, func(p path) ([]float64, error) {
@@ -246,6 +251,10 @@ type path struct {
 // and Authorization), so proxy/ssh-tcpip is the proxy's cost over its
 // transport.
 const bareColumn = "ssh-tcpip"
+
+// bareFwdColumn is the same through the sandbox's port forwarder: the
+// transport the proxy rides on by default.
+const bareFwdColumn = "fwd-tcp"
 
 // tierCPU is the CPU time the live processes of p's tier have used.
 func (p path) tierCPU() time.Duration { return cpuOf(p.tier) }
@@ -387,40 +396,70 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 		}
 		sandbox = func() []int { return descendants(sshdPID) }
 	}
-	route := preview.Route{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Port: upPort, Ready: true,
-		Target: podssh.Target{SandboxID: "sbx-loadtest-preview", Addr: ep.Addr, User: ep.User,
-			HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))}}
-	var proxies []string
+	hostKey := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))
+	sshRoute := preview.Route{SandboxID: "sbx-loadtest-preview", AccountID: "acct-load", Port: upPort, Ready: true,
+		Target: podssh.Target{SandboxID: "sbx-loadtest-preview", Addr: ep.Addr, User: ep.User, HostKey: hostKey}}
+	fwdRoute, fwdSide := sshRoute, sandbox
+	if !c.SSHRoad {
+		// The forwarder in a process of its own, as the sandbox's init
+		// is: its CPU is the sandbox side of the tier on this road.
+		addr, pid, stop, err := startForwarderChild(dir, forwarderChildConfig{HostKeyPEM: string(hostPEM), Principal: ep.User})
+		if err != nil {
+			return nil, err
+		}
+		e.cleanup = append(e.cleanup, stop)
+		fwdRoute.Target.ForwardAddr = addr
+		fwdSide = func() []int { return []int{pid} }
+	}
+	type column struct {
+		name  string
+		route preview.Route
+		side  func() []int
+	}
+	var proxies []column
 	if !c.NoBare {
-		proxies = append(proxies, bareColumn)
+		proxies = append(proxies, column{bareColumn, sshRoute, sandbox})
+		if !c.SSHRoad {
+			proxies = append(proxies, column{bareFwdColumn, fwdRoute, fwdSide})
+		}
 	}
 	if c.RProxy {
-		proxies = append(proxies, "proxy-rp")
+		proxies = append(proxies, column{"proxy-rp", fwdRoute, fwdSide})
 	}
 	if c.Before != "" {
-		proxies = append(proxies, "proxy-before")
+		// A binary from before the forwarder ignores ForwardAddr: it
+		// takes the SSH road whatever the route says.
+		before := column{"proxy-before", fwdRoute, sandbox}
+		if fwdRoute.Target.ForwardAddr != "" {
+			before.side = func() []int { return append(pidsOf(sandbox), fwdSide()...) }
+		}
+		proxies = append(proxies, before)
 	}
-	proxies = append(proxies, "proxy")
-	for _, name := range proxies {
+	if !c.SSHRoad {
+		proxies = append(proxies, column{"proxy-ssh", sshRoute, sandbox})
+	}
+	proxies = append(proxies, column{"proxy", fwdRoute, fwdSide})
+	for _, col := range proxies {
 		bin, conns := "", c.SSHConns
-		if name == "proxy-before" {
+		if col.name == "proxy-before" {
 			// One SSH connection, as before WithConnsPerSandbox (a binary
 			// from then ignores it): --before with this binary compares
 			// --ssh-conns with one.
 			bin, conns = c.Before, 1
 		}
-		addr, pid, stop, err := startPreviewChild(bin, dir, name, previewChildConfig{Route: route, ReverseProxy: name == "proxy-rp",
-			IdlePerHost: c.IdleConns, SSHConns: conns, Bare: name == bareColumn})
+		addr, pid, stop, err := startPreviewChild(bin, dir, col.name, previewChildConfig{Route: col.route, ReverseProxy: col.name == "proxy-rp",
+			IdlePerHost: c.IdleConns, SSHConns: conns, Bare: col.name == bareColumn || col.name == bareFwdColumn})
 		if err != nil {
 			return nil, err
 		}
 		e.cleanup = append(e.cleanup, stop)
 		_, port, _ := net.SplitHostPort(addr)
-		e.paths = append(e.paths, path{name: name, addr: addr,
+		side := col.side
+		e.paths = append(e.paths, path{name: col.name, addr: addr,
 			host:    "loadtest.preview.localhost:" + port,
 			header:  http.Header{"Authorization": {"Bearer sbx_at_loadtest"}},
-			tier:    func() []int { return append(descendants(pid), pidsOf(sandbox)...) },
-			sandbox: sandbox})
+			tier:    func() []int { return append(descendants(pid), pidsOf(side)...) },
+			sandbox: side})
 	}
 	return e, nil
 }

@@ -9,10 +9,12 @@ import (
 
 // TestPreviewPathsSmoke sends small requests, a download and WebSocket
 // echoes through every column but nginx and Caddy at a tiny size, so the
-// paths keep working, the bare transport among them; the figures come
+// paths keep working on both roads (the port forwarder and SSH), the bare
+// transports among them; the figures come
 // from `go run ./loadtest preview`.
 func TestPreviewPathsSmoke(t *testing.T) {
-	c := previewConfig{Duration: 300 * time.Millisecond, Conns: 2, Download: 1 << 20, WSRounds: 5, Server: "sshd",
+	c := previewConfig{Duration: 1500 * time.Millisecond, // long enough for a first SSH handshake on a loaded machine
+		Conns: 2, Download: 1 << 20, WSRounds: 5, Server: "sshd",
 		NoNginx: true, NoCaddy: true, Rounds: 1, SSHConns: 1, IdleConns: 4}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
@@ -29,7 +31,7 @@ func TestPreviewPathsSmoke(t *testing.T) {
 		names = append(names, p.name)
 	}
 	// The proxy comes last: the table's ratios are to it.
-	if want := []string{"direct", bareColumn, "proxy"}; !slices.Equal(names, want) {
+	if want := []string{"direct", bareColumn, bareFwdColumn, "proxy-ssh", "proxy"}; !slices.Equal(names, want) {
 		t.Fatalf("paths %q, want %q", names, want)
 	}
 	for _, p := range env.paths {

@@ -20,6 +20,7 @@ import (
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/podtcp"
 	"github.com/sbxedge/sbx/internal/tcpproxy"
 )
 
@@ -34,9 +35,10 @@ type previewChildConfig struct {
 	ReverseProxy bool          `json:"reverse_proxy"` // DisableLeanRelay
 	IdlePerHost  int           `json:"idle_per_host"`
 	SSHConns     int           `json:"ssh_conns"` // SSH connections to the sandbox; 0 or 1: one
-	// Bare runs no proxy: a TCP forwarder that opens a direct-tcpip
-	// channel to the route's port for each connection, the transport the
-	// proxy rides on.
+	// Bare runs no proxy: a TCP relay that opens a connection to the
+	// route's port for each connection, the transport the proxy rides
+	// on: through the sandbox's forwarder when the route has one, else a
+	// direct-tcpip channel.
 	Bare bool `json:"bare"`
 }
 
@@ -54,17 +56,19 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool := podssh.NewPool(sshca.New(caSigner), nil, podssh.WithKeyID("loadtest"), podssh.WithConnsPerSandbox(c.SSHConns))
+	ca := sshca.New(caSigner)
+	pool := podssh.NewPool(ca, nil, podssh.WithKeyID("loadtest"), podssh.WithConnsPerSandbox(c.SSHConns))
 	defer pool.Close()
+	fwd := &podtcp.Dialer{CA: ca, KeyID: "loadtest"}
 	if c.Bare {
-		return forwardChild(ctx, pool, c.Route)
+		return forwardChild(ctx, pool, fwd, c.Route)
 	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	pcfg := preview.DefaultConfig()
 	pcfg.Domain, pcfg.Scheme = "preview.localhost", "http"
 	pcfg.Resolver = staticRoutes{c.Route}
-	pcfg.Pods = pool
+	pcfg.Pods, pcfg.Forwarders = pool, fwd
 	pcfg.Accounts = oneToken{tok: "sbx_at_loadtest", acct: c.Route.AccountID}
 	pcfg.SessionKey = key
 	pcfg.DevSignIn = &preview.DevSignIn{AccountID: c.Route.AccountID, User: "load"}
@@ -90,11 +94,15 @@ func runPreviewChild(ctx context.Context, args []string) error {
 }
 
 // forwardChild relays each connection on a loopback port to rt's port
-// in the sandbox over a direct-tcpip channel from pool, bytes only, and
-// prints the port's address as serveChild does.
-func forwardChild(ctx context.Context, pool *podssh.Pool, rt preview.Route) error {
+// in the sandbox, bytes only: through the sandbox's forwarder when rt
+// has one, else over a direct-tcpip channel from pool. It prints the
+// port's address as serveChild does.
+func forwardChild(ctx context.Context, pool *podssh.Pool, fd *podtcp.Dialer, rt preview.Route) error {
 	upstream := net.JoinHostPort("127.0.0.1", strconv.Itoa(rt.Port))
 	fwd, err := tcpproxy.ListenVia(upstream, func() (net.Conn, error) {
+		if rt.Target.ForwardAddr != "" {
+			return fd.Dial(ctx, rt.Target, rt.Port)
+		}
 		c, err := pool.Client(ctx, rt.Target)
 		if err != nil {
 			return nil, fmt.Errorf("connect to sandbox %s: %w", rt.SandboxID, err)
