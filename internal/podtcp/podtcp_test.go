@@ -53,7 +53,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newCA(t *testing.T) *sshca.CA {
+func newCA(t testing.TB) *sshca.CA {
 	t.Helper()
 	ca, _, err := sshca.Generate()
 	if err != nil {
@@ -62,7 +62,7 @@ func newCA(t *testing.T) *sshca.CA {
 	return ca
 }
 
-func newKey(t *testing.T) ssh.Signer {
+func newKey(t testing.TB) ssh.Signer {
 	t.Helper()
 	_, s, err := sshca.GenerateKey()
 	if err != nil {
@@ -72,7 +72,7 @@ func newKey(t *testing.T) ssh.Signer {
 }
 
 // startSandbox runs a forwarder on 127.0.0.1:0 until the test ends.
-func startSandbox(t *testing.T) *sandbox {
+func startSandbox(t testing.TB) *sandbox {
 	t.Helper()
 	sb := &sandbox{ca: newCA(t), host: newKey(t), user: "sbx", logs: &syncBuffer{}, timeout: 10 * time.Second}
 	sb.keys = Keys{HostKey: sb.host, UserCAs: []ssh.PublicKey{sb.ca.PublicKey()}, Principal: sb.user}
