@@ -41,6 +41,10 @@ type Forwarder struct {
 	HandshakeTimeout time.Duration
 	// DialTimeout bounds connecting to the port; default 5 s.
 	DialTimeout time.Duration
+	// MaxHandshakes bounds connections not yet past the handshake
+	// (sshd's MaxStartups, in effect); more are closed at once. Default
+	// 256.
+	MaxHandshakes int
 	// Now is the clock certificates are checked against; default
 	// time.Now.
 	Now func() time.Time
@@ -87,6 +91,11 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Wait()
 	}()
 
+	n := f.MaxHandshakes
+	if n <= 0 {
+		n = 256
+	}
+	handshakes := make(chan struct{}, n)
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -103,23 +112,33 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("podtcp: accept: %w", err)
 		}
 		delay = 0
+		select {
+		case handshakes <- struct{}{}:
+		default:
+			log.Warn("podtcp: too many connections in their handshake; closing a new one", "remote", c.RemoteAddr().String())
+			_ = c.Close()
+			continue
+		}
 		wg.Go(func() {
 			if !track(c, true) {
 				_ = c.Close()
 				return
 			}
 			defer track(c, false)
-			f.serveConn(ctx, c, log, func(up net.Conn) bool { return track(up, true) }, func(up net.Conn) { track(up, false) })
+			f.serveConn(ctx, c, log, func() { <-handshakes },
+				func(up net.Conn) bool { return track(up, true) }, func(up net.Conn) { track(up, false) })
 		})
 	}
 }
 
-// serveConn runs one connection: the handshake, then the stream.
-// add and remove track the port's connection so Serve can close it.
-func (f *Forwarder) serveConn(ctx context.Context, c net.Conn, log *slog.Logger, add func(net.Conn) bool, remove func(net.Conn)) {
+// serveConn runs one connection: the handshake (after which it calls
+// shaken), then the stream. add and remove track the port's connection
+// so Serve can close it.
+func (f *Forwarder) serveConn(ctx context.Context, c net.Conn, log *slog.Logger, shaken func(), add func(net.Conn) bool, remove func(net.Conn)) {
 	defer c.Close()
 	remote := c.RemoteAddr().String()
 	up, err := f.handshake(ctx, c)
+	shaken()
 	if err != nil {
 		var d *dialError
 		if errors.As(err, &d) {

@@ -516,3 +516,61 @@ func (c *countingCA) UserSigner(p, id string, ttl time.Duration) (ssh.Signer, er
 	c.n++
 	return c.CA.UserSigner(p, id, ttl)
 }
+
+// TestHandshakeBound: connections that say nothing take up handshake
+// slots only up to MaxHandshakes; the next is closed at once, and the
+// edge gets through again once a slot frees.
+func TestHandshakeBound(t *testing.T) {
+	ca, host := newCA(t), newKey(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Forwarder{Keys: func() (Keys, error) {
+		return Keys{HostKey: host, UserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "sbx"}, nil
+	}, MaxHandshakes: 2}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+
+	var silent []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// The greeting means the forwarder took the connection.
+		if _, err := io.ReadFull(c, make([]byte, len(magic)+nonceSize)); err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	third, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	_ = third.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := io.ReadAll(third); len(b) != 0 || (err != nil && !errors.Is(err, syscall.ECONNRESET)) {
+		t.Fatalf("third connection over the bound: got %q, %v; want it closed unanswered", b, err)
+	}
+	silent[0].Close()
+	port, _ := startApp(t, "tcp", "127.0.0.1:0")
+	tg := podssh.Target{ForwardAddr: ln.Addr().String(), User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
+	d := &Dialer{CA: ca}
+	// The slot frees when the forwarder sees the close: retry briefly.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := d.Dial(t.Context(), tg, port)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("edge still refused after a slot freed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
