@@ -45,7 +45,7 @@ func TestKubernetesEndToEnd(t *testing.T) {
 		Lifecycle: lifecycle.Config{ReapInterval: time.Second},
 		Provider: k8stest.Opener{
 			Config: k8s.Config{
-				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
+				Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), ForwardPort: kl.ForwardPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},
 			Client: kc.Client, Dynamic: kc.Dynamic,

@@ -273,6 +273,7 @@ func checkIsolation(t *testing.T, r rendered) {
 		fmt.Sprint(peer.PodSelector.MatchExpressions[0].Values) != "[edge control]" {
 		t.Errorf("sandbox sshd open to %+v; want edge and control pods of sbx-system", peer)
 	}
+	checkForwardPolicy(t, np)
 	out := np["sbx-sandboxes/sandbox-egress-internet-only"]
 	if out == nil {
 		t.Fatal("no sandbox egress policy")
@@ -281,6 +282,47 @@ func checkIsolation(t *testing.T, r rendered) {
 		for _, to := range e.To {
 			if to.IPBlock != nil && !containsAll(to.IPBlock.Except, "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16") {
 				t.Errorf("sandbox egress %s does not exclude the internal ranges: %v", to.IPBlock.CIDR, to.IPBlock.Except)
+			}
+		}
+	}
+}
+
+// checkForwardPolicy: the forward port (2223, the podtcp forwarder) of
+// sandbox pods admits the edge's pods only: not control, not another
+// namespace, not other sandboxes; and no other policy opens it.
+func checkForwardPolicy(t *testing.T, np map[string]*networkingv1.NetworkPolicy) {
+	t.Helper()
+	const port = 2223
+	fwd := np["sbx-sandboxes/sandbox-forward-from-edge"]
+	if fwd == nil || fwd.Spec.PodSelector.MatchLabels["app.kubernetes.io/managed-by"] != "sbx-control" || len(fwd.Spec.Ingress) != 1 {
+		t.Fatalf("sandbox forwarder policy missing or not one rule for sandbox pods: %+v", fwd)
+	}
+	rule := fwd.Spec.Ingress[0]
+	if len(rule.Ports) != 1 || rule.Ports[0].Port.IntValue() != port {
+		t.Errorf("sandbox forwarder policy opens %+v; want port %d only", rule.Ports, port)
+	}
+	if len(rule.From) != 1 {
+		t.Fatalf("sandbox forwarder policy admits %+v; want the edge's pods only", rule.From)
+	}
+	peer := rule.From[0]
+	if peer.IPBlock != nil || peer.NamespaceSelector == nil || peer.PodSelector == nil ||
+		fmt.Sprint(peer.NamespaceSelector.MatchLabels) != "map[kubernetes.io/metadata.name:sbx-system]" ||
+		len(peer.NamespaceSelector.MatchExpressions) != 0 ||
+		fmt.Sprint(peer.PodSelector.MatchLabels) != "map[app.kubernetes.io/name:edge]" ||
+		len(peer.PodSelector.MatchExpressions) != 0 {
+		t.Errorf("sandbox forwarder open to %+v; want the edge pods of sbx-system only", peer)
+	}
+	for name, p := range np {
+		if p == fwd || p.Namespace != "sbx-sandboxes" {
+			continue
+		}
+		for _, r := range p.Spec.Ingress {
+			opens := len(r.Ports) == 0
+			for _, pp := range r.Ports {
+				opens = opens || pp.Port == nil || pp.Port.IntValue() == port
+			}
+			if opens {
+				t.Errorf("policy %s also opens the forward port %d of sandbox pods: %+v", name, port, r)
 			}
 		}
 	}

@@ -154,7 +154,7 @@ func driveProvider(t *testing.T, kc *k8stest.Cluster) []k8stest.Call {
 	}
 	defer st.Close()
 	p, err := k8s.New(k8s.Config{
-		Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
+		Namespace: ns, Catalog: cat, SSHPort: kl.SSHPort(), ForwardPort: kl.ForwardPort(), WorkspaceDir: kl.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReplenishInterval: 50 * time.Millisecond,
 	}, k8s.Deps{Client: kc.Client, Dynamic: kc.Dynamic, Warm: st})
 	if err != nil {

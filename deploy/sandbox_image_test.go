@@ -11,7 +11,7 @@ import (
 // TestSandboxImageMatchesPodSpec: the sandbox image is what the k8s
 // provider's pod spec expects: sbx-init as entrypoint, the non-root user
 // the pod runs as, the Secret and workspace where the pod mounts them,
-// sshd on the SSH port.
+// sshd on the SSH port, the forwarder on its port.
 func TestSandboxImageMatchesPodSpec(t *testing.T) {
 	b, err := os.ReadFile("docker/sandbox.Dockerfile")
 	if err != nil {
@@ -25,6 +25,8 @@ func TestSandboxImageMatchesPodSpec(t *testing.T) {
 		"SBX_SECRET_DIR=" + k8s.SecretDir,
 		"SBX_WORKSPACE=" + k8s.LinuxWorkspace,
 		"SBX_SSH_PORT=2222",
+		"SBX_FORWARD_PORT=2223",
+		"EXPOSE 2222 2223",
 		"openssh-server",
 		"./cmd/sbx-init",
 	} {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/podtcp"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
@@ -78,9 +79,13 @@ func TestPID1InPIDNamespace(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ln, _ = net.Listen("tcp", "127.0.0.1:0")
+	fwdPort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
 
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", initBin,
-		"--secret-dir", secret, "--run-dir", run, "--home", home, "--workspace", ws, "--port", strconv.Itoa(port), "--grace", "2s")
+		"--secret-dir", secret, "--run-dir", run, "--home", home, "--workspace", ws, "--port", strconv.Itoa(port),
+		"--forward-port", strconv.Itoa(fwdPort), "--grace", "2s")
 	var logBuf strings.Builder
 	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -109,6 +114,20 @@ func TestPID1InPIDNamespace(t *testing.T) {
 	target := podssh.Target{SandboxID: "sbx-pid1", Addr: addr, User: "root", HostKey: string(ssh.MarshalAuthorizedKey(key1.PublicKey()))}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+
+	// The forwarder serves the same keys, for the user the init runs as
+	// (root here), to a port on the sandbox's loopback.
+	app, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	fwd := podssh.Target{SandboxID: "sbx-pid1", ForwardAddr: "127.0.0.1:" + strconv.Itoa(fwdPort), User: "root", HostKey: target.HostKey}
+	fc, err := (&podtcp.Dialer{CA: ca}).Dial(ctx, fwd, app.Addr().(*net.TCPAddr).Port)
+	if err != nil {
+		t.Fatalf("dial through the forwarder: %v", err)
+	}
+	fc.Close()
 
 	// PID 1 is ours, and an orphan that exits is reaped.
 	res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "cat /proc/1/cmdline | tr '\\0' ' '; (sleep 0.2 &) ; echo"})

@@ -51,7 +51,7 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	}, slog.New(slog.DiscardHandler), func(c *control.Config) {
 		c.Provider = k8stest.Opener{
 			Config: k8s.Config{
-				Namespace: kc.Namespace, Catalog: cat, SSHPort: kl.SSHPort(), WorkspaceDir: kl.WorkspaceDir(),
+				Namespace: kc.Namespace, Catalog: cat, SSHPort: kl.SSHPort(), ForwardPort: kl.ForwardPort(), WorkspaceDir: kl.WorkspaceDir(),
 				PollInterval: 20 * time.Millisecond, ReplenishInterval: 100 * time.Millisecond,
 			},
 			Client: kc.Client, Dynamic: kc.Dynamic,
@@ -102,12 +102,12 @@ func TestSSHAndPreviewThroughKubernetes(t *testing.T) {
 	// proxy over the pod's sshd (direct-tcpip).
 	sshscenario.Require(t, "python3", "python3")
 	// Any free port but the pods' SSH port, which control rightly refuses
-	// to expose (422). A pod's loopback is the machine's here and the
-	// test kubelet binds that port on the pod IPs only, so 127.0.0.1 can
-	// hand it out (rarely, about once in 10,000 picks; a make race run
-	// drew it).
+	// to expose (422), and their forwarder's. A pod's loopback is the
+	// machine's here and the test kubelet binds those ports on the pod IPs
+	// only, so 127.0.0.1 can hand them out (rarely, about once in 10,000
+	// picks; a make race run drew it).
 	webPort := 0
-	for webPort == 0 || webPort == kl.SSHPort() {
+	for webPort == 0 || webPort == kl.SSHPort() || webPort == kl.ForwardPort() {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)

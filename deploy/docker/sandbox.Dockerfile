@@ -2,7 +2,8 @@
 # objects.go). sbx-init is PID 1: it installs the mounted Secret at
 # /etc/sbx (host_key, user_ca.pub, files.json; again when a warm claim
 # replaces it), runs and supervises sshd on $SBX_SSH_PORT trusting the
-# internal CA, runs the sandbox's services, reaps orphans and ends every
+# internal CA, serves the edge's forwarder on $SBX_FORWARD_PORT with the
+# same keys, runs the sandbox's services, reaps orphans and ends every
 # process on SIGTERM. The pod runs it as the non-root user sandbox
 # (1000:1000, all capabilities dropped), with the workspace volume at
 # /workspace.
@@ -22,9 +23,9 @@ RUN apt-get update \
  && mkdir -p /workspace /run/sbx \
  && chown sandbox:sandbox /workspace /run/sbx
 COPY --from=build /out/sbx-init /usr/local/bin/sbx-init
-ENV SBX_SSH_PORT=2222 SBX_SECRET_DIR=/etc/sbx SBX_RUN_DIR=/run/sbx SBX_WORKSPACE=/workspace HOME=/home/sandbox
+ENV SBX_SSH_PORT=2222 SBX_FORWARD_PORT=2223 SBX_SECRET_DIR=/etc/sbx SBX_RUN_DIR=/run/sbx SBX_WORKSPACE=/workspace HOME=/home/sandbox
 USER 1000:1000
 WORKDIR /workspace
 VOLUME ["/workspace"]
-EXPOSE 2222
+EXPOSE 2222 2223
 ENTRYPOINT ["/usr/local/bin/sbx-init"]

@@ -140,7 +140,7 @@ func handshake(c net.Conn, signer ssh.Signer, pinned ssh.PublicKey, port int) er
 	if err != nil {
 		return fmt.Errorf("sign hello: %w", err)
 	}
-	if err := writeFrame(c, &hello{Cert: signer.PublicKey().Marshal(), Port: uint32(port), Nonce: nc, Sig: sig}); err != nil {
+	if err := writeFrame(c, &hello{Cert: signer.PublicKey().Marshal(), Port: uint32(port), Nonce: nc, Sig: sig, HostKey: hostKey}); err != nil {
 		return fmt.Errorf("write hello: %w", err)
 	}
 	var r reply

@@ -188,6 +188,14 @@ func (f *Forwarder) handshake(ctx context.Context, c net.Conn) (net.Conn, error)
 	if err := f.checkHello(keys, ns, &h); err != nil {
 		return nil, err
 	}
+	if !bytes.Equal(h.HostKey, keys.HostKey.PublicKey().Marshal()) {
+		// The edge meant another sandbox (this address was its pod's).
+		// This one's signature tells it so; nothing is opened.
+		if err := answer(c, keys, ns, &h, statusOther); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the edge pinned another host key (%s)", fingerprint(h.HostKey))
+	}
 
 	port := int(h.Port)
 	up, derr := f.dialPort(ctx, port)
@@ -199,17 +207,11 @@ func (f *Forwarder) handshake(ctx context.Context, c net.Conn) (net.Conn, error)
 	default:
 		status = statusFailed
 	}
-	t := transcript{Domain: domainServer, ServerNonce: ns, ClientNonce: h.Nonce, Port: h.Port, Status: status,
-		HostKey: keys.HostKey.PublicKey().Marshal()}
-	sig, err := sign(keys.HostKey, t.bytes())
-	if err == nil {
-		err = writeFrame(c, &reply{Status: status, Sig: sig})
-	}
-	if err != nil {
+	if err := answer(c, keys, ns, &h, status); err != nil {
 		if up != nil {
 			_ = up.Close()
 		}
-		return nil, fmt.Errorf("write reply: %w", err)
+		return nil, err
 	}
 	if derr != nil {
 		return nil, &dialError{port: port, err: derr}
@@ -218,9 +220,32 @@ func (f *Forwarder) handshake(ctx context.Context, c net.Conn) (net.Conn, error)
 	return up, nil
 }
 
+// answer writes the reply with status, signed by the host key.
+func answer(c net.Conn, keys Keys, ns []byte, h *hello, status uint32) error {
+	t := transcript{Domain: domainServer, ServerNonce: ns, ClientNonce: h.Nonce, Port: h.Port, Status: status,
+		HostKey: keys.HostKey.PublicKey().Marshal()}
+	sig, err := sign(keys.HostKey, t.bytes())
+	if err == nil {
+		err = writeFrame(c, &reply{Status: status, Sig: sig})
+	}
+	if err != nil {
+		return fmt.Errorf("write reply: %w", err)
+	}
+	return nil
+}
+
+func fingerprint(wire []byte) string {
+	k, err := ssh.ParsePublicKey(wire)
+	if err != nil {
+		return "unparsable"
+	}
+	return ssh.FingerprintSHA256(k)
+}
+
 // checkHello verifies that the hello comes from a holder of a CA-signed
 // user certificate for the principal, signed over this connection's
-// nonce, for this sandbox's host key.
+// nonce, for the host key it names (which handshake compares with this
+// sandbox's).
 func (f *Forwarder) checkHello(keys Keys, ns []byte, h *hello) error {
 	if len(h.Nonce) != nonceSize {
 		return fmt.Errorf("%w: nonce of %d bytes", errFrame, len(h.Nonce))
@@ -261,8 +286,7 @@ func (f *Forwarder) checkHello(keys Keys, ns []byte, h *hello) error {
 		// a certificate restricted by them is not for this road.
 		return fmt.Errorf("certificate %q carries critical options", cert.KeyId)
 	}
-	t := transcript{Domain: domainClient, ServerNonce: ns, ClientNonce: h.Nonce, Port: h.Port,
-		HostKey: keys.HostKey.PublicKey().Marshal()}
+	t := transcript{Domain: domainClient, ServerNonce: ns, ClientNonce: h.Nonce, Port: h.Port, HostKey: h.HostKey}
 	if err := verify(cert.Key, t.bytes(), h.Sig); err != nil {
 		return fmt.Errorf("certificate %q: %w", cert.KeyId, err)
 	}

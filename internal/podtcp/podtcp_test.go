@@ -195,33 +195,33 @@ func TestRefusedPort(t *testing.T) {
 }
 
 // TestEdgeChecksHostKey: a forwarder holding another key than the pinned
-// one (a pod that took over a dead sandbox's address) gets no stream.
+// one (a pod address that now belongs to another sandbox) opens nothing,
+// and the edge learns it is not the pinned sandbox.
 func TestEdgeChecksHostKey(t *testing.T) {
 	sb := startSandbox(t)
-	port, _ := startApp(t, "tcp", "127.0.0.1:0")
+	port, accepted := startApp(t, "tcp", "127.0.0.1:0")
 	tg := sb.target()
 	other := newKey(t)
 	tg.HostKey = string(ssh.MarshalAuthorizedKey(other.PublicKey()))
 	_, err := (&Dialer{CA: sb.ca}).Dial(t.Context(), tg, port)
-	// The hello was signed for the pinned key, so the forwarder refuses
-	// it before dialling; had it answered, its signature would not
-	// verify either.
-	if err == nil {
-		t.Fatal("Dial succeeded against a forwarder with another host key")
+	if !errors.Is(err, ErrHostKey) {
+		t.Fatalf("Dial with another sandbox's host key pinned: %v, want ErrHostKey", err)
 	}
-	if !strings.Contains(sb.logs.String(), "bad signature") {
+	if !strings.Contains(sb.logs.String(), "pinned another host key") {
 		t.Errorf("forwarder log does not say why:\n%s", sb.logs.String())
 	}
 
-	// The forwarder's own answer is checked too: a forwarder that signs
-	// its reply with another key than the pinned one.
+	// An impostor: a forwarder that answers with another key than the
+	// one the edge pinned and named.
 	sb.keysMu.Lock()
 	sb.keys.HostKey = other
 	sb.keysMu.Unlock()
-	tg = sb.target() // pinned: the original host key
-	_, err = (&Dialer{CA: sb.ca}).Dial(t.Context(), tg, port)
-	if err == nil {
-		t.Fatal("Dial succeeded against a forwarder with another host key")
+	_, err = (&Dialer{CA: sb.ca}).Dial(t.Context(), sb.target(), port)
+	if !errors.Is(err, ErrHostKey) {
+		t.Fatalf("Dial to a forwarder with another host key: %v, want ErrHostKey", err)
+	}
+	if n := accepted(); n != 0 {
+		t.Fatalf("the app saw %d connections through forwarders that are not the pinned sandbox", n)
 	}
 }
 
@@ -231,6 +231,7 @@ type edgeHello struct {
 	cert     []byte     // overrides the certificate sent
 	port     int
 	hostKey  ssh.PublicKey // the host key signed for
+	namedKey ssh.PublicKey // the host key the hello names, if not hostKey
 	domain   string
 	nonce    []byte
 	serverNS []byte // signs this server nonce instead of the one sent
@@ -270,7 +271,11 @@ func rawDial(t *testing.T, addr string, h edgeHello) (net.Conn, []byte) {
 	if cert == nil {
 		cert = h.signer.PublicKey().Marshal()
 	}
-	if err := writeFrame(c, &hello{Cert: cert, Port: uint32(h.port), Nonce: h.nonce, Sig: sig}); err != nil {
+	named := h.hostKey.Marshal()
+	if h.namedKey != nil {
+		named = h.namedKey.Marshal()
+	}
+	if err := writeFrame(c, &hello{Cert: cert, Port: uint32(h.port), Nonce: h.nonce, Sig: sig, HostKey: named}); err != nil {
 		t.Fatal(err)
 	}
 	return c, ns
@@ -344,7 +349,7 @@ func TestForwarderRefuses(t *testing.T) {
 		{"critical options", edgeHello{signer: certSigner(t, caKey, func(c *ssh.Certificate) {
 			c.CriticalOptions = map[string]string{"force-command": "true"}
 		}), port: port, hostKey: sb.host.PublicKey()}, "critical option"},
-		{"signed for another sandbox's host key", edgeHello{signer: good.signer, port: port, hostKey: newKey(t).PublicKey()}, "bad signature"},
+		{"signed for another host key than it names", edgeHello{signer: good.signer, port: port, hostKey: newKey(t).PublicKey(), namedKey: sb.host.PublicKey()}, "bad signature"},
 		{"signed for another nonce (a replay)", edgeHello{signer: good.signer, port: port, hostKey: sb.host.PublicKey(), serverNS: bytes.Repeat([]byte{7}, nonceSize)}, "bad signature"},
 		{"the forwarder's domain", edgeHello{signer: good.signer, port: port, hostKey: sb.host.PublicKey(), domain: domainServer}, "bad signature"},
 		{"a certificate of one key, signed by another", edgeHello{signer: plain, cert: good.signer.PublicKey().Marshal(), port: port, hostKey: sb.host.PublicKey()}, "bad signature"},

@@ -8,7 +8,10 @@
 // and the forwarder signs with the sandbox's host key, which control
 // pinned at provisioning. Each side signs the other's fresh nonce, the
 // port and the pinned host key, so nothing recorded can be replayed and
-// a handshake meant for one sandbox is refused by another. After the
+// a handshake meant for one sandbox opens nothing in another: that one
+// answers the edge with its own key's signature, which the edge finds is
+// not the pinned key's (ErrHostKey), as a pod address that now belongs
+// to another sandbox shows on the SSH road. After the
 // handshake the stream is the app's bytes, unencrypted: this road is for
 // a cluster network the operator trusts not to be read, as an ingress
 // controller's hop to a pod is. Everything else (exec, files, terminals)
@@ -17,7 +20,7 @@
 // The wire, version 1:
 //
 //	forwarder → edge  "SBXFWD1\n" and a 32-byte nonce
-//	edge → forwarder  frame(hello{cert, port, nonce, signature})
+//	edge → forwarder  frame(hello{cert, port, nonce, signature, pinned host key})
 //	forwarder → edge  frame(reply{status, signature})
 //	then the port's bytes, both ways
 //
@@ -50,6 +53,7 @@ const (
 	statusOpen    uint32 = 0 // connected to the port; the stream follows
 	statusRefused uint32 = 1 // nothing listens on the port (127.0.0.1 or ::1)
 	statusFailed  uint32 = 2 // the port could not be reached otherwise
+	statusOther   uint32 = 3 // the edge pinned another sandbox's host key
 )
 
 // hello is the edge's half of the handshake.
@@ -58,6 +62,9 @@ type hello struct {
 	Port  uint32
 	Nonce []byte
 	Sig   []byte // ssh.Signature of clientTranscript, SSH wire form
+	// HostKey is the host key the edge pinned, SSH wire form: the one
+	// its transcript names.
+	HostKey []byte
 }
 
 // reply is the forwarder's half.

@@ -14,10 +14,16 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/podtcp"
 )
 
 // The sandbox pod's start-up contract (control/provider/k8s objects.go):
@@ -26,7 +32,8 @@ import (
 // directory); sshd listens on the SSH port trusting the CA. A warm pod's
 // Secret is replaced when it is claimed: the init notices, installs the
 // new files and restarts sshd, so the pod presents the claimed sandbox's
-// host key.
+// host key. The forwarder (internal/podtcp) on the forward port proves
+// the same host key and trusts the same CA, and switches with sshd.
 
 // InitConfig configures the init proper (RunInit).
 type InitConfig struct {
@@ -39,7 +46,14 @@ type InitConfig struct {
 	// (the test kubelet's, each on its own loopback IP) set it.
 	ListenAddr string
 	SSHPort    int
-	SSHD       string // absolute path of sshd
+	// ForwardPort is the podtcp forwarder's port, on ListenAddr's host
+	// (every address when empty); 0 runs no forwarder.
+	ForwardPort int
+	// User is the login name edge certificates name: sshd takes a
+	// certificate's principal as the login name, and a pod's sshd serves
+	// only the user it runs as. The forwarder requires the same principal.
+	User string
+	SSHD string // absolute path of sshd
 	// Self is the init binary, which sshd runs as "Self ctl --socket S"
 	// for the sbx-init subsystem.
 	Self string
@@ -53,8 +67,8 @@ type InitConfig struct {
 func SocketPath(runDir string) string { return filepath.Join(runDir, "init.sock") }
 
 // RunInit installs the Secret's files, runs and supervises sshd, serves
-// the control protocol on a unix socket and runs the services, until ctx
-// ends; then it stops the services and sshd and returns.
+// the control protocol on a unix socket, serves the forwarder and runs the
+// services, until ctx ends; then it stops them all and returns.
 func RunInit(ctx context.Context, cfg InitConfig) error {
 	if cfg.WatchInterval <= 0 {
 		cfg.WatchInterval = time.Second
@@ -95,6 +109,31 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 		}
 	}()
 
+	// keys is what the last install put in place; nil until the first,
+	// so a warm pod's forwarder refuses everyone until it is claimed.
+	var keys atomic.Pointer[podtcp.Keys]
+	if cfg.ForwardPort != 0 {
+		fln, err := net.Listen("tcp", net.JoinHostPort(listenHost(cfg.ListenAddr), strconv.Itoa(cfg.ForwardPort)))
+		if err != nil {
+			return fmt.Errorf("forwarder: %w", err)
+		}
+		fwd := &podtcp.Forwarder{Logger: log, Keys: func() (podtcp.Keys, error) {
+			k := keys.Load()
+			if k == nil {
+				return podtcp.Keys{}, errors.New("the sandbox's keys are not installed yet")
+			}
+			return *k, nil
+		}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fwd.Serve(serveCtx, fln); err != nil {
+				log.Warn("forwarder", "err", err)
+			}
+		}()
+		log.Info("forwarder listening", "addr", fln.Addr().String())
+	}
+
 	var sshd *exec.Cmd
 	var sshdDone chan struct{}
 	startSSHD := func() error {
@@ -125,7 +164,7 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 	}
 	defer stopSSHD()
 
-	sum, err := install(cfg)
+	sum, k, err := install(cfg)
 	for err != nil { // a warm pod may start before its Secret has keys
 		log.Info("waiting for the secret", "err", err)
 		select {
@@ -133,8 +172,9 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 			return nil
 		case <-time.After(cfg.WatchInterval):
 		}
-		sum, err = install(cfg)
+		sum, k, err = install(cfg)
 	}
+	keys.Store(k)
 	if err := startSSHD(); err != nil {
 		return err
 	}
@@ -157,10 +197,13 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 			if err != nil || bytes.Equal(now, sum) {
 				continue
 			}
-			if sum, err = install(cfg); err != nil {
+			s, k, err := install(cfg)
+			if err != nil {
 				log.Warn("install changed secret", "err", err)
 				continue
 			}
+			sum = s
+			keys.Store(k)
 			log.Info("secret changed: keys reinstalled; restarting sshd")
 			stopSSHD()
 			if err := startSSHD(); err != nil {
@@ -188,22 +231,33 @@ func secretSum(dir string) ([]byte, error) {
 // install copies the host key and CA into RunDir (sshd wants the key
 // 0600 and owned by its user, which a Secret mount is not), writes the
 // files.json entries under HomeDir, and writes sshd_config. It returns
-// the Secret's fingerprint.
-func install(cfg InitConfig) ([]byte, error) {
+// the Secret's fingerprint and the forwarder's keys: parsed from the
+// bytes sshd is given, before anything is written, so keys that do not
+// parse leave the previous install in place.
+func install(cfg InitConfig) ([]byte, *podtcp.Keys, error) {
 	sum, err := secretSum(cfg.SecretDir)
 	if err != nil {
-		return nil, fmt.Errorf("read secret: %w", err)
+		return nil, nil, fmt.Errorf("read secret: %w", err)
+	}
+	hostKey, err := os.ReadFile(filepath.Join(cfg.SecretDir, "host_key"))
+	if err != nil {
+		return nil, nil, err
+	}
+	userCA, err := os.ReadFile(filepath.Join(cfg.SecretDir, "user_ca.pub"))
+	if err != nil {
+		return nil, nil, err
+	}
+	keys, err := parseKeys(hostKey, userCA, cfg.User)
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, f := range []struct {
 		name string
+		data []byte
 		mode fs.FileMode
-	}{{"host_key", 0o600}, {"user_ca.pub", 0o644}} {
-		b, err := os.ReadFile(filepath.Join(cfg.SecretDir, f.name))
-		if err != nil {
-			return nil, err
-		}
-		if err := writeAtomic(filepath.Join(cfg.RunDir, f.name), b, f.mode); err != nil {
-			return nil, err
+	}{{"host_key", hostKey, 0o600}, {"user_ca.pub", userCA, 0o644}} {
+		if err := writeAtomic(filepath.Join(cfg.RunDir, f.name), f.data, f.mode); err != nil {
+			return nil, nil, err
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(cfg.SecretDir, "files.json")); err == nil {
@@ -213,26 +267,26 @@ func install(cfg InitConfig) ([]byte, error) {
 			Mode uint32 `json:"mode"`
 		}
 		if err := json.Unmarshal(b, &entries); err != nil {
-			return nil, fmt.Errorf("files.json: %w", err)
+			return nil, nil, fmt.Errorf("files.json: %w", err)
 		}
 		for _, e := range entries {
 			if !filepath.IsLocal(e.Path) || strings.ContainsAny(e.Key, "/\\") {
-				return nil, fmt.Errorf("files.json: entry %q -> %q leaves the home directory", e.Key, e.Path)
+				return nil, nil, fmt.Errorf("files.json: entry %q -> %q leaves the home directory", e.Key, e.Path)
 			}
 			data, err := os.ReadFile(filepath.Join(cfg.SecretDir, e.Key))
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			p := filepath.Join(cfg.HomeDir, e.Path)
 			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			mode := fs.FileMode(e.Mode).Perm()
 			if mode == 0 {
 				mode = 0o600
 			}
 			if err := writeAtomic(p, data, mode); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
@@ -241,9 +295,39 @@ func install(cfg InitConfig) ([]byte, error) {
 		PidFile: filepath.Join(cfg.RunDir, "sshd.pid"), InitCommand: cfg.Self + " ctl --socket " + SocketPath(cfg.RunDir),
 	}.String()
 	if err := writeAtomic(filepath.Join(cfg.RunDir, "sshd_config"), []byte(conf), 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return sum, nil
+	return sum, keys, nil
+}
+
+// parseKeys reads the host key and the trusted CA keys the way sshd
+// does: every key line of the CA file counts, other lines are skipped.
+func parseKeys(hostKey, userCA []byte, principal string) (*podtcp.Keys, error) {
+	signer, err := ssh.ParsePrivateKey(hostKey)
+	if err != nil {
+		return nil, fmt.Errorf("host_key: %w", err)
+	}
+	k := &podtcp.Keys{HostKey: signer, Principal: principal}
+	for rest := userCA; len(rest) > 0; {
+		var ca ssh.PublicKey
+		if ca, _, _, rest, err = ssh.ParseAuthorizedKey(rest); err != nil {
+			break // no key in what is left
+		}
+		k.UserCAs = append(k.UserCAs, ca)
+	}
+	if len(k.UserCAs) == 0 {
+		return nil, errors.New("user_ca.pub: no key")
+	}
+	return k, nil
+}
+
+// listenHost is addr's host when it carries a port (sshd's ListenAddress
+// may), else addr.
+func listenHost(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 func writeAtomic(path string, data []byte, mode fs.FileMode) error {

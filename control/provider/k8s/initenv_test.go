@@ -32,8 +32,8 @@ func goldenPod(t *testing.T, platform string) *corev1.Pod {
 // TestGoldenPodRunsTheInit: the pod in the golden file points the init
 // (cmd/sbx-init, which the test kubelet runs with the environment
 // k8stest.InitEnv derives from the pod spec) at its Secret volume, its
-// workspace PVC and its SSH port; a pod that mounts the workspace
-// somewhere the init does not look is refused. Every pod in this
+// workspace PVC, its SSH port and its forwarder's port; a pod that mounts
+// the workspace somewhere the init does not look is refused. Every pod in this
 // package's tests runs through the same derivation, so a pod spec the
 // init cannot run under fails them too.
 func TestGoldenPodRunsTheInit(t *testing.T) {
@@ -43,7 +43,7 @@ func TestGoldenPodRunsTheInit(t *testing.T) {
 		t.Fatalf("the golden pod's init environment: %v", err)
 	}
 	for _, want := range []string{
-		"SBX_SECRET_DIR=/vol/secret", "SBX_WORKSPACE=/vol/ws", "SBX_SSH_PORT=2222",
+		"SBX_SECRET_DIR=/vol/secret", "SBX_WORKSPACE=/vol/ws", "SBX_SSH_PORT=2222", "SBX_FORWARD_PORT=2223", "SBX_USER=sandbox",
 		// The image's own, in the container's filesystem.
 		"SBX_RUN_DIR=/pod/root/run/sbx", "HOME=/pod/root/home/sandbox",
 	} {
@@ -66,6 +66,12 @@ func TestGoldenPodRunsTheInit(t *testing.T) {
 	noPort.Spec.Containers[0].Ports[0].ContainerPort = 2200
 	if env, err := k8stest.InitEnv(noPort, "/pod/root", nil); err == nil {
 		t.Errorf("a pod whose ssh port is not the init's ran with %q; want it refused", env)
+	}
+	noFwd := pod.DeepCopy()
+	noFwd.Spec.Containers[0].Env = slices.DeleteFunc(noFwd.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "SBX_FORWARD_PORT" })
+	noFwd.Spec.Containers[0].Ports[1].ContainerPort = 2300
+	if env, err := k8stest.InitEnv(noFwd, "/pod/root", nil); err == nil {
+		t.Errorf("a pod whose forward port is not the init's ran with %q; want it refused", env)
 	}
 
 	mac, err := k8stest.InitEnv(goldenPod(t, "macos"), "/pod/root", map[string]string{"ssh": "/vol/secret"})

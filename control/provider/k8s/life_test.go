@@ -47,7 +47,7 @@ func newReplicaCfg(t *testing.T, e *env, dbURL string, watch, jobs bool, lc life
 	}
 	t.Cleanup(func() { st.Close() })
 	prov, err := k8s.New(k8s.Config{
-		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), ForwardPort: e.kubelet.ForwardPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReadyTimeout: testReadyTimeout, ReplenishInterval: 100 * time.Millisecond,
 	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 	if err != nil {

@@ -39,8 +39,10 @@ const (
 // Paths inside the sandbox. The image's init (cmd/sbx-init, PID 1 of
 // deploy/docker/sandbox.Dockerfile) follows this contract: it waits for SecretDir/host_key, installs each
 // entry of SecretDir/files.json into the sandbox user's home, then starts
-// sshd on the SSH port trusting SecretDir/user_ca.pub. Grant tokens reach
-// the sandbox this way, at the path the grants code documents.
+// sshd on the SSH port trusting SecretDir/user_ca.pub, and serves the
+// edge's forwarder on the forward port with the same keys for
+// SandboxUser. Grant tokens reach the sandbox this way, at the path the
+// grants code documents.
 const (
 	SecretDir      = "/etc/sbx"
 	LinuxWorkspace = "/workspace"
@@ -180,9 +182,15 @@ func (p *Provider) pod(n names, role string, shape Shape, spec *provider.Spec) *
 		},
 		Image:           shape.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Ports:           []corev1.ContainerPort{{Name: "ssh", ContainerPort: int32(p.cfg.SSHPort), Protocol: corev1.ProtocolTCP}},
+		Ports: []corev1.ContainerPort{
+			{Name: "ssh", ContainerPort: int32(p.cfg.SSHPort), Protocol: corev1.ProtocolTCP},
+			{Name: "forward", ContainerPort: int32(p.cfg.ForwardPort), Protocol: corev1.ProtocolTCP},
+		},
 		Env: []corev1.EnvVar{
 			{Name: "SBX_SSH_PORT", Value: strconv.Itoa(p.cfg.SSHPort)},
+			{Name: "SBX_FORWARD_PORT", Value: strconv.Itoa(p.cfg.ForwardPort)},
+			// The principal the edge's certificates carry (Endpoint.User).
+			{Name: "SBX_USER", Value: SandboxUser},
 			{Name: "SBX_SECRET_DIR", Value: SecretDir},
 		},
 		Resources:    corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},

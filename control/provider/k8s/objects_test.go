@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -75,6 +76,27 @@ func TestObjectsGolden(t *testing.T) {
 			}
 			if !bytes.Equal(buf.Bytes(), want) {
 				t.Errorf("objects for %s differ from %s (run with -update and review):\n%s", profile, golden, buf.String())
+			}
+		})
+	}
+}
+
+// TestEndpoint: sshd and the forwarder are reached on the pod's IP, each
+// on its port.
+func TestEndpoint(t *testing.T) {
+	p, _ := objectBuilder(t)
+	for _, tc := range []struct {
+		ip, addr, forward string
+	}{
+		{"10.4.0.7", "10.4.0.7:2222", "10.4.0.7:2223"},
+		{"fd00::7", "[fd00::7]:2222", "[fd00::7]:2223"},
+	} {
+		t.Run(tc.ip, func(t *testing.T) {
+			pod := &corev1.Pod{Status: corev1.PodStatus{PodIP: tc.ip}}
+			pod.Name = "sbx-ep"
+			ep := p.endpoint(pod, PlatformLinux)
+			if ep.Addr != tc.addr || ep.ForwardAddr != tc.forward || ep.User != SandboxUser {
+				t.Errorf("endpoint of a pod at %s: %+v; want Addr %s, ForwardAddr %s, User %s", tc.ip, ep, tc.addr, tc.forward, SandboxUser)
 			}
 		})
 	}

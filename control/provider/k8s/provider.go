@@ -49,6 +49,9 @@ type Config struct {
 	// SSHPort is the port sandbox sshd listens on inside the pod. Above
 	// 1024 so it runs without NET_BIND_SERVICE. Default 2222.
 	SSHPort int
+	// ForwardPort is the port of the init's podtcp forwarder, the
+	// edge's plain-TCP road to the sandbox's ports. Default 2223.
+	ForwardPort int
 	// WorkspaceDir is the workspace mount path inside Linux pods (default
 	// LinuxWorkspace). A "%s" in it is replaced by the pod name: the test
 	// kubelet runs every pod on one filesystem and needs them apart.
@@ -73,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.SSHPort < 0 || c.SSHPort > 65535 {
 		return fmt.Errorf("k8s provider: SSHPort %d out of range", c.SSHPort)
+	}
+	if c.ForwardPort < 0 || c.ForwardPort > 65535 {
+		return fmt.Errorf("k8s provider: ForwardPort %d out of range", c.ForwardPort)
 	}
 	return nil
 }
@@ -114,6 +120,7 @@ func New(cfg Config, d Deps) (*Provider, error) {
 		return nil, errors.New("k8s provider: Client and Dynamic are required")
 	}
 	cfg.SSHPort = cmp.Or(cfg.SSHPort, 2222)
+	cfg.ForwardPort = cmp.Or(cfg.ForwardPort, 2223)
 	cfg.WorkspaceDir = cmp.Or(cfg.WorkspaceDir, LinuxWorkspace)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, 500*time.Millisecond)
 	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 5*time.Minute)
@@ -322,8 +329,9 @@ func (p *Provider) endpoint(pod *corev1.Pod, platform string) provider.Endpoint 
 		ws = p.workspaceDir(pod.Name)
 	}
 	return provider.Endpoint{
-		Addr: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(p.cfg.SSHPort)),
-		User: SandboxUser, Workspace: ws,
+		Addr:        net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(p.cfg.SSHPort)),
+		ForwardAddr: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(p.cfg.ForwardPort)),
+		User:        SandboxUser, Workspace: ws,
 	}
 }
 

@@ -2,6 +2,7 @@ package k8s_test
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,6 +81,10 @@ func TestColdBootToReady(t *testing.T) {
 	if err := podssh.ProbeHostKey(ctx, ep.Addr, parseAuthorized(t, other)); err == nil {
 		t.Error("probe with another sandbox's key succeeded; want a mismatch")
 	}
+	if host, _, _ := net.SplitHostPort(ep.ForwardAddr); host != pod.Status.PodIP {
+		t.Errorf("forward address %q is not on the pod IP %s", ep.ForwardAddr, pod.Status.PodIP)
+	}
+	e.checkForward(t, ep, "sbx-cold")
 	// The grant file reached the pod's home through the Secret, and the
 	// pod's init is PID 1 of the pod.
 	pool := podssh.NewPool(e.ca, nil)

@@ -76,7 +76,7 @@ func TestWarmImageRollAndRetire(t *testing.T) {
 			}
 		}
 		p, err := k8s.New(k8s.Config{
-			Namespace: e.ns, Catalog: cat, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+			Namespace: e.ns, Catalog: cat, SSHPort: e.kubelet.SSHPort(), ForwardPort: e.kubelet.ForwardPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 			PollInterval: 20 * time.Millisecond, ReadyTimeout: testReadyTimeout,
 		}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 		if err != nil {
@@ -145,7 +145,7 @@ func TestCapacityGauges(t *testing.T) {
 	ctx := ctxT(t)
 	reg := prometheus.NewRegistry()
 	p, err := k8s.New(k8s.Config{
-		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), ForwardPort: e.kubelet.ForwardPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReplenishInterval: 20 * time.Millisecond,
 	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Metrics: k8s.NewMetrics(reg)})
 	if err != nil {
@@ -221,7 +221,7 @@ func TestWarmClaimResumes(t *testing.T) {
 	ctx := ctxT(t)
 	st := openSQLite(t)
 	p, err := k8s.New(k8s.Config{
-		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), ForwardPort: e.kubelet.ForwardPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
 		PollInterval: 20 * time.Millisecond, ReadyTimeout: testReadyTimeout,
 	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
 	if err != nil {
@@ -244,9 +244,12 @@ func TestWarmClaimResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, pod := range map[string]string{"sbx-cut-a": podA, "sbx-cut-b": podB} {
-		if _, err := p.Provision(ctx, e.spec(t, id, "tuist-linux-warm")); err != nil {
+		ep, err := p.Provision(ctx, e.spec(t, id, "tuist-linux-warm"))
+		if err != nil {
 			t.Fatalf("retried provision of %s: %v", id, err)
 		}
+		// The warm pod's forwarder took the claimed sandbox's keys.
+		e.checkForward(t, ep, id)
 		got, err := e.client.CoreV1().Pods(e.ns).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil || got.Labels[k8s.LabelSandbox] != id {
 			t.Errorf("pod %s labels %v, %v; want the claim's sandbox %s", pod, got.Labels, err, id)

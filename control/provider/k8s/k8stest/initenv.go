@@ -16,7 +16,7 @@ import (
 // image's PATH.
 var imageEnv = []string{
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"SBX_SSH_PORT=2222", "SBX_SECRET_DIR=/etc/sbx", "SBX_RUN_DIR=/run/sbx", "SBX_WORKSPACE=/workspace", "HOME=/home/sandbox",
+	"SBX_SSH_PORT=2222", "SBX_FORWARD_PORT=2223", "SBX_SECRET_DIR=/etc/sbx", "SBX_RUN_DIR=/run/sbx", "SBX_WORKSPACE=/workspace", "HOME=/home/sandbox",
 }
 
 // pathEnv are the variables cmd/sbx-init reads as paths in the
@@ -34,7 +34,8 @@ type badSpecError struct{ error }
 // name; elsewhere under root, the container's own filesystem). It
 // refuses a pod whose environment does not point the init at what the
 // pod mounts for it: the Secret volume at SBX_SECRET_DIR, the workspace
-// PVC at SBX_WORKSPACE, the port named ssh at SBX_SSH_PORT.
+// PVC at SBX_WORKSPACE, the port named ssh at SBX_SSH_PORT, the port
+// named forward at SBX_FORWARD_PORT.
 func InitEnv(pod *corev1.Pod, root string, vols map[string]string) ([]string, error) {
 	c := pod.Spec.Containers[0]
 	var names []string
@@ -73,9 +74,10 @@ func InitEnv(pod *corev1.Pod, root string, vols map[string]string) ([]string, er
 			return nil, badSpecError{fmt.Errorf("%s is %q, but the pod mounts volume %s at %q: the init would not find it", name, env[name], v.Name, mp)}
 		}
 	}
+	portEnv := map[string]string{"ssh": "SBX_SSH_PORT", "forward": "SBX_FORWARD_PORT"}
 	for _, p := range c.Ports {
-		if p.Name == "ssh" && strconv.Itoa(int(p.ContainerPort)) != env["SBX_SSH_PORT"] {
-			return nil, badSpecError{fmt.Errorf("SBX_SSH_PORT is %q, but the port named ssh is %d", env["SBX_SSH_PORT"], p.ContainerPort)}
+		if name, ok := portEnv[p.Name]; ok && strconv.Itoa(int(p.ContainerPort)) != env[name] {
+			return nil, badSpecError{fmt.Errorf("%s is %q, but the port named %s is %d", name, env[name], p.Name, p.ContainerPort)}
 		}
 	}
 	// Deepest mount first, so a mount inside another wins.

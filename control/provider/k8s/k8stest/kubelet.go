@@ -6,9 +6,9 @@
 // as PID 1 of a PID and mount namespace of the pod's own, with the pod's
 // Secret written where its volume mounts (rewritten, as kubelet does, when
 // the Secret changes), the PVC's directory as the workspace, the
-// environment the image and the pod's container set, and sshd on the
-// pod's own loopback IP and the SSH port. It reports the pod Running with
-// that IP, and Failed or Succeeded when its init exits. It plays the CSI
+// environment the image and the pod's container set, and sshd and the
+// init's forwarder on the pod's own loopback IP and their ports. It
+// reports the pod Running with that IP, and Failed or Succeeded when its init exits. It plays the CSI
 // driver too: VolumeSnapshots copy the PVC's directory and become
 // readyToUse, and a PVC with a snapshot data source starts as that copy.
 // Fail ends a pod with a terminal phase and reason on demand.
@@ -57,7 +57,8 @@ type Kubelet struct {
 	// and a unix socket's path has at most 107 bytes.
 	podsDir string
 	init    string // the sbx-init binary
-	port    int
+	port    int    // every pod's SSH port
+	fwdPort int    // every pod's forwarder port
 	log     *slog.Logger
 
 	mu      sync.Mutex // guards pods, nextIP, nextDir, deleted and each podRun
@@ -168,15 +169,18 @@ func Start(t testing.TB, client kubernetes.Interface, dyn dynamic.Interface, ns 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(podsDir) }) // after Close: cleanups run last first
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var ports [2]int
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close() // both held until both are picked, so they differ
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{
-		client: client, dyn: dyn, ns: ns, dir: t.TempDir(), podsDir: podsDir, init: bin, port: port,
+		client: client, dyn: dyn, ns: ns, dir: t.TempDir(), podsDir: podsDir, init: bin, port: ports[0], fwdPort: ports[1],
 		log:  slog.New(slog.DiscardHandler),
 		pods: map[string]*podRun{}, deleted: map[string]types.UID{},
 		// Each kubelet hands out its own block of 127/8 so parallel tests
@@ -249,6 +253,10 @@ const sshdPath = "/usr/sbin/sshd"
 // SSHPort is the port every pod's sshd answers on; give it to the
 // provider's Config.SSHPort.
 func (k *Kubelet) SSHPort() int { return k.port }
+
+// ForwardPort is the port every pod's forwarder answers on; give it to
+// the provider's Config.ForwardPort.
+func (k *Kubelet) ForwardPort() int { return k.fwdPort }
 
 // WorkspaceDir is the provider's Config.WorkspaceDir for this kubelet:
 // every pod's workspace on this machine's filesystem.
@@ -462,7 +470,7 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod, r *podRun, sec *co
 	if err := writePasswd(passwd, k8s.SandboxUser, home); err != nil {
 		return err
 	}
-	if err := k.freeAddr(r); err != nil {
+	if err := k.freeAddr(r, pod); err != nil {
 		return err
 	}
 	log, err := os.Create(filepath.Join(r.dir, "init.log"))
@@ -550,21 +558,30 @@ func (k *Kubelet) allocIPLocked() string {
 	return ip.String()
 }
 
-// freeAddr makes sure the pod's IP and SSH port are free for its sshd,
-// moving the pod to a fresh IP if that one is taken.
-func (k *Kubelet) freeAddr(r *podRun) error {
+// freeAddr makes sure the pod's IP and its container ports (sshd's, the
+// forwarder's) are free, moving the pod to a fresh IP if one is taken.
+func (k *Kubelet) freeAddr(r *podRun, pod *corev1.Pod) error {
 	var last error
 	for range 20 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(r.ip, strconv.Itoa(k.port)))
-		if err == nil {
-			return ln.Close()
+		if last = portsFree(r.ip, pod.Spec.Containers[0].Ports); last == nil {
+			return nil
 		}
-		last = err
 		k.mu.Lock()
 		r.ip = k.allocIPLocked()
 		k.mu.Unlock()
 	}
 	return fmt.Errorf("no free pod address: %w", last)
+}
+
+func portsFree(ip string, ports []corev1.ContainerPort) error {
+	for _, p := range ports {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(int(p.ContainerPort))))
+		if err != nil {
+			return err
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 // mountWorkspace links the workspace mount path to the PVC's directory,

@@ -1,0 +1,169 @@
+package sandboxinit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/podtcp"
+	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+)
+
+// freePort is a port free on 127.0.0.1 a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// echoApp stands in for a sandbox's app: it echoes every connection on
+// 127.0.0.1 until the test ends, and returns its port.
+func echoApp(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			})
+		}
+	})
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestForwarderFollowsInstalledKeys runs the init's forwarder as a warm
+// pod has it: refusing everyone before a Secret is installed, then
+// proving the installed host key and passing bytes to the app's port,
+// then, after a claim replaces the Secret, proving only the new key.
+func TestForwarderFollowsInstalledKeys(t *testing.T) {
+	ca, _, err := sshca.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key1PEM, key1, _ := sshca.GenerateKey()
+	key2PEM, key2, _ := sshca.GenerateKey()
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	// sshd's part is not under test here: a stand-in that runs until
+	// the init stops it.
+	sshd := filepath.Join(dir, "sshd")
+	if err := os.WriteFile(sshd, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{secret, filepath.Join(dir, "home"), filepath.Join(dir, "ws")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port, sshPort := freePort(t), freePort(t)
+	fwdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunInit(ctx, InitConfig{
+			SecretDir: secret, RunDir: filepath.Join(dir, "run"), HomeDir: filepath.Join(dir, "home"), Workspace: filepath.Join(dir, "ws"),
+			ListenAddr: "127.0.0.1", SSHPort: sshPort, ForwardPort: port, User: "sandbox", SSHD: sshd,
+			Self: "/bin/false", WatchInterval: 20 * time.Millisecond,
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunInit: %v", err)
+		}
+	})
+
+	app := echoApp(t)
+	d := &podtcp.Dialer{CA: ca, KeyID: "test-edge", Timeout: 5 * time.Second}
+	target := func(key ssh.Signer) podssh.Target {
+		return podssh.Target{SandboxID: "sbx-fwd", ForwardAddr: fwdAddr, User: "sandbox",
+			HostKey: string(ssh.MarshalAuthorizedKey(key.PublicKey()))}
+	}
+	// dial waits for the forwarder to prove key, as a claim takes a
+	// moment to be installed.
+	dial := func(key ssh.Signer) net.Conn {
+		t.Helper()
+		var err error
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			var c net.Conn
+			if c, err = d.Dial(ctx, target(key), app); err == nil {
+				return c
+			}
+		}
+		t.Fatalf("the forwarder never proved host key %s: %v", ssh.FingerprintSHA256(key.PublicKey()), err)
+		return nil
+	}
+	exchange := func(c net.Conn, msg string) {
+		t.Helper()
+		defer c.Close()
+		if _, err := io.WriteString(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
+			t.Fatalf("through the forwarder: got %q, %v; want %q echoed", buf, err, msg)
+		}
+	}
+
+	// A warm pod: the forwarder listens and refuses everyone.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", fwdAddr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the forwarder does not listen at %s: %v", fwdAddr, err)
+		}
+	}
+	if c, err := d.Dial(ctx, target(key1), app); err == nil {
+		c.Close()
+		t.Fatal("the forwarder served before any keys were installed")
+	}
+
+	files := func(key []byte) map[string][]byte {
+		return map[string][]byte{"host_key": key, "user_ca.pub": []byte(ca.AuthorizedKey())}
+	}
+	if err := inittest.WriteSecret(secret, 1, files(key1PEM)); err != nil {
+		t.Fatal(err)
+	}
+	exchange(dial(key1), "first sandbox")
+
+	// The claim: another sandbox's keys.
+	if err := inittest.WriteSecret(secret, 2, files(key2PEM)); err != nil {
+		t.Fatal(err)
+	}
+	exchange(dial(key2), "second sandbox")
+	if c, err := d.Dial(ctx, target(key1), app); !errors.Is(err, podtcp.ErrHostKey) {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("dial pinning the first host key after the claim: %v; want ErrHostKey", err)
+	}
+}
