@@ -11,8 +11,10 @@ import (
 )
 
 // TestForwarderRoad: a route with a forwarder address is served through
-// the forwarder alone (its sshd address leads nowhere here), and a
-// forwarder that cannot prove the pinned host key gets no request.
+// the forwarder alone (its sshd address leads nowhere here); a sandbox
+// whose forwarder address has nothing listening (an image without one)
+// is served over SSH; and a forwarder that cannot prove the pinned host
+// key gets no request.
 func TestForwarderRoad(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, newTestApp())
@@ -32,6 +34,15 @@ func TestForwarderRoad(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("request %d over the forwarder with no sshd: %d %q", i, resp.StatusCode, body)
 		}
+	}
+
+	// No forwarder listening: the SSH road.
+	e.expose("noforwarder", "sbx-a", "acct-a", false, false)
+	rt, _ = e.res.Resolve(t.Context(), "noforwarder")
+	rt.Target.ForwardAddr = deadAddr
+	e.res.set("noforwarder", rt)
+	if resp, body := e.get("noforwarder", "/hello", "Authorization", "Bearer "+tokenA); resp.StatusCode != 200 {
+		t.Fatalf("sandbox without a forwarder: %d %q, want 200 over SSH", resp.StatusCode, body)
 	}
 
 	// Another sandbox's forwarder at the address (its host key is not

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -426,10 +427,17 @@ func (p *Proxy) dialPort(ctx context.Context, rt Route, key string) (net.Conn, e
 	if p.cfg.Forwarders != nil && rt.Target.ForwardAddr != "" {
 		// The forwarder tries both loopbacks itself.
 		conn, err := p.cfg.Forwarders.Dial(ctx, rt.Target, rt.Port)
-		if errors.Is(err, podtcp.ErrRefused) {
+		switch {
+		case errors.Is(err, podtcp.ErrRefused):
 			return nil, fmt.Errorf("port %d in sandbox %s: %w (%w)", rt.Port, rt.SandboxID, errPortClosed, err)
+		case errors.Is(err, syscall.ECONNREFUSED):
+			// Nothing listens at the forwarder's address: an image from
+			// before the forwarder, or one that runs none. The SSH road
+			// has its own proofs; take it.
+			p.log.DebugContext(ctx, "no port forwarder in the sandbox; taking the SSH road", "sandbox_id", rt.SandboxID, "forward_addr", rt.Target.ForwardAddr)
+		default:
+			return conn, err
 		}
-		return conn, err
 	}
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
