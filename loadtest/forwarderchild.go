@@ -42,6 +42,13 @@ func runForwarderChild(ctx context.Context, args []string) error {
 	}
 	keys := podtcp.Keys{HostKey: host, UserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: c.Principal}
 	f := &podtcp.Forwarder{Keys: func() (podtcp.Keys, error) { return keys, nil }}
+	if d := os.Getenv(profileDirEnv); d != "" {
+		stop, err := profileTo(d, "forwarder")
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	return serveChild(ctx, func(ln net.Listener) error { return f.Serve(ctx, ln) },
 		func() error { cancel(); return nil }, func(err error) bool { return errors.Is(err, net.ErrClosed) })
