@@ -131,6 +131,21 @@ func testPorts(t *testing.T, backend string) {
 	if rt.SandboxID != sb.ID || rt.Port != 3000 || rt.Access != store.AccessPublic || rt.HostPolicy != store.HostLocalhost || rt.Addr != "" {
 		t.Errorf("Resolve: %+v, want sandbox %s port 3000 public localhost, no address while pending", rt, sb.ID)
 	}
+	// Ready, it leads to the sandbox's server and its forwarder.
+	err = e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+		row, err := tx.SandboxForUpdate(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		row.State, row.ForwardEndpoint = store.StateReady, "10.1.2.3:2223"
+		return tx.UpdateSandbox(ctx, row)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt, err := res.Resolve(t.Context(), label); err != nil || rt.Addr != "10.1.2.3:2222" || rt.ForwardAddr != "10.1.2.3:2223" {
+		t.Errorf("Resolve once ready: %+v, %v; want addr 10.1.2.3:2222 and forward addr 10.1.2.3:2223", rt, err)
+	}
 	acct, err := res.TokenAccount(t.Context(), e.tokens["dev"])
 	if err != nil || acct == "" {
 		t.Errorf("TokenAccount(dev) = %q, %v", acct, err)

@@ -35,11 +35,17 @@ func (s *Server) previewRoute(ctx context.Context, req edgeapi.PreviewRouteReque
 	if err != nil {
 		return edgeapi.PreviewRoute{}, err
 	}
-	return edgeapi.PreviewRoute{
+	out := edgeapi.PreviewRoute{
 		SandboxID: r.SandboxID, AccountID: r.AccountID, Port: r.Port, Access: string(r.Access),
 		HostPolicy: string(r.HostPolicy), State: string(r.State), Addr: r.Addr, User: r.User,
 		HostKey: r.HostKey, Workspace: r.Workspace,
-	}, nil
+	}
+	if r.Addr != "" {
+		// The edge takes a route without Addr for a sleeping sandbox; a
+		// forwarder address beside none would be one it must not use.
+		out.ForwardAddr = r.ForwardAddr
+	}
+	return out, nil
 }
 
 func (s *Server) previewToken(ctx context.Context, req edgeapi.PreviewTokenRequest) (edgeapi.PreviewTokenResponse, error) {

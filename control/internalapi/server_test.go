@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/sshauth"
+	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -175,4 +177,59 @@ func TestMissingDependencyUnmounts(t *testing.T) {
 	ts := newTestServer(t, Deps{})
 	resp, body := do(t, ts, http.MethodPost, edgeapi.PathSSHAuthorize, "Bearer "+testSecret, `{"username":"a","fingerprint":"b"}`)
 	wantProblem(t, resp, body, http.StatusNotFound, edgeapi.CodeRouteNotFound)
+}
+
+// fakePreview resolves labels from a map.
+type fakePreview map[string]previewroute.Route
+
+func (f fakePreview) Resolve(_ context.Context, label string) (previewroute.Route, error) {
+	r, ok := f[label]
+	if !ok {
+		return previewroute.Route{}, previewroute.ErrUnknownHost
+	}
+	return r, nil
+}
+
+func (fakePreview) TokenAccount(context.Context, string) (string, error) {
+	return "", previewroute.ErrBadToken
+}
+
+// TestPreviewRoute: the route names the sandbox's forwarder beside its
+// server, and neither while it has no running server.
+func TestPreviewRoute(t *testing.T) {
+	t.Parallel()
+	ready := previewroute.Route{SandboxID: "sb1", AccountID: "a1", Port: 3000, Access: store.AccessPrivate, HostPolicy: store.HostForward,
+		State: store.StateReady, Addr: "10.0.0.7:22", User: "sbx", HostKey: "ssh-ed25519 AAAA", Workspace: "/workspace", ForwardAddr: "10.0.0.7:2223"}
+	asleep := ready
+	asleep.State, asleep.Addr, asleep.User, asleep.HostKey = store.StateSuspended, "", "", ""
+	ts := newTestServer(t, Deps{Preview: fakePreview{"ready": ready, "asleep": asleep}})
+	auth := "Bearer " + testSecret
+	for _, tc := range []struct {
+		label string
+		want  edgeapi.PreviewRoute
+	}{
+		{"ready", edgeapi.PreviewRoute{SandboxID: "sb1", AccountID: "a1", Port: 3000, Access: "private", HostPolicy: "forward", State: "ready",
+			Addr: "10.0.0.7:22", User: "sbx", HostKey: "ssh-ed25519 AAAA", Workspace: "/workspace", ForwardAddr: "10.0.0.7:2223"}},
+		{"asleep", edgeapi.PreviewRoute{SandboxID: "sb1", AccountID: "a1", Port: 3000, Access: "private", HostPolicy: "forward", State: "suspended",
+			Workspace: "/workspace"}},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			resp, body := do(t, ts, http.MethodPost, edgeapi.PathPreviewRoute, auth, `{"label":"`+tc.label+`"}`)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want 200; %s", resp.StatusCode, body)
+			}
+			var got edgeapi.PreviewRoute
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+			if has := strings.Contains(string(body), `"forward_addr"`); has != (tc.want.ForwardAddr != "") {
+				t.Errorf("body %s: forward_addr present %v, want %v", body, has, !has)
+			}
+		})
+	}
+	resp, body := do(t, ts, http.MethodPost, edgeapi.PathPreviewRoute, auth, `{"label":"nope"}`)
+	wantProblem(t, resp, body, http.StatusNotFound, edgeapi.CodePreviewUnknownHost)
 }

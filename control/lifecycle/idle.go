@@ -242,6 +242,7 @@ func (m *Manager) unsuspend(ctx context.Context, sb store.Sandbox, cause error) 
 		message: cause.Error(),
 		apply: func(_ store.Tx, cur *store.Sandbox, _ time.Time) error {
 			cur.Endpoint, cur.SSHUser, cur.Workspace = ep.Addr, ep.User, ep.Workspace
+			cur.ForwardEndpoint = ep.ForwardAddr
 			return nil
 		},
 	})
@@ -280,6 +281,7 @@ func (m *Manager) resume(ctx context.Context, tx store.Tx, cur *store.Sandbox, e
 	}
 	cur.SuspendedAt = nil
 	cur.Endpoint, cur.SSHUser, cur.Workspace = ep.Addr, ep.User, ep.Workspace
+	cur.ForwardEndpoint = ep.ForwardAddr
 	return nil
 }
 

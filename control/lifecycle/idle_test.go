@@ -190,6 +190,9 @@ func TestIdleSuspendThenWake(t *testing.T) {
 	forBackends(t, func(t *testing.T, h *idleHarness) {
 		ctx := context.Background()
 		sb := h.readySandbox(t)
+		if in, err := h.prov.Status(ctx, sb.ID); err != nil || sb.ForwardEndpoint == "" || sb.ForwardEndpoint != in.Endpoint.ForwardAddr {
+			t.Fatalf("ready: forward endpoint %q, provider's %+v, %v; want the provider's, recorded", sb.ForwardEndpoint, in.Endpoint, err)
+		}
 
 		h.holds(t, sb.ID, store.StateReady, 2500*time.Millisecond) // not idle long enough yet
 		h.clock.Advance(idleTimeout + time.Second)
@@ -200,6 +203,19 @@ func TestIdleSuspendThenWake(t *testing.T) {
 		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:open"})
 		if _, err := os.Stat(sb.Workspace); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("workspace still on disk while suspended: %v", err)
+		}
+
+		// A stale forward endpoint is replaced by the restore's.
+		err := h.st.InTx(ctx, func(tx store.Tx) error {
+			cur, err := tx.SandboxForUpdate(ctx, sb.ID)
+			if err != nil {
+				return err
+			}
+			cur.ForwardEndpoint = "127.0.0.1:1"
+			return tx.UpdateSandbox(ctx, cur)
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 
 		h.clock.Advance(10 * time.Minute) // time spent suspended
@@ -223,6 +239,9 @@ func TestIdleSuspendThenWake(t *testing.T) {
 		woke, _ := h.st.Sandbox(ctx, sb.ID)
 		if woke.State != store.StateReady || woke.SuspendedAt != nil {
 			t.Fatalf("after wake: state %s suspended_at %v, want ready and none", woke.State, woke.SuspendedAt)
+		}
+		if in, err := h.prov.Status(ctx, sb.ID); err != nil || woke.ForwardEndpoint == "" || woke.ForwardEndpoint != in.Endpoint.ForwardAddr {
+			t.Fatalf("after wake: forward endpoint %q, provider's %+v, %v; want the provider's, recorded", woke.ForwardEndpoint, in.Endpoint, err)
 		}
 		if moved := woke.DeadlineAt.Sub(sb.DeadlineAt); moved < 10*time.Minute {
 			t.Fatalf("deadline moved by %v, want at least the 10m spent suspended", moved)

@@ -200,6 +200,7 @@ func (m *Manager) markReady(ctx context.Context, id string, ep provider.Endpoint
 		cur.State = store.StateReady
 		cur.ReadyAt = &now
 		cur.Endpoint, cur.SSHUser, cur.Workspace, cur.HostKey = ep.Addr, ep.User, ep.Workspace, hostPub
+		cur.ForwardEndpoint = ep.ForwardAddr
 		if err := tx.UpdateSandbox(ctx, cur); err != nil {
 			return err
 		}

@@ -116,7 +116,7 @@ func (m *Manager) resyncServices(ctx context.Context, sbs []store.Sandbox) {
 	g.SetLimit(resyncConcurrency)
 	for _, sb := range sbs {
 		g.Go(func() error {
-			m.startServices(ctx, sb, provider.Endpoint{Addr: sb.Endpoint, User: sb.SSHUser, Workspace: sb.Workspace}, sb.HostKey)
+			m.startServices(ctx, sb, provider.Endpoint{Addr: sb.Endpoint, ForwardAddr: sb.ForwardEndpoint, User: sb.SSHUser, Workspace: sb.Workspace}, sb.HostKey)
 			return nil
 		})
 	}
@@ -159,13 +159,14 @@ func (m *Manager) restart(ctx context.Context, sb store.Sandbox) error {
 	if m.conns != nil {
 		m.conns.Forget(sb.ID) // the old server's connections died with it
 	}
-	if ep.Addr != sb.Endpoint {
+	if ep.Addr != sb.Endpoint || ep.ForwardAddr != sb.ForwardEndpoint {
 		err = m.store.InTx(ctx, func(tx store.Tx) error {
 			cur, err := tx.SandboxForUpdate(ctx, sb.ID)
 			if err != nil {
 				return err
 			}
 			cur.Endpoint, cur.SSHUser, cur.Workspace = ep.Addr, ep.User, ep.Workspace
+			cur.ForwardEndpoint = ep.ForwardAddr
 			return tx.UpdateSandbox(ctx, cur)
 		})
 		if err != nil {

@@ -261,6 +261,7 @@ func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provid
 		specs[i] = specOf(r)
 	}
 	sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey = ep.Addr, ep.User, ep.Workspace, hostKey
+	sb.ForwardEndpoint = ep.ForwardAddr
 	if _, err := m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
 		return c.Sync(ctx, specs)
 	}); err != nil {

@@ -38,6 +38,9 @@ type Route struct {
 	HostKey string
 	// Workspace is the sandbox's workspace path (for the pooled target).
 	Workspace string
+	// ForwardAddr reaches the sandbox's TCP forwarder; empty unless the
+	// sandbox has a running server and a forwarder.
+	ForwardAddr string
 }
 
 // Reader is the subset of store.Reader the resolver uses.
@@ -87,7 +90,7 @@ func (r *Resolver) Resolve(ctx context.Context, label string) (Route, error) {
 		Access: p.Access, HostPolicy: p.HostPolicy, State: sb.State, Workspace: sb.Workspace,
 	}
 	if sb.State == store.StateReady {
-		rt.Addr, rt.User, rt.HostKey = sb.Endpoint, sb.SSHUser, sb.HostKey
+		rt.Addr, rt.User, rt.HostKey, rt.ForwardAddr = sb.Endpoint, sb.SSHUser, sb.HostKey, sb.ForwardEndpoint
 	}
 	return rt, nil
 }

@@ -131,6 +131,10 @@ type Sandbox struct {
 	SSHUser   string
 	Workspace string
 	HostKey   string
+	// ForwardEndpoint is where the sandbox's TCP forwarder listens
+	// (internal/podtcp), reachable from the edge only; empty when it has
+	// none.
+	ForwardEndpoint string
 
 	Grants []Grant
 	// Consumer is who the sandbox is for (see Consumer).

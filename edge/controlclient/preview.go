@@ -26,7 +26,8 @@ func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, erro
 		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "", State: out.State,
 	}
 	if rt.Ready {
-		rt.Target = podssh.Target{SandboxID: out.SandboxID, Addr: out.Addr, User: out.User, HostKey: out.HostKey, Workspace: out.Workspace}
+		rt.Target = podssh.Target{SandboxID: out.SandboxID, Addr: out.Addr, ForwardAddr: out.ForwardAddr, User: out.User,
+			HostKey: out.HostKey, Workspace: out.Workspace}
 	}
 	return rt, nil
 }

@@ -28,7 +28,9 @@ type PreviewRouteRequest struct {
 }
 
 // PreviewRoute is where a preview host leads. Addr, User and HostKey are
-// empty unless the sandbox has a running server.
+// empty unless the sandbox has a running server; ForwardAddr is empty
+// then too, and when the sandbox has no forwarder (the edge takes the SSH
+// road to the port).
 type PreviewRoute struct {
 	SandboxID  string `json:"sandbox_id"`
 	AccountID  string `json:"account_id"`
@@ -40,6 +42,8 @@ type PreviewRoute struct {
 	User       string `json:"user,omitempty"`
 	HostKey    string `json:"host_key,omitempty"`
 	Workspace  string `json:"workspace,omitempty"`
+	// ForwardAddr is host:port of the sandbox's podtcp forwarder.
+	ForwardAddr string `json:"forward_addr,omitempty"`
 }
 
 // PreviewTokenRequest carries an account token an API client presented to

@@ -103,8 +103,7 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if retryable(err) {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				time.Sleep(delay)
 				continue
@@ -129,6 +128,19 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 				func(up net.Conn) bool { return track(up, true) }, func(up net.Conn) { track(up, false) })
 		})
 	}
+}
+
+// retryable is an accept error that passes: a timeout, or a shortage of
+// descriptors or memory, which the connections being served give back.
+// A forwarder that stopped on one would leave its sandbox's ports
+// unreachable until the sandbox restarts.
+func retryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // serveConn runs one connection: the handshake (after which it calls

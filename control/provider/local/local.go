@@ -1,6 +1,7 @@
 // Package local is the development provider: a sandbox is a workspace
 // directory plus an SSH server on a loopback port, either an embedded Go
-// server (default) or the machine's OpenSSH sshd.
+// server (default) or the machine's OpenSSH sshd, and a podtcp forwarder
+// on another, the edge's plain-TCP road to the sandbox's ports.
 //
 // Layout under DataDir:
 //
@@ -8,7 +9,7 @@
 //	sandboxes/<id>/home/             HOME for embedded sessions; Spec.Files land here
 //	sandboxes/<id>/host_key          the sandbox host key (0600)
 //	sandboxes/<id>/ca.pub            the user CA sessions must be signed by
-//	sandboxes/<id>/meta.json         port and mode, so restarts keep endpoints
+//	sandboxes/<id>/meta.json         ports and mode, so restarts keep endpoints
 //	sandboxes/<id>/snapshot.tar.gz   the workspace while suspended
 //	sandboxes/<id>/service-logs/     the services' output, kept across suspends
 //	sandboxes/<id>/init.sock         sshd mode: the services' supervisor
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -33,6 +35,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/internal/podtcp"
 )
 
 var (
@@ -149,16 +152,24 @@ type Local struct {
 
 type instance struct {
 	srv      server
+	fwd      *forwarder
 	endpoint provider.Endpoint
 }
 
-// meta is persisted per sandbox so a restarted provider reuses the port
+// stop stops the forwarder, then the server.
+func (i *instance) stop() {
+	i.fwd.stop()
+	i.srv.stop()
+}
+
+// meta is persisted per sandbox so a restarted provider reuses the ports
 // control recorded in the sandbox's endpoint.
 type meta struct {
-	SandboxID string    `json:"sandbox_id"`
-	Port      int       `json:"port"`
-	Mode      string    `json:"mode"`
-	CreatedAt time.Time `json:"created_at"`
+	SandboxID   string    `json:"sandbox_id"`
+	Port        int       `json:"port"`
+	ForwardPort int       `json:"forward_port,omitempty"`
+	Mode        string    `json:"mode"`
+	CreatedAt   time.Time `json:"created_at"`
 }
 
 // New returns a provider over cfg.DataDir. It starts nothing: call Start to
@@ -332,7 +343,7 @@ func (l *Local) runningEndpoint(id string) (provider.Endpoint, bool) {
 		delete(l.running, id)
 		l.mu.Unlock()
 		l.logger.Warn("sandbox server exited on its own", "sandbox_id", id)
-		inst.srv.stop() // reaps; returns at once for a dead server
+		inst.stop() // reaps; returns at once for a dead server
 		return provider.Endpoint{}, false
 	default:
 		l.mu.Unlock()
@@ -411,6 +422,15 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 		return provider.Endpoint{}, fmt.Errorf("create workspace: %w", err)
 	}
 
+	// The forwarder's port is taken before the server's: sshd's port is
+	// probed free and bound a moment later, and a fresh listen between
+	// the two could be handed that very port.
+	fln, err := listenLoopback(m.ForwardPort)
+	if err != nil {
+		return provider.Endpoint{}, fmt.Errorf("forwarder: %w", err)
+	}
+	fport := fln.Addr().(*net.TCPAddr).Port
+
 	var srv server
 	var port int
 	switch l.cfg.Mode {
@@ -425,25 +445,32 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 		})
 	}
 	if err != nil {
+		_ = fln.Close()
 		return provider.Endpoint{}, err
 	}
-	if m.Port != port {
-		m.Port = port
+	inst := &instance{srv: srv, fwd: startForwarder(fln, podtcp.Keys{
+		HostKey: hostKey, UserCAs: []gossh.PublicKey{caKey}, Principal: l.user,
+	}, logger)}
+	if m.Port != port || m.ForwardPort != fport {
+		m.Port, m.ForwardPort = port, fport
 		if err := l.writeMeta(m); err != nil {
-			srv.stop()
+			inst.stop()
 			return provider.Endpoint{}, err
 		}
 	}
-	ep := provider.Endpoint{Addr: fmt.Sprintf("127.0.0.1:%d", port), User: l.user, Workspace: ws}
+	inst.endpoint = provider.Endpoint{
+		Addr: fmt.Sprintf("127.0.0.1:%d", port), ForwardAddr: fmt.Sprintf("127.0.0.1:%d", fport), User: l.user, Workspace: ws,
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		srv.stop()
+		inst.stop()
 		return provider.Endpoint{}, errors.New("local provider: closed")
 	}
-	l.running[id] = &instance{srv: srv, endpoint: ep}
+	l.running[id] = inst
 	l.mu.Unlock()
-	logger.Info("sandbox server started", "addr", ep.Addr)
+	ep := inst.endpoint
+	logger.Info("sandbox server started", "addr", ep.Addr, "forward_addr", ep.ForwardAddr)
 	return ep, nil
 }
 
@@ -456,7 +483,7 @@ func (l *Local) stopLocked(id string) error {
 	delete(l.running, id)
 	l.mu.Unlock()
 	if inst != nil {
-		inst.srv.stop()
+		inst.stop()
 	}
 	if err := endTree(marker(l.dir(id))); err != nil {
 		return fmt.Errorf("end the processes of %s: %w", id, err)
@@ -555,7 +582,7 @@ func (l *Local) Close() error {
 	var mu sync.Mutex // guards errs
 	for id, inst := range running {
 		wg.Go(func() {
-			inst.srv.stop()
+			inst.stop()
 			if err := endTree(marker(l.dir(id))); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("end the processes of %s: %w", id, err))

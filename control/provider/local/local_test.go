@@ -79,7 +79,8 @@ func (f *fixture) spec(id string) provider.Spec {
 }
 
 func (f *fixture) target(id string, ep provider.Endpoint) podssh.Target {
-	return podssh.Target{SandboxID: id, Addr: ep.Addr, User: ep.User, HostKey: string(ssh.MarshalAuthorizedKey(f.hostKey)), Workspace: ep.Workspace}
+	return podssh.Target{SandboxID: id, Addr: ep.Addr, ForwardAddr: ep.ForwardAddr, User: ep.User,
+		HostKey: string(ssh.MarshalAuthorizedKey(f.hostKey)), Workspace: ep.Workspace}
 }
 
 func modes(t *testing.T) []string {

@@ -15,6 +15,7 @@ func testSandboxRoundTrip(t *testing.T, ctx context.Context, s store.Store) {
 		State: store.StatePending, CreatedAt: t0, DeadlineAt: t0.Add(2 * time.Hour),
 		Grants:         []store.Grant{{ProjectID: "prj-1", Scopes: []string{"read", "write"}}},
 		IdempotencyKey: "key-1", RequestHash: "hash-1",
+		Endpoint: "10.0.0.1:22", ForwardEndpoint: "10.0.0.1:2223",
 	}
 	bare := sandbox("a", "sb-bare", t0)
 	insertSandboxes(t, s, want, bare)
@@ -29,6 +30,7 @@ func testSandboxRoundTrip(t *testing.T, ctx context.Context, s store.Store) {
 	upd.ReadyAt, upd.SuspendedAt, upd.TerminatedAt = ptr(t0.Add(time.Minute)), ptr(t0.Add(2*time.Minute)), ptr(t0.Add(3*time.Minute))
 	upd.EndReason, upd.Endpoint, upd.SSHUser = "explicit_delete", "127.0.0.1:2222", "sbx"
 	upd.Workspace, upd.HostKey, upd.Grants = "/home/sbx", "ssh-ed25519 AAAA", nil
+	upd.ForwardEndpoint = "127.0.0.1:2223"
 	upd.LeaseHolder, upd.LeaseUntil, upd.RestoreAttempts = "restorer-1", ptr(t0.Add(4*time.Minute)), 2
 	var locked store.Sandbox
 	inTx(t, s, func(tx store.Tx) error {

@@ -20,7 +20,8 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 		d.TimeDest(&sb.CreatedAt), d.TimeDest(&sb.DeadlineAt), d.NullTimeDest(&sb.ReadyAt), d.NullTimeDest(&sb.SuspendedAt), d.NullTimeDest(&sb.TerminatedAt),
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
 		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
-		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts)
+		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts,
+		&sb.ForwardEndpoint)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -76,13 +77,14 @@ func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	d := q.Dialect
 	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		q.timeOrNow(sb.CreatedAt), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt), d.NullTime(sb.TerminatedAt),
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
 		d.JSON(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, d.JSON(sb.Consumer.JSON()),
-		sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts)
+		sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
+		sb.ForwardEndpoint)
 	return OneRow(n, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
 
@@ -92,10 +94,12 @@ func (q Queries) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 	n, err := q.DB.Exec(ctx, `UPDATE sandboxes SET
 			project_id = $2, state = $3, deadline_at = $4, ready_at = $5, suspended_at = $6,
 			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
-			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16
+			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16,
+			forward_endpoint = $17
 		WHERE id = $1`,
 		sb.ID, sb.ProjectID, string(sb.State), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt),
 		d.NullTime(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
-		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts)
+		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
+		sb.ForwardEndpoint)
 	return OneRow(n, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
