@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"io"
 	"log/slog"
@@ -577,5 +578,56 @@ func TestHandshakeBound(t *testing.T) {
 			t.Fatalf("edge still refused after a slot freed: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRSAKeys: an RSA host key and an RSA user certificate sign with
+// SHA-512, which the other side accepts (it refuses SHA-1 "ssh-rsa").
+func TestRSAKeys(t *testing.T) {
+	rsaKey := func() ssh.Signer {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ssh.NewSignerFromKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	caKey, host := newKey(t), rsaKey()
+	user := certSigner(t, caKey, func(c *ssh.Certificate) {})
+	// certSigner certifies an ed25519 key; make one for an RSA key.
+	userKey := rsaKey()
+	cert := &ssh.Certificate{Key: userKey.PublicKey(), CertType: ssh.UserCert, KeyId: "rsa", ValidPrincipals: []string{"sbx"},
+		ValidAfter: uint64(time.Now().Add(-time.Minute).Unix()), ValidBefore: uint64(time.Now().Add(time.Hour).Unix())}
+	if err := cert.SignCert(rand.Reader, caKey); err != nil {
+		t.Fatal(err)
+	}
+	rsaUser, err := ssh.NewCertSigner(cert, userKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Forwarder{Keys: func() (Keys, error) {
+		return Keys{HostKey: host, UserCAs: []ssh.PublicKey{caKey.PublicKey()}, Principal: "sbx"}, nil
+	}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	port, _ := startApp(t, "tcp", "127.0.0.1:0")
+	for _, s := range []ssh.Signer{user, rsaUser} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := handshake(c, s, host.PublicKey(), port); err != nil {
+			t.Errorf("%s certificate, RSA host key: %v", s.PublicKey().(*ssh.Certificate).Key.Type(), err)
+		}
+		c.Close()
 	}
 }

@@ -133,7 +133,11 @@ func readFrame(r io.Reader, msg any) error {
 // sign signs data with s, choosing SHA-512 for an RSA key: the SHA-1
 // "ssh-rsa" signature is refused on the other side.
 func sign(s ssh.Signer, data []byte) ([]byte, error) {
-	if as, ok := s.(ssh.AlgorithmSigner); ok && s.PublicKey().Type() == ssh.KeyAlgoRSA {
+	key := s.PublicKey()
+	if cert, ok := key.(*ssh.Certificate); ok {
+		key = cert.Key // a certificate signer signs with the key it certifies
+	}
+	if as, ok := s.(ssh.AlgorithmSigner); ok && key.Type() == ssh.KeyAlgoRSA {
 		sig, err := as.SignWithAlgorithm(rand.Reader, data, ssh.KeyAlgoRSASHA512)
 		if err != nil {
 			return nil, err
