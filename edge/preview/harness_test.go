@@ -26,6 +26,7 @@ import (
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
+	"github.com/sbxedge/sbx/internal/podtcp/podtcptest"
 )
 
 func TestMain(m *testing.M) {
@@ -361,23 +362,7 @@ func (e *env) target(sandboxID string) podssh.Target {
 // startForwarder runs a port forwarder for the sandbox of sshd, with its
 // host key and trusting ca, until the test ends.
 func startForwarder(t testing.TB, sshd *sshdtest.Server, ca *sshca.CA) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := podtcp.Keys{HostKey: sshd.HostSigner, UserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: sshd.User}
-	f := &podtcp.Forwarder{Keys: func() (podtcp.Keys, error) { return keys, nil }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("forwarder: %v", err)
-		}
-	})
-	return ln.Addr().String()
+	return podtcptest.Serve(t, podtcp.Keys{HostKey: sshd.HostSigner, UserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: sshd.User})
 }
 
 // host is label's public host:port; "" is the apex (the login host).

@@ -77,11 +77,6 @@ func startSandbox(t testing.TB) *sandbox {
 	t.Helper()
 	sb := &sandbox{ca: newCA(t), host: newKey(t), user: "sbx", logs: &syncBuffer{}, timeout: 10 * time.Second}
 	sb.keys = Keys{HostKey: sb.host, UserCAs: []ssh.PublicKey{sb.ca.PublicKey()}, Principal: sb.user}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb.addr = ln.Addr().String()
 	f := &Forwarder{
 		Keys: func() (Keys, error) {
 			sb.keysMu.Lock()
@@ -91,16 +86,33 @@ func startSandbox(t testing.TB) *sandbox {
 		Logger:           slog.New(slog.NewTextHandler(sb.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		HandshakeTimeout: sb.timeout,
 	}
+	sb.addr, _ = serve(t, f)
+	return sb
+}
+
+// serve runs f on 127.0.0.1 until the test ends and returns its address;
+// stop ends it sooner and returns what Serve did.
+func serve(t testing.TB, f *Forwarder) (addr string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Serve(ctx, ln) }()
+	stop = sync.OnceValue(func() error { cancel(); return <-done })
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return sb
+	return ln.Addr().String(), stop
+}
+
+// fixed is a Keys func for keys that do not change.
+func fixed(host ssh.Signer, ca ssh.PublicKey) func() (Keys, error) {
+	return func() (Keys, error) { return Keys{HostKey: host, UserCAs: []ssh.PublicKey{ca}, Principal: "sbx"}, nil }
 }
 
 func (sb *sandbox) target() podssh.Target {
@@ -418,18 +430,9 @@ func TestForwarderRefusesGarbage(t *testing.T) {
 // TestSlowHello: a caller that connects and says nothing is cut off at
 // the handshake timeout.
 func TestSlowHello(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &Forwarder{Keys: func() (Keys, error) {
-		return Keys{HostKey: newKey(t), UserCAs: []ssh.PublicKey{newKey(t).PublicKey()}, Principal: "sbx"}, nil
-	}, HandshakeTimeout: 100 * time.Millisecond}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	f := &Forwarder{Keys: fixed(newKey(t), newKey(t).PublicKey()), HandshakeTimeout: 100 * time.Millisecond}
+	addr, _ := serve(t, f)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,16 +451,8 @@ func TestSlowHello(t *testing.T) {
 // Serve returns only after they are done (goleak checks the rest).
 func TestServeEndsStreams(t *testing.T) {
 	ca, host := newCA(t), newKey(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &Forwarder{Keys: func() (Keys, error) {
-		return Keys{HostKey: host, UserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "sbx"}, nil
-	}}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx, ln) }()
+	f := &Forwarder{Keys: fixed(host, ca.PublicKey())}
+	addr, stop := serve(t, f)
 
 	// An app that holds its connections open until the test ends.
 	app, err := net.Listen("tcp", "127.0.0.1:0")
@@ -472,7 +467,7 @@ func TestServeEndsStreams(t *testing.T) {
 			held <- c
 		}
 	}()
-	tg := podssh.Target{ForwardAddr: ln.Addr().String(), User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
+	tg := podssh.Target{ForwardAddr: addr, User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
 	c, err := (&Dialer{CA: ca}).Dial(t.Context(), tg, app.Addr().(*net.TCPAddr).Port)
 	if err != nil {
 		t.Fatal(err)
@@ -481,8 +476,7 @@ func TestServeEndsStreams(t *testing.T) {
 	appConn := <-held
 	defer appConn.Close()
 
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -528,21 +522,12 @@ func (c *countingCA) UserSigner(p, id string, ttl time.Duration) (ssh.Signer, er
 // edge gets through again once a slot frees.
 func TestHandshakeBound(t *testing.T) {
 	ca, host := newCA(t), newKey(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &Forwarder{Keys: func() (Keys, error) {
-		return Keys{HostKey: host, UserCAs: []ssh.PublicKey{ca.PublicKey()}, Principal: "sbx"}, nil
-	}, MaxHandshakes: 2}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
+	f := &Forwarder{Keys: fixed(host, ca.PublicKey()), MaxHandshakes: 2}
+	addr, _ := serve(t, f)
 
 	var silent []net.Conn
 	for range 2 {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +538,7 @@ func TestHandshakeBound(t *testing.T) {
 		}
 		silent = append(silent, c)
 	}
-	third, err := net.Dial("tcp", ln.Addr().String())
+	third, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +549,7 @@ func TestHandshakeBound(t *testing.T) {
 	}
 	silent[0].Close()
 	port, _ := startApp(t, "tcp", "127.0.0.1:0")
-	tg := podssh.Target{ForwardAddr: ln.Addr().String(), User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
+	tg := podssh.Target{ForwardAddr: addr, User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
 	d := &Dialer{CA: ca}
 	// The slot frees when the forwarder sees the close: retry briefly.
 	deadline := time.Now().Add(10 * time.Second)
@@ -608,20 +593,11 @@ func TestRSAKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &Forwarder{Keys: func() (Keys, error) {
-		return Keys{HostKey: host, UserCAs: []ssh.PublicKey{caKey.PublicKey()}, Principal: "sbx"}, nil
-	}}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ctx, ln) }()
-	defer func() { cancel(); <-done }()
+	f := &Forwarder{Keys: fixed(host, caKey.PublicKey())}
+	addr, _ := serve(t, f)
 	port, _ := startApp(t, "tcp", "127.0.0.1:0")
 	for _, s := range []ssh.Signer{user, rsaUser} {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}

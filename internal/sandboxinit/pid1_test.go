@@ -3,12 +3,10 @@ package sandboxinit
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
+	"github.com/sbxedge/sbx/internal/podtcp/podtcptest"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
@@ -28,31 +27,6 @@ func freePort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// echoApp stands in for a sandbox's app: it echoes every connection on
-// 127.0.0.1 until the test ends, and returns its port.
-func echoApp(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			})
-		}
-	})
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
@@ -99,7 +73,7 @@ func TestForwarderFollowsInstalledKeys(t *testing.T) {
 		}
 	})
 
-	app := echoApp(t)
+	app := podtcptest.EchoApp(t)
 	d := &podtcp.Dialer{CA: ca, KeyID: "test-edge", Timeout: 5 * time.Second}
 	target := func(key ssh.Signer) podssh.Target {
 		return podssh.Target{SandboxID: "sbx-fwd", ForwardAddr: fwdAddr, User: "sandbox",
@@ -122,12 +96,8 @@ func TestForwarderFollowsInstalledKeys(t *testing.T) {
 	exchange := func(c net.Conn, msg string) {
 		t.Helper()
 		defer c.Close()
-		if _, err := io.WriteString(c, msg); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, len(msg))
-		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != msg {
-			t.Fatalf("through the forwarder: got %q, %v; want %q echoed", buf, err, msg)
+		if err := podtcptest.Echo(c, msg); err != nil {
+			t.Fatalf("through the forwarder: %v", err)
 		}
 	}
 

@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"io"
-	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
+	"github.com/sbxedge/sbx/internal/podtcp/podtcptest"
 )
 
 // env is a provider in a namespace of its own on the real kube-apiserver,
@@ -124,60 +122,32 @@ func parseAuthorized(t testing.TB, line string) gossh.PublicKey {
 // rest of make test) has taken over 30 s.
 const testReadyTimeout = 2 * time.Minute
 
-// appGreeting is what the app of appPort says to every connection.
-const appGreeting = "hello from the app"
-
-// appPort stands in for an app in a sandbox: a port on 127.0.0.1 (a
-// pod's loopback is the machine's under the test kubelet) that writes
-// appGreeting to every connection, until the test ends.
-func appPort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, appGreeting)
-			c.Close()
-		}
-	})
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// forward reaches port through the forwarder at ep.ForwardAddr, as the
-// edge does, pinning the host key of sandbox pin, and returns what the
-// app said.
-func (e *env) forward(ctx context.Context, ep provider.Endpoint, pin string, port int) (string, error) {
+// forward reaches an EchoApp's port through the forwarder at
+// ep.ForwardAddr, as the edge does, pinning the host key of sandbox pin,
+// and exchanges a message with it.
+func (e *env) forward(ctx context.Context, ep provider.Endpoint, pin string, port int) error {
 	_, pub, err := e.keys.Key(pin)
 	if err != nil {
-		return "", err
+		return err
 	}
 	d := &podtcp.Dialer{CA: e.ca, KeyID: "test-edge"}
 	c, err := d.Dial(ctx, podssh.Target{SandboxID: pin, ForwardAddr: ep.ForwardAddr, User: ep.User, HostKey: pub}, port)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer c.Close()
-	b, err := io.ReadAll(c)
-	return string(b), err
+	return podtcptest.Echo(c, "hello from the edge")
 }
 
 // checkForward: the sandbox's forwarder proves sandbox id's host key and
 // reaches its ports; pinning another sandbox's key fails with ErrHostKey.
 func (e *env) checkForward(t testing.TB, ep provider.Endpoint, id string) {
 	t.Helper()
-	ctx, port := ctxT(t), appPort(t)
-	if got, err := e.forward(ctx, ep, id, port); err != nil || got != appGreeting {
-		t.Errorf("through the forwarder at %s: got %q, %v; want %q", ep.ForwardAddr, got, err, appGreeting)
+	ctx, port := ctxT(t), podtcptest.EchoApp(t)
+	if err := e.forward(ctx, ep, id, port); err != nil {
+		t.Errorf("through the forwarder at %s: %v", ep.ForwardAddr, err)
 	}
-	if _, err := e.forward(ctx, ep, id+"-other", port); !errors.Is(err, podtcp.ErrHostKey) {
+	if err := e.forward(ctx, ep, id+"-other", port); !errors.Is(err, podtcp.ErrHostKey) {
 		t.Errorf("forwarder at %s pinning another sandbox's key: %v; want ErrHostKey", ep.ForwardAddr, err)
 	}
 }

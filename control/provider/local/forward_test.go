@@ -3,11 +3,9 @@ package local_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,50 +14,8 @@ import (
 	"github.com/sbxedge/sbx/control/provider/local"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
+	"github.com/sbxedge/sbx/internal/podtcp/podtcptest"
 )
-
-// echoApp stands in for a dev server in the sandbox: it echoes every
-// connection until the test ends.
-func echoApp(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		var conns sync.WaitGroup
-		defer conns.Wait()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Go(func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// roundTrip sends msg through c and reads it back.
-func roundTrip(t *testing.T, c net.Conn, msg string) {
-	t.Helper()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, msg); err != nil {
-		t.Fatalf("write: %v", err)
-	}
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
-		t.Fatalf("echo = %q, %v; want %q", got, err, msg)
-	}
-}
 
 // TestForwarder: each sandbox's forwarder carries the edge's
 // connections to its ports, for the CA's certificates of the sandbox's
@@ -72,7 +28,7 @@ func TestForwarder(t *testing.T) {
 		if ep.ForwardAddr == "" || ep.ForwardAddr == ep.Addr {
 			t.Fatalf("ForwardAddr = %q beside Addr %q, want a port of its own", ep.ForwardAddr, ep.Addr)
 		}
-		app := echoApp(t)
+		app := podtcptest.EchoApp(t)
 		d := &podtcp.Dialer{CA: f.ca, KeyID: "edge-test"}
 		tg := f.target(id, ep)
 
@@ -81,7 +37,9 @@ func TestForwarder(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		roundTrip(t, c, "hello through the forwarder")
+		if err := podtcptest.Echo(c, "hello through the forwarder"); err != nil {
+			t.Fatal(err)
+		}
 
 		probe, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -135,7 +93,9 @@ func TestForwarder(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Dial after Restore: %v", err)
 		}
-		roundTrip(t, c2, "again")
+		if err := podtcptest.Echo(c2, "again"); err != nil {
+			t.Fatal(err)
+		}
 		c2.Close()
 
 		// A provider started over the same DataDir serves the same
@@ -169,7 +129,9 @@ func TestForwarder(t *testing.T) {
 			if err != nil {
 				t.Fatalf("taken=%v: Dial after restart: %v", taken, err)
 			}
-			roundTrip(t, c3, "port "+strconv.FormatBool(taken))
+			if err := podtcptest.Echo(c3, "port "+strconv.FormatBool(taken)); err != nil {
+				t.Fatal(err)
+			}
 			c3.Close()
 		}
 	})
