@@ -220,8 +220,11 @@ func TestEdgeChecksHostKey(t *testing.T) {
 	if !errors.Is(err, ErrHostKey) {
 		t.Fatalf("Dial with another sandbox's host key pinned: %v, want ErrHostKey", err)
 	}
-	if !strings.Contains(sb.logs.String(), "pinned another host key") {
-		t.Errorf("forwarder log does not say why:\n%s", sb.logs.String())
+	// The forwarder logs once its answer is out: wait for the line.
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(sb.logs.String(), "pinned another host key"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("forwarder log does not say why:\n%s", sb.logs.String())
+		}
 	}
 
 	// An impostor: a forwarder that answers with another key than the
