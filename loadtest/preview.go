@@ -427,13 +427,8 @@ func setupPreview(ctx context.Context, c previewConfig) (_ *previewEnv, err erro
 		proxies = append(proxies, column{"proxy-rp", fwdRoute, fwdSide})
 	}
 	if c.Before != "" {
-		// A binary from before the forwarder ignores ForwardAddr: it
-		// takes the SSH road whatever the route says.
-		before := column{"proxy-before", fwdRoute, sandbox}
-		if fwdRoute.Target.ForwardAddr != "" {
-			before.side = func() []int { return append(pidsOf(sandbox), fwdSide()...) }
-		}
-		proxies = append(proxies, before)
+		// A binary from before the forwarder takes the SSH road.
+		proxies = append(proxies, column{"proxy-before", sshRoute, sandbox})
 	}
 	if !c.SSHRoad {
 		proxies = append(proxies, column{"proxy-ssh", sshRoute, sandbox})
