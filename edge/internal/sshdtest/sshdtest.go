@@ -73,6 +73,12 @@ func Start(tb testing.TB, caPublicKey string, extraConfig ...string) *Server {
 		"LogLevel VERBOSE",
 		"AllowAgentForwarding yes",
 		"AllowStreamLocalForwarding yes",
+		// With SHLVL set, bash run by sshd for a command skips the
+		// machine user's ~/.bashrc, which runs pyenv here: about a
+		// CPU-second per login, a hundred of them in the parallel-session
+		// tests, all of it load on the tests beside them. Login shells
+		// (a pty session) still read ~/.profile as a user's would.
+		"SetEnv SHLVL=1",
 	}, extraConfig...)
 	sandbox := sandboxinit.SSHDConfig{
 		Listen: addr, HostKey: hostKeyPath, CAKeys: caPath, PidFile: filepath.Join(dir, "sshd.pid"),
