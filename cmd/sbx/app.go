@@ -216,6 +216,9 @@ func (a *app) explain(err error) (int, string) {
 		}
 		return 2, msg + " (see 'sbx --help')"
 	}
+	if errors.Is(err, apiclient.ErrDotSegment) {
+		return 2, err.Error()
+	}
 	if errors.Is(err, errNoToken) {
 		return 4, err.Error()
 	}

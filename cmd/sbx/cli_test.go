@@ -291,6 +291,13 @@ func TestFlagsAndArguments(t *testing.T) {
 		{"public without a port", []string{"ports", fakeID, "--public"}, "need a PORT"},
 		{"absolute put path", []string{"files", "put", fakeID, "/etc/x.txt", "x"}, `"/etc/x.txt" is absolute`},
 		{"files without verb args", []string{"files", "get", fakeID}, "missing PATH"},
+		// ".." as the URL's last segment is resolved away: "files/.."
+		// once sent DELETE /api/v1/sandboxes/ID/, and destroyed it.
+		{"rm path leaving the workspace", []string{"files", "rm", fakeID, ".."}, `PATH ".." leaves the workspace`},
+		{"ls path leaving the workspace", []string{"files", "ls", fakeID, "docs/../../x"}, "leaves the workspace"},
+		{"service rm ..", []string{"services", "rm", fakeID, ".."}, `NAME ".." names nothing`},
+		{"service logs .", []string{"services", "logs", fakeID, "."}, `NAME "." names nothing`},
+		{"destroy ..", []string{"destroy", ".."}, `ID ".." names nothing`},
 		{"unknown command", []string{"destory", fakeID}, "unknown command"},
 		{"bad output", []string{"list", "-o", "yaml"}, "want table, json or id"},
 		{"ssh ttl too long", []string{"ssh", "--ttl", "90", fakeID}, "from 1 to 60"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -23,7 +24,17 @@ func workspacePath(c *cobra.Command, p string) (string, error) {
 		return "", usageErrorf(c, "PATH %q is absolute; paths are relative to the sandbox's workspace (write %q for <workspace>/%s); files outside the workspace are reachable with sbx exec or sbx ssh",
 			p, strings.TrimLeft(p, "/"), strings.TrimLeft(p, "/"))
 	}
-	return p, nil
+	// Cleaned here, where ".." can still be told apart: sent as the
+	// last segment of a URL it would be resolved away, and "files/.."
+	// would name the sandbox itself.
+	clean := path.Clean(p)
+	switch {
+	case clean == ".." || strings.HasPrefix(clean, "../"):
+		return "", usageErrorf(c, "PATH %q leaves the workspace; paths are relative to the sandbox's workspace, and files outside it are reachable with sbx exec or sbx ssh", p)
+	case clean == ".":
+		return "", nil // the workspace's root
+	}
+	return clean, nil
 }
 
 // withFiles is the RunE of a files subcommand that takes PATH as its

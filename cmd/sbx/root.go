@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,14 @@ func args(required []string, optional ...string) cobra.PositionalArgs {
 			// The usage line tells "sbx ports expose ID 8000" what goes
 			// where; the help is a command away.
 			return usageErrorf(c, "unexpected argument %q: %s", got[max], strings.TrimSuffix(c.UseLine(), " [flags]"))
+		}
+		// An ID or NAME of "." or ".." would be resolved away in the
+		// request's URL and address another resource (PATHs are
+		// checked by workspacePath).
+		for i, name := range slices.Concat(required, optional)[:len(got)] {
+			if (name == "ID" || name == "NAME") && (got[i] == "." || got[i] == "..") {
+				return usageErrorf(c, "%s %q names nothing: give the %s itself", name, got[i], map[string]string{"ID": "sandbox's ID", "NAME": "service's name"}[name])
+			}
 		}
 		return nil
 	}

@@ -340,3 +340,37 @@ func TestListPaginates(t *testing.T) {
 		t.Fatalf("other account sees dev's sandboxes: %d %s", code, b)
 	}
 }
+
+// TestSandboxRoutesAreExact: /api/v1/sandboxes/{id}/ is not the sandbox.
+// It is where a client's "services/.." or "files/.." lands once its URL
+// library removes dot segments; a DELETE there once destroyed the
+// sandbox and answered 200.
+func TestSandboxRoutesAreExact(t *testing.T) {
+	e := newEnv(t, "sqlite", true)
+	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	var sb struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(b, &sb)
+	path := "/api/v1/sandboxes/" + sb.ID
+	for _, method := range []string{"DELETE", "PATCH", "GET"} {
+		code, hdr, b := e.do("dev", method, path+"/", strings.NewReader(`{"extend_minutes":5}`))
+		var p problemDoc
+		_ = json.Unmarshal(b, &p)
+		if code != 404 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/problem+json") || p.Code == "" {
+			t.Errorf("%s %s/: %d %q %s, want a 404 problem", method, path, code, hdr.Get("Content-Type"), b)
+		}
+	}
+	code, _, b = e.do("dev", "GET", path, nil)
+	var after struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(b, &after)
+	if code != 200 || after.Status != sb.Status {
+		t.Fatalf("after the trailing-slash requests: %d %s, want the sandbox as it was (%s)", code, b, sb.Status)
+	}
+}

@@ -291,3 +291,35 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("destroy_sandbox: %v", got)
 	}
 }
+
+// TestMCPDotArguments: a tool argument of "." or ".." is a tool error and
+// leaves the sandbox alone. delete_sandbox_service with the name ".."
+// once destroyed the sandbox (its URL resolved to .../sandboxes/{id}/)
+// and reported {"deleted":true}.
+func TestMCPDotArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	s := e.mcpSession(t, "Bearer "+e.tokens["dev"], nil)
+	sb, isErr := call(t, s, "create_sandbox", map[string]any{"profile": "tuist-linux-small"})
+	id, _ := sb["id"].(string)
+	if isErr || id == "" {
+		t.Fatalf("create_sandbox: %v", sb)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"delete_sandbox_service", map[string]any{"sandbox_id": id, "name": ".."}},
+		{"delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "."}},
+		{"list_sandbox_files", map[string]any{"sandbox_id": id, "path": ".."}},
+		{"destroy_sandbox", map[string]any{"sandbox_id": ".."}},
+	} {
+		if out, isErr := call(t, s, c.tool, c.args); !isErr {
+			t.Errorf("%s %v: %v, want a tool error", c.tool, c.args, out)
+		}
+	}
+	got, isErr := call(t, s, "get_sandbox", map[string]any{"sandbox_id": id})
+	if isErr || got["end_reason"] != nil || got["status"] != sb["status"] {
+		t.Fatalf("after the dot arguments: %v, want the sandbox as created (%v)", got, sb["status"])
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,9 +213,9 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/api/v1/sandboxes", s.createSandbox)
 		r.Get("/api/v1/sandboxes", s.listSandboxes)
 		r.Route("/api/v1/sandboxes/{id}", func(r chi.Router) {
-			r.Get("/", s.getSandbox)
-			r.Patch("/", s.patchSandbox)
-			r.Delete("/", s.deleteSandbox)
+			r.Get("/", exactPath(s.getSandbox))
+			r.Patch("/", exactPath(s.patchSandbox))
+			r.Delete("/", exactPath(s.deleteSandbox))
 			r.Post("/exec", s.exec)
 			r.Post("/exec/stream/tickets", s.createStreamTicket)
 			r.Get("/files/*", s.getFile)
@@ -237,6 +238,21 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/api/v1/projects/{id}/audit", s.projectAudit)
 	})
 	return r
+}
+
+// exactPath serves the sandbox's own routes at /api/v1/sandboxes/{id}
+// only, not with a trailing slash, which chi's subrouter would also give
+// them. .../{id}/ is where a client's ".../services/.." or
+// ".../files/.." lands once its URL library removes the dot segments: a
+// DELETE of a service or a file must never become one of the sandbox.
+func exactPath(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			writeError(w, r, errRouteNotFound)
+			return
+		}
+		h(w, r)
+	}
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {

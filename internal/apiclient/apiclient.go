@@ -10,6 +10,7 @@ package apiclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -22,7 +23,7 @@ import (
 // its requests through doer (nil: a default http.Client) and authenticates
 // them with token when it is not empty.
 func New(base, token string, doer HttpRequestDoer) (*ClientWithResponses, error) {
-	opts := []ClientOption{}
+	opts := []ClientOption{WithRequestEditorFn(refuseDotSegments)}
 	if doer != nil {
 		opts = append(opts, WithHTTPClient(doer))
 	}
@@ -30,6 +31,25 @@ func New(base, token string, doer HttpRequestDoer) (*ClientWithResponses, error)
 		opts = append(opts, WithRequestEditorFn(Bearer(token)))
 	}
 	return NewClientWithResponses(base, opts...)
+}
+
+// ErrDotSegment is a request refused because an argument of "." or ".."
+// would have sent it to another resource than the one named.
+var ErrDotSegment = errors.New(`an argument of "." or ".." names no resource here (it would address another one)`)
+
+// refuseDotSegments refuses requests that a "." or ".." argument moved.
+// The generated code resolves each operation's path as a URL reference,
+// which removes dot segments: DELETE .../services/{name} with the name
+// ".." would go out as DELETE /api/v1/sandboxes/{id}/, the sandbox
+// itself. Such a rewrite always leaves a path ending in "/" or holding an
+// empty segment, which no operation of the API has, but for the files
+// operations' empty path: the workspace's root (where "." lands too).
+func refuseDotSegments(_ context.Context, req *http.Request) error {
+	p := req.URL.Path
+	if strings.Contains(p, "//") || strings.HasSuffix(p, "/") && !strings.HasSuffix(p, "/files/") {
+		return fmt.Errorf("%s %s: %w", req.Method, p, ErrDotSegment)
+	}
+	return nil
 }
 
 // Bearer authenticates a request with an account agent token.
