@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -203,6 +204,16 @@ func (d debugTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // explain turns an error into an exit code and one line that says what
 // to do about it.
+// localError reports whether err, a net.Error on its face, failed on
+// this machine rather than on the way to the API: a file a request's
+// body was to be read from (a *url.Error is a net.Error whatever it
+// wraps), or a listener of sbx dev's own.
+func localError(err error) bool {
+	var pe *fs.PathError
+	var oe *net.OpError
+	return errors.As(err, &pe) || errors.As(err, &oe) && oe.Op == "listen"
+}
+
 func (a *app) explain(err error) (int, string) {
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -244,7 +255,7 @@ func (a *app) explain(err error) (int, string) {
 		return 3, apiTimeout.Error()
 	}
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) && !localError(err) {
 		return 3, fmt.Sprintf("cannot reach the API at %s: %v", a.apiURL(), err)
 	}
 	if errors.Is(err, context.Canceled) {

@@ -361,6 +361,9 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 		{"never answers", stuck.URL, fakeToken, []string{"list", "--api-timeout", "300ms"}, 3, "did not answer within 300ms"},
 		{"wrong token", api.URL, "sbx_at_wrong", []string{"list"}, 4, "check SBX_TOKEN"},
 		{"debug redacts", api.URL, fakeToken, []string{"--debug", "get", fakeID}, 0, "Authorization: [REDACTED]"},
+		// A local file that is not there is not the API's fault (the
+		// body's open error reaches us inside a *url.Error).
+		{"missing local file", api.URL, fakeToken, []string{"files", "put", fakeID, "x.txt", "/nonexistent/sbx-test-file"}, 1, "open /nonexistent/sbx-test-file: no such file or directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cliEnv(t, tc.api)
