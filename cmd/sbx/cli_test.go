@@ -213,9 +213,16 @@ func TestFlagsAndArguments(t *testing.T) {
 		body   map[string]any
 	}{
 		{"public after the port", []string{"ports", fakeID, "3000", "--public"}, "POST", "/api/v1/sandboxes/" + fakeID + "/ports",
-			map[string]any{"port": 3000.0, "access": "public", "host_policy": "forward"}},
+			map[string]any{"port": 3000.0, "access": "public"}},
 		{"public before the ID", []string{"ports", "--public", fakeID, "3000"}, "POST", "/api/v1/sandboxes/" + fakeID + "/ports",
-			map[string]any{"port": 3000.0, "access": "public", "host_policy": "forward"}},
+			map[string]any{"port": 3000.0, "access": "public"}},
+		// No flag: the port's access and host policy stay as they are
+		// (README's URL=$(sbx ports $ID 3000) once made a public port
+		// private).
+		{"port URL again", []string{"ports", fakeID, "3000"}, "POST", "/api/v1/sandboxes/" + fakeID + "/ports",
+			map[string]any{"port": 3000.0}},
+		{"private again", []string{"ports", fakeID, "3000", "--private", "--host-localhost"}, "POST", "/api/v1/sandboxes/" + fakeID + "/ports",
+			map[string]any{"port": 3000.0, "access": "private", "host_policy": "localhost"}},
 		{"exec flag between ID and --", []string{"exec", fakeID, "--timeout", "2", "--", "sleep", "1"}, "POST", "/api/v1/sandboxes/" + fakeID + "/exec",
 			map[string]any{"command": "sleep", "args": []any{"1"}, "timeout_seconds": 2.0}},
 		{"exec flags of the command after --", []string{"exec", fakeID, "--", "ls", "-la", "--timeout"}, "POST", "/api/v1/sandboxes/" + fakeID + "/exec",
@@ -289,6 +296,7 @@ func TestFlagsAndArguments(t *testing.T) {
 		{"exec --timeout on a terminal", []string{"exec", "-t", fakeID, "--timeout", "5", "--", "sh"}, "--timeout applies without a terminal"},
 		{"port not a number", []string{"ports", fakeID, "http"}, `PORT "http"`},
 		{"public without a port", []string{"ports", fakeID, "--public"}, "need a PORT"},
+		{"public and private", []string{"ports", fakeID, "3000", "--public", "--private"}, "choose one"},
 		{"absolute put path", []string{"files", "put", fakeID, "/etc/x.txt", "x"}, `"/etc/x.txt" is absolute`},
 		{"files without verb args", []string{"files", "get", fakeID}, "missing PATH"},
 		// ".." as the URL's last segment is resolved away: "files/.."

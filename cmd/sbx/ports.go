@@ -11,13 +11,15 @@ import (
 )
 
 func newPortsCmd(a *app) *cobra.Command {
-	var public, hostLocalhost, rm bool
+	var public, private, hostLocalhost, rm bool
 	c := &cobra.Command{
 		Use:   "ports ID [PORT]",
 		Short: "List, expose or unexpose a sandbox's preview ports",
 		Long: `Without PORT: list the exposed ports and their preview URLs.
 With PORT: expose 127.0.0.1:PORT inside the sandbox at its own URL (printed),
-private to your account unless --public; with --rm, stop exposing it.
+private to your account unless --public; with --rm, stop exposing it. A port
+exposed already keeps its URL and its access unless --public or --private
+says otherwise, so asking for the URL again changes nothing.
 
 Browsers resolve *.preview.localhost to loopback by themselves; other clients
 (wscat, Go or Python programs) may not: connect to 127.0.0.1 and send the
@@ -31,8 +33,8 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 		RunE: func(c *cobra.Command, got []string) error {
 			id := got[0]
 			if len(got) == 1 {
-				if rm || public || hostLocalhost {
-					return usageErrorf(c, "--rm, --public and --host-localhost need a PORT")
+				if rm || public || private || hostLocalhost {
+					return usageErrorf(c, "--rm, --public, --private and --host-localhost need a PORT")
 				}
 				cl, err := a.api()
 				if err != nil {
@@ -59,8 +61,11 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 			if err != nil || port < 1 || port > 65535 {
 				return usageErrorf(c, "PORT %q: want a port number from 1 to 65535", got[1])
 			}
-			if rm && (public || hostLocalhost) {
-				return usageErrorf(c, "--rm takes no --public or --host-localhost")
+			if rm && (public || private || hostLocalhost) {
+				return usageErrorf(c, "--rm takes no --public, --private or --host-localhost")
+			}
+			if public && private {
+				return usageErrorf(c, "--public and --private: choose one")
 			}
 			cl, err := a.api()
 			if err != nil {
@@ -70,14 +75,18 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 				_, err := apiclient.Result(cl.gen.UnexposePortWithResponse(c.Context(), id, port))
 				return err
 			}
-			access, policy := apiclient.PortRequestAccess("private"), apiclient.PortRequestHostPolicy("forward")
-			if public {
-				access = "public"
+			// Only what the flags say: the rest stays as it is on a port
+			// exposed already (private and forward on a new one).
+			body := apiclient.PortRequest{Port: port}
+			switch {
+			case public:
+				body.Access = ptr(apiclient.PortRequestAccess("public"))
+			case private:
+				body.Access = ptr(apiclient.PortRequestAccess("private"))
 			}
 			if hostLocalhost {
-				policy = "localhost"
+				body.HostPolicy = ptr(apiclient.PortRequestHostPolicy("localhost"))
 			}
-			body := apiclient.PortRequest{Port: port, Access: &access, HostPolicy: &policy}
 			var raw map[string]any
 			if err := decodeRaw(&raw)(apiclient.Raw(cl.gen.ExposePortWithResponse(c.Context(), id, body))); err != nil {
 				return err
@@ -89,7 +98,8 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 			return err
 		},
 	}
-	c.Flags().BoolVar(&public, "public", false, "anyone with the URL may open it (default: your account only)")
+	c.Flags().BoolVar(&public, "public", false, "anyone with the URL may open it (default for a new port: your account only)")
+	c.Flags().BoolVar(&private, "private", false, "only your account may open it (makes a public port private again)")
 	c.Flags().BoolVar(&hostLocalhost, "host-localhost", false, "send Host: localhost:PORT (for dev servers that insist)")
 	c.Flags().BoolVar(&rm, "rm", false, "stop exposing PORT")
 	return c

@@ -64,6 +64,16 @@ func testPorts(t *testing.T, backend string) {
 	if again.URL != web.URL || again.Access != "public" || again.HostPolicy != "localhost" {
 		t.Errorf("re-expose: %+v, want url %s public localhost", again, web.URL)
 	}
+	// Asked again without settings (the CLI's `sbx ports ID 3000` to
+	// print the URL): nothing changes. This once made it private.
+	if same := expose(`{"port":3000}`, 200); same != again {
+		t.Errorf("re-expose without settings: %+v, want it as it was: %+v", same, again)
+	}
+	// One setting: the other stays.
+	if priv := expose(`{"port":3000,"access":"private"}`, 200); priv.Access != "private" || priv.HostPolicy != "localhost" || priv.URL != web.URL {
+		t.Errorf("re-expose private: %+v, want private, localhost kept, url %s", priv, web.URL)
+	}
+	expose(`{"port":3000,"access":"public"}`, 200)
 	other := expose(`{"port":8080}`, 201)
 	if other.URL == web.URL {
 		t.Error("two ports share a URL")

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -78,8 +79,10 @@ func (m *Manager) MintSSHCredential(ctx context.Context, acct store.Account, id 
 	return SSHCredential{SSHCredential: cred, PrivateKeyPEM: pemKey}, nil
 }
 
-// PortSpec is what ExposePort is asked for; empty Access and HostPolicy
-// take the defaults (private, forward).
+// PortSpec is what ExposePort is asked for. Empty Access and HostPolicy
+// keep those of the port when it is exposed already, and take the
+// defaults (private, forward) for a new one: asking for a port's URL
+// again must not turn a public port private.
 type PortSpec struct {
 	Port       int
 	Access     store.PortAccess
@@ -94,6 +97,18 @@ func (m *Manager) ExposePort(ctx context.Context, acct store.Account, id string,
 		return store.PreviewPort{}, false, err
 	}
 	err = m.underLock(ctx, id, "expose a port of", func(tx store.Tx, sb store.Sandbox) (store.Event, error) {
+		if spec.Access == "" || spec.HostPolicy == "" {
+			ps, err := tx.PreviewPorts(ctx, id)
+			if err != nil {
+				return store.Event{}, err
+			}
+			for _, p := range ps {
+				if p.Port == spec.Port {
+					spec.Access = cmp.Or(spec.Access, p.Access)
+					spec.HostPolicy = cmp.Or(spec.HostPolicy, p.HostPolicy)
+				}
+			}
+		}
 		if err := validatePort(&spec, sb); err != nil {
 			return store.Event{}, err
 		}

@@ -498,20 +498,20 @@ type PortHostPolicy string
 
 // PortRequest defines model for PortRequest.
 type PortRequest struct {
-	// Access `private`: members of the sandbox's account only. `public`: anyone with the URL.
+	// Access `private`: members of the sandbox's account only. `public`: anyone with the URL. Left out: the port's current access when it is exposed already, else `private`.
 	Access *PortRequestAccess `json:"access,omitempty"`
 
-	// HostPolicy `forward` passes the preview host as `Host`; `localhost` rewrites it to `localhost:<port>` for dev servers that insist on it. Applied identically to HTTP and WebSocket requests.
+	// HostPolicy `forward` passes the preview host as `Host`; `localhost` rewrites it to `localhost:<port>` for dev servers that insist on it. Applied identically to HTTP and WebSocket requests. Left out: the port's current policy when it is exposed already, else `forward`.
 	HostPolicy *PortRequestHostPolicy `json:"host_policy,omitempty"`
 
 	// Port Port inside the sandbox; the server must listen on it (127.0.0.1 is enough).
 	Port int `json:"port"`
 }
 
-// PortRequestAccess `private`: members of the sandbox's account only. `public`: anyone with the URL.
+// PortRequestAccess `private`: members of the sandbox's account only. `public`: anyone with the URL. Left out: the port's current access when it is exposed already, else `private`.
 type PortRequestAccess string
 
-// PortRequestHostPolicy `forward` passes the preview host as `Host`; `localhost` rewrites it to `localhost:<port>` for dev servers that insist on it. Applied identically to HTTP and WebSocket requests.
+// PortRequestHostPolicy `forward` passes the preview host as `Host`; `localhost` rewrites it to `localhost:<port>` for dev servers that insist on it. Applied identically to HTTP and WebSocket requests. Left out: the port's current policy when it is exposed already, else `forward`.
 type PortRequestHostPolicy string
 
 // Problem defines model for Problem.
@@ -1092,7 +1092,7 @@ type ClientInterface interface {
 
 	// ExposePortWithBody Expose a port of the sandbox as a preview URL
 	//
-	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1101,7 +1101,7 @@ type ClientInterface interface {
 
 	// ExposePort Expose a port of the sandbox as a preview URL
 	//
-	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1591,7 +1591,7 @@ func (c *Client) ListPorts(ctx context.Context, id string, reqEditors ...Request
 
 // ExposePortWithBody Expose a port of the sandbox as a preview URL
 //
-// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1610,7 +1610,7 @@ func (c *Client) ExposePortWithBody(ctx context.Context, id string, contentType 
 
 // ExposePort Expose a port of the sandbox as a preview URL
 //
-// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3575,7 +3575,7 @@ type ClientWithResponsesInterface interface {
 
 	// ExposePortWithBodyWithResponse Expose a port of the sandbox as a preview URL
 	//
-	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3584,7 +3584,7 @@ type ClientWithResponsesInterface interface {
 
 	// ExposePortWithResponse Expose a port of the sandbox as a preview URL
 	//
-	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+	// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6155,7 +6155,7 @@ func (c *ClientWithResponses) ListPortsWithResponse(ctx context.Context, id stri
 
 // ExposePortWithBodyWithResponse Expose a port of the sandbox as a preview URL
 //
-// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6170,7 +6170,7 @@ func (c *ClientWithResponses) ExposePortWithBodyWithResponse(ctx context.Context
 
 // ExposePortWithResponse Expose a port of the sandbox as a preview URL
 //
-// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again changes its access and host policy and keeps its URL (200). The sandbox's own SSH server port is refused.
+// Makes `127.0.0.1:<port>` inside the sandbox reachable at `https://<label>.preview.<domain>` through the edge's preview proxy. The label is random and stored, never derived from the sandbox ID. `private` ports (the default) admit members of the sandbox's account only: browsers sign in with OIDC, API clients send their account token as `Authorization: Bearer` or `X-Sbx-Preview-Token`. Exposing a port again keeps its URL (200) and changes the access and host policy the request names; those it leaves out stay as they were. The sandbox's own SSH server port is refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
