@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/sshbroker"
+	"github.com/sbxedge/sbx/internal/tcpproxy"
 )
 
 // brokerChildCmd runs the broker in its own process so its CPU time and
@@ -77,4 +79,23 @@ func runBrokerChild(ctx context.Context, args []string) error {
 		return err
 	}
 	return serveChild(ctx, b.Serve, b.Close, func(err error) bool { return errors.Is(err, sshbroker.ErrServerClosed) })
+}
+
+// tcpRelayChildCmd runs a plain Go TCP relay (internal/tcpproxy) to its
+// one argument's address in its own process: the keystroke figure's
+// floor, measured as the broker is, across a process boundary.
+const tcpRelayChildCmd = "_tcp-relay"
+
+func runTCPRelayChild(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New(tcpRelayChildCmd + ": want the address to relay to")
+	}
+	relay, err := tcpproxy.Listen(args[0])
+	if err != nil {
+		return err
+	}
+	fmt.Println(relay.Addr)
+	waitParent(ctx)
+	relay.Stop()
+	return nil
 }

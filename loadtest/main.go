@@ -33,6 +33,7 @@ var commands = []command{
 	{name: previewChildCmd, summary: "(internal) the preview proxy under test, in its own process", run: runPreviewChild, hidden: true},
 	{name: forwarderChildCmd, summary: "(internal) a sandbox's port forwarder, in its own process", run: runForwarderChild, hidden: true},
 	{name: brokerChildCmd, summary: "(internal) the broker under test, in its own process", run: runBrokerChild, hidden: true},
+	{name: tcpRelayChildCmd, summary: "(internal) a plain TCP relay, in its own process", run: runTCPRelayChild, hidden: true},
 }
 
 func usage() {

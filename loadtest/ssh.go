@@ -33,6 +33,7 @@ type sshConfig struct {
 	HandshakeFor    time.Duration // how long each handshake run lasts
 	HandshakeConc   int           // concurrent handshakers
 	Keystrokes      int           // keystrokes per RTT run
+	KeystrokeRounds int           // rounds of the keystroke runs (direct, broker, relay)
 	Sessions        int           // idle sessions held for the memory figure
 	ClientCipher    string        // the load generator's cipher list, in order (OpenSSH's default)
 	UpstreamCiphers string        // also measure the broker with this upstream cipher
@@ -53,6 +54,7 @@ func (c *sshConfig) Validate() error {
 	check(c.HandshakeFor > 0 && c.HandshakeFor <= time.Minute, "--handshake-for must be (0, 1m]")
 	check(c.HandshakeConc >= 1 && c.HandshakeConc <= 64, "--handshake-conc must be 1..64")
 	check(c.Keystrokes >= 1 && c.Keystrokes <= 10000, "--keystrokes must be 1..10000")
+	check(c.KeystrokeRounds >= 1 && c.KeystrokeRounds <= 20, "--keystroke-rounds must be 1..20")
 	check(c.Sessions >= 1 && c.Sessions <= 5000, "--sessions must be 1..5000")
 	check(c.Timeout > 0 && c.Timeout <= time.Hour, "--timeout must be (0, 1h]")
 	return errors.Join(errs...)
@@ -71,6 +73,7 @@ func runSSH(ctx context.Context, args []string) error {
 	fs.DurationVar(&c.HandshakeFor, "handshake-for", 5*time.Second, "duration of each handshake run")
 	fs.IntVar(&c.HandshakeConc, "handshake-conc", 4, "concurrent handshakers")
 	fs.IntVar(&c.Keystrokes, "keystrokes", 300, "keystrokes per round-trip run")
+	fs.IntVar(&c.KeystrokeRounds, "keystroke-rounds", 3, "rounds of keystroke runs, each timing direct, broker and TCP relay in a rotated order")
 	fs.IntVar(&c.Sessions, "sessions", 1000, "idle sessions held for the memory figure")
 	fs.StringVar(&c.ClientCipher, "client-cipher", openSSHCiphers, "comma list of ciphers the load generator offers, in order (default: OpenSSH's list)")
 	fs.StringVar(&c.UpstreamCiphers, "compare-upstream-cipher", "chacha20-poly1305@openssh.com", "also run bulk through a broker using this upstream cipher (empty: skip)")
