@@ -155,3 +155,31 @@ func TestWakeTimeoutIs503(t *testing.T) {
 		t.Fatalf("answered after %v, want held for the 300ms wake limit", held)
 	}
 }
+
+// TestWakeTimeoutWhileSuspending: a call held past the wake limit while
+// the sandbox is still being suspended (here nothing carries the
+// suspension on: the job queue is off) is told so, not that it is waking.
+func TestWakeTimeoutWhileSuspending(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true, func(c *control.Config) { c.WakeTimeout = 300 * time.Millisecond })
+	sb := e.createDev()
+	ctx := context.Background()
+	err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+		cur, err := tx.SandboxForUpdate(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		cur.State = store.StateSuspending
+		return tx.UpdateSandbox(ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, hdr, b := e.do("dev", "GET", "/api/v1/sandboxes/"+sb.ID+"/files/x", nil)
+	if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(string(b), "sandbox_waking") {
+		t.Fatalf("got %d Retry-After=%q %s, want 503 sandbox_waking with Retry-After", code, hdr.Get("Retry-After"), b)
+	}
+	if !strings.Contains(string(b), "still being suspended") || strings.Contains(string(b), "waking from suspension") {
+		t.Errorf("got %s, want a detail saying the sandbox is still being suspended", b)
+	}
+}
