@@ -88,6 +88,13 @@ type Config struct {
 	// Provider, when set, builds where sandboxes run instead of the local
 	// provider (cmd/control injects Kubernetes).
 	Provider ProviderOpener
+	// JobsInstance names this process's job client the same way across
+	// its restarts (store.JobsConfig.Instance): at start, jobs a crashed
+	// run of it left running are retried at once instead of after the
+	// stuck-job rescue. It must differ from every other live control on
+	// the database (sbx dev: derived from the locked data dir; a replica:
+	// its pod's name). Empty: a fresh ID each start. At most 100 bytes.
+	JobsInstance string
 	// NoJobs serves the API without working the job queue: state changes
 	// and their jobs are committed but nothing carries them forward. For
 	// maintenance windows and crash tests.
@@ -136,8 +143,14 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("control: ProviderMode %q: want embedded or sshd", c.ProviderMode)
 	}
+	if len(c.JobsInstance) > maxJobsInstance {
+		return fmt.Errorf("control: JobsInstance %q: longer than %d bytes", c.JobsInstance, maxJobsInstance)
+	}
 	return nil
 }
+
+// maxJobsInstance is River's limit on a client ID.
+const maxJobsInstance = 100
 
 // Service is a running control plane.
 type Service struct {
@@ -317,7 +330,9 @@ func (s *Service) Start(ctx context.Context) error {
 	// only under its row lock, so two replicas agree.
 	s.watchers.Go(func() { s.Life.ReconcileEvery(wctx) })
 	if !s.cfg.NoJobs {
-		if err := s.Store.StartJobs(ctx, s.Life.Jobs()); err != nil {
+		jobs := s.Life.Jobs()
+		jobs.Instance = s.cfg.JobsInstance
+		if err := s.Store.StartJobs(ctx, jobs); err != nil {
 			return fmt.Errorf("start job queue: %w", err)
 		}
 	}

@@ -60,6 +60,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	sshPublic := fs.String("ssh-public-addr", env("SBX_SSH_PUBLIC_ADDR", "127.0.0.1:2222"), "the edge's SSH address clients are told (host:port)")
 	fs.StringVar(&c.ProviderMode, "sandbox-server", env("SBX_SANDBOX_SERVER", "embedded"), `local provider's sandbox SSH server: "embedded" or "sshd"`)
 	fs.StringVar(&c.SandboxInit, "sandbox-init", env("SBX_SANDBOX_INIT", ""), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside this program, on PATH, or else this program itself)")
+	fs.StringVar(&c.JobsInstance, "jobs-instance", env("SBX_JOBS_INSTANCE", ""), "this replica's name on the job queue, kept across its restarts and never shared by two live replicas (a pod's name): at start, jobs a crashed run of it left running are retried at once (empty: a fresh name each start; they wait for the stuck-job rescue)")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL for shared activity (default: $SBX_REDIS_URL; empty: in-memory, one replica only)")
 	fs.StringVar(&c.RedisPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (the edge's --activity-prefix must match)")
 	fs.BoolVar(&c.Lifecycle.NoIdleOffload, "no-idle-offload", env("SBX_NO_IDLE_OFFLOAD", "") == "1", "never suspend idle sandboxes (required without --redis-url: a separate edge's activity is invisible then)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -46,4 +47,22 @@ func lockDataDir(dir string) (release func() error, err error) {
 		return nil, fmt.Errorf("write data dir lock: %w", err)
 	}
 	return f.Close, nil // closing the descriptor releases the flock
+}
+
+// devJobsInstance names the job client of the sbx dev that holds dir's
+// lock (control.Config.JobsInstance). The lock makes it one live process
+// at a time, and the name survives restarts, so a restart after a crash
+// retries at once the jobs the dead run left running. The host and the
+// directory's path keep two sbx dev sharing one Postgres apart.
+func devJobsInstance(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("data dir path: %w", err)
+	}
+	host, _ := os.Hostname()
+	if len(host) > 40 {
+		host = host[:40]
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return fmt.Sprintf("sbx-dev-%s-%x", host, sum[:8]), nil
 }

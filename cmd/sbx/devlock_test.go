@@ -34,3 +34,28 @@ func TestDevDataDirLock(t *testing.T) {
 	again := startDev(t, dataDir, "") // fails the test if the stale lock blocks
 	again.stop()
 }
+
+// TestDevJobsInstance: a data dir's job client keeps its name across
+// restarts (however the dir is spelt), another dir's differs, and both
+// fit River's limit on a client ID.
+func TestDevJobsInstance(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	name := func(d string) string {
+		t.Helper()
+		s, err := devJobsInstance(d)
+		if err != nil {
+			t.Fatalf("devJobsInstance(%q): %v", d, err)
+		}
+		if len(s) > 100 {
+			t.Errorf("devJobsInstance(%q) = %q: %d bytes, want at most 100", d, s, len(s))
+		}
+		return s
+	}
+	if a, b := name(dir), name("."); a != b {
+		t.Errorf("devJobsInstance: %q for %s, %q for . (the same dir)", a, dir, b)
+	}
+	if a, b := name(dir), name(t.TempDir()); a == b {
+		t.Errorf("devJobsInstance: %q for two data dirs, want them apart", a)
+	}
+}

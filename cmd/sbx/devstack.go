@@ -92,6 +92,10 @@ func startDevStack(ctx context.Context, c devConfig, log *slog.Logger, tweak fun
 }
 
 func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, tweak func(*control.Config)) (*devStack, error) {
+	instance, err := devJobsInstance(c.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	// Listen before anything else: the API reports the broker's and the
 	// proxy's real ports (the flags may say :0).
 	sshLn, err := net.Listen("tcp", c.SSHAddr)
@@ -111,7 +115,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 	cfg := control.Config{
 		DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIAddr: c.APIAddr, MetricsAddr: c.MetricsAddr,
 		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
-		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs,
+		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs, JobsInstance: instance,
 		SandboxInit: c.SandboxInit, SandboxInitFallback: c.SandboxInitFallback,
 		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,
 		// One process: invalidations reach the edge directly.

@@ -39,14 +39,30 @@ func (s *Server) awaken(r *http.Request, sb store.Sandbox) (store.Sandbox, error
 	defer cancel()
 	if err := s.life.Wake(ctx, sb.ID); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-			p := problem.New(http.StatusServiceUnavailable, "sandbox_waking",
-				"the sandbox is waking from suspension; retry shortly")
+			// One code, which clients retry on; the detail says what is
+			// being waited for.
+			p := problem.New(http.StatusServiceUnavailable, "sandbox_waking", wakeWaitDetail(err))
 			p.RetryAfter = wakeRetryAfter
 			return sb, p
 		}
 		return sb, err
 	}
 	return s.life.Get(r.Context(), account(r), sb.ID)
+}
+
+// wakeWaitDetail tells a caller held past WakeTimeout what the sandbox is
+// still doing.
+func wakeWaitDetail(err error) string {
+	var we *lifecycle.WakeWaitError
+	if errors.As(err, &we) {
+		switch store.State(we.State) {
+		case store.StateSuspending:
+			return "the sandbox is still being suspended; it wakes once that finishes; retry shortly"
+		case store.StatePending:
+			return "the sandbox is still being provisioned; retry shortly"
+		}
+	}
+	return "the sandbox is waking from suspension; retry shortly"
 }
 
 // effectiveDeadline is the deadline a client should see (the clock

@@ -114,6 +114,24 @@ func TestExecWakesSuspended(t *testing.T) {
 	}
 }
 
+// setSandbox changes sandbox id's row as change says, behind the
+// lifecycle's back (a state it would reach only through a provider).
+func (e *env) setSandbox(t *testing.T, id string, change func(*store.Sandbox)) {
+	t.Helper()
+	ctx := t.Context()
+	err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+		cur, err := tx.SandboxForUpdate(ctx, id)
+		if err != nil {
+			return err
+		}
+		change(&cur)
+		return tx.UpdateSandbox(ctx, cur)
+	})
+	if err != nil {
+		t.Fatalf("update sandbox %s: %v", id, err)
+	}
+}
+
 // TestWakeTimeoutIs503: a call held past the wake limit gets 503 with
 // Retry-After. Here the waker's inline restore fails (the snapshot is
 // corrupt) and the job queue that would retry it is off, so the sandbox
@@ -126,19 +144,10 @@ func TestWakeTimeoutIs503(t *testing.T) {
 		c.DataDir = dataDir
 	})
 	sb := e.createDev()
-	ctx := context.Background()
-	err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
-		cur, err := tx.SandboxForUpdate(ctx, sb.ID)
-		if err != nil {
-			return err
-		}
+	e.setSandbox(t, sb.ID, func(cur *store.Sandbox) {
 		now := time.Now().UTC()
 		cur.State, cur.SuspendedAt = store.StateSuspended, &now
-		return tx.UpdateSandbox(ctx, cur)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sbDir := filepath.Join(dataDir, "sandboxes", sb.ID)
 	if err := os.MkdirAll(sbDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -153,5 +162,22 @@ func TestWakeTimeoutIs503(t *testing.T) {
 	}
 	if held := time.Since(start); held < 300*time.Millisecond {
 		t.Fatalf("answered after %v, want held for the 300ms wake limit", held)
+	}
+}
+
+// TestWakeTimeoutWhileSuspending: a call held past the wake limit while
+// the sandbox is still being suspended (here nothing carries the
+// suspension on: the job queue is off) is told so, not that it is waking.
+func TestWakeTimeoutWhileSuspending(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true, func(c *control.Config) { c.WakeTimeout = 300 * time.Millisecond })
+	sb := e.createDev()
+	e.setSandbox(t, sb.ID, func(cur *store.Sandbox) { cur.State = store.StateSuspending })
+	code, hdr, b := e.do("dev", "GET", "/api/v1/sandboxes/"+sb.ID+"/files/x", nil)
+	if code != 503 || hdr.Get("Retry-After") == "" || !strings.Contains(string(b), "sandbox_waking") {
+		t.Fatalf("got %d Retry-After=%q %s, want 503 sandbox_waking with Retry-After", code, hdr.Get("Retry-After"), b)
+	}
+	if !strings.Contains(string(b), "still being suspended") || strings.Contains(string(b), "waking from suspension") {
+		t.Errorf("got %s, want a detail saying the sandbox is still being suspended", b)
 	}
 }

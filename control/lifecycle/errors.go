@@ -46,3 +46,18 @@ func (e *StateError) Error() string {
 
 // Unwrap lets errors.Is(err, ErrState) match.
 func (e *StateError) Unwrap() error { return ErrState }
+
+// WakeWaitError is Wake's error when its context ends before the sandbox
+// is ready: State is the state it was still in (suspending: the
+// suspension has not finished, and the restore waits for it).
+type WakeWaitError struct {
+	State string
+	Err   error // the context's cause
+}
+
+func (e *WakeWaitError) Error() string {
+	return fmt.Sprintf("sandbox still %s: %v", e.State, e.Err)
+}
+
+// Unwrap lets errors.Is(err, context.DeadlineExceeded) match.
+func (e *WakeWaitError) Unwrap() error { return e.Err }

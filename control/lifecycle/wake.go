@@ -61,7 +61,7 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("wake %s: %w", id, context.Cause(ctx))
+			return fmt.Errorf("wake %s: %w", id, &WakeWaitError{State: string(sb.State), Err: context.Cause(ctx)})
 		}
 		t.Stop()
 	}

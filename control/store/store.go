@@ -55,6 +55,16 @@ type JobsConfig struct {
 	// JobTimeout bounds each job's run for every worker that does not set
 	// its own; zero is River's default (1 min).
 	JobTimeout time.Duration
+	// Instance names this process's job client the same way across its
+	// restarts, so that at start it retries at once the jobs a crashed
+	// run of it left `running`, which otherwise wait for the stuck-job
+	// rescue (JobTimeout plus a minute). Jobs another client ran last are
+	// never touched. No two live processes may share an Instance on one
+	// database: sbx dev derives it from its data directory, which it
+	// holds locked; a replica may use its pod's name, which no other live
+	// pod has and which a restarted container keeps. Empty: a fresh ID
+	// each start, and only the rescue recovers a crashed run's jobs.
+	Instance string
 }
 
 // ListOptions pages through an account's sandboxes, newest first.

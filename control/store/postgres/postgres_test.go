@@ -51,3 +51,9 @@ func TestOpenConcurrently(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+func TestCrashRestart(t *testing.T) {
+	storetest.RunCrashRestart(t, testdb.Postgres, func(t *testing.T, dsn string) store.Store {
+		return storetest.Open(t, postgres.Open, dsn)
+	})
+}

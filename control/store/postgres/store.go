@@ -72,7 +72,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool:     pool,
 		logger:   logger,
 		inserter: inserter,
-		jobs:     jobqueue.Runner[pgx.Tx]{Driver: riverpgxv5.New(pool), Logger: logger},
+		jobs:     jobqueue.Runner[pgx.Tx]{Driver: riverpgxv5.New(pool), Logger: logger, Reclaim: reclaimer(pool)},
 	}, nil
 }
 

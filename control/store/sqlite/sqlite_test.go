@@ -58,3 +58,8 @@ func TestOpenRejectsMemory(t *testing.T) {
 		}
 	}
 }
+
+func TestCrashRestart(t *testing.T) {
+	storetest.RunCrashRestart(t, func(t testing.TB) string { return filepath.Join(t.TempDir(), "sbx.db") },
+		func(t *testing.T, dsn string) store.Store { return storetest.Open(t, sqlite.Open, dsn) })
+}

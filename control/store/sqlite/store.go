@@ -111,9 +111,10 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		logger:   logger,
 		inserter: inserter,
 		jobs: jobqueue.Runner[*sql.Tx]{
-			Driver: riversqlite.New(db),
-			Logger: logger,
-			Tune:   func(c *river.Config) { c.FetchPollInterval = fetchPollInterval },
+			Driver:  riversqlite.New(db),
+			Logger:  logger,
+			Tune:    func(c *river.Config) { c.FetchPollInterval = fetchPollInterval },
+			Reclaim: reclaimer(db),
 		},
 	}, nil
 }

@@ -31,6 +31,13 @@ type Runner[TTx any] struct {
 	// Tune, when set, adjusts the client config before the client is
 	// built (SQLite polls faster, having no LISTEN/NOTIFY).
 	Tune func(*river.Config)
+	// Reclaim puts back in the queue every job still `running` whose last
+	// attempt was by the client clientID, in one statement that touches
+	// no other job: as available (keeping its place in line), or as
+	// discarded past its last attempt, or cancelled if a cancel was asked;
+	// each gets an attempt error saying why, dated at. It returns how many
+	// it changed. Required for JobsConfig.Instance.
+	Reclaim func(ctx context.Context, clientID string, at time.Time) (int64, error)
 
 	mu     sync.Mutex // guards client
 	client *river.Client[TTx]
@@ -90,6 +97,15 @@ func (r *Runner[TTx]) Start(ctx context.Context, cfg store.JobsConfig) error {
 	if r.Tune != nil {
 		r.Tune(rc)
 	}
+	if cfg.Instance != "" {
+		// Before this client starts, no job of this process runs under
+		// the instance's ID (Stop waited for them, or Start refused
+		// above); any still marked running is a dead run's.
+		rc.ID = cfg.Instance
+		if err := r.reclaim(ctx, cfg.Instance); err != nil {
+			return err
+		}
+	}
 	client, err := river.NewClient(r.Driver, rc)
 	if err != nil {
 		return fmt.Errorf("start jobs: new river client: %w", err)
@@ -100,6 +116,26 @@ func (r *Runner[TTx]) Start(ctx context.Context, cfg store.JobsConfig) error {
 	r.client = client
 	return nil
 }
+
+// reclaim puts back in the queue the jobs an earlier run of instance left
+// running, so they are retried now rather than after the stuck-job rescue.
+func (r *Runner[TTx]) reclaim(ctx context.Context, instance string) error {
+	if r.Reclaim == nil {
+		return errors.New("start jobs: instance given, but the store cannot reclaim its jobs")
+	}
+	n, err := r.Reclaim(ctx, instance, time.Now().UTC())
+	if err != nil {
+		return fmt.Errorf("start jobs: reclaim jobs left running by %s: %w", instance, err)
+	}
+	if n > 0 && r.Logger != nil {
+		r.Logger.InfoContext(ctx, "requeued jobs an earlier run left running", "instance", instance, "jobs", n)
+	}
+	return nil
+}
+
+// ReclaimError is the attempt error Reclaim records on each job it puts
+// back.
+const ReclaimError = "left running by an earlier run of this instance; requeued at its restart"
 
 // Stop stops fetching and waits for running jobs or for ctx. After an
 // error the client is still running and Stop may be called again.
