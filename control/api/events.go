@@ -53,8 +53,10 @@ func (s *Server) StopStreams() { s.stopStreamsOnce.Do(func() { close(s.stopStrea
 // events lists a sandbox's lifecycle events, or streams them as
 // server-sent events when the client accepts text/event-stream. A stream
 // resumes after Last-Event-ID (or ?after=) and ends once the sandbox has
-// reached a final state and that event was sent.
+// reached a final state and that event was sent, or, with a last "error"
+// event carrying token_revoked, when its token is revoked.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	epoch := s.streams.epoch.Load() // before the sandbox is checked
 	sb, ok := s.urlSandbox(w, r)
 	if !ok {
 		return
@@ -80,11 +82,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, eventListView{Events: views(evs, viewEvent)})
 		return
 	}
-	s.streamEvents(w, r, sb.ID, after)
+	s.streamEvents(w, r, sb.ID, after, epoch)
 }
 
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, sandboxID string, after int64) {
-	ctx := r.Context()
+// streamEvents rides on its token only (see tokenOnly): the sandbox's
+// suspend and end are what it reports.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, sandboxID string, after int64, epoch uint64) {
+	ctx, _, sw, ok := s.watchStream(w, r, sandboxID, tokenOnly, epoch)
+	if !ok {
+		return
+	}
+	defer sw.done()
 	// Subscribe before the first read: an event committed between the
 	// read and the wait then still signals, and the next read finds it.
 	changed, cancel := s.store.SubscribeEvents(sandboxID)
@@ -98,6 +106,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, sandboxID 
 	if err := rc.Flush(); err != nil {
 		return
 	}
+	defer func() {
+		// A read cut short by the revocation ends the loop too.
+		if se, ended := endedBy(ctx); ended {
+			data, _ := json.Marshal(se.p)
+			if _, err := fmt.Fprintf(w, "event: error\ndata: %s\n\n", data); err == nil {
+				_ = rc.Flush()
+			}
+		}
+	}()
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
@@ -106,12 +123,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, sandboxID 
 		// that follows holds its event.
 		sb, err := s.store.Sandbox(ctx, sandboxID)
 		if err != nil {
-			logger(r).WarnContext(ctx, "event stream: read sandbox", "sandbox_id", sandboxID, "err", err)
+			if ctx.Err() == nil {
+				logger(r).WarnContext(ctx, "event stream: read sandbox", "sandbox_id", sandboxID, "err", err)
+			}
 			return
 		}
 		evs, err := s.store.Events(ctx, sandboxID, after)
 		if err != nil {
-			logger(r).WarnContext(ctx, "event stream: read events", "sandbox_id", sandboxID, "err", err)
+			if ctx.Err() == nil {
+				logger(r).WarnContext(ctx, "event stream: read events", "sandbox_id", sandboxID, "err", err)
+			}
 			return
 		}
 		for _, e := range evs {

@@ -82,7 +82,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A long command ends with its authority too (see streamauth.go).
-	ctx, _, sw, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	ctx, _, sw, ok := s.watchStream(w, r, t.SandboxID, inSandbox, epoch)
 	if !ok {
 		return
 	}

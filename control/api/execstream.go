@@ -17,8 +17,13 @@ import (
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
-// errShuttingDown ends streams open when control stops.
-var errShuttingDown = errors.New("control is shutting down")
+// errShuttingDown ends streams open when control stops; an event stream
+// it ended is told shuttingDown last.
+var (
+	errShuttingDown = errors.New("control is shutting down")
+	shuttingDown    = problem.New(http.StatusServiceUnavailable, "shutting_down",
+		"control is shutting down; this stream and any command it ran were ended")
+)
 
 // execChunk is the data of a stdout or stderr event: the bytes as they
 // were produced, as text when they are UTF-8 and base64 otherwise.
@@ -39,21 +44,12 @@ type execChunk struct {
 // event is an "error" saying so (streamauth.go); epoch is the
 // invalidation epoch read before target checked the sandbox.
 func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Target, req podssh.ExecRequest, took prometheus.Observer, epoch uint64) {
-	ctx, cancel, sw, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	ctx, _, sw, ok := s.watchStream(w, r, t.SandboxID, inSandbox, epoch)
 	if !ok {
 		return
 	}
 	defer sw.done()
-	stopOnShutdown := make(chan struct{})
-	go func() { // owned here: ends when the command's context does
-		defer close(stopOnShutdown)
-		select {
-		case <-s.stopStreams:
-			cancel(errShuttingDown)
-		case <-ctx.Done():
-		}
-	}()
-	defer func() { cancel(nil); <-stopOnShutdown }()
+	sw.endOnShutdown()
 
 	sse := newSSE(w)
 	stopKeepAlive := sse.keepAlive(keepAlive)
@@ -75,8 +71,7 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Tar
 	case err != nil && ended:
 		sse.event("error", gone.p)
 	case err != nil && errors.Is(context.Cause(ctx), errShuttingDown):
-		sse.event("error", problem.New(http.StatusServiceUnavailable, "shutting_down",
-			"control is shutting down; the command was ended"))
+		sse.event("error", shuttingDown)
 	case err != nil:
 		sse.event("error", toProblem(r, err))
 	default:

@@ -71,27 +71,41 @@ func (e *env) startExecStream(t *testing.T, id, body string, bodyFlag bool) (<-c
 // startExecStreamAs is startExecStream as the named token.
 func (e *env) startExecStreamAs(t *testing.T, tok, id, body string, bodyFlag bool) (<-chan execEvent, context.CancelFunc) {
 	t.Helper()
+	return e.eventsAs(t, tok, "POST", "/api/v1/sandboxes/"+id+"/exec", strings.NewReader(body), !bodyFlag)
+}
+
+// eventsAs opens an event stream as the named token, asking for it with
+// Accept: text/event-stream when accept is set, and returns its named
+// events as they arrive. The channel closes when the stream ends; cancel
+// ends the request.
+func (e *env) eventsAs(t *testing.T, tok, method, path string, body io.Reader, accept bool) (<-chan execEvent, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, "POST", e.svc.URL()+"/api/v1/sandboxes/"+id+"/exec", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, e.svc.URL()+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+e.tokens[tok])
-	if !bodyFlag {
+	if accept {
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	resp := e.openSSE(t, req, "exec stream")
+	resp := e.openSSE(t, req, method+" "+path)
 	events := make(chan execEvent, 64)
 	done := make(chan struct{})
-	go func() { // ends at the stream's end or when cancel closes the body
+	go func() { // ends at the stream's end or with cancel, even when no one reads
 		defer close(done)
 		defer close(events)
 		scanSSE(resp.Body, func(f map[string]string) bool {
-			if f["event"] != "" {
-				events <- execEvent{name: f["event"], data: f["data"], at: time.Now()}
+			if f["event"] == "" {
+				return true
 			}
-			return true
+			select {
+			case events <- execEvent{name: f["event"], data: f["data"], at: time.Now()}:
+				return true
+			case <-ctx.Done():
+				return false
+			}
 		})
 	}()
 	t.Cleanup(func() { cancel(); <-done })

@@ -126,7 +126,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	req.Dir = t.Workspace
 	// ctx is the session's life: it ends when the client goes, control
 	// shuts down, or the stream's authority goes (streamauth.go).
-	ctx, cancel, sw, ok := s.watchStream(w, r, t.SandboxID, epoch)
+	ctx, cancel, sw, ok := s.watchStream(w, r, t.SandboxID, inSandbox, epoch)
 	if !ok {
 		return
 	}
@@ -144,13 +144,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	// library drop the connection at once, and the closing message and
 	// close frame that say why the session ended must go out first.
 	ioCtx, stopIO := context.WithCancel(r.Context())
-	go func() { // owned here: ends with ctx
-		select {
-		case <-s.stopStreams:
-			cancel(errShuttingDown)
-		case <-ctx.Done():
-		}
-	}()
+	sw.endOnShutdown()
 
 	term, err := s.pods.Terminal(ctx, t, req)
 	if err != nil {

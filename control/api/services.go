@@ -138,37 +138,44 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		follow = b
 	}
-	id, name := chi.URLParam(r, "id"), chi.URLParam(r, "name")
-	if !follow {
-		var lines []string
-		err := s.life.ServiceLogs(r.Context(), account(r), id, name, tail, false, func(l sandboxinit.Line) error {
-			lines = append(lines, l.Text)
-			return nil
-		})
-		if err != nil {
-			writeServiceError(w, r, err)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		for _, l := range lines {
-			_, _ = fmt.Fprintln(w, l)
-		}
+	if follow {
+		s.followServiceLogs(w, r, tail)
 		return
 	}
-	s.followServiceLogs(w, r, id, name, tail)
+	var lines []string
+	err := s.life.ServiceLogs(r.Context(), account(r), chi.URLParam(r, "id"), chi.URLParam(r, "name"), tail, false, func(l sandboxinit.Line) error {
+		lines = append(lines, l.Text)
+		return nil
+	})
+	if err != nil {
+		writeServiceError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	for _, l := range lines {
+		_, _ = fmt.Fprintln(w, l)
+	}
 }
 
-func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, id, name string, tail int) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.stopStreams:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+// followServiceLogs streams a service's output (the follow of
+// serviceLogs) until the client goes. It ends early, with a last "error"
+// event saying why, when its token is revoked, when the sandbox ends or is
+// suspended (the init that holds the output stops with it, and a client
+// should hear why rather than see the stream drop), or when control shuts
+// down (streamauth.go).
+func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, tail int) {
+	epoch := s.streams.epoch.Load() // before the sandbox is checked
+	sb, ok := s.urlSandbox(w, r)
+	if !ok {
+		return
+	}
+	ctx, _, sw, ok := s.watchStream(w, r, sb.ID, inSandbox, epoch)
+	if !ok {
+		return
+	}
+	defer sw.done()
+	sw.endOnShutdown()
 	rc := http.NewResponseController(w)
 	started := false
 	start := func() error {
@@ -185,21 +192,39 @@ func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, id, n
 	// Headers go out with the first line, or as soon as the init has
 	// accepted the follow (nothing to send yet): the check of the
 	// sandbox and service comes first, so a refusal is still a problem.
-	err := s.life.ServiceLogs(ctx, account(r), id, name, tail, true, func(l sandboxinit.Line) error {
+	event := func(name string, v any) error {
 		if err := start(); err != nil {
 			return err
 		}
-		data, _ := json.Marshal(l)
-		if _, err := fmt.Fprintf(w, "event: line\ndata: %s\n\n", data); err != nil {
+		data, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data); err != nil {
 			return err
 		}
 		return rc.Flush()
+	}
+	err := s.life.ServiceLogs(ctx, account(r), sb.ID, chi.URLParam(r, "name"), tail, true, func(l sandboxinit.Line) error {
+		return event("line", l)
 	})
-	if err != nil && !started {
-		writeServiceError(w, r, err)
+	if r.Context().Err() != nil {
+		return // the client went
+	}
+	if err != nil && !started && ctx.Err() == nil {
+		writeServiceError(w, r, err) // refused, or failed before a line
 		return
 	}
-	if !started {
+	// The init's end with its sandbox ends the follow without an error,
+	// so the authority is asked whatever err is.
+	gone, ended := sw.failed(ctx)
+	switch {
+	case ended:
+		_ = event("error", gone.p)
+	case errors.Is(context.Cause(ctx), errShuttingDown):
+		_ = event("error", shuttingDown)
+	case err != nil && !started:
+		writeServiceError(w, r, err)
+	case err != nil:
+		_ = event("error", toProblem(r, err))
+	default:
 		_ = start()
 	}
 }

@@ -16,13 +16,14 @@ import (
 )
 
 // Authority ends the streams that rode on it, as at the edge (see
-// edge/preview/conns.go): the terminal stream and the streaming exec are
+// edge/preview/conns.go): the terminal stream, the exec (streaming or
+// not), a followed service log and a sandbox's event stream are
 // registered with the sandbox and token that admitted them, and an
 // edgeapi.Invalidation (from the Redis invalidation channel, or
 // in-process when control publishes none) has the affected ones checked
 // again against the store. Those no longer admitted end at once: the
 // command is ended, a terminal gets a final error message and close code
-// 1008 with the reason, an exec stream a final "error" event.
+// 1008 with the reason, an event stream a final "error" event.
 
 // streamRevokedWindow is how far before a stream opened a revocation of
 // its token is looked for: a ticket lets a stream open up to ticketTTL
@@ -36,13 +37,30 @@ type streamEnded struct{ p *problem.Problem }
 
 func (e *streamEnded) Error() string { return "stream ended: " + e.p.Detail }
 
+// The details serve every kind of stream: a log or event stream runs no
+// command of its own.
 var (
 	errStreamSandboxEnded = &streamEnded{problem.New(http.StatusConflict, "sandbox_ended",
-		"the sandbox was deleted or ended; the command was ended")}
+		"the sandbox was deleted or ended; this stream and any command it ran were ended")}
 	errStreamSandboxSuspended = &streamEnded{problem.New(http.StatusConflict, "sandbox_suspended",
-		"the sandbox was suspended; the command was ended (a new stream wakes it)")}
+		"the sandbox was suspended; this stream and any command it ran were ended (an exec or terminal wakes it)")}
 	errStreamTokenRevoked = &streamEnded{problem.New(http.StatusUnauthorized, "token_revoked",
-		"the token that opened this stream was revoked; the command was ended")}
+		"the token that opened this stream was revoked; this stream and any command it ran were ended")}
+)
+
+// streamScope is the authority a stream rides on besides its token.
+type streamScope uint8
+
+const (
+	// inSandbox: the stream reaches into the sandbox (a command, a
+	// service's output), so it ends when the sandbox ends or is
+	// suspended, as well as when its token is revoked.
+	inSandbox streamScope = iota
+	// tokenOnly: the stream watches the sandbox from control's side (its
+	// lifecycle events). A suspend or an end is what it reports, and it
+	// ends by itself after a final state's event, so only the token's
+	// revocation ends it early.
+	tokenOnly
 )
 
 // endedBy reports the authority-ended cause of ctx, if that is why it
@@ -56,6 +74,7 @@ func endedBy(ctx context.Context) (*streamEnded, bool) {
 // liveStream is one open stream.
 type liveStream struct {
 	sandboxID, accountID, tokenID string
+	scope                         streamScope
 	opened                        time.Time
 	cancel                        context.CancelCauseFunc
 }
@@ -78,33 +97,57 @@ func (ss *streamSet) match(f func(*liveStream) bool) []*liveStream {
 }
 
 // watchStream gives a stream on sandboxID, whose authority was checked at
-// epoch (read before target), its context: it ends with the request, or
-// with a *streamEnded cause when that authority goes. sw.done must be
-// called when the stream ends. ok is false when an invalidation since
-// epoch took the authority away already; the problem has been answered
-// then.
-func (s *Server) watchStream(w http.ResponseWriter, r *http.Request, sandboxID string, epoch uint64) (ctx context.Context, cancel context.CancelCauseFunc, sw *streamWatch, ok bool) {
+// epoch (read before the sandbox was), its context: it ends with the
+// request, or with a *streamEnded cause when the authority scope names
+// goes. sw.done must be called when the stream ends. ok is false when an
+// invalidation since epoch took the authority away already; the problem
+// has been answered then.
+func (s *Server) watchStream(w http.ResponseWriter, r *http.Request, sandboxID string, scope streamScope, epoch uint64) (ctx context.Context, cancel context.CancelCauseFunc, sw *streamWatch, ok bool) {
 	ctx, cancel = context.WithCancelCause(r.Context())
-	ls, untrack, refused := s.trackStream(ctx, r, sandboxID, epoch, cancel)
+	ls, untrack, refused := s.trackStream(ctx, r, sandboxID, scope, epoch, cancel)
 	if refused != nil {
 		cancel(nil)
 		writeProblem(w, r, refused.p)
 		return nil, nil, nil, false
 	}
-	return ctx, cancel, &streamWatch{s: s, ls: ls, untrack: untrack}, true
+	return ctx, cancel, &streamWatch{s: s, ctx: ctx, ls: ls, untrack: untrack}, true
 }
 
 // streamWatch is a stream registered by watchStream.
 type streamWatch struct {
 	s       *Server
+	ctx     context.Context // the stream's, from watchStream
 	ls      *liveStream
 	untrack func()
+	// stopped is closed when endOnShutdown's goroutine has returned; nil
+	// when there is none.
+	stopped chan struct{}
 }
 
-// done unregisters the stream and ends its context.
+// endOnShutdown ends the stream with errShuttingDown when control stops
+// its streams (StopStreams): a long-lived stream would otherwise hold
+// http.Server.Shutdown until its deadline. Call it at most once, before
+// done.
+func (sw *streamWatch) endOnShutdown() {
+	sw.stopped = make(chan struct{})
+	go func() { // owned by sw: done ends and waits for it
+		defer close(sw.stopped)
+		select {
+		case <-sw.s.stopStreams:
+			sw.ls.cancel(errShuttingDown)
+		case <-sw.ctx.Done():
+		}
+	}()
+}
+
+// done unregisters the stream, ends its context and waits for what
+// endOnShutdown started.
 func (sw *streamWatch) done() {
 	sw.untrack()
 	sw.ls.cancel(nil)
+	if sw.stopped != nil {
+		<-sw.stopped
+	}
 }
 
 // failed reports whether the command of the stream whose context is ctx
@@ -127,9 +170,9 @@ func (sw *streamWatch) failed(ctx context.Context) (*streamEnded, bool) {
 // returned untrack must be called when the stream ends. gone is not nil
 // when an invalidation since epoch already took the authority away, and
 // says why; nothing is registered then.
-func (s *Server) trackStream(ctx context.Context, r *http.Request, sandboxID string, epoch uint64, cancel context.CancelCauseFunc) (ls *liveStream, untrack func(), gone *streamEnded) {
+func (s *Server) trackStream(ctx context.Context, r *http.Request, sandboxID string, scope streamScope, epoch uint64, cancel context.CancelCauseFunc) (ls *liveStream, untrack func(), gone *streamEnded) {
 	ls = &liveStream{sandboxID: sandboxID, accountID: account(r).ID, tokenID: callerID(r),
-		opened: s.now(), cancel: cancel}
+		scope: scope, opened: s.now(), cancel: cancel}
 	s.streams.mu.Lock()
 	if s.streams.m == nil {
 		s.streams.m = map[*liveStream]struct{}{}
@@ -175,11 +218,14 @@ func (s *Server) Invalidate(ctx context.Context, inv edgeapi.Invalidation) {
 	}
 }
 
-// recheckSandbox ends the streams whose sandbox left ready. A store fault
-// ends nothing: an answer that could not be had is not a "no".
+// recheckSandbox ends the streams in a sandbox that left ready. A store
+// fault ends nothing: an answer that could not be had is not a "no".
 func (s *Server) recheckSandbox(ctx context.Context, streams []*liveStream) {
 	states := map[string]*streamEnded{}
 	for _, ls := range streams {
+		if ls.scope != inSandbox {
+			continue
+		}
 		cause, seen := states[ls.sandboxID]
 		if !seen {
 			sb, err := s.store.Sandbox(ctx, ls.sandboxID)

@@ -152,11 +152,7 @@ func TestExecStreamEndsWithAuthority(t *testing.T) {
 			}
 			start := time.Now()
 			tc.end(t, e, id)
-			last := lastEvent(t, events, tc.budget, tc.name)
-			var p problemDoc
-			if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != tc.code {
-				t.Fatalf("last event %s %s, want error with problem code %s", last.name, last.data, tc.code)
-			}
+			wantEndedWith(t, events, tc)
 			t.Logf("%s: exec stream ended %v after", tc.name, time.Since(start).Round(time.Millisecond))
 			if tc.code == "token_revoked" {
 				e.waitGone(t, id, "sse.pid")
@@ -259,7 +255,7 @@ func TestStreamEndsBeforeItsInvalidation(t *testing.T) {
 	})
 }
 
-// lastEvent reads an exec stream to its end and returns its last event;
+// lastEvent reads an event stream to its end and returns its last event;
 // a stream still open budget after what happened fails the test.
 func lastEvent(t *testing.T, events <-chan execEvent, budget time.Duration, what string) execEvent {
 	t.Helper()
@@ -273,7 +269,124 @@ func lastEvent(t *testing.T, events <-chan execEvent, budget time.Duration, what
 			}
 			last = ev
 		case <-timeout:
-			t.Fatalf("exec stream still open %v after %s", budget, what)
+			t.Fatalf("stream still open %v after %s", budget, what)
 		}
+	}
+}
+
+// tokenRevoked is the case of streamEndCases that revokes "dev2".
+func tokenRevoked(t *testing.T) streamEndCase {
+	t.Helper()
+	for _, tc := range streamEndCases {
+		if tc.code == "token_revoked" {
+			return tc
+		}
+	}
+	t.Fatal("no token_revoked case")
+	return streamEndCase{}
+}
+
+// waitEvent reads events until one named name whose data holds want
+// arrives within limit, and fails on an "error" event or the stream's end
+// before it.
+func waitEvent(t *testing.T, events <-chan execEvent, name, want string, limit time.Duration) execEvent {
+	t.Helper()
+	timeout := time.After(limit)
+	for {
+		select {
+		case ev, ok := <-events:
+			switch {
+			case !ok:
+				t.Fatalf("stream ended before a %s event holding %s", name, want)
+			case ev.name == "error":
+				t.Fatalf("error event %s before a %s event holding %s", ev.data, name, want)
+			case ev.name == name && strings.Contains(ev.data, want):
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s event holding %s within %v", name, want, limit)
+		}
+	}
+}
+
+// wantEndedWith fails unless the stream ends within tc's budget with an
+// "error" event carrying tc's problem code.
+func wantEndedWith(t *testing.T, events <-chan execEvent, tc streamEndCase) {
+	t.Helper()
+	last := lastEvent(t, events, tc.budget, tc.name)
+	var p problemDoc
+	if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != tc.code {
+		t.Fatalf("last event %s %s, want error with problem code %s", last.name, last.data, tc.code)
+	}
+}
+
+// TestEventStreamEndsWithRevokedToken: a sandbox's event stream ends with
+// a last "error" event carrying token_revoked once its token is revoked,
+// while one opened by another token goes on, and goes on through the
+// sandbox's suspend, which it reports rather than ends with.
+func TestEventStreamEndsWithRevokedToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	e.addDevToken(t)
+	tc := tokenRevoked(t)
+	id := e.createReady(t)
+	path := "/api/v1/sandboxes/" + id + "/events"
+	revoked, _ := e.eventsAs(t, "dev2", "GET", path, nil, true)
+	kept, _ := e.eventsAs(t, "dev", "GET", path, nil, true)
+	for _, events := range []<-chan execEvent{revoked, kept} {
+		waitEvent(t, events, "state", `"state":"ready"`, 30*time.Second)
+	}
+	start := time.Now()
+	tc.end(t, e, id)
+	wantEndedWith(t, revoked, tc)
+	t.Logf("event stream ended %v after the revocation", time.Since(start).Round(time.Millisecond))
+
+	e.suspend(t, id)
+	waitEvent(t, kept, "state", `"state":"suspended"`, 10*time.Second)
+	e.do("dev", "DELETE", "/api/v1/sandboxes/"+id, nil)
+	if last := lastEvent(t, kept, 30*time.Second, "the sandbox was deleted"); last.name != "state" {
+		t.Fatalf("the other token's stream ended with %s %s, want the final state's event", last.name, last.data)
+	}
+}
+
+// TestServiceLogsFollowEndsWithAuthority: a followed service log ends,
+// with a last "error" event naming why, when its token is revoked or its
+// sandbox is deleted or suspended; when only the token went, a follow
+// opened by another token goes on delivering lines.
+func TestServiceLogsFollowEndsWithAuthority(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	e.addDevToken(t)
+	for _, tc := range streamEndCases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := e.createReady(t)
+			if code, _, b := e.do("dev", "PUT", "/api/v1/sandboxes/"+id+"/services/ticker", jsonBody(map[string]any{
+				"command": "while true; do echo tick; sleep 0.3; done",
+			})); code != http.StatusOK {
+				t.Fatalf("put ticker: %d %s", code, b)
+			}
+			e.waitService(t, id, "ticker", "running", func(s serviceDoc) bool { return s.State == "running" })
+			path := "/api/v1/sandboxes/" + id + "/services/ticker/logs?follow=true&tail=1"
+			events, _ := e.eventsAs(t, "dev2", "GET", path, nil, false)
+			waitEvent(t, events, "line", `"text":"tick"`, 10*time.Second)
+			var kept <-chan execEvent
+			if tc.code == "token_revoked" {
+				kept, _ = e.eventsAs(t, "dev", "GET", path, nil, false)
+				waitEvent(t, kept, "line", `"text":"tick"`, 10*time.Second)
+			}
+			start := time.Now()
+			tc.end(t, e, id)
+			wantEndedWith(t, events, tc)
+			t.Logf("%s: log follow ended %v after", tc.name, time.Since(start).Round(time.Millisecond))
+			if kept != nil {
+				ended := time.Now()
+				for ev := waitEvent(t, kept, "line", `"text":"tick"`, 5*time.Second); !ev.at.After(ended); {
+					ev = waitEvent(t, kept, "line", `"text":"tick"`, 5*time.Second)
+				}
+			}
+			if tc.code != "sandbox_ended" {
+				e.do("dev", "DELETE", "/api/v1/sandboxes/"+id, nil) // frees the account's slot
+			}
+		})
 	}
 }

@@ -1013,7 +1013,7 @@ type ClientInterface interface {
 
 	// SandboxEvents List or stream the sandbox's lifecycle events
 	//
-	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/events (the `SandboxEvents` operationId).
 	SandboxEvents(ctx context.Context, id string, params *SandboxEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1150,7 +1150,7 @@ type ClientInterface interface {
 
 	// ServiceLogs The service's output
 	//
-	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
 	ServiceLogs(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1422,7 +1422,7 @@ func (c *Client) UpdateSandbox(ctx context.Context, id string, body UpdateSandbo
 
 // SandboxEvents List or stream the sandbox's lifecycle events
 //
-// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 //
 // Corresponds with GET /api/v1/sandboxes/{id}/events (the `SandboxEvents` operationId).
 func (c *Client) SandboxEvents(ctx context.Context, id string, params *SandboxEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1729,7 +1729,7 @@ func (c *Client) PutService(ctx context.Context, id string, name string, body Pu
 
 // ServiceLogs The service's output
 //
-// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 //
 // Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
 func (c *Client) ServiceLogs(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3484,7 +3484,7 @@ type ClientWithResponsesInterface interface {
 
 	// SandboxEventsWithResponse List or stream the sandbox's lifecycle events
 	//
-	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3641,7 +3641,7 @@ type ClientWithResponsesInterface interface {
 
 	// ServiceLogsWithResponse The service's output
 	//
-	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6010,7 +6010,7 @@ func (c *ClientWithResponses) UpdateSandboxWithResponse(ctx context.Context, id 
 
 // SandboxEventsWithResponse List or stream the sandbox's lifecycle events
 //
-// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6269,7 +6269,7 @@ func (c *ClientWithResponses) PutServiceWithResponse(ctx context.Context, id str
 
 // ServiceLogsWithResponse The service's output
 //
-// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. Output is kept across restores. The sandbox must be ready (409 otherwise).
+// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 //
 // Returns a wrapper object for the known response body format(s).
 //

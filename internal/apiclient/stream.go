@@ -88,6 +88,17 @@ func Open(resp *http.Response, err error) (*http.Response, error) {
 	return resp, nil
 }
 
+// problemEvent is the error an "error" event carries: a *ProblemError
+// saying why the server ended the stream (token_revoked, sandbox_ended,
+// ...).
+func problemEvent(stream string, ev event) error {
+	p := &ProblemError{}
+	if err := json.Unmarshal(ev.data, p); err != nil {
+		return fmt.Errorf("%s: error event: %w", stream, err)
+	}
+	return p
+}
+
 // ErrStreamEnded is returned when a stream ends without its final event
 // (the connection was cut).
 var ErrStreamEnded = errors.New("the stream ended before its final event")
@@ -124,11 +135,7 @@ func ExecStream(ctx context.Context, c ClientInterface, id string, req ExecReque
 			}
 			return false, nil
 		case "error":
-			p := &ProblemError{}
-			if err := json.Unmarshal(ev.data, p); err != nil {
-				return false, fmt.Errorf("exec stream: error event: %w", err)
-			}
-			return false, p
+			return false, problemEvent("exec stream", ev)
 		}
 		return true, nil
 	})
@@ -146,8 +153,9 @@ func ExecStream(ctx context.Context, c ClientInterface, id string, req ExecReque
 
 // WatchEvents follows sandbox id's lifecycle events, after event id after
 // (0: from the start), calling fn for each until fn returns false or fails
-// or the stream ends (the sandbox reached a final state). Reconnects are
-// the caller's: the last id fn saw resumes the stream.
+// or the stream ends (the sandbox reached a final state). A stream the
+// server ended early (its token revoked) returns its *ProblemError.
+// Reconnects are the caller's: the last id fn saw resumes the stream.
 func WatchEvents(ctx context.Context, c ClientInterface, id string, after int, fn func(Event) (bool, error), editors ...RequestEditorFn) error {
 	return WatchEventsRaw(ctx, c, id, after, func(e Event, _ json.RawMessage) (bool, error) { return fn(e) }, editors...)
 }
@@ -165,6 +173,9 @@ func WatchEventsRaw(ctx context.Context, c ClientInterface, id string, after int
 	}
 	defer resp.Body.Close()
 	return readEvents(resp.Body, func(ev event) (bool, error) {
+		if ev.name == "error" {
+			return false, problemEvent("event stream", ev)
+		}
 		var e Event
 		if err := json.Unmarshal(ev.data, &e); err != nil {
 			return false, fmt.Errorf("event stream: event %s: %w", ev.id, err)
@@ -185,6 +196,8 @@ type LogLine struct {
 // FollowServiceLogs streams service name's output in sandbox id: the last
 // tail lines (nil: the server's default), then every new one, calling fn
 // for each until fn returns false or fails, ctx ends or the stream ends.
+// A stream the server ended (token revoked, sandbox ended or suspended)
+// returns its *ProblemError.
 func FollowServiceLogs(ctx context.Context, c ClientInterface, id, name string, tail *int, fn func(LogLine) (bool, error), editors ...RequestEditorFn) error {
 	follow := true
 	resp, err := openStream(c.ServiceLogs(ctx, id, name, &ServiceLogsParams{Tail: tail, Follow: &follow}, append(editors, acceptEvents)...))
@@ -193,7 +206,11 @@ func FollowServiceLogs(ctx context.Context, c ClientInterface, id, name string, 
 	}
 	defer resp.Body.Close()
 	err = readEvents(resp.Body, func(ev event) (bool, error) {
-		if ev.name != "line" {
+		switch ev.name {
+		case "error":
+			return false, problemEvent("log stream", ev)
+		case "line":
+		default:
 			return true, nil
 		}
 		var l LogLine
