@@ -41,10 +41,19 @@ func newApp(in io.Reader, out, errw io.Writer) *app {
 	return &app{in: in, out: out, errw: errw}
 }
 
-// cliConfig is the file sbx login writes: where the API is and the token
-// for it. It holds a secret, so it is written 0600 in a 0700 folder.
+// cliConfig is the file sbx login writes: the API to use by default and a
+// token per API. It holds secrets, so it is written 0600 in a 0700 folder.
 type cliConfig struct {
-	API   string `json:"api,omitempty"`
+	// API is used when neither --api nor SBX_API names one: the last API
+	// sbx login was given with --api.
+	API string `json:"api,omitempty"`
+	// Tokens maps an API (apiKey form) to the token saved for it, sent to
+	// that API only.
+	Tokens map[string]string `json:"tokens,omitempty"`
+	// Token is the one token of files an older sbx wrote. readConfig moves
+	// it into Tokens under the file's API, else under defaultAPI (the API
+	// that file alone pointed the token at); it stays here, sent nowhere,
+	// only if that URL does not parse.
 	Token string `json:"token,omitempty"`
 }
 
@@ -75,6 +84,21 @@ func readConfig() (cliConfig, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("config %s: %w", configFile(), err)
 	}
+	if c.Token != "" {
+		api := c.API
+		if api == "" {
+			api = defaultAPI
+		}
+		if key, ok := apiKey(api); ok {
+			if c.Tokens[key] == "" {
+				if c.Tokens == nil {
+					c.Tokens = map[string]string{}
+				}
+				c.Tokens[key] = c.Token
+			}
+			c.Token = ""
+		}
+	}
 	return c, nil
 }
 
@@ -103,29 +127,6 @@ func (a *app) apiURL() string {
 		return strings.TrimRight(c.API, "/")
 	}
 	return defaultAPI
-}
-
-// errNoToken is exit code 4.
-var errNoToken = errors.New("no API token: set SBX_TOKEN, run `sbx login`, or start `sbx dev` (it writes ~/.sbx/dev/token)")
-
-// token finds the account token: SBX_TOKEN, the config file, or the token
-// file a local sbx dev wrote. It is never a flag, so it cannot end up in
-// shell history, ps output or a help text.
-func (a *app) token() (string, error) {
-	if v := strings.TrimSpace(os.Getenv("SBX_TOKEN")); v != "" {
-		return v, nil
-	}
-	c, err := readConfig()
-	if err != nil {
-		return "", err
-	}
-	if c.Token != "" {
-		return c.Token, nil
-	}
-	if b, err := os.ReadFile(filepath.Join(defaultDataDir(), "token")); err == nil {
-		return strings.TrimSpace(string(b)), nil
-	}
-	return "", errNoToken
 }
 
 // api returns the client, building it on first use.

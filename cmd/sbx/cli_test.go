@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -146,10 +147,12 @@ func TestStdFlagHelp(t *testing.T) {
 	}
 }
 
-// fakeAPI records requests and answers with canned JSON.
+// fakeAPI records requests and answers with canned JSON to requests
+// that carry its token (fakeToken unless token is set).
 type fakeAPI struct {
-	mu   sync.Mutex
-	reqs []recorded
+	token string
+	mu    sync.Mutex
+	reqs  []recorded
 }
 
 type recorded struct {
@@ -177,7 +180,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch {
-	case r.Header.Get("Authorization") != "Bearer "+fakeToken:
+	case r.Header.Get("Authorization") != "Bearer "+cmp.Or(f.token, fakeToken):
 		w.WriteHeader(401)
 		_, _ = io.WriteString(w, `{"status":401,"code":"unauthenticated","detail":"missing or invalid token"}`)
 	case strings.HasSuffix(r.URL.Path, "/exec"):

@@ -140,7 +140,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		previewLn.Close()
 		return nil, err
 	}
-	d := &devStack{svc: svc, tokenFile: filepath.Join(c.DataDir, "token"), drain: c.SSHDrain}
+	d := &devStack{svc: svc, tokenFile: devTokenFile(c.DataDir), drain: c.SSHDrain}
 	d.token, d.fresh, err = devseed.Seed(ctx, svc.Store, c.DevToken, d.tokenFile)
 	if err == nil {
 		d.edge, err = startDevEdge(ctx, c, svc, cfg.InternalSecret, sshLn, previewLn, log)
@@ -202,6 +202,11 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 		return nil, err
 	}
 	if err := svc.Start(ctx); err != nil {
+		return nil, err
+	}
+	// Beside the token file, now that the API listens: the CLI sends the
+	// token to this API only.
+	if err := writeDevAPI(c.DataDir, svc.URL()); err != nil {
 		return nil, err
 	}
 	cfg := edge.DefaultConfig()

@@ -34,8 +34,10 @@ func newRootCmd(a *app) *cobra.Command {
 		Long: `sbx drives sandboxes through the REST API, and runs the whole stack on a laptop (sbx dev).
 
 The API commands find the API in --api, SBX_API, the config file written by
-sbx login, or http://127.0.0.1:8080; the token in SBX_TOKEN, the config file,
-or the token file of a local sbx dev (~/.sbx/dev/token, or $SBX_DATA_DIR/token).
+sbx login, or http://127.0.0.1:8080; the token in SBX_TOKEN (sent to that
+API, whichever it is), else the token sbx login saved for that API, else the
+token file of a local sbx dev (~/.sbx/dev/token, or $SBX_DATA_DIR/token) if
+it is the API that sbx dev serves. A saved token is never sent to another API.
 
 ` + exitCodesHelp,
 		Version:       version,
