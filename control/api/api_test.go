@@ -165,6 +165,9 @@ func TestErrorsAreProblems(t *testing.T) {
 				{"bad env name", "dev", "POST", "/api/v1/sandboxes/" + sb.ID + "/exec", `{"command":"true","env":{"A-B":"x"}}`, 422, "invalid_request"},
 				{"bad usage window", "dev", "GET", "/api/v1/usage?from=yesterday", "", 400, "invalid_query"},
 				{"bad limit", "dev", "GET", "/api/v1/sandboxes?limit=0", "", 400, "invalid_query"},
+				{"bad cursor", "dev", "GET", "/api/v1/sandboxes?cursor=zzz", "", 400, "invalid_query"},
+				{"bad status", "dev", "GET", "/api/v1/sandboxes?status=bogus", "", 400, "invalid_query"},
+				{"body not an object", "dev", "POST", "/api/v1/sandboxes", `[]`, 422, "invalid_request"},
 				{"extend past cap", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":10081}`, 422, "invalid_request"},
 				{"deadline overflowing time.Duration", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":153722868}`, 422, "invalid_request"},
 				{"deadline of 10^12 minutes", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":1000000000000}`, 422, "invalid_request"},
@@ -372,5 +375,23 @@ func TestSandboxRoutesAreExact(t *testing.T) {
 	_ = json.Unmarshal(b, &after)
 	if code != 200 || after.Status != sb.Status {
 		t.Fatalf("after the trailing-slash requests: %d %s, want the sandbox as it was (%s)", code, b, sb.Status)
+	}
+}
+
+// TestTypeErrorsSpeakJSON: a body of the wrong shape is told what JSON
+// was expected, not a Go type name.
+func TestTypeErrorsSpeakJSON(t *testing.T) {
+	e := newEnv(t, "sqlite", true)
+	for body, want := range map[string]string{
+		`[]`:                        "the request body must be a JSON object, not an array",
+		`{"profile":7}`:             "profile must be a string, not a number",
+		`{"deadline_minutes":"10"}`: "deadline_minutes must be an integer, not a string",
+	} {
+		code, _, b := e.do("dev", "POST", "/api/v1/sandboxes", strings.NewReader(body))
+		var p problemDoc
+		_ = json.Unmarshal(b, &p)
+		if code != 422 || p.Detail != want {
+			t.Errorf("%s: %d %q, want 422 %q", body, code, p.Detail, want)
+		}
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -45,8 +47,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	case errors.As(err, &tooBig):
 		writeProblem(w, r, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit)))
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		writeProblem(w, r, problem.New(http.StatusUnprocessableEntity, "invalid_request",
+			"the request body must be a JSON object, not "+article(typeErr.Value)))
 	case errors.As(err, &typeErr):
-		writeProblem(w, r, unprocessable(typeErr.Field, "has the wrong type; want "+typeErr.Type.String()))
+		writeProblem(w, r, unprocessable(typeErr.Field, "must be "+jsonKind(typeErr.Type)+", not "+article(typeErr.Value)))
 	case errors.As(err, &syntax), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		writeProblem(w, r, problem.New(http.StatusBadRequest, "malformed_json", "request body is not valid JSON: "+err.Error()))
 	default:
@@ -135,4 +140,35 @@ func duplicateKey(data []byte) (string, bool) {
 		}
 		stack[len(stack)-1].valueDone()
 	}
+}
+
+// jsonKind names what JSON value decodes into t, for a client that knows
+// JSON, not Go's types.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// article puts "a" or "an" before a JSON value kind as encoding/json
+// names it ("array", "number 1.5", "string", "object", "bool").
+func article(v string) string {
+	if v != "" && strings.ContainsRune("aeiou", rune(v[0])) {
+		return "an " + v
+	}
+	return "a " + v
 }

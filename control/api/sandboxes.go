@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -146,8 +148,19 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// A cursor is the last page's last ID and a status one of the
+	// Status enum: anything else is a mistake the caller should hear
+	// about, not an empty page.
 	opts := store.ListOptions{AccountID: account(r).ID, Before: q.Get("cursor"), Limit: limit + 1}
+	if opts.Before != "" && !lifecycle.ValidID(opts.Before) {
+		writeProblem(w, r, badQuery("cursor", "is not a cursor this API gave (a next_cursor from an earlier page)"))
+		return
+	}
 	if st := q.Get("status"); st != "" {
+		if !slices.Contains(listStates, store.State(st)) {
+			writeProblem(w, r, badQuery("status", "must be one of "+strings.Join(stateNames(), ", ")))
+			return
+		}
 		opts.States = []store.State{store.State(st)}
 	}
 	list, err := s.store.Sandboxes(r.Context(), opts)
@@ -235,4 +248,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// listStates are the states ?status= may name: the Status enum.
+var listStates = []store.State{store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended,
+	store.StateRestoring, store.StateTerminating, store.StateTerminated, store.StateFailed}
+
+func stateNames() []string {
+	out := make([]string, len(listStates))
+	for i, st := range listStates {
+		out[i] = string(st)
+	}
+	return out
 }

@@ -39,6 +39,9 @@ var ErrIsDir = errors.New("is a directory")
 // directory.
 var ErrDirNotEmpty = errors.New("directory not empty")
 
+// maxNameBytes and maxPathBytes are Linux's NAME_MAX and PATH_MAX.
+const maxNameBytes, maxPathBytes = 255, 4096
+
 // ResolvePath joins rel onto the absolute workspace, refusing anything that
 // would leave it: absolute paths, ".." climbing above the root, NUL bytes.
 // "" and "." resolve to the workspace itself.
@@ -60,7 +63,18 @@ func ResolvePath(workspace, rel string) (string, error) {
 	if clean == ".." || strings.HasPrefix(clean, "../") {
 		return "", &PathError{Path: rel, Reason: "escapes the workspace"}
 	}
-	return path.Join(workspace, clean), nil
+	// Linux's limits (NAME_MAX, PATH_MAX), checked here so that a name
+	// too long is the caller's error, not an SFTP failure read as ours.
+	for name := range strings.SplitSeq(clean, "/") {
+		if len(name) > maxNameBytes {
+			return "", &PathError{Path: rel[:min(len(rel), 64)] + "...", Reason: fmt.Sprintf("has a name longer than %d bytes", maxNameBytes)}
+		}
+	}
+	full := path.Join(workspace, clean)
+	if len(full) >= maxPathBytes {
+		return "", &PathError{Path: rel[:min(len(rel), 64)] + "...", Reason: fmt.Sprintf("is longer than %d bytes with the workspace's", maxPathBytes)}
+	}
+	return full, nil
 }
 
 // FileInfo is one directory entry as the files API reports it.

@@ -187,6 +187,12 @@ func TestResolvePath(t *testing.T) {
 		{"a\x00b", "", false},
 		{"..a", ws + "/..a", true},
 		{"a/..b/..", ws + "/a", true},
+		// Linux's NAME_MAX and PATH_MAX: the caller's error, not a
+		// failure of the sandbox's SFTP server (once a 500).
+		{strings.Repeat("a", 255), ws + "/" + strings.Repeat("a", 255), true},
+		{strings.Repeat("a", 256), "", false},
+		{strings.Repeat("a", 5000), "", false},
+		{strings.Repeat("abcdefgh/", 460), "", false},
 	} {
 		got, err := podssh.ResolvePath(ws, tc.rel)
 		if tc.ok && (err != nil || got != tc.want) {
