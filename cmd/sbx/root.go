@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +51,7 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 	root.SetOut(a.out)
 	root.SetErr(a.errw)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf(c, "%v", err)
+		return usageErrorf(c, "%s", flagErrorText(c, err))
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.apiFlag, "api", "", "API base URL (default: SBX_API, the config file, or http://127.0.0.1:8080)")
@@ -124,6 +125,35 @@ type usageError struct {
 func (e *usageError) Error() string {
 	return fmt.Sprintf("%s (see '%s --help')", e.msg, e.cmd)
 }
+
+// flagErrorText words pflag's errors for people: what a value should
+// have been instead of Go's parse error, and where a command's own flags
+// go when sbx took them for its own.
+func flagErrorText(c *cobra.Command, err error) string {
+	msg := err.Error()
+	if m := parseErrRE.FindStringSubmatchIndex(msg); m != nil {
+		if msg[m[4]:m[5]] == "value out of range" {
+			return msg[:m[0]] + ": out of range"
+		}
+		want := map[string]string{"Int": "a whole number", "Uint": "a whole number", "Float": "a number", "Bool": "true or false"}[msg[m[2]:m[3]]]
+		return msg[:m[0]] + ": want " + want
+	}
+	if i := strings.Index(msg, ": time: "); i >= 0 {
+		return msg[:i] + ": want a duration such as 90s, 5m or 1h"
+	}
+	if strings.HasPrefix(msg, "unknown shorthand flag: '") && len(msg) > 25 && msg[25] >= '0' && msg[25] <= '9' {
+		return msg + " (a negative number reads as a flag)"
+	}
+	if (strings.HasPrefix(msg, "unknown shorthand flag") || strings.HasPrefix(msg, "unknown flag")) && strings.Contains(c.Use, "[--]") {
+		use := strings.ReplaceAll(strings.TrimSuffix(c.UseLine(), " [flags]"), "[--]", "--")
+		return msg + "; the command's own flags go after --: " + use
+	}
+	return msg
+}
+
+// parseErrRE matches the strconv error pflag appends to a bad number or
+// boolean.
+var parseErrRE = regexp.MustCompile(`: strconv\.Parse(Int|Uint|Float|Bool): parsing "[^"]*": (invalid syntax|value out of range)$`)
 
 func usageErrorf(c *cobra.Command, format string, args ...any) error {
 	return &usageError{cmd: c.CommandPath(), msg: fmt.Sprintf(format, args...)}
