@@ -453,3 +453,33 @@ func TestServicesOutput(t *testing.T) {
 		t.Errorf("sbx services logs -f: exit %d, %q (stderr %q); want the line's text", code, out, errOut)
 	}
 }
+
+// TestExecSaysWhyItWaits: an exec held past the API's wake limit is
+// retried, and the retry is said on stderr, scripts included: each
+// attempt may have waited a minute at the API.
+func TestExecSaysWhyItWaits(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	api := &fakeAPI{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		first := calls == 1 && strings.HasSuffix(r.URL.Path, "/exec")
+		mu.Unlock()
+		if first {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(503)
+			_, _ = io.WriteString(w, `{"status":503,"code":"sandbox_waking","detail":"the sandbox is still being suspended; it wakes once that finishes; retry shortly"}`)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cliEnv(t, srv.URL)
+	t.Setenv("SBX_TOKEN", fakeToken)
+	code, out, errOut := runCLI(t, "", "exec", fakeID, "--", "true")
+	if code != 0 || out != "ok\n" || !strings.Contains(errOut, "the sandbox is still being suspended; it wakes once that finishes; retry shortly; retrying (1 of 10)") {
+		t.Fatalf("exit %d stdout %q stderr %q; want 0, the command's output, and the retry said", code, out, errOut)
+	}
+}

@@ -159,6 +159,9 @@ func (a *app) execStreamed(ctx context.Context, cl *apiClient, gc *apiclient.Cli
 		res, err := apiclient.ExecStream(ctx, gc, id, req, write)
 		var pe *apiError
 		if errors.As(err, &pe) && pe.Code == "sandbox_waking" && attempt < 10 {
+			// Each attempt waited a minute at the API: a script, too, is
+			// told why nothing has happened yet (on stderr).
+			fmt.Fprintf(a.errw, "sbx: %s; retrying (%d of 10)\n", pe.Detail, attempt+1)
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
