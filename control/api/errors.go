@@ -31,6 +31,14 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 	problem.Write(w, r, &cp)
 }
 
+// errClientGone answers a request whose client closed it first (nginx's
+// 499); it is written for the log's sake only.
+var errClientGone = func() *problem.Problem {
+	p := problem.New(499, "client_closed_request", "the client closed the request before the answer")
+	p.Title = "Client Closed Request" // no status text of net/http's
+	return p
+}()
+
 func toProblem(r *http.Request, err error) *problem.Problem {
 	var p *problem.Problem
 	if errors.As(err, &p) {
@@ -72,6 +80,11 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 			"this Idempotency-Key was used with a different request body")
 	case errors.Is(err, context.DeadlineExceeded):
 		return problem.New(http.StatusGatewayTimeout, "timeout", "the sandbox did not answer in time")
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away (mid-wake, say): nobody reads the
+		// answer, and nothing failed on our side.
+		logger(r).DebugContext(r.Context(), "client gone", "err", err, "path", r.URL.Path)
+		return errClientGone
 	}
 	logger(r).ErrorContext(r.Context(), "request failed", "err", err, "path", r.URL.Path)
 	return errInternal

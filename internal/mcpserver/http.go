@@ -38,7 +38,7 @@ func Handler(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Stateless: true, Logger: cfg.Logger, MaxRequestBodyBytes: maxRequestBody,
+		Stateless: true, Logger: sdkLogger(cfg.Logger), MaxRequestBodyBytes: maxRequestBody,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := live.add(r.Context())

@@ -91,7 +91,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sbx", Title: "sbx sandboxes", Version: cfg.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: cfg.Logger})
+		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(cfg.Logger)})
 	t := &tools{cfg: cfg, api: cfg.API, srv: srv}
 	if err := t.register(c); err != nil {
 		return nil, err
@@ -234,4 +234,37 @@ func (e *toolErr) Error() string { return e.code + ": " + e.detail }
 // restPath names a REST endpoint for messages pointing the agent there.
 func restPath(method, path string) string {
 	return method + " " + strings.TrimSpace(path)
+}
+
+// sdkLogger is the logger the SDK gets: its INFO lines (a session
+// started, a request served; three per stateless HTTP request, each with
+// an empty session ID) are debug detail for us, and the API's own
+// request log already names each call.
+func sdkLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(demoted{l.Handler()})
+}
+
+// demoted logs the SDK's INFO and lower at DEBUG.
+type demoted struct{ slog.Handler }
+
+func (h demoted) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, demote(l))
+}
+
+func (h demoted) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demote(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h demoted) WithAttrs(as []slog.Attr) slog.Handler { return demoted{h.Handler.WithAttrs(as)} }
+func (h demoted) WithGroup(name string) slog.Handler    { return demoted{h.Handler.WithGroup(name)} }
+
+func demote(l slog.Level) slog.Level {
+	if l <= slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
 }
