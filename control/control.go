@@ -74,6 +74,17 @@ type Config struct {
 	// InternalSecret is the bearer token the edge presents to the internal
 	// API; required when InternalAddr is set.
 	InternalSecret string
+	// ReservedPorts are ports this host serves itself on the network its
+	// sandboxes share (sbx dev: local sandboxes share its loopback), each
+	// mapped to what listens there ("sbx dev's own SSH broker"). Exposing
+	// one is refused: its preview would publish the host's server.
+	// Production sets none: pods have a network of their own.
+	ReservedPorts map[int]string
+	// ReserveOwnPorts, when set, names this process ("sbx dev") and
+	// reserves control's own listeners too (REST API, metrics, internal
+	// API) as "<name>'s own REST API" and so on, once bound and before the
+	// API serves, so ports picked at random are covered.
+	ReserveOwnPorts string
 	// ProviderMode is the local provider's server: "embedded" or "sshd".
 	ProviderMode string
 	// SandboxInit is the sbx-init binary the local provider's sshd runs
@@ -267,6 +278,9 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Activity: lifeActivity,
 	})
 	cfg.Registry.MustRegister(s.Life.NewGauges())
+	for port, what := range cfg.ReservedPorts {
+		s.Life.ReservePort(port, what)
+	}
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
@@ -281,12 +295,33 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 
 // Start listens, reconciles records with the provider, and starts the job
 // queue. readyz turns 200 once all of that succeeded.
-func (s *Service) Start(ctx context.Context) error {
+func (s *Service) Start(ctx context.Context) (err error) {
 	ln, err := net.Listen("tcp", s.cfg.APIAddr)
 	if err != nil {
 		return fmt.Errorf("listen for API on %s: %w", s.cfg.APIAddr, err)
 	}
 	s.ln = ln
+	defer func() {
+		if err != nil && s.srv == nil {
+			_ = ln.Close() // not served yet: Shutdown would not close it
+		}
+	}()
+	s.reserveOwn(ln.Addr(), "REST API")
+	// Every listener is bound, and reserved, before the API serves: no
+	// request can expose a port of this process before it is reserved.
+	if s.cfg.MetricsAddr != "" {
+		if s.metrics, err = metricsserver.Start(s.cfg.MetricsAddr, s.Registry, s.log); err != nil {
+			return err
+		}
+		s.reserveOwn(s.metrics.Addr(), "metrics listener")
+	}
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopWatch = stop
+	s.startRevocationWatch(wctx)
+	if err := s.startInternal(wctx); err != nil {
+		return err
+	}
+
 	s.srv = &http.Server{
 		Handler: s.api.Handler(),
 		// Slow-header clients are cut off early; bodies (file uploads,
@@ -305,17 +340,6 @@ func (s *Service) Start(ctx context.Context) error {
 		s.stopSub = invalidation.Subscribe(s.rdb, s.api.Invalidate, s.log)
 	}
 	go func() { s.done <- s.srv.Serve(ln) }()
-	if s.cfg.MetricsAddr != "" {
-		if s.metrics, err = metricsserver.Start(s.cfg.MetricsAddr, s.Registry, s.log); err != nil {
-			return err
-		}
-	}
-	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopWatch = stop
-	s.startRevocationWatch(wctx)
-	if err := s.startInternal(wctx); err != nil {
-		return err
-	}
 
 	if err := s.startProvider(ctx); err != nil {
 		return err
@@ -339,6 +363,15 @@ func (s *Service) Start(ctx context.Context) error {
 	s.ready.Store(true)
 	s.log.InfoContext(ctx, "control ready", "api", s.URL())
 	return nil
+}
+
+// reserveOwn reserves the port of one of control's own listeners, if
+// Config.ReserveOwnPorts asks for it.
+func (s *Service) reserveOwn(a net.Addr, what string) {
+	if s.cfg.ReserveOwnPorts == "" {
+		return
+	}
+	s.Life.ReservePort(a.(*net.TCPAddr).Port, s.cfg.ReserveOwnPorts+"'s own "+what)
 }
 
 func (s *Service) isReady() bool {

@@ -46,6 +46,7 @@ func (s *Service) startInternal(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen for internal API on %s: %w", s.cfg.InternalAddr, err)
 	}
+	s.reserveOwn(ln.Addr(), "internal API")
 	is := &internalServer{ln: ln, done: make(chan error, 1), srv: &http.Server{
 		Handler: api.Handler(),
 		// The edge keeps connections alive and sends small requests; a

@@ -115,6 +115,16 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 	cfg := control.Config{
 		DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIAddr: c.APIAddr, MetricsAddr: c.MetricsAddr,
 		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
+		// Local sandboxes share this process's loopback: a preview of one
+		// of its own ports would publish sbx dev itself (its metrics name
+		// accounts). Control adds its API, metrics and internal API once
+		// bound; the edge runs no other listener here (no health or
+		// metrics address, no ACME listener in plain HTTP).
+		ReserveOwnPorts: "sbx dev",
+		ReservedPorts: map[int]string{
+			sshLn.Addr().(*net.TCPAddr).Port:     "sbx dev's own SSH broker",
+			previewLn.Addr().(*net.TCPAddr).Port: "sbx dev's own preview proxy",
+		},
 		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs, JobsInstance: instance,
 		SandboxInit: c.SandboxInit, SandboxInitFallback: c.SandboxInitFallback,
 		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/store"
 )
@@ -191,5 +195,65 @@ func testPorts(t *testing.T, backend string) {
 	otherLabel := strings.TrimSuffix(strings.TrimPrefix(other.URL, "https://"), ".preview.test")
 	if _, err := res.Resolve(t.Context(), otherLabel); !errors.Is(err, previewroute.ErrUnknownHost) {
 		t.Errorf("Resolve after the sandbox was deleted: %v, want ErrUnknownHost", err)
+	}
+}
+
+// TestReservedPorts: a port the host serves itself on the network its
+// sandboxes share (sbx dev's loopback) is refused with what serves it,
+// control's own listeners included once bound at random, while ordinary
+// ports are exposed and the sandbox's sshd and forwarder stay refused.
+func TestReservedPorts(t *testing.T) {
+	e := newEnv(t, "sqlite", true, func(c *control.Config) {
+		c.InternalAddr, c.InternalSecret = "127.0.0.1:0", strings.Repeat("s", 32)
+		c.ReservedPorts = map[int]string{4022: "sbx dev's own SSH broker"}
+		c.ReserveOwnPorts = "sbx dev"
+	})
+	sb := e.createDev()
+	ctx := context.Background()
+	err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
+		row, err := tx.SandboxForUpdate(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		row.Endpoint, row.ForwardEndpoint = "127.0.0.1:41022", "127.0.0.1:41023"
+		return tx.UpdateSandbox(ctx, row)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := func(addr string) int {
+		t.Helper()
+		_, p, err := net.SplitHostPort(strings.TrimPrefix(addr, "http://"))
+		if err != nil {
+			t.Fatalf("port of %q: %v", addr, err)
+		}
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	path := "/api/v1/sandboxes/" + sb.ID + "/ports"
+	for _, tc := range []struct {
+		name   string
+		port   int
+		status int
+		detail string // in the problem's detail when refused
+	}{
+		{"ordinary port", 3000, 201, ""},
+		{"reserved by the config", 4022, 422, "port: 4022 is sbx dev's own SSH broker; a sandbox's server cannot be listening there"},
+		{"control's REST API", port(e.svc.URL()), 422, "sbx dev's own REST API"},
+		{"control's metrics", port(e.svc.MetricsAddr().String()), 422, "sbx dev's own metrics listener"},
+		{"control's internal API", port(e.svc.InternalURL()), 422, "sbx dev's own internal API"},
+		{"sandbox's sshd", 41022, 422, "the sandbox's SSH server"},
+		{"sshd's usual port", 22, 422, "the sandbox's SSH server"},
+		{"sandbox's forwarder", 41023, 422, "the sandbox's port forwarder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := fmt.Sprintf(`{"port":%d,"access":"public"}`, tc.port)
+			code, _, b := e.do("dev", "POST", path, strings.NewReader(body), "Content-Type", "application/json")
+			var p problemDoc
+			_ = json.Unmarshal(b, &p)
+			if code != tc.status || tc.status == 422 && (p.Code != "invalid_request" || !strings.Contains(p.Detail, tc.detail)) {
+				t.Errorf("POST %s: %d %s, want %d invalid_request naming %q", body, code, b, tc.status, tc.detail)
+			}
+		})
 	}
 }

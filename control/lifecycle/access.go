@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -109,7 +110,7 @@ func (m *Manager) ExposePort(ctx context.Context, acct store.Account, id string,
 				}
 			}
 		}
-		if err := validatePort(&spec, sb); err != nil {
+		if err := validatePort(&spec, sb, m.reserved.what); err != nil {
 			return store.Event{}, err
 		}
 		now := m.now().UTC()
@@ -177,15 +178,52 @@ func (m *Manager) underLock(ctx context.Context, id, action string, change func(
 	})
 }
 
-// validatePort checks and completes spec. The sandbox's own sshd port is
-// never a preview: exposing it would hand SSH to anyone holding a preview
-// cookie.
-func validatePort(spec *PortSpec, sb store.Sandbox) error {
+// ReservePort refuses, from now on, to expose port on any sandbox: this
+// host serves it itself on the network its sandboxes share (sbx dev's
+// local sandboxes share its loopback), so a preview of it would publish
+// the host's server, not the sandbox's. what names that server in the
+// refusal ("sbx dev's own metrics listener"). Safe for concurrent use;
+// ports already exposed stay exposed, so reserve before serving the API.
+func (m *Manager) ReservePort(port int, what string) {
+	m.reserved.mu.Lock()
+	defer m.reserved.mu.Unlock()
+	if m.reserved.ports == nil {
+		m.reserved.ports = map[int]string{}
+	}
+	m.reserved.ports[port] = what
+}
+
+// reservedPorts are the ports of ReservePort; mu guards ports.
+type reservedPorts struct {
+	mu    sync.RWMutex
+	ports map[int]string
+}
+
+// what names the host's server on port, if it is reserved.
+func (r *reservedPorts) what(port int) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	w, ok := r.ports[port]
+	return w, ok
+}
+
+// validatePort checks and completes spec. The sandbox's own sshd and
+// port forwarder are never a preview: exposing either would hand its
+// handshake to whoever may see the preview. Their ports are known once
+// provisioned (a pending sandbox has no endpoint yet). Nor is a port the
+// host reserved (reserved reports what serves it).
+func validatePort(spec *PortSpec, sb store.Sandbox, reserved func(int) (string, bool)) error {
 	if spec.Port < 1 || spec.Port > 65535 {
 		return invalid("port", "must be from 1 to 65535")
 	}
-	if spec.Port == 22 || spec.Port == sshdPort(sb) {
+	if spec.Port == 22 || spec.Port == endpointPort(sb.Endpoint) {
 		return invalid("port", "is the sandbox's SSH server, which cannot be exposed")
+	}
+	if spec.Port == endpointPort(sb.ForwardEndpoint) {
+		return invalid("port", "is the sandbox's port forwarder, which cannot be exposed")
+	}
+	if what, ok := reserved(spec.Port); ok {
+		return invalid("port", "%d is %s; a sandbox's server cannot be listening there", spec.Port, what)
 	}
 	if err := defaultOneOf("access", &spec.Access, store.AccessPrivate, store.AccessPublic); err != nil {
 		return err
@@ -206,8 +244,10 @@ func defaultOneOf[T ~string](field string, v *T, def, other T) error {
 	return nil
 }
 
-func sshdPort(sb store.Sandbox) int {
-	_, p, err := net.SplitHostPort(sb.Endpoint)
+// endpointPort is the port of a host:port endpoint, -1 when it has none
+// (an empty ForwardEndpoint).
+func endpointPort(hostPort string) int {
+	_, p, err := net.SplitHostPort(hostPort)
 	if err != nil {
 		return -1
 	}

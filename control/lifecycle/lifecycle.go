@@ -117,6 +117,8 @@ type Manager struct {
 	// token held in tokens runs here, where the token is.
 	queue  string
 	tokens tokenVault
+	// reserved are the host's own ports (see ReservePort).
+	reserved reservedPorts
 }
 
 // Deps are the Manager's collaborators.
