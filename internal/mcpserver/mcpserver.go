@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/internal/demotelog"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -244,27 +245,5 @@ func sdkLogger(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return slog.New(demoted{l.Handler()})
-}
-
-// demoted logs the SDK's INFO and lower at DEBUG.
-type demoted struct{ slog.Handler }
-
-func (h demoted) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.Handler.Enabled(ctx, demote(l))
-}
-
-func (h demoted) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = demote(r.Level)
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h demoted) WithAttrs(as []slog.Attr) slog.Handler { return demoted{h.Handler.WithAttrs(as)} }
-func (h demoted) WithGroup(name string) slog.Handler    { return demoted{h.Handler.WithGroup(name)} }
-
-func demote(l slog.Level) slog.Level {
-	if l <= slog.LevelInfo {
-		return slog.LevelDebug
-	}
-	return l
+	return demotelog.Info(l)
 }
