@@ -17,25 +17,22 @@ const mcpBase = "http://control.internal"
 // mcpEndpoint serves /mcp: the MCP tools over Streamable HTTP, each tool
 // call sent through api (this router) with the caller's own bearer token,
 // so it is authenticated, limited and refused exactly as the REST call it
-// mirrors. A request without a bearer token is refused here; a bad one
-// is refused by the first tool call it makes, as a tool error carrying the
-// API's problem.
+// mirrors. Every HTTP request to it is authenticated first, as the REST
+// API's are: a missing, unknown or revoked token is a 401 with
+// WWW-Authenticate, which MCP's authorization rules ask of a server (an
+// agent host learns at initialize that its token is bad, not at its
+// first tool call).
 func (s *Server) mcpEndpoint(api http.Handler) http.Handler {
 	client, err := apiclient.New(mcpBase, "", apiclient.InProcess(api))
 	if err == nil {
 		var h http.Handler
 		h, err = mcpserver.Handler(mcpserver.Config{API: client, OpenAPI: openAPIDoc, Logger: s.log, Version: "control"})
 		if err == nil {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if _, ok := bearer(r); !ok {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="sbx"`)
-					writeProblem(w, r, errNoToken)
-					return
-				}
+			return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				// The tool calls' API requests inherit this request's
 				// context; they must be routed afresh, not as /mcp.
 				h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, nil)))
-			})
+			}))
 		}
 	}
 	// Only a contract the tools cannot be built from gets here, which the

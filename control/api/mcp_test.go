@@ -275,15 +275,26 @@ func TestMCPTools(t *testing.T) {
 		if !isErr || got["code"] != "concurrency_limit" || got["status"] != float64(429) {
 			t.Fatalf("second create over the limit: %v, want tool error concurrency_limit 429", got)
 		}
-		bad := e.mcpSession(t, "Bearer sbx_at_notarealtokennotarealtokennotareal", nil)
-		got, isErr = call(t, bad, "list_sandboxes", nil)
-		if !isErr || got["code"] != "invalid_token" || got["status"] != float64(401) {
-			t.Fatalf("bad token: %v, want tool error invalid_token 401", got)
+		// A bad token is refused by the endpoint itself, at initialize:
+		// 401 with WWW-Authenticate, as MCP's authorization rules ask.
+		c := mcp.NewClient(&mcp.Implementation{Name: "api-test", Version: "1"}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.svc.URL() + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport{"Bearer sbx_at_notarealtokennotarealtokennotareal"}}, DisableStandaloneSSE: true}, nil); err == nil {
+			s.Close()
+			t.Fatal("initialize with a bad token succeeded")
 		}
-		// No token at all is refused by the endpoint itself.
-		code, _, b := e.do("", "POST", "/mcp", strings.NewReader(`{}`))
-		if code != 401 || !strings.Contains(string(b), "unauthenticated") {
-			t.Fatalf("no token: %d %s, want 401 unauthenticated", code, b)
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+		for _, c := range []struct{ name, auth, code, challenge string }{
+			{"no token", "", "unauthenticated", `Bearer realm="sbx"`},
+			{"bad token", "Bearer sbx_at_notarealtokennotarealtokennotareal", "invalid_token", `Bearer realm="sbx", error="invalid_token"`},
+		} {
+			code, hdr, b := e.do("", "POST", "/mcp", strings.NewReader(init), "Authorization", c.auth,
+				"Content-Type", "application/json", "Accept", "application/json, text/event-stream")
+			if code != 401 || !strings.Contains(string(b), `"code":"`+c.code+`"`) || hdr.Get("WWW-Authenticate") != c.challenge {
+				t.Errorf("%s: %d %q %s, want 401 %s with %q", c.name, code, hdr.Get("WWW-Authenticate"), b, c.code, c.challenge)
+			}
 		}
 	})
 

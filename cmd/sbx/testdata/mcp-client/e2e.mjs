@@ -147,11 +147,29 @@ const [quota, quotaErr] = await call(limited, "create_sandbox", { profile: "tuis
 if (!quotaErr) fail(`create over the limit succeeded: ${JSON.stringify(quota)}`);
 seen.quota = quota;
 await limited.close();
-const bad = await connect("sbx_at_" + "0".repeat(43));
-const [badTok, badErr] = await call(bad, "list_sandboxes", {});
-if (!badErr) fail(`bad token listed sandboxes: ${JSON.stringify(badTok)}`);
-seen.bad_token = badTok;
-await bad.close();
+// Over HTTP the endpoint refuses a bad token at initialize, with 401 and
+// the problem document (MCP's authorization rules); sbx mcp over stdio
+// has no HTTP to answer with, and refuses it at the first tool call.
+if (mode === "http") {
+  let refused;
+  try {
+    const bad = await connect("sbx_at_" + "0".repeat(43));
+    await bad.close();
+  } catch (e) {
+    refused = e;
+  }
+  if (!refused) fail("bad token: initialize succeeded");
+  // The SDK's StreamableHTTPError: the status as code, the body in the message.
+  const m = String(refused.message).match(/(\{.*\})/s);
+  if (refused.code !== 401 || !m) fail(`bad token: want an HTTP 401 with a problem document, got ${refused.code}: ${refused.message}`);
+  seen.bad_token = JSON.parse(m[1]);
+} else {
+  const bad = await connect("sbx_at_" + "0".repeat(43));
+  const [badTok, badErr] = await call(bad, "list_sandboxes", {});
+  if (!badErr) fail(`bad token listed sandboxes: ${JSON.stringify(badTok)}`);
+  seen.bad_token = badTok;
+  await bad.close();
+}
 
 const gone = await ok(client, "destroy_sandbox", { sandbox_id: sb.id });
 seen.destroyed_status = gone.status;
