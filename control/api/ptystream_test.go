@@ -79,21 +79,31 @@ func (p *ptyClient) send(v any) {
 	}
 }
 
-// waitFor waits until the output holds want after what was there when
-// the mark was taken.
-func (p *ptyClient) waitFor(mark int, want string) int {
-	p.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+// within is waitFor for at most d; -1 if want did not show.
+func (p *ptyClient) within(mark int, want string, d time.Duration) int {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		p.mu.Lock()
 		out := p.out.String()
 		p.mu.Unlock()
 		if i := strings.Index(out[mark:], want); i >= 0 {
 			return mark + i + len(want)
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("terminal never showed %q; output so far %q", want, out[mark:])
-		}
 	}
+	return -1
+}
+
+// waitFor waits until the output holds want after what was there when
+// the mark was taken.
+func (p *ptyClient) waitFor(mark int, want string) int {
+	p.t.Helper()
+	if i := p.within(mark, want, 20*time.Second); i >= 0 {
+		return i
+	}
+	p.mu.Lock()
+	out := p.out.String()
+	p.mu.Unlock()
+	p.t.Fatalf("terminal never showed %q; output so far %q", want, out[mark:])
+	return 0
 }
 
 // TestPtyStream: a shell on the terminal stream sees its new size after a
@@ -111,8 +121,18 @@ func TestPtyStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.send(map[string]any{"type": "resize", "cols": 100, "rows": 30})
-	p.send("stty size\n")
-	mark := p.waitFor(0, "30 100")
+	// SSH carries the resize as a window-change request beside the
+	// session's data, and the server applies it on its own time: a stty
+	// typed right after may still see 24 80. The size must come, so ask
+	// again until it does (the deadline is waitFor's).
+	mark := -1
+	for deadline := time.Now().Add(20 * time.Second); mark < 0 && time.Now().Before(deadline); {
+		p.send("stty size\n")
+		mark = p.within(0, "30 100", time.Second)
+	}
+	if mark < 0 {
+		mark = p.waitFor(0, "30 100") // fails, saying what the terminal showed
+	}
 
 	p.send("cat\n")
 	p.send(map[string]any{"type": "stdin", "data": "typed into cat\n"})
