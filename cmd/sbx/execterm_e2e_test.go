@@ -67,7 +67,14 @@ func TestExecStreams(t *testing.T) {
 			if strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 				t.Errorf("sbx %v: stderr is not one line: %q", tc.args, errOut)
 			}
-			if got := apiRequests(t, p)[streamRoute] - beforeCase; (got > 0) != tc.terminal {
+			// The API counts a request when its handler returns, which may
+			// be just after sbx, told the exit status, has gone.
+			got := apiRequests(t, p)[streamRoute] - beforeCase
+			for deadline := time.Now().Add(10 * time.Second); tc.terminal && got == 0 && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				got = apiRequests(t, p)[streamRoute] - beforeCase
+			}
+			if (got > 0) != tc.terminal {
 				t.Errorf("sbx %v: %v terminal streams opened, want terminal=%v", tc.args, got, tc.terminal)
 			}
 		})
