@@ -141,7 +141,7 @@ func flagErrorText(c *cobra.Command, err error) string {
 	if i := strings.Index(msg, ": time: "); i >= 0 {
 		return msg[:i] + ": want a duration such as 90s, 5m or 1h"
 	}
-	if strings.HasPrefix(msg, "unknown shorthand flag: '") && len(msg) > 25 && msg[25] >= '0' && msg[25] <= '9' {
+	if rest, ok := strings.CutPrefix(msg, "unknown shorthand flag: '"); ok && rest != "" && rest[0] >= '0' && rest[0] <= '9' {
 		return msg + " (a negative number reads as a flag)"
 	}
 	if (strings.HasPrefix(msg, "unknown shorthand flag") || strings.HasPrefix(msg, "unknown flag")) && strings.Contains(c.Use, "[--]") {
