@@ -143,7 +143,7 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var lines []string
-	err := s.life.ServiceLogs(r.Context(), account(r), chi.URLParam(r, "id"), chi.URLParam(r, "name"), tail, false, func(l sandboxinit.Line) error {
+	err := s.life.ServiceLogs(r.Context(), account(r), chi.URLParam(r, "id"), chi.URLParam(r, "name"), tail, func(l sandboxinit.Line) error {
 		lines = append(lines, l.Text)
 		return nil
 	})
@@ -202,7 +202,7 @@ func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, tail 
 		}
 		return rc.Flush()
 	}
-	err := s.life.ServiceLogs(ctx, account(r), sb.ID, chi.URLParam(r, "name"), tail, true, func(l sandboxinit.Line) error {
+	err := s.life.FollowServiceLogs(ctx, account(r), sb.ID, chi.URLParam(r, "name"), tail, start, func(l sandboxinit.Line) error {
 		return event("line", l)
 	})
 	if r.Context().Err() != nil {

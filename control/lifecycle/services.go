@@ -196,50 +196,69 @@ func merge(row store.Service, statuses []sandboxinit.Status) ServiceStatus {
 	return st
 }
 
-// ServiceLogs sends the last tail lines of a service's output to emit
-// and, with follow, every new line until ctx ends. The sandbox must be
-// ready: its init holds the output.
-func (m *Manager) ServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, follow bool, emit func(sandboxinit.Line) error) error {
-	sb, err := m.Get(ctx, acct, id)
+// ServiceLogs sends the last tail lines of a service's output to emit.
+// The sandbox must be ready: its init holds the output.
+func (m *Manager) ServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, emit func(sandboxinit.Line) error) error {
+	c, err := m.logsInit(ctx, acct, id, name)
 	if err != nil {
 		return err
 	}
+	cctx, cancel := context.WithTimeout(ctx, initCallTimeout)
+	lines, err := c.Logs(cctx, name, tail)
+	cancel()
+	if errors.Is(err, sandboxinit.ErrUnknownService) {
+		return nil // declared but not started (yet): no output to show
+	}
+	if err != nil {
+		return err
+	}
+	for _, l := range lines {
+		if err := emit(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FollowServiceLogs is ServiceLogs that goes on with every new line
+// until ctx ends. accepted is called once the sandbox's init has taken
+// the follow, before any line, so that a caller can answer its client
+// while the service is quiet; a service declared but not started ends
+// the follow at once, without an error.
+func (m *Manager) FollowServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, accepted func() error, emit func(sandboxinit.Line) error) error {
+	c, err := m.logsInit(ctx, acct, id, name)
+	if err != nil {
+		return err
+	}
+	err = c.Follow(ctx, name, tail, accepted, emit)
+	if errors.Is(err, sandboxinit.ErrUnknownService) {
+		return nil
+	}
+	return err
+}
+
+// logsInit checks that name is a service of the caller's ready sandbox
+// id and returns the client of the init that holds its output.
+func (m *Manager) logsInit(ctx context.Context, acct store.Account, id, name string) (sandboxinit.Client, error) {
+	sb, err := m.Get(ctx, acct, id)
+	if err != nil {
+		return sandboxinit.Client{}, err
+	}
 	rows, err := m.store.Services(ctx, id)
 	if err != nil {
-		return fmt.Errorf("list services of %s: %w", id, err)
+		return sandboxinit.Client{}, fmt.Errorf("list services of %s: %w", id, err)
 	}
 	declared := false
 	for _, r := range rows {
 		declared = declared || r.Name == name
 	}
 	if !declared {
-		return ErrUnknownService
+		return sandboxinit.Client{}, ErrUnknownService
 	}
 	if sb.State != store.StateReady {
-		return &StateError{State: string(sb.State), Action: "read service logs of"}
+		return sandboxinit.Client{}, &StateError{State: string(sb.State), Action: "read service logs of"}
 	}
-	c, err := m.initClient(ctx, sb)
-	if err != nil {
-		return err
-	}
-	if follow {
-		err = c.Follow(ctx, name, tail, emit)
-	} else {
-		var lines []sandboxinit.Line
-		cctx, cancel := context.WithTimeout(ctx, initCallTimeout)
-		lines, err = c.Logs(cctx, name, tail)
-		cancel()
-		for _, l := range lines {
-			if err := emit(l); err != nil {
-				return err
-			}
-		}
-	}
-	if errors.Is(err, sandboxinit.ErrUnknownService) {
-		// Declared but not started (yet): no output to show.
-		return nil
-	}
-	return err
+	return m.initClient(ctx, sb)
 }
 
 // startServices pushes the declared set to the init of sb, which the

@@ -226,8 +226,10 @@ func (c Client) Logs(ctx context.Context, name string, tail int) ([]Line, error)
 }
 
 // Follow sends the last tail lines and then every new one to emit, until
-// ctx ends, emit fails or the service is removed.
-func (c Client) Follow(ctx context.Context, name string, tail int, emit func(Line) error) error {
+// ctx ends, emit fails or the service is removed. accepted, when not nil,
+// is called once the init has taken the follow, before any line: a
+// stream can answer its client then, even if the service says nothing.
+func (c Client) Follow(ctx context.Context, name string, tail int, accepted func() error, emit func(Line) error) error {
 	sess, dec, err := c.open(ctx, Request{Op: "logs", Name: name, Tail: tail, Follow: true})
 	if err != nil {
 		return err
@@ -241,6 +243,11 @@ func (c Client) Follow(ctx context.Context, name string, tail int, emit func(Lin
 	}
 	if first.Error != "" {
 		return &RemoteError{Msg: first.Error, Unknown: first.Unknown}
+	}
+	if accepted != nil {
+		if err := accepted(); err != nil {
+			return err
+		}
 	}
 	for {
 		var l Line

@@ -122,7 +122,11 @@ func TestServices(t *testing.T) {
 		// ends when its caller stops.
 		fctx, stop := context.WithCancel(ctx)
 		var followed []string
-		err = ic.Follow(fctx, "crash", 1, func(ln sandboxinit.Line) error {
+		accepted := false
+		err = ic.Follow(fctx, "crash", 1, func() error { accepted = true; return nil }, func(ln sandboxinit.Line) error {
+			if !accepted {
+				t.Errorf("line %q before the follow was accepted", ln.Text)
+			}
 			if followed = append(followed, ln.Text); len(followed) >= 3 {
 				stop()
 			}
