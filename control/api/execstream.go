@@ -17,8 +17,10 @@ import (
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
-// errShuttingDown ends streams open when control stops; an event stream
-// it ended is told shuttingDown last.
+// errShuttingDown ends streams open when control stops; an exec, terminal
+// or followed-log stream it ended is told shuttingDown last. A sandbox's
+// event stream just ends: it resumes from Last-Event-ID on another
+// replica, and an error event would tell its client to stop instead.
 var (
 	errShuttingDown = errors.New("control is shutting down")
 	shuttingDown    = problem.New(http.StatusServiceUnavailable, "shutting_down",
