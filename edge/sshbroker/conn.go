@@ -277,9 +277,18 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 	}
 	up, chans, reqs, err := cc.b.dialUpstream(cc.ctx, route, cc.id)
 	if err != nil && cc.b.cfg.Waker != nil {
-		if fresh, ok := cc.refreshRoute(meta.User(), fp); ok {
-			route = fresh
+		fresh := cc.refreshRoute(meta.User(), fp)
+		if fresh.err == nil {
+			route = fresh.route
 			up, chans, reqs, err = cc.b.dialUpstream(cc.ctx, route, cc.id)
+		} else if msg := refusalMessage(meta.User(), fresh.err); msg != "" {
+			// The route was cached before the sandbox ended (or the
+			// credential expired): the fresh answer is why the dial
+			// failed, and "try again shortly" would send the user round
+			// in circles.
+			cc.b.perSandbox.Release(route.SandboxID)
+			log.Info("upstream dial failed; the sandbox's credential no longer admits", "err", err)
+			return nil, &offeredKeyError{fp: fp, err: &ssh.BannerError{Err: fresh.err, Message: msg}}
 		}
 	}
 	if err != nil {

@@ -60,9 +60,10 @@ func (cc *clientConn) wake(user, fp string) authResult {
 // refreshRoute runs after a failed upstream dial. A cached route can
 // outlive its pod (the sandbox was suspended since it was cached), so the
 // cache is dropped for the sandbox and the Authorizer asked again; a
-// sandbox that is now not running is woken. ok reports a route worth one
-// more dial.
-func (cc *clientConn) refreshRoute(user, fp string) (Route, bool) {
+// sandbox that is now not running is woken. The result is a route worth one
+// more dial when its err is nil; otherwise err says why the sandbox is not
+// reachable (ended, expired, could not be woken).
+func (cc *clientConn) refreshRoute(user, fp string) authResult {
 	if cc.b.cache != nil {
 		cc.b.cache.Invalidate(user)
 	}
@@ -71,5 +72,5 @@ func (cc *clientConn) refreshRoute(user, fp string) (Route, bool) {
 		res = cc.wake(user, fp)
 	}
 	cc.results[fp] = res
-	return res.route, res.err == nil
+	return res
 }

@@ -144,3 +144,48 @@ func TestStaleCachedRouteWakes(t *testing.T) {
 		t.Fatalf("wake called %d times, want 1", n)
 	}
 }
+
+// TestStaleCachedRouteOfEndedSandbox: a route cached while the sandbox ran
+// outlives its deletion; the failed dial sends the broker back to the
+// Authorizer, and the key holder is told the sandbox ended, not to retry.
+func TestStaleCachedRouteOfEndedSandbox(t *testing.T) {
+	w := &restoringWaker{}
+	e := newEnv(t, func(c *Config) { c.Waker = w })
+	w.e = e
+	k := e.grant("deleted", nil)
+	// Cached by a connection while the sandbox ran.
+	if r := run(t, e.ssh(testCtx(t, sshCeiling), k, "deleted", nil, "true"), nil); r.code != 0 {
+		t.Fatalf("first connection: code %d stderr %q, want 0", r.code, r.stderr)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	// Deleted since: control now refuses the key, and the pod is gone
+	// (the fake answers from the cache's copy until the broker asks).
+	e.auth.mu.Lock()
+	c := e.auth.creds[k.fp]
+	c.err = ErrSandboxEnded
+	e.auth.creds[k.fp] = c
+	e.auth.mu.Unlock()
+	e.broker.cache.mu.Lock()
+	ak := authKey{"deleted", k.fp}
+	entry, ok := e.broker.cache.lru.Get(ak)
+	if !ok {
+		e.broker.cache.mu.Unlock()
+		t.Fatal("the first connection's route was not cached")
+	}
+	entry.route.Addr = dead
+	e.broker.cache.lru.Add(ak, entry)
+	e.broker.cache.mu.Unlock()
+
+	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "deleted", nil, "echo in"), nil)
+	if r.code != 255 || !strings.Contains(r.stderr, "sandbox deleted has ended") || strings.Contains(r.stderr, "try again") {
+		t.Fatalf("code %d stderr %q, want 255 and the sandbox's end explained", r.code, r.stderr)
+	}
+	if n := w.calls.Load(); n != 0 {
+		t.Fatalf("wake called %d times for an ended sandbox, want 0", n)
+	}
+}
