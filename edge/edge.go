@@ -218,6 +218,9 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	if e.broker, err = sshbroker.New(bcfg); err != nil {
 		return nil, err
 	}
+	// A sandbox that ended or was suspended drops the broker's cached
+	// routes to it, and ends its open SSH connections with the reason.
+	e.inv = append(e.inv, e.broker.Revoke)
 	if e.sshLn, err = listen(cfg.SSHListener, cfg.SSHAddr, "SSH"); err != nil {
 		return nil, err
 	}
@@ -268,20 +271,21 @@ func (e *Edge) HTTPAddr() net.Addr {
 func (e *Edge) Ready() bool { return e.ready.Load() }
 
 // Invalidate applies one of control's invalidations at once: the proxy
-// drops what it cached and ends the connections no longer admitted
-// (preview.Proxy.Revoke). The Redis subscription calls it; sbx dev without
-// Redis calls it from control in process.
+// and the SSH broker drop what they cached and end the connections no
+// longer admitted (preview.Proxy.Revoke, sshbroker.Broker.Revoke). The
+// Redis subscription calls it; sbx dev without Redis calls it from control
+// in process.
 func (e *Edge) Invalidate(ctx context.Context, inv edgeapi.Invalidation) {
 	for _, f := range e.inv {
 		f(ctx, inv)
 	}
-	e.log.Debug("preview invalidation applied", "kind", inv.Kind, "label", inv.Label, "sandbox_id", inv.SandboxID, "account_id", inv.AccountID)
+	e.log.Debug("invalidation applied", "kind", inv.Kind, "label", inv.Label, "sandbox_id", inv.SandboxID, "account_id", inv.AccountID)
 }
 
 // Start subscribes to invalidations and serves. /readyz turns 200 once
 // everything serves.
 func (e *Edge) Start(ctx context.Context) error {
-	if e.rdb != nil && e.prev != nil {
+	if e.rdb != nil {
 		// Subscribed before serving, so an invalidation published right
 		// after start is not missed.
 		e.stopSub = invalidation.Subscribe(e.rdb, e.Invalidate, e.log)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/edge/internal/slots"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -177,6 +178,50 @@ func (b *Broker) Disconnect(sandboxID, message string) int {
 		}
 	}
 	return n
+}
+
+// recheckTimeout bounds the Authorizer call Revoke makes for a sandbox.
+const recheckTimeout = 5 * time.Second
+
+// Revoke is told what control invalidated. For a sandbox that changed
+// state (ended, suspended, restored) it forgets the cached credentials for
+// it, so the next connection asks control afresh, and asks control about
+// the sandbox once if connections to it are open: when it has ended, they
+// are closed with the reason written to their sessions, rather than cut
+// without one when the pod goes away under them. Other kinds concern
+// previews only.
+func (b *Broker) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
+	if inv.Kind != edgeapi.InvalidateSandbox || inv.SandboxID == "" {
+		return
+	}
+	if b.cache != nil {
+		b.cache.Invalidate(inv.SandboxID)
+	}
+	fp := ""
+	b.mu.Lock()
+	for cc := range b.conns {
+		if cc.sandboxID() == inv.SandboxID {
+			// verified is written before sid is stored, and never again.
+			fp = cc.verified
+			break
+		}
+	}
+	b.mu.Unlock()
+	if fp == "" {
+		return
+	}
+	// Any open connection's key will do: an ended sandbox refuses them all
+	// alike. The cache is bypassed: it is what may be stale.
+	ctx, cancel := context.WithTimeout(ctx, recheckTimeout)
+	defer cancel()
+	_, err := b.cfg.Authorizer.Authorize(ctx, inv.SandboxID, fp)
+	if !errors.Is(err, ErrSandboxEnded) {
+		// Running, suspended or a control fault: open connections stay, as
+		// they do past their credential's expiry.
+		return
+	}
+	n := b.Disconnect(inv.SandboxID, fmt.Sprintf("sbx: sandbox %s has ended; this connection is closed.", inv.SandboxID))
+	b.log.Info("sandbox ended; closed its connections", "sandbox_id", inv.SandboxID, "connections", n)
 }
 
 // Shutdown stops accepting, lets open connections finish for up to
