@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -241,9 +242,42 @@ A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
 	return c
 }
 
+// shareWindow is how long a key the ssh-config hook minted is handed to
+// the next connections instead of a new one. OpenSSH reads the public key
+// when it starts and the private key again when it signs: a second hook
+// replacing the file in between (VS Code reconnecting several windows,
+// terminals opened together) made the first connection fail with
+// "private key ... contents do not match public".
+const shareWindow = 30 * time.Second
+
+// lockKeyFile takes an exclusive flock on FILE.lock, so hooks for one
+// Host entry run one at a time and each sees the key the previous one
+// wrote. The file stays; the kernel drops the lock if we die.
+func lockKeyFile(keyFile string) (unlock func(), err error) {
+	f, err := os.OpenFile(keyFile+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open key lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", keyFile, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// freshKey reports whether keyFile was written less than shareWindow ago.
+func freshKey(keyFile string, now time.Time) bool {
+	fi, err := os.Stat(keyFile)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	age := now.Sub(fi.ModTime())
+	return age >= 0 && age < shareWindow
+}
+
 func newSSHKeyCmd(a *app) *cobra.Command {
 	var ttl int
-	var quiet bool
+	var quiet, share bool
 	c := &cobra.Command{
 		Use:   "ssh-key ID FILE",
 		Short: "Mint an SSH credential and save its private key to FILE",
@@ -257,6 +291,16 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 		RunE: func(c *cobra.Command, got []string) error {
 			if ttl < 0 || ttl > 60 {
 				return usageErrorf(c, "--ttl %d: want minutes from 1 to 60", ttl)
+			}
+			if share {
+				unlock, err := lockKeyFile(got[1])
+				if err != nil {
+					return err
+				}
+				defer unlock()
+				if freshKey(got[1], time.Now()) {
+					return nil
+				}
 			}
 			tok, err := a.mintPinned(c.Context(), got[0], ttl)
 			if err != nil {
@@ -274,6 +318,7 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 	}
 	c.Flags().IntVar(&ttl, "ttl", 0, "credential lifetime in minutes, 1 to 60 (default 60)")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing")
+	c.Flags().BoolVar(&share, "share", false, "keep FILE if it was written less than 30s ago (the ssh-config hook: connections opened together share one key)")
 	return c
 }
 
@@ -289,7 +334,8 @@ func newSSHConfigCmd(a *app) *cobra.Command {
 
 The entry never goes stale: a Match exec line runs "sbx ssh-key" before every
 connection, which mints a fresh credential (and waits while the sandbox is
-suspending), so Remote-SSH reconnects hours later. A suspended sandbox wakes on
+suspending), so Remote-SSH reconnects hours later. Connections opened within
+30 s of each other share one credential. A suspended sandbox wakes on
 connect and ssh shows the broker's message while it does. The broker's host key
 is pinned in ~/.config/sbx/known_hosts.`,
 		Example: `  sbx ssh-config $ID       # then "Remote-SSH: Connect to Host..." -> sbx-...
@@ -351,10 +397,11 @@ func writeSSHConfig(dir, apiURL string, tok sshToken) (string, error) {
 	// command line expands %-tokens, so a literal % is doubled. A failed
 	// refresh leaves the Host entry in force with the old key, and the
 	// broker then says the credential expired; our stderr says why.
-	hook := strings.ReplaceAll(fmt.Sprintf("%s --api %s ssh-key --quiet %s %s",
+	hook := strings.ReplaceAll(fmt.Sprintf("%s --api %s ssh-key --quiet --share %s %s",
 		shellQuote(selfPath()), shellQuote(apiURL), shellQuote(tok.Username), shellQuote(keyFile)), "%", "%%")
 	conf := fmt.Sprintf(`# Written by sbx ssh-config for sandbox %s on %s.
-# Every connection mints a fresh credential first (the Match exec line).
+# Every connection mints a fresh credential first (the Match exec line);
+# connections opened within 30 s of each other share one.
 Match originalhost %s exec "%s"
 Host %s
   HostName %s

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,6 +67,12 @@ func TestSSHConfigNeverStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	expireCredentials(t, dataDir, id)
+	// As the TTL running out would, time passed since the key was written
+	// (the hook shares a key written in the last 30 s).
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(keyFile, old, old); err != nil {
+		t.Fatal(err)
+	}
 
 	// The written key alone is refused now: it really expired.
 	stale := filepath.Join(home, "stale.key")
@@ -105,5 +113,46 @@ func TestSSHConfigNeverStale(t *testing.T) {
 	out, errOut, code = runEnv(t, env2, sbxBinary(t), "ssh", id2, "-o", "BatchMode=yes", "echo fresh-stack")
 	if code != 0 || out != "fresh-stack\n" {
 		t.Fatalf("sbx ssh after forgetting the old key: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+}
+
+// TestSSHConfigConcurrentConnections: connections through the Host entry
+// opened at once (VS Code reconnecting several windows) all get in. Each
+// runs the Match exec hook; a hook that replaced the key file while
+// another ssh had read its public half but not yet signed made that one
+// fail ("private key ... contents do not match public").
+func TestSSHConfigConcurrentConnections(t *testing.T) {
+	sshscenario.Require(t, "ssh", "openssh-client")
+	p := startDev(t, t.TempDir(), "")
+	id := createReady(t, p)
+	home := t.TempDir()
+	env := append(os.Environ(), "HOME="+home, "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+filepath.Join(home, "sbx-config"))
+	if out, errOut, code := runEnv(t, env, sbxBinary(t), "ssh-config", id); code != 0 || strings.TrimSpace(out) != id {
+		t.Fatalf("sbx ssh-config: exit %d out %q err %q", code, out, errOut)
+	}
+	userCfg := filepath.Join(home, ".ssh", "config")
+	const n = 8
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type result struct {
+		out, errOut string
+		err         error
+	}
+	results := make(chan result, n)
+	for i := 0; i < n; i++ {
+		cmd := exec.CommandContext(ctx, "ssh", "-F", userCfg, "-o", "BatchMode=yes", id, "echo in")
+		cmd.Env = env
+		go func() {
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			results <- result{out.String(), errb.String(), err}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		r := <-results
+		if r.err != nil || r.out != "in\n" {
+			t.Errorf("ssh %s: %v stdout %q stderr %q", id, r.err, r.out, r.errOut)
+		}
 	}
 }
