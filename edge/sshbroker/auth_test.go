@@ -3,6 +3,7 @@ package sshbroker
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -333,4 +334,31 @@ func TestSlowUpstreamOutlastsHandshakeTimeout(t *testing.T) {
 	if r.code != 0 || r.stdout != "through\n" {
 		t.Fatalf("code %d stdout %q stderr %q; want the session, %v upstream delay inside a %v dial budget", r.code, r.stdout, r.stderr, delay, time.Minute)
 	}
+}
+
+// TestRefusedUsernameLogBounded: the username is the client's to pick, up
+// to a packet's size; a refusal logs at most a valid name's length of it.
+func TestRefusedUsernameLogBounded(t *testing.T) {
+	var logs sshscenario.SyncBuffer
+	e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	k := e.newKey("attacker")
+	long := strings.Repeat("u", 20000)
+	if c, err := dialGo(e.addr, "127.0.0.1", long, k.signer); err == nil {
+		c.Close()
+		t.Fatal("a 20000-byte username was admitted")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "auth refused") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(line, "auth refused") {
+			continue
+		}
+		if len(line) > 1000 || !strings.Contains(line, "(20000 bytes)") {
+			t.Fatalf("refusal logged in %d bytes, want the name cut with its length: %.300s", len(line), line)
+		}
+		return
+	}
+	t.Fatalf("no refusal logged: %q", logs.String())
 }

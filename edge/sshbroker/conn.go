@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -361,7 +362,7 @@ func (cc *clientConn) authLog(meta ssh.ConnMetadata, method string, err error) {
 		reason = "method"
 	}
 	cc.b.m.authFailures.WithLabelValues(reason).Inc()
-	cc.log.Info("auth refused", "user", meta.User(), "method", method, "reason", reason)
+	cc.log.Info("auth refused", "user", loggedUser(meta.User()), "method", method, "reason", reason)
 	var oke *offeredKeyError
 	fp := ""
 	if errors.As(err, &oke) {
@@ -371,6 +372,16 @@ func (cc *clientConn) authLog(meta ssh.ConnMetadata, method string, err error) {
 		cc.log.Warn("failed-auth rate limit of the source reached; closing")
 		cc.nc.Close()
 	}
+}
+
+// loggedUser is a refused client's username as logged. The client picks
+// it, up to a packet's size: one longer than a valid name is cut, so every
+// refused attempt cannot write tens of kilobytes to the log.
+func loggedUser(u string) string {
+	if len(u) <= maxUsernameLen {
+		return u
+	}
+	return u[:maxUsernameLen] + "... (" + strconv.Itoa(len(u)) + " bytes)"
 }
 
 // dialUpstream connects to the sandbox's sshd with a fresh certificate and

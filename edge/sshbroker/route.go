@@ -68,10 +68,13 @@ type nopActivity struct{}
 func (nopActivity) Mark(string)                {}
 func (nopActivity) Open(string) (close func()) { return func() {} }
 
+// maxUsernameLen bounds a username that can name a sandbox.
+const maxUsernameLen = 128
+
 // validUsername rejects usernames that cannot name a sandbox before the
 // Authorizer (and its cache and logs) ever sees them.
 func validUsername(u string) bool {
-	if u == "" || len(u) > 128 {
+	if u == "" || len(u) > maxUsernameLen {
 		return false
 	}
 	for i := 0; i < len(u); i++ {
