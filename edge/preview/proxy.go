@@ -549,7 +549,7 @@ func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamC
 		}
 	}
 	if errors.Is(err, errPortClosed) && rt.SandboxID != "" {
-		p.portClosed(w, r, rt, err)
+		p.portClosed(w, r, up, err)
 		return
 	}
 	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
@@ -559,15 +559,17 @@ func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamC
 // portClosed answers a request to a ready sandbox whose port refused. A
 // port a service declares and that is (re)starting is waking: a browser
 // gets the waking page, an API client 503 with Retry-After. Otherwise
-// nothing will answer by itself, and the page says what to do.
-func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, rt Route, err error) {
+// nothing will answer by itself, and the page says what to do. up comes
+// from the caller, not from r's context: the lean relay's r carries none.
+func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, up *upstreamCall, err error) {
+	rt := up.route
 	name, state, askErr := p.portService(r.Context(), rt)
 	if askErr != nil {
 		// The port refused just now; that is what the answer says.
 		p.log.DebugContext(r.Context(), "ask sandbox init", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", askErr)
 	}
 	if name != "" && state != sandboxinit.StateExited {
-		if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok && isNavigation(r) {
+		if isNavigation(r) {
 			p.writeWakingPage(w, r, p.startWake(up.label, rt))
 			return
 		}

@@ -383,3 +383,41 @@ func waitText(t *testing.T, ctx context.Context, want string, limit time.Duratio
 	}
 	t.Fatalf("the page never showed %q; it shows %q", want, body)
 }
+
+// TestNavigationToStartingPortGetsWakingPage: a browser opening a ready
+// sandbox whose declared service is still starting (as every tab but the
+// first does when several open a suspended preview at once: the wake has
+// made the route ready, the port not yet answering) gets the waking page,
+// which follows the wake and lands on the app, on either relay; not a
+// dead-end "did not come up in time" page with no refresh, which the lean
+// relay once gave.
+func TestNavigationToStartingPortGetsWakingPage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		reverseProxy bool
+	}{{"lean relay", false}, {"reverse proxy", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			appPort := freePort(t)
+			e := newEnv(t, newTestApp(), envOptions{reverseProxy: tc.reverseProxy, wakeTimeout: time.Minute,
+				sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+			e.expose("starting", "sbx-a", "acct-a", false, false)
+			rt, _ := e.res.Resolve(t.Context(), "starting")
+			rt.Port = appPort
+			e.res.set("starting", rt)
+			resp, body := e.get("starting", "/", "Authorization", "Bearer "+tokenA,
+				"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document", "Sec-Fetch-Site", "none", "Accept", "text/html")
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "Waking up your sandbox") ||
+				!strings.Contains(body, "wake-status") {
+				t.Fatalf("navigation to a port whose service is starting: %d %q, want the waking page", resp.StatusCode, body)
+			}
+			// An API client is told to retry, with the service named.
+			resp, body = e.get("starting", "/", "Authorization", "Bearer "+tokenA)
+			if resp.StatusCode != http.StatusServiceUnavailable || problemCode(t, body) != "sandbox_waking" ||
+				resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "service web is starting") {
+				t.Fatalf("API client to a port whose service is starting: %d %s", resp.StatusCode, body)
+			}
+		})
+	}
+}
