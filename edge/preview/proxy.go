@@ -246,10 +246,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.inflight.Release(label)
-	if !rt.Ready {
+	if !rt.Ready || p.wakeRunning(label) {
 		// API clients are held until the port answers (or WakeTimeout);
 		// a browser gets the waking page after a moment, which follows
-		// the wake and lands on the app.
+		// the wake and lands on the app. A wake makes the route ready
+		// before the port answers: whoever comes then waits on that
+		// wake too, rather than finding the port closed.
 		var ok bool
 		if rt, ok = p.awaitWake(cw, r, label, rt); !ok {
 			return
