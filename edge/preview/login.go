@@ -106,7 +106,12 @@ func (p *Proxy) startLogin(w http.ResponseWriter, r *http.Request) {
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	w.Header().Set("Cache-Control", "no-store")
 	if p.oidc == nil {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		// Its one button signs the browser in: no other page (a
+		// sibling preview's included) may frame it and get it clicked.
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
+		h.Set("X-Frame-Options", "DENY")
 		_ = devLoginPage.Execute(w, map[string]string{"User": p.cfg.DevSignIn.User, "State": st.State, "Target": st.Target, "Host": t.label})
 		return
 	}

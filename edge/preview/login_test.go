@@ -203,3 +203,22 @@ func TestLoginRefusals(t *testing.T) {
 		t.Errorf("forged ticket: %d, want 400 and no cookie", resp.StatusCode)
 	}
 }
+
+// TestDevSignInPageRefusesFrames: the dev sign-in page's one button signs
+// the browser in, so no other page (a sibling preview included) may
+// frame it and have it clicked unseen.
+func TestDevSignInPageRefusesFrames(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newTestApp())
+	e.expose("framed", "sbx-a", "acct-a", false, false)
+	resp, body := e.get("", "/login?rd="+url.QueryEscape(e.url("framed", "/")))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="signin"`) {
+		t.Fatalf("dev sign-in page: %d %q", resp.StatusCode, body)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q, want frame-ancestors 'none'", csp)
+	}
+	if xfo := resp.Header.Get("X-Frame-Options"); xfo != "DENY" {
+		t.Errorf("X-Frame-Options %q, want DENY (browsers without CSP frame-ancestors)", xfo)
+	}
+}

@@ -246,10 +246,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.inflight.Release(label)
-	if !rt.Ready {
+	if !rt.Ready || p.wakeRunning(label) {
 		// API clients are held until the port answers (or WakeTimeout);
 		// a browser gets the waking page after a moment, which follows
-		// the wake and lands on the app.
+		// the wake and lands on the app. A wake makes the route ready
+		// before the port answers: whoever comes then waits on that
+		// wake too, rather than finding the port closed.
 		var ok bool
 		if rt, ok = p.awaitWake(cw, r, label, rt); !ok {
 			return
@@ -549,7 +551,7 @@ func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamC
 		}
 	}
 	if errors.Is(err, errPortClosed) && rt.SandboxID != "" {
-		p.portClosed(w, r, rt, err)
+		p.portClosed(w, r, up, err)
 		return
 	}
 	p.log.InfoContext(r.Context(), "preview upstream failed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
@@ -559,15 +561,17 @@ func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamC
 // portClosed answers a request to a ready sandbox whose port refused. A
 // port a service declares and that is (re)starting is waking: a browser
 // gets the waking page, an API client 503 with Retry-After. Otherwise
-// nothing will answer by itself, and the page says what to do.
-func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, rt Route, err error) {
+// nothing will answer by itself, and the page says what to do. up comes
+// from the caller, not from r's context: the lean relay's r carries none.
+func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, up *upstreamCall, err error) {
+	rt := up.route
 	name, state, askErr := p.portService(r.Context(), rt)
 	if askErr != nil {
 		// The port refused just now; that is what the answer says.
 		p.log.DebugContext(r.Context(), "ask sandbox init", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", askErr)
 	}
 	if name != "" && state != sandboxinit.StateExited {
-		if up, ok := r.Context().Value(routeKey).(*upstreamCall); ok && isNavigation(r) {
+		if isNavigation(r) {
 			p.writeWakingPage(w, r, p.startWake(up.label, rt))
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -128,6 +129,9 @@ type wakes struct {
 	mu sync.Mutex
 	m  map[string]*wakeState
 	wg sync.WaitGroup
+	// running counts the wakes in progress, so that a request finds
+	// none without taking mu.
+	running atomic.Int64
 }
 
 // startWake returns the wake of label in progress, or starts one from rt.
@@ -162,12 +166,31 @@ func (p *Proxy) startWake(label string, rt Route) *wakeState {
 	w.set(w.started, step, "")
 	p.wakes.m[label] = w
 	p.wakes.wg.Add(1)
+	p.wakes.running.Add(1)
 	go func() {
 		defer p.wakes.wg.Done()
+		defer p.wakes.running.Add(-1)
 		defer close(w.done)
 		p.runWake(w, rt)
 	}()
 	return w
+}
+
+// wakeRunning reports whether a wake of label is in progress.
+func (p *Proxy) wakeRunning(label string) bool {
+	if p.wakes.running.Load() == 0 {
+		return false
+	}
+	w := p.wakeOf(label)
+	if w == nil {
+		return false
+	}
+	select {
+	case <-w.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // wakeOf returns label's current or last wake, nil if none.

@@ -383,3 +383,87 @@ func waitText(t *testing.T, ctx context.Context, want string, limit time.Duratio
 	}
 	t.Fatalf("the page never showed %q; it shows %q", want, body)
 }
+
+// TestNavigationToStartingPortGetsWakingPage: a browser opening a ready
+// sandbox whose declared service is still starting (as every tab but the
+// first does when several open a suspended preview at once: the wake has
+// made the route ready, the port not yet answering) gets the waking page,
+// which follows the wake and lands on the app, on either relay; not a
+// dead-end "did not come up in time" page with no refresh, which the lean
+// relay once gave.
+func TestNavigationToStartingPortGetsWakingPage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		reverseProxy bool
+	}{{"lean relay", false}, {"reverse proxy", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			appPort := freePort(t)
+			e := newEnv(t, newTestApp(), envOptions{reverseProxy: tc.reverseProxy, wakeTimeout: time.Minute,
+				sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+			e.expose("starting", "sbx-a", "acct-a", false, false)
+			rt, _ := e.res.Resolve(t.Context(), "starting")
+			rt.Port = appPort
+			e.res.set("starting", rt)
+			// With no wake running, an API client is told at once to
+			// retry, with the service named.
+			resp, body := e.get("starting", "/", "Authorization", "Bearer "+tokenA)
+			if resp.StatusCode != http.StatusServiceUnavailable || problemCode(t, body) != "sandbox_waking" ||
+				resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "service web is starting") {
+				t.Fatalf("API client to a port whose service is starting: %d %s", resp.StatusCode, body)
+			}
+			resp, body = e.get("starting", "/", "Authorization", "Bearer "+tokenA,
+				"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document", "Sec-Fetch-Site", "none", "Accept", "text/html")
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "Waking up your sandbox") ||
+				!strings.Contains(body, "wake-status") {
+				t.Fatalf("navigation to a port whose service is starting: %d %q, want the waking page", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestAPIClientsHeldWhileWakeWaitsForPort: once a wake has made the
+// sandbox ready, its route is ready while the service's port does not
+// answer yet. An API client arriving then is held on the wake like the
+// one that started it, and answered by the app; it once got 503
+// sandbox_waking at once (11 of 12 concurrent curls in a trial).
+func TestAPIClientsHeldWhileWakeWaitsForPort(t *testing.T) {
+	t.Parallel()
+	appPort := freePort(t)
+	waker := &gateWaker{ready: map[string]func(){}}
+	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute,
+		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+	ready := asleep(t, e, "crowd", "sbx-a", "acct-a", appPort)
+	appUp := serveLater(t, waker, "sbx-a", func() { e.res.set("crowd", ready) }, appPort, 2*time.Second)
+	first := make(chan string, 1)
+	go func() {
+		resp, body := e.get("crowd", "/api", "Authorization", "Bearer "+tokenA)
+		first <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}()
+	// Wait until the wake has the sandbox ready and is waiting for the
+	// port, as the status endpoint says.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, body := e.get("crowd", "/__sbx_preview/wake-status", "Authorization", "Bearer "+tokenA)
+		var st struct{ Step string }
+		_ = json.Unmarshal([]byte(body), &st)
+		if st.Step == "starting_service" || st.Step == "waiting_for_port" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the wake never reached the port; status %s", body)
+		}
+	}
+	select {
+	case <-appUp:
+		t.Fatal("the app came up before the second client asked; the test proves nothing")
+	default:
+	}
+	resp, body := e.get("crowd", "/api", "Authorization", "Bearer "+tokenA)
+	if resp.StatusCode != 200 || !strings.Contains(body, "hello from the sandbox") {
+		t.Fatalf("API client arriving while the wake waits for the port: %d %q, want the app's answer", resp.StatusCode, body)
+	}
+	if got := <-first; !strings.HasPrefix(got, "200 ") {
+		t.Fatalf("the client that started the wake: %s", got)
+	}
+}
