@@ -242,9 +242,9 @@ func TestReservedPorts(t *testing.T) {
 		{"control's REST API", port(e.svc.URL()), 422, "sbx dev's own REST API"},
 		{"control's metrics", port(e.svc.MetricsAddr().String()), 422, "sbx dev's own metrics listener"},
 		{"control's internal API", port(e.svc.InternalURL()), 422, "sbx dev's own internal API"},
-		{"sandbox's sshd", 41022, 422, "the sandbox's SSH server"},
-		{"sshd's usual port", 22, 422, "the sandbox's SSH server"},
-		{"sandbox's forwarder", 41023, 422, "the sandbox's port forwarder"},
+		{"sandbox's sshd", 41022, 422, "port: 41022 is the sandbox's SSH server"},
+		{"sshd's usual port", 22, 422, "port: 22 is the sandbox's SSH server"},
+		{"sandbox's forwarder", 41023, 422, "port: 41023 is the sandbox's port forwarder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := fmt.Sprintf(`{"port":%d,"access":"public"}`, tc.port)

@@ -217,10 +217,10 @@ func validatePort(spec *PortSpec, sb store.Sandbox, reserved func(int) (string, 
 		return invalid("port", "must be from 1 to 65535")
 	}
 	if spec.Port == 22 || spec.Port == endpointPort(sb.Endpoint) {
-		return invalid("port", "is the sandbox's SSH server, which cannot be exposed")
+		return invalid("port", "%d is the sandbox's SSH server, which cannot be exposed", spec.Port)
 	}
 	if spec.Port == endpointPort(sb.ForwardEndpoint) {
-		return invalid("port", "is the sandbox's port forwarder, which cannot be exposed")
+		return invalid("port", "%d is the sandbox's port forwarder, which cannot be exposed", spec.Port)
 	}
 	if what, ok := reserved(spec.Port); ok {
 		return invalid("port", "%d is %s; a sandbox's server cannot be listening there", spec.Port, what)
