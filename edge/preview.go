@@ -149,7 +149,9 @@ func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 	if e.rdb != nil {
 		// A login ticket is good once across all replicas.
 		cfg.Tickets = redistickets.New(e.rdb, "sbx:preview-tickets:")
-	} else {
+	} else if e.cfg.Activity == nil {
+		// An in-process activity store is sbx dev's: one replica, where
+		// a ticket used once is used once everywhere.
 		e.log.Warn("no Redis: preview login tickets are single-use per replica only; run one replica or give them a Redis")
 	}
 	if ps.proxy, err = preview.New(ctx, cfg); err != nil {

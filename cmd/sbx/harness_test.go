@@ -84,6 +84,7 @@ type devProc struct {
 	DataDir string
 	DBURL   string
 	Token   string
+	log     *lockedBuffer // its stdout and stderr
 	waited  chan error
 	client  *http.Client
 }
@@ -141,7 +142,7 @@ func tryStartDev(t *testing.T, env []string, dataDir, dbURL string, extra ...str
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &devProc{t: t, cmd: cmd, API: "http://" + api, Metrics: "http://" + metrics, DataDir: dataDir, DBURL: dbURL, waited: make(chan error, 1)}
+	p := &devProc{t: t, cmd: cmd, log: logBuf, API: "http://" + api, Metrics: "http://" + metrics, DataDir: dataDir, DBURL: dbURL, waited: make(chan error, 1)}
 	go func() { p.waited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
