@@ -395,3 +395,36 @@ func TestTypeErrorsSpeakJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodNotAllowedSaysAllow: a 405 names the methods the endpoint
+// takes in Allow (RFC 9110, 15.5.6), with the problem document as body.
+func TestMethodNotAllowedSaysAllow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	for _, c := range []struct{ method, path, want string }{
+		{"PUT", "/api/v1/sandboxes", "GET, POST"},
+		{"DELETE", "/api/v1/sandboxes", "GET, POST"},
+		{"POST", "/api/v1/sandboxes/sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa", "GET, PATCH, DELETE"},
+		{"PATCH", "/api/v1/usage", "GET"},
+		{"GET", "/api/v1/sandboxes/sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa/ssh_tokens", "POST"},
+	} {
+		// Not e.do: its client checks answers against openapi.json, which
+		// documents no method an endpoint refuses.
+		req, err := http.NewRequest(c.method, e.svc.URL()+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.tokens["dev"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, h := resp.StatusCode, resp.Header
+		if got := strings.Join(h.Values("Allow"), ", "); code != http.StatusMethodNotAllowed || got != c.want ||
+			h.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(b), `"method_not_allowed"`) {
+			t.Errorf("%s %s: %d, Allow %q (want %q), %s %s", c.method, c.path, code, got, c.want, h.Get("Content-Type"), b)
+		}
+	}
+}
