@@ -428,3 +428,25 @@ func TestMethodNotAllowedSaysAllow(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyNullIsNotAnObject: a body of null is refused as not a JSON
+// object, as [] is. encoding/json reads null into a struct as nothing to
+// set, so it passed for {}: a create of null made a sandbox of the
+// default profile.
+func TestBodyNullIsNotAnObject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	sb := e.createDev()
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/api/v1/sandboxes"},
+		{"PATCH", "/api/v1/sandboxes/" + sb.ID},
+		{"POST", "/api/v1/sandboxes/" + sb.ID + "/ssh_tokens"},
+	} {
+		code, _, b := e.do("dev", c.method, c.path, strings.NewReader(" null "))
+		var p problemDoc
+		if code != 422 || json.Unmarshal(b, &p) != nil || p.Code != "invalid_request" || !strings.Contains(p.Detail, "not null") {
+			// Not the body: a 201 of ssh_tokens holds a private key.
+			t.Errorf("%s %s with body null: %d %q %q, want 422 invalid_request saying the body is null", c.method, c.path, code, p.Code, p.Detail)
+		}
+	}
+}
