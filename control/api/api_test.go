@@ -450,3 +450,31 @@ func TestBodyNullIsNotAnObject(t *testing.T) {
 		}
 	}
 }
+
+// TestSeveralAuthorizationHeaders: a request with more than one
+// Authorization header is refused, whichever comes first. It was served
+// as the first one's account, which a proxy in front, reading another,
+// would not have agreed on.
+func TestSeveralAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	for _, pair := range [][2]string{{"dev", "other"}, {"dev", "dev"}} {
+		req, err := http.NewRequest("GET", e.svc.URL()+"/api/v1/sandboxes", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Add("Authorization", "Bearer "+e.tokens[pair[0]])
+		req.Header.Add("Authorization", "Bearer "+e.tokens[pair[1]])
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var p problemDoc
+		if resp.StatusCode != 401 || json.Unmarshal(b, &p) != nil || p.Code != "invalid_token" ||
+			!strings.Contains(resp.Header.Get("WWW-Authenticate"), "invalid_request") {
+			t.Errorf("Authorization as %s, then as %s: %d %s, want 401 invalid_token", pair[0], pair[1], resp.StatusCode, b)
+		}
+	}
+}
