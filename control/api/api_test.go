@@ -285,7 +285,11 @@ func TestConcurrencyLimitHolds(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						code, _, _ := e.do(tok, "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+						code, _, b := e.do(tok, "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+						var p problemDoc
+						if code == 429 && (json.Unmarshal(b, &p) != nil || !strings.HasPrefix(p.Detail, "concurrency limit reached: ")) {
+							t.Errorf("429 detail %q, want the rule's words first, not the call's", p.Detail)
+						}
 						codes <- code
 					}()
 				}
