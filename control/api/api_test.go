@@ -482,3 +482,19 @@ func TestSeveralAuthorizationHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestPutFileToAFolderPath: PUT of a path ending in / is refused; it
+// wrote a file of the name without the slash and answered 201.
+func TestPutFileToAFolderPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	id := e.createReady(t)
+	code, _, b := e.do("dev", "PUT", "/api/v1/sandboxes/"+id+"/files/dir/", strings.NewReader("hi"))
+	var p problemDoc
+	if code != 400 || json.Unmarshal(b, &p) != nil || p.Code != "invalid_path" {
+		t.Errorf("PUT files/dir/: %d %s, want 400 invalid_path", code, b)
+	}
+	if code, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id+"/files/dir", nil); code != 404 {
+		t.Errorf("GET files/dir after the refused PUT: %d %s, want 404", code, b)
+	}
+}
