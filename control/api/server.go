@@ -197,11 +197,13 @@ func (s *Server) Handler() http.Handler {
 		// RFC 9110 (15.5.6) requires Allow on a 405; chi adds it only in
 		// its own 405 handler.
 		path := cmp.Or(req.URL.RawPath, req.URL.Path)
+		var ms []string
 		for _, m := range allowProbe {
 			if allowed.Match(chi.NewRouteContext(), m, path) {
-				w.Header().Add("Allow", m)
+				ms = append(ms, m)
 			}
 		}
+		w.Header().Set("Allow", strings.Join(ms, ", "))
 		writeError(w, req, errMethodNotAllowed)
 	})
 
