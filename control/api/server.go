@@ -225,7 +225,7 @@ func (s *Server) Handler() http.Handler {
 	r.Method(http.MethodPost, "/mcp", s.mcpEndpoint(r))
 
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, oneValueEach)
 		r.Post("/api/v1/sandboxes", s.createSandbox)
 		r.Get("/api/v1/sandboxes", s.listSandboxes)
 		r.Route("/api/v1/sandboxes/{id}", func(r chi.Router) {
@@ -273,6 +273,22 @@ func flatRoutes(r chi.Routes) *chi.Mux {
 		return nil
 	})
 	return flat
+}
+
+// oneValueEach refuses a query parameter given more than once. Every
+// parameter of the API takes one value, and net/url keeps them all while
+// the handlers read the first: ?status=ready&status=suspended listed the
+// ready ones only, as if the second were not there.
+func oneValueEach(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, vs := range r.URL.Query() {
+			if len(vs) > 1 {
+				writeProblem(w, r, badQuery(k, "is given more than once; it takes one value"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // exactPath serves the sandbox's own routes at /api/v1/sandboxes/{id}
