@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,6 +84,61 @@ func (c *apiClient) sandbox(ctx context.Context, id string) (sandbox, error) {
 	var sb sandbox
 	err := decodeRaw(&sb)(apiclient.Raw(c.gen.GetSandboxWithResponse(ctx, id)))
 	return sb, err
+}
+
+// liveStatuses are the states of a sandbox that has not ended.
+var liveStatuses = []apiclient.Status{apiclient.Pending, apiclient.Ready, apiclient.Suspending,
+	apiclient.Suspended, apiclient.Restoring, apiclient.Terminating}
+
+// sandboxes lists the account's sandboxes, newest first, every page of
+// them (a page holds at most 200; a live sandbox older than the newest
+// 200 must still show). With live, only those that have not ended, asked
+// for state by state so that a long history of ended ones is not read.
+func (c *apiClient) sandboxes(ctx context.Context, live bool) ([]sandbox, error) {
+	if !live {
+		return c.sandboxPages(ctx, nil)
+	}
+	var all []sandbox
+	seen := map[string]bool{}
+	for _, st := range liveStatuses {
+		list, err := c.sandboxPages(ctx, &st)
+		if err != nil {
+			return nil, err
+		}
+		for _, sb := range list {
+			// One that changed state between two requests is listed once.
+			if !seen[sb.ID] {
+				seen[sb.ID] = true
+				all = append(all, sb)
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b sandbox) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
+	})
+	return all, nil
+}
+
+// sandboxPages follows next_cursor to the last page of GET /sandboxes.
+func (c *apiClient) sandboxPages(ctx context.Context, status *apiclient.Status) ([]sandbox, error) {
+	var all []sandbox
+	limit := 200
+	params := apiclient.ListSandboxesParams{Limit: &limit, Status: status}
+	for {
+		var page struct {
+			Sandboxes  []sandbox `json:"sandboxes"`
+			NextCursor *string   `json:"next_cursor"`
+		}
+		if err := decodeRaw(&page)(apiclient.Raw(c.gen.ListSandboxesWithResponse(ctx, &params))); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Sandboxes...)
+		if page.NextCursor == nil || *page.NextCursor == "" || len(page.Sandboxes) == 0 ||
+			(params.Cursor != nil && *params.Cursor == *page.NextCursor) {
+			return all, nil
+		}
+		params.Cursor = page.NextCursor
+	}
 }
 
 // decodeRaw decodes an API answer (apiclient.Raw's) into out, keeping the

@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // completeSandboxes offers the IDs of live sandboxes for the first
-// argument. Completion must never hang a shell: one short request.
+// argument. Completion must never hang a shell: its requests share
+// one short timeout.
 func (a *app) completeSandboxes(c *cobra.Command, got []string, prefix string) ([]string, cobra.ShellCompDirective) {
 	if len(got) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
@@ -22,16 +21,13 @@ func (a *app) completeSandboxes(c *cobra.Command, got []string, prefix string) (
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var out struct {
-		Sandboxes []sandbox `json:"sandboxes"`
-	}
-	limit := 200
-	if decodeRaw(&out)(apiclient.Raw(cl.gen.ListSandboxesWithResponse(ctx, &apiclient.ListSandboxesParams{Limit: &limit}))) != nil {
+	list, err := cl.sandboxes(ctx, true)
+	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var ids []string
-	for _, sb := range out.Sandboxes {
-		if sb.Status != "terminated" && sb.Status != "failed" && strings.HasPrefix(sb.ID, prefix) {
+	for _, sb := range list {
+		if strings.HasPrefix(sb.ID, prefix) {
 			ids = append(ids, sb.ID+"\t"+sb.Status+" "+sb.Profile)
 		}
 	}

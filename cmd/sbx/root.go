@@ -190,6 +190,9 @@ func newVersionCmd(a *app) *cobra.Command {
 		Short: "Print the sbx version",
 		Args:  args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if a.output == "json" {
+				return printJSON(a.out, map[string]string{"version": version})
+			}
 			fmt.Fprintf(a.out, "sbx %s\n", version)
 			return nil
 		},

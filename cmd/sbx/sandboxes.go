@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,29 +171,21 @@ func newListCmd(a *app) *cobra.Command {
 		Example: "  sbx list\n  sbx list --all -o json",
 		Args:    args(nil),
 		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, _ []string) error {
-			var out struct {
-				Sandboxes []sandbox `json:"sandboxes"`
-			}
-			limit := 200
-			if err := decodeRaw(&out)(apiclient.Raw(cl.gen.ListSandboxesWithResponse(c.Context(), &apiclient.ListSandboxesParams{Limit: &limit}))); err != nil {
+			list, err := cl.sandboxes(c.Context(), !all)
+			if err != nil {
 				return err
-			}
-			if !all {
-				out.Sandboxes = slices.DeleteFunc(out.Sandboxes, func(sb sandbox) bool {
-					return sb.Status == "terminated" || sb.Status == "failed"
-				})
 			}
 			switch a.output {
 			case "json":
-				return printJSON(a.out, out.Sandboxes)
+				return printJSON(a.out, list)
 			case "id":
-				for _, sb := range out.Sandboxes {
+				for _, sb := range list {
 					fmt.Fprintln(a.out, sb.ID)
 				}
 				return nil
 			}
 			t := newTable(a.out, "ID", "STATUS", "PROFILE", "PLATFORM", "CREATED", "DEADLINE")
-			for _, sb := range out.Sandboxes {
+			for _, sb := range list {
 				t.row(sb.ID, sb.Status, sb.Profile, sb.Platform, localTime(sb.CreatedAt), deadlineCell(sb))
 			}
 			return t.flush()

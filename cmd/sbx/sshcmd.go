@@ -309,8 +309,15 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 			if err := writeFileAtomic(got[1], []byte(tok.PrivateKeyPem), 0o600); err != nil {
 				return err
 			}
-			if !quiet {
-				fmt.Fprintf(a.out, "ssh -i %s -o UserKnownHostsFile=%s -p %d %s@%s\n", shellQuote(got[1]), shellQuote(knownHostsFile()), tok.Port, tok.Username, tok.Host)
+			command := fmt.Sprintf("ssh -i %s -o UserKnownHostsFile=%s -p %d %s@%s", shellQuote(got[1]), shellQuote(knownHostsFile()), tok.Port, tok.Username, tok.Host)
+			switch {
+			case quiet:
+			case a.output == "json":
+				// What a script needs to connect; the key itself is in FILE.
+				return printJSON(a.out, map[string]any{"key_file": got[1], "known_hosts_file": knownHostsFile(),
+					"username": tok.Username, "host": tok.Host, "port": tok.Port, "expires_at": tok.ExpiresAt, "ssh_command": command})
+			default:
+				fmt.Fprintln(a.out, command)
 				fmt.Fprintf(a.errw, "key valid until %s\n", localTime(tok.ExpiresAt))
 			}
 			return nil
@@ -359,6 +366,9 @@ is pinned in ~/.config/sbx/known_hosts.`,
 				}
 			}
 			fmt.Fprintf(a.errw, "wrote %s (each connection mints a fresh credential)\n", filepath.Join(dir, alias+".conf"))
+			if a.output == "json" {
+				return printJSON(a.out, map[string]string{"alias": alias, "file": filepath.Join(dir, alias+".conf")})
+			}
 			fmt.Fprintln(a.out, alias)
 			return nil
 		},

@@ -167,6 +167,9 @@ func TestErrorsAreProblems(t *testing.T) {
 				{"bad limit", "dev", "GET", "/api/v1/sandboxes?limit=0", "", 400, "invalid_query"},
 				{"bad cursor", "dev", "GET", "/api/v1/sandboxes?cursor=zzz", "", 400, "invalid_query"},
 				{"bad status", "dev", "GET", "/api/v1/sandboxes?status=bogus", "", 400, "invalid_query"},
+				{"status twice", "dev", "GET", "/api/v1/sandboxes?status=ready&status=suspended", "", 400, "invalid_query"},
+				{"limit twice", "dev", "GET", "/api/v1/sandboxes?limit=2&limit=3", "", 400, "invalid_query"},
+				{"from twice", "dev", "GET", "/api/v1/usage?from=2026-01-01T00:00:00Z&from=2026-02-01T00:00:00Z", "", 400, "invalid_query"},
 				{"body not an object", "dev", "POST", "/api/v1/sandboxes", `[]`, 422, "invalid_request"},
 				{"extend past cap", "dev", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"deadline_minutes":10081}`, 422, "invalid_request"},
 				{"deadline overflowing time.Duration", "dev", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","deadline_minutes":153722868}`, 422, "invalid_request"},
@@ -285,7 +288,11 @@ func TestConcurrencyLimitHolds(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						code, _, _ := e.do(tok, "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+						code, _, b := e.do(tok, "POST", "/api/v1/sandboxes", strings.NewReader(`{"profile":"tuist-linux-small"}`))
+						var p problemDoc
+						if code == 429 && (json.Unmarshal(b, &p) != nil || !strings.HasPrefix(p.Detail, "concurrency limit reached: ")) {
+							t.Errorf("429 detail %q, want the rule's words first, not the call's", p.Detail)
+						}
 						codes <- code
 					}()
 				}
@@ -393,5 +400,104 @@ func TestTypeErrorsSpeakJSON(t *testing.T) {
 		if code != 422 || p.Detail != want {
 			t.Errorf("%s: %d %q, want 422 %q", body, code, p.Detail, want)
 		}
+	}
+}
+
+// TestMethodNotAllowedSaysAllow: a 405 names the methods the endpoint
+// takes in Allow (RFC 9110, 15.5.6), with the problem document as body.
+func TestMethodNotAllowedSaysAllow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	for _, c := range []struct{ method, path, want string }{
+		{"PUT", "/api/v1/sandboxes", "GET, POST"},
+		{"DELETE", "/api/v1/sandboxes", "GET, POST"},
+		{"POST", "/api/v1/sandboxes/sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa", "GET, PATCH, DELETE"},
+		{"PATCH", "/api/v1/usage", "GET"},
+		{"GET", "/api/v1/sandboxes/sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa/ssh_tokens", "POST"},
+	} {
+		// Not e.do: its client checks answers against openapi.json, which
+		// documents no method an endpoint refuses.
+		req, err := http.NewRequest(c.method, e.svc.URL()+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+e.tokens["dev"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, h := resp.StatusCode, resp.Header
+		if got := h.Get("Allow"); code != http.StatusMethodNotAllowed || got != c.want ||
+			h.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(b), `"method_not_allowed"`) {
+			t.Errorf("%s %s: %d, Allow %q (want %q), %s %s", c.method, c.path, code, got, c.want, h.Get("Content-Type"), b)
+		}
+	}
+}
+
+// TestBodyNullIsNotAnObject: a body of null is refused as not a JSON
+// object, as [] is. encoding/json reads null into a struct as nothing to
+// set, so it passed for {}: a create of null made a sandbox of the
+// default profile.
+func TestBodyNullIsNotAnObject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	sb := e.createDev()
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/api/v1/sandboxes"},
+		{"PATCH", "/api/v1/sandboxes/" + sb.ID},
+		{"POST", "/api/v1/sandboxes/" + sb.ID + "/ssh_tokens"},
+	} {
+		code, _, b := e.do("dev", c.method, c.path, strings.NewReader(" null "))
+		var p problemDoc
+		if code != 422 || json.Unmarshal(b, &p) != nil || p.Code != "invalid_request" || !strings.Contains(p.Detail, "not null") {
+			// Not the body: a 201 of ssh_tokens holds a private key.
+			t.Errorf("%s %s with body null: %d %q %q, want 422 invalid_request saying the body is null", c.method, c.path, code, p.Code, p.Detail)
+		}
+	}
+}
+
+// TestSeveralAuthorizationHeaders: a request with more than one
+// Authorization header is refused, whichever comes first. It was served
+// as the first one's account, which a proxy in front, reading another,
+// would not have agreed on.
+func TestSeveralAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	for _, pair := range [][2]string{{"dev", "other"}, {"dev", "dev"}} {
+		req, err := http.NewRequest("GET", e.svc.URL()+"/api/v1/sandboxes", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Add("Authorization", "Bearer "+e.tokens[pair[0]])
+		req.Header.Add("Authorization", "Bearer "+e.tokens[pair[1]])
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var p problemDoc
+		if resp.StatusCode != 401 || json.Unmarshal(b, &p) != nil || p.Code != "invalid_token" ||
+			!strings.Contains(resp.Header.Get("WWW-Authenticate"), "invalid_request") {
+			t.Errorf("Authorization as %s, then as %s: %d %s, want 401 invalid_token", pair[0], pair[1], resp.StatusCode, b)
+		}
+	}
+}
+
+// TestPutFileToAFolderPath: PUT of a path ending in / is refused; it
+// wrote a file of the name without the slash and answered 201.
+func TestPutFileToAFolderPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	id := e.createReady(t)
+	code, _, b := e.do("dev", "PUT", "/api/v1/sandboxes/"+id+"/files/dir/", strings.NewReader("hi"))
+	var p problemDoc
+	if code != 400 || json.Unmarshal(b, &p) != nil || p.Code != "invalid_path" {
+		t.Errorf("PUT files/dir/: %d %s, want 400 invalid_path", code, b)
+	}
+	if code, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id+"/files/dir", nil); code != 404 {
+		t.Errorf("GET files/dir after the refused PUT: %d %s, want 404", code, b)
 	}
 }

@@ -27,6 +27,8 @@ var (
 		"send an account agent token as 'Authorization: Bearer <token>'")
 	errBadToken = problem.New(http.StatusUnauthorized, "invalid_token",
 		"the token is not valid (unknown, revoked or expired)")
+	errManyTokens = problem.New(http.StatusUnauthorized, "invalid_token",
+		"send one Authorization header; this request has several")
 	errProjectToken = problem.New(http.StatusForbidden, "project_token_refused",
 		"project tokens are not accepted by the sandbox API; use an account agent token")
 	errGrantToken = problem.New(http.StatusForbidden, "grant_token_refused",
@@ -38,6 +40,14 @@ var (
 // inside the database index and leaks nothing about the secret.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Authorization is one field (RFC 9110, 11.6.2). With several,
+		// this server would act on the first while a proxy or log in
+		// front might read another: refused rather than guessed.
+		if len(r.Header.Values("Authorization")) > 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx", error="invalid_request"`)
+			writeProblem(w, r, errManyTokens)
+			return
+		}
 		secret, ok := bearer(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sbx"`)

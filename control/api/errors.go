@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime/debug"
+	"strings"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/internal/podssh"
@@ -39,6 +40,17 @@ var errClientGone = func() *problem.Problem {
 	return p
 }()
 
+// refusal is an account rule's refusal as the caller reads it: from the
+// rule's own words on, without what the call was doing around it ("create
+// sandbox: ", "begin restore of sbx-...: "), which says nothing to them.
+func refusal(err, rule error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, rule.Error()); i > 0 {
+		return msg[i:]
+	}
+	return msg
+}
+
 func toProblem(r *http.Request, err error) *problem.Problem {
 	var p *problem.Problem
 	if errors.As(err, &p) {
@@ -66,15 +78,15 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 	case errors.Is(err, lifecycle.ErrNotFound):
 		return problem.New(http.StatusNotFound, "sandbox_not_found", "no sandbox with that id in this account")
 	case errors.Is(err, lifecycle.ErrLimit):
-		return problem.New(http.StatusTooManyRequests, "concurrency_limit", err.Error())
+		return problem.New(http.StatusTooManyRequests, "concurrency_limit", refusal(err, lifecycle.ErrLimit))
 	case errors.Is(err, lifecycle.ErrUnknownProfile):
 		p := problem.New(http.StatusUnprocessableEntity, "unknown_profile", err.Error())
 		p.Errors = []problem.FieldError{{Field: "profile", Detail: "unknown profile"}}
 		return p
 	case errors.Is(err, lifecycle.ErrDisabled):
-		return problem.New(http.StatusForbidden, "feature_disabled", err.Error())
+		return problem.New(http.StatusForbidden, "feature_disabled", refusal(err, lifecycle.ErrDisabled))
 	case errors.Is(err, lifecycle.ErrPlatformNotAllowed):
-		return problem.New(http.StatusForbidden, "platform_not_allowed", err.Error())
+		return problem.New(http.StatusForbidden, "platform_not_allowed", refusal(err, lifecycle.ErrPlatformNotAllowed))
 	case errors.Is(err, lifecycle.ErrIdempotencyReuse):
 		return problem.New(http.StatusUnprocessableEntity, "idempotency_key_reused",
 			"this Idempotency-Key was used with a different request body")

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/pkg/sftp"
@@ -100,6 +101,13 @@ type putResult struct {
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	if filesParam(r) == "" {
 		writeProblem(w, r, problem.New(http.StatusBadRequest, "invalid_path", "PUT needs a file path"))
+		return
+	}
+	if strings.HasSuffix(filesParam(r), "/") {
+		// A trailing slash names a folder; the path cleaning below would
+		// drop it and write a file of that name instead.
+		writeProblem(w, r, problem.New(http.StatusBadRequest, "invalid_path",
+			"PUT needs a file path, not a folder's (it ends with /)"))
 		return
 	}
 	if r.ContentLength > s.cfg.MaxFileSize {

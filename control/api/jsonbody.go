@@ -28,6 +28,14 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 			writeProblem(w, r, p)
 			return false
 		}
+		if string(bytes.TrimSpace(data)) == "null" {
+			// encoding/json takes null into a struct as "nothing to set",
+			// so it would pass for {}: a POST /sandboxes of null created a
+			// sandbox of the default profile.
+			writeProblem(w, r, problem.New(http.StatusUnprocessableEntity, "invalid_request",
+				"the request body must be a JSON object, not null"))
+			return false
+		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		err = dec.Decode(v)

@@ -334,3 +334,39 @@ func TestMCPDotArguments(t *testing.T) {
 		t.Fatalf("after the dot arguments: %v, want the sandbox as created (%v)", got, sb["status"])
 	}
 }
+
+// TestMCPArgumentsChecked: a call's arguments are checked against the
+// input schema the tool advertises before any request is made. A missing
+// sandbox_id was a 502 tool_failed about "." or ".." (the empty ID made
+// the URL .../sandboxes/), an ID outside the pattern a 404, and a string
+// for an integer a message naming Go types.
+func TestMCPArgumentsChecked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	s := e.mcpSession(t, "Bearer "+e.tokens["dev"], nil)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string // in the detail
+	}{
+		{"get_sandbox", map[string]any{}, "sandbox_id"},
+		{"get_sandbox", map[string]any{"sandbox_id": "nope"}, "sandbox_id"},
+		{"exec_in_sandbox", map[string]any{"command": "true"}, "sandbox_id"},
+		{"create_sandbox", map[string]any{"deadline_minutes": "5"}, "deadline_minutes"},
+		{"create_sandbox", map[string]any{"deadline_minutes": 0}, "deadline_minutes"},
+		{"list_sandboxes", map[string]any{"status": "bogus"}, "status"},
+		{"list_sandboxes", map[string]any{"limit": 500}, "limit"},
+		{"read_sandbox_file", map[string]any{"sandbox_id": "sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa"}, "path"},
+	} {
+		out, isErr := call(t, s, c.tool, c.args)
+		detail, _ := out["detail"].(string)
+		if !isErr || out["code"] != "invalid_arguments" || out["status"] != float64(422) ||
+			!strings.Contains(detail, c.want) || strings.Contains(detail, "Go ") {
+			t.Errorf("%s %v: %v, want a 422 invalid_arguments naming %s", c.tool, c.args, out, c.want)
+		}
+	}
+	// Nothing was created by the refused calls.
+	if got, isErr := call(t, s, "list_sandboxes", map[string]any{}); isErr || len(got["sandboxes"].([]any)) != 0 {
+		t.Errorf("list_sandboxes after refused calls: %v", got)
+	}
+}

@@ -273,3 +273,20 @@ window.runTerminal = (url) => new Promise((resolve) => {
 		t.Fatalf("browser saw %q; want the command's output, exit_code 3 and a normal close", got)
 	}
 }
+
+// TestNoTicketForAnEndedSandbox: a sandbox that has ended gets no stream
+// ticket (409 sandbox_state, as an SSH credential), rather than a 201
+// for a ticket that can only fail when used.
+func TestNoTicketForAnEndedSandbox(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", true)
+	sb := e.createDev()
+	if code, _, b := e.do("dev", "DELETE", "/api/v1/sandboxes/"+sb.ID, nil); code != 200 {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes/"+sb.ID+"/exec/stream/tickets", nil)
+	var p problemDoc
+	if code != 409 || json.Unmarshal(b, &p) != nil || p.Code != "sandbox_state" || strings.Contains(string(b), "sbx_wst_") {
+		t.Fatalf("ticket for a deleted sandbox: %d %s, want 409 sandbox_state", code, b)
+	}
+}

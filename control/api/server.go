@@ -4,6 +4,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	_ "embed"
@@ -180,6 +181,10 @@ func New(cfg Config, d Deps) *Server {
 	}
 }
 
+// allowProbe are the methods a 405's Allow header may name.
+var allowProbe = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
 // Handler returns the routed handler.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
@@ -187,8 +192,19 @@ func (s *Server) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errRouteNotFound)
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, errMethodNotAllowed)
+	var allowed *chi.Mux // built below, once every route is in r
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 (15.5.6) requires Allow on a 405; chi adds it only in
+		// its own 405 handler.
+		path := cmp.Or(req.URL.RawPath, req.URL.Path)
+		var ms []string
+		for _, m := range allowProbe {
+			if allowed.Match(chi.NewRouteContext(), m, path) {
+				ms = append(ms, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(ms, ", "))
+		writeError(w, req, errMethodNotAllowed)
 	})
 
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -209,7 +225,7 @@ func (s *Server) Handler() http.Handler {
 	r.Method(http.MethodPost, "/mcp", s.mcpEndpoint(r))
 
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, oneValueEach)
 		r.Post("/api/v1/sandboxes", s.createSandbox)
 		r.Get("/api/v1/sandboxes", s.listSandboxes)
 		r.Route("/api/v1/sandboxes/{id}", func(r chi.Router) {
@@ -237,7 +253,42 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/api/v1/profiles", s.listProfiles)
 		r.Get("/api/v1/projects/{id}/audit", s.projectAudit)
 	})
+	allowed = flatRoutes(r)
 	return r
+}
+
+// flatRoutes copies r's routes, subrouters' included, into one router
+// without subrouters, for asking which methods a path takes: chi's Match
+// answers yes to any method of a path under a subrouter (it returns the
+// mount's pattern when the subrouter has no route for the method).
+func flatRoutes(r chi.Routes) *chi.Mux {
+	flat := chi.NewRouter()
+	noop := func(http.ResponseWriter, *http.Request) {}
+	_ = chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		flat.MethodFunc(method, route, noop)
+		// A subrouter's "/" route is served at the mount's own path too.
+		if trimmed := strings.TrimSuffix(route, "/"); trimmed != route && trimmed != "" {
+			flat.MethodFunc(method, trimmed, noop)
+		}
+		return nil
+	})
+	return flat
+}
+
+// oneValueEach refuses a query parameter given more than once. Every
+// parameter of the API takes one value, and net/url keeps them all while
+// the handlers read the first: ?status=ready&status=suspended listed the
+// ready ones only, as if the second were not there.
+func oneValueEach(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, vs := range r.URL.Query() {
+			if len(vs) > 1 {
+				writeProblem(w, r, badQuery(k, "is given more than once; it takes one value"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // exactPath serves the sandbox's own routes at /api/v1/sandboxes/{id}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -59,6 +60,10 @@ type ticketView struct {
 func (s *Server) createStreamTicket(w http.ResponseWriter, r *http.Request) {
 	sb, ok := s.urlSandbox(w, r)
 	if !ok {
+		return
+	}
+	if err := lifecycle.Reachable(sb, "open a terminal in"); err != nil {
+		writeError(w, r, err)
 		return
 	}
 	nonce := make([]byte, 16)

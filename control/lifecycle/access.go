@@ -37,6 +37,17 @@ func live(s store.State) bool {
 	return false
 }
 
+// Reachable is nil when a sandbox in sb's state can still be worked in
+// (live, or suspended and woken by the work), else the StateError naming
+// action: for what the API hands out to reach it later, as a terminal
+// stream's ticket, which must not outlive the sandbox unnoticed.
+func Reachable(sb store.Sandbox, action string) error {
+	if !live(sb.State) {
+		return &StateError{State: string(sb.State), Action: action}
+	}
+	return nil
+}
+
 // SSHCredential is a freshly minted credential. PrivateKeyPEM exists only
 // here: the store keeps the public key's fingerprint.
 type SSHCredential struct {

@@ -1057,7 +1057,7 @@ type ClientInterface interface {
 
 	// CreateTerminalTicket Mint a single-use ticket to open the terminal stream from a browser
 	//
-	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 	//
 	// Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
 	CreateTerminalTicket(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1506,7 +1506,7 @@ func (c *Client) ExecTerminalStream(ctx context.Context, id string, params *Exec
 
 // CreateTerminalTicket Mint a single-use ticket to open the terminal stream from a browser
 //
-// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 //
 // Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
 func (c *Client) CreateTerminalTicket(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3532,7 +3532,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateTerminalTicketWithResponse Mint a single-use ticket to open the terminal stream from a browser
 	//
-	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4593,6 +4593,8 @@ type CreateTerminalTicketResponse struct {
 	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -4613,6 +4615,11 @@ func (r CreateTerminalTicketResponse) GetApplicationproblemJSON403() *Problem {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r CreateTerminalTicketResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateTerminalTicketResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -6082,7 +6089,7 @@ func (c *ClientWithResponses) ExecTerminalStreamWithResponse(ctx context.Context
 
 // CreateTerminalTicketWithResponse Mint a single-use ticket to open the terminal stream from a browser
 //
-// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use.
+// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -7155,6 +7162,13 @@ func ParseCreateTerminalTicketResponse(rsp *http.Response) (*CreateTerminalTicke
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	}
 

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sbxedge/sbx/internal/apiclient"
@@ -124,8 +125,20 @@ func withArgs[A any](f func(ctx context.Context, req *mcp.CallToolRequest, args 
 	}
 }
 
+// add registers a tool. Server.AddTool leaves the arguments unchecked
+// (only the generic mcp.AddTool validates), so each call's arguments are
+// checked here against the input schema the tool advertises: a missing
+// sandbox_id or a value outside its enum or pattern is the agent's
+// mistake, told as such, before any request is made.
 func (t *tools) add(tool *mcp.Tool, h handler) {
+	in, err := resolveSchema(tool.InputSchema)
+	if err != nil {
+		panic(fmt.Errorf("tool %s: input schema: %w", tool.Name, err)) // register recovers it
+	}
 	t.srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := checkArgs(in, req.Params.Arguments); err != nil {
+			return toolError(err), nil
+		}
 		if t.cfg.requestContext != nil {
 			if rctx := t.cfg.requestContext(req.Extra); rctx != nil {
 				var cancel context.CancelCauseFunc
@@ -170,6 +183,38 @@ var errCallerGone = errors.New("the MCP client's request ended")
 type argsError struct{ err error }
 
 func (e *argsError) Error() string { return "invalid arguments: " + e.err.Error() }
+
+// resolveSchema turns an input schema as the tool carries it (a JSON
+// value) into one that validates.
+func resolveSchema(schema any) (*jsonschema.Resolved, error) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	return s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+}
+
+// checkArgs validates a call's arguments (absent or null: {}) against
+// the tool's input schema.
+func checkArgs(in *jsonschema.Resolved, raw json.RawMessage) error {
+	var v any = map[string]any{}
+	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+		if err := json.Unmarshal(t, &v); err != nil {
+			return &argsError{fmt.Errorf("arguments are not JSON: %w", err)}
+		}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return &argsError{errors.New("arguments must be a JSON object")}
+	}
+	if err := in.Validate(&v); err != nil {
+		return &argsError{err}
+	}
+	return nil
+}
 
 // decodeArgs reads a call's arguments strictly into v.
 func decodeArgs(req *mcp.CallToolRequest, v any) error {
