@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -52,14 +53,19 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() < 2 {
-		fs.Usage()
-		return errors.New("admin: want a noun and a verb, e.g. `account create`")
-	}
 	if helpRequested(fs.Args()) {
 		// Help needs no database.
 		fs.Usage()
 		return nil
+	}
+	if fs.NArg() < 2 {
+		return &usageError{cmd: "sbx admin", msg: "want a noun and a verb, e.g. `account create`"}
+	}
+	// The command is checked before the database is opened: a typo is
+	// told as a typo, not as a missing database.
+	noun, verb, rest := fs.Arg(0), fs.Arg(1), fs.Args()[2:]
+	if !slices.Contains(adminCommands, noun+" "+verb) {
+		return &usageError{cmd: "sbx admin", msg: fmt.Sprintf("unknown command %q; want one of: %s", noun+" "+verb, strings.Join(adminCommands, ", "))}
 	}
 	st, err := openAdminStore(ctx, *dbURL, *dataDir)
 	if err != nil {
@@ -67,7 +73,6 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer st.Close()
 	a := &admin{st: st, out: out, now: time.Now}
-	noun, verb, rest := fs.Arg(0), fs.Arg(1), fs.Args()[2:]
 	switch noun + " " + verb {
 	case "account create":
 		return a.accountCreate(ctx, rest)
@@ -84,9 +89,12 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "token revoke":
 		return a.tokenRevoke(ctx, rest)
 	}
-	fs.Usage()
-	return fmt.Errorf("admin: unknown command %q", noun+" "+verb)
+	return fmt.Errorf("admin: %q is listed but not handled", noun+" "+verb)
 }
+
+// adminCommands are the noun-verb pairs runAdmin handles.
+var adminCommands = []string{"account create", "account set", "account show", "account list",
+	"project create", "token mint", "token revoke"}
 
 func openAdminStore(ctx context.Context, dbURL, dataDir string) (store.Store, error) {
 	if dbURL != "" {

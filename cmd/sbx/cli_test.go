@@ -128,6 +128,9 @@ func TestStdFlagHelp(t *testing.T) {
 		{[]string{"admin", "--help"}, "", 0},
 		{[]string{"admin", "account", "create", "--help"}, "", 0},
 		{[]string{"admin", "token", "mint", "-h"}, "", 0},
+		// Usage mistakes, told as such before any database is looked for.
+		{[]string{"admin"}, "", 2},
+		{[]string{"admin", "acount", "create", "x"}, "", 2},
 	} {
 		cmd := execCommand(t, tc.args...)
 		cmd.Env = append(append(os.Environ(), secrets...), "SBX_DATA_DIR="+t.TempDir(), "SBX_DATABASE_URL="+tc.db)
