@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -394,6 +395,19 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 			}
 		})
 	}
+	// A signal (Ctrl-C, SIGTERM) while sbx waits on the API is an
+	// interruption, not an unreachable API, whatever the cut dial says.
+	t.Run("interrupted", func(t *testing.T) {
+		cliEnv(t, stuck.URL)
+		t.Setenv("SBX_TOKEN", fakeToken)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(200*time.Millisecond, cancel)
+		var out, errb bytes.Buffer
+		code := execute(ctx, []string{"list"}, strings.NewReader(""), &out, &errb)
+		if code != 1 || strings.TrimSpace(errb.String()) != "sbx: interrupted" {
+			t.Errorf("exit %d stderr %q; want 1 and sbx: interrupted", code, errb.String())
+		}
+	})
 	t.Run("no token anywhere", func(t *testing.T) {
 		cliEnv(t, api.URL)
 		t.Setenv("SBX_TOKEN", "")

@@ -104,6 +104,12 @@ func execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	if errors.As(err, &ex) {
 		return ex.code
 	}
+	if ctx.Err() != nil {
+		// A signal ended the command: whatever failed then (a dial cut
+		// short reads as an unreachable API) failed because of it.
+		fmt.Fprintln(errw, "sbx: interrupted")
+		return 1
+	}
 	code, msg := a.explain(err)
 	fmt.Fprintln(errw, "sbx: "+msg)
 	return code
