@@ -170,15 +170,17 @@ func (m *Manager) UnexposePort(ctx context.Context, acct store.Account, id strin
 
 // underLock runs change with the sandbox's row locked and records the
 // event it returns, in one transaction. A non-empty action requires a
-// live state (see live) and names what was refused otherwise.
+// reachable sandbox (see Reachable) and names what was refused otherwise.
 func (m *Manager) underLock(ctx context.Context, id, action string, change func(store.Tx, store.Sandbox) (store.Event, error)) error {
 	return m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)
 		if err != nil {
 			return fmt.Errorf("lock sandbox %s: %w", id, err)
 		}
-		if action != "" && !live(sb.State) {
-			return &StateError{State: string(sb.State), Action: action}
+		if action != "" {
+			if err := Reachable(sb, action); err != nil {
+				return err
+			}
 		}
 		ev, err := change(tx, sb)
 		if err != nil {

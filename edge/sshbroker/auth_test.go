@@ -325,11 +325,7 @@ func TestSlowUpstreamOutlastsHandshakeTimeout(t *testing.T) {
 		}
 	})
 	k := e.grant("slow", nil)
-	e.auth.mu.Lock()
-	cr := e.auth.creds[k.fp]
-	cr.route.Addr = ln.Addr().String()
-	e.auth.creds[k.fp] = cr
-	e.auth.mu.Unlock()
+	e.auth.update(k.fp, func(c *cred) { c.route.Addr = ln.Addr().String() })
 	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "slow", nil, "echo through"), nil)
 	if r.code != 0 || r.stdout != "through\n" {
 		t.Fatalf("code %d stdout %q stderr %q; want the session, %v upstream delay inside a %v dial budget", r.code, r.stdout, r.stderr, delay, time.Minute)

@@ -75,6 +75,15 @@ func (f *fakeAuthorizer) Authorize(_ context.Context, username, fp string) (Rout
 	return c.route, nil
 }
 
+// update changes the credential of key fp in place.
+func (f *fakeAuthorizer) update(fp string, change func(*cred)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.creds[fp]
+	change(&c)
+	f.creds[fp] = c
+}
+
 // recActivity records Open calls.
 type recActivity struct {
 	mu     sync.Mutex

@@ -62,11 +62,7 @@ func TestUpstreamKeepalive(t *testing.T) {
 	e := newEnv(t, fastKeepalives)
 	k := e.grant("alpha", nil)
 	proxy := tcpproxy.New(t, e.up.Addr)
-	e.auth.mu.Lock()
-	c := e.auth.creds[k.fp]
-	c.route.Addr = proxy.Addr
-	e.auth.creds[k.fp] = c
-	e.auth.mu.Unlock()
+	e.auth.update(k.fp, func(c *cred) { c.route.Addr = proxy.Addr })
 
 	cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "sleep 60")
 	bg := sshscenario.Background(t, cmd)

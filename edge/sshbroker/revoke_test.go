@@ -33,11 +33,7 @@ func TestRevokeSandbox(t *testing.T) {
 			cmd.Stdout = &out
 			bg := sshscenario.Background(t, cmd)
 			waitOpen(t, e, "alpha")
-			e.auth.mu.Lock()
-			c := e.auth.creds[k.fp]
-			c.err = tc.refusal
-			e.auth.creds[k.fp] = c
-			e.auth.mu.Unlock()
+			e.auth.update(k.fp, func(c *cred) { c.err = tc.refusal })
 
 			start := time.Now()
 			e.broker.Revoke(context.Background(), edgeapi.Invalidation{Kind: edgeapi.InvalidateSandbox, SandboxID: "alpha"})

@@ -122,20 +122,12 @@ func TestStaleCachedRouteWakes(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	e.auth.mu.Lock()
-	c := e.auth.creds[k.fp]
-	c.route.Addr = dead
-	e.auth.creds[k.fp] = c
-	e.auth.mu.Unlock()
+	e.auth.update(k.fp, func(c *cred) { c.route.Addr = dead })
 	// Cached: a route to a pod that is gone.
 	if r := run(t, e.ssh(testCtx(t, sshCeiling), k, "moved", nil, "echo in"), nil); r.code != 255 {
 		t.Fatalf("dial to a dead pod: code %d, want 255", r.code)
 	}
-	e.auth.mu.Lock()
-	c = e.auth.creds[k.fp]
-	c.err = ErrNotReady // suspended since
-	e.auth.creds[k.fp] = c
-	e.auth.mu.Unlock()
+	e.auth.update(k.fp, func(c *cred) { c.err = ErrNotReady }) // suspended since
 	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "moved", nil, "echo woke"), nil)
 	if r.code != 0 || r.stdout != "woke\n" || !strings.Contains(r.stderr, "waking sandbox moved") {
 		t.Fatalf("code %d stdout %q stderr %q, want woke after the stale route", r.code, r.stdout, r.stderr)
@@ -165,11 +157,7 @@ func TestStaleCachedRouteOfEndedSandbox(t *testing.T) {
 	ln.Close()
 	// Deleted since: control now refuses the key, and the pod is gone
 	// (the fake answers from the cache's copy until the broker asks).
-	e.auth.mu.Lock()
-	c := e.auth.creds[k.fp]
-	c.err = ErrSandboxEnded
-	e.auth.creds[k.fp] = c
-	e.auth.mu.Unlock()
+	e.auth.update(k.fp, func(c *cred) { c.err = ErrSandboxEnded })
 	e.broker.cache.mu.Lock()
 	ak := authKey{"deleted", k.fp}
 	entry, ok := e.broker.cache.lru.Get(ak)
