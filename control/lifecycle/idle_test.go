@@ -84,7 +84,16 @@ type idleHarness struct {
 	*harness
 	act  activity.Store
 	prov *suspendProvider
+	// forgetGate, when set (see gate), holds the lifecycle's Conns.Forget:
+	// a restorer stalled after its restore, before it marks the sandbox ready.
+	forgetGate atomic.Pointer[chan struct{}]
 }
+
+// gatedConns is the harness's pod connection pool: it holds nothing, and
+// its Forget waits for h's forgetGate.
+type gatedConns struct{ h *idleHarness }
+
+func (c gatedConns) Forget(string) { _ = waitGate(context.Background(), &c.h.forgetGate) }
 
 const idleTimeout = 5 * time.Minute
 
@@ -113,6 +122,7 @@ func newIdleHarness(t *testing.T, backend string, act func(now func() time.Time)
 			}
 			ih.act = act(d.Now)
 			d.Activity = ih.act
+			d.Conns = gatedConns{ih}
 		})
 	return ih
 }

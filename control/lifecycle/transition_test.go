@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +146,40 @@ func waitGone(t *testing.T, p provider.Provider, id string) {
 	}
 }
 
+// TestRestoreLeaseHeldUntilReady: the lease outlives the provider's
+// restore until the sandbox is marked ready, so a restorer slow after its
+// restore (services starting, a store slow to commit) is not taken over
+// by the backstop, which would restore the sandbox a second time.
+func TestRestoreLeaseHeldUntilReady(t *testing.T) {
+	forBackends(t, func(t *testing.T, h *idleHarness) {
+		wakeThroughStall(t, h, h.suspended(t).ID, &h.forgetGate)
+	}, restoreTune)
+}
+
+// wakeThroughStall wakes sandbox id with its restorer held at gate g for
+// three leases (restoreTune's), and asserts that the backstop left it
+// alone: one restore, and the sandbox ready with its sessions in order.
+func wakeThroughStall(t *testing.T, h *idleHarness, id string, g *atomic.Pointer[chan struct{}]) {
+	t.Helper()
+	release := gate(t, g)
+	woke := make(chan error, 1)
+	go func() {
+		woke <- h.wake(id, stateCeiling)
+	}()
+	time.Sleep(3 * 2 * time.Second) // three leases long
+	if n := h.prov.restores.Load(); n != 1 {
+		t.Fatalf("restores while the first restorer is alive: got %d, want 1", n)
+	}
+	release()
+	if err := <-woke; err != nil {
+		t.Fatalf("wake: %v", err)
+	}
+	if n := h.prov.restores.Load(); n != 1 {
+		t.Fatalf("restores: got %d, want 1", n)
+	}
+	wantSessions(t, h.st, id, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+}
+
 // TestRestoreLeaseHeldWhileRestoring: a slow restore in a live process
 // keeps its lease, so the backstop never starts a second restore; a crash
 // with the lease held (the row as a live waker wrote it, then nobody
@@ -153,23 +188,7 @@ func TestRestoreLeaseHeldWhileRestoring(t *testing.T) {
 	forBackends(t, func(t *testing.T, h *idleHarness) {
 		ctx := context.Background()
 		sb := h.suspended(t)
-		release := gate(t, &h.prov.restoreGate)
-		woke := make(chan error, 1)
-		go func() {
-			woke <- h.wake(sb.ID, stateCeiling)
-		}()
-		time.Sleep(3 * 2 * time.Second) // three leases long
-		if n := h.prov.restores.Load(); n != 1 {
-			t.Fatalf("restores while the first is alive: got %d, want 1", n)
-		}
-		release()
-		if err := <-woke; err != nil {
-			t.Fatalf("wake: %v", err)
-		}
-		if n := h.prov.restores.Load(); n != 1 {
-			t.Fatalf("restores: got %d, want 1", n)
-		}
-		wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+		wakeThroughStall(t, h, sb.ID, &h.prov.restoreGate)
 
 		// Suspend again, then leave it restoring with a lease nobody
 		// renews: a process that died right after winning the wake.

@@ -126,32 +126,44 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 	if !can {
 		return m.restoreAttemptFailed(ctx, l, errors.New("provider cannot restore"))
 	}
-	start := time.Now()
-	var ep provider.Endpoint
+	// The lease is held until the sandbox is marked ready, not only while
+	// the provider works: if it lapsed while the services start or the
+	// store is slow to commit, the sweep would start a second restore of
+	// a sandbox that is already restored.
+	var (
+		start      = time.Now()
+		took       time.Duration
+		restoreErr error
+		changed    bool
+		state      store.State
+	)
 	err = m.holdLease(ctx, l, func(ctx context.Context) error {
-		var err error
-		ep, err = sus.Restore(ctx, spec)
+		ep, err := sus.Restore(ctx, spec)
+		if err != nil {
+			restoreErr = err
+			return err
+		}
+		took = time.Since(start)
+		if m.conns != nil {
+			m.conns.Forget(l.id) // the endpoint may have moved
+		}
+		m.startServices(ctx, sb, ep, sb.HostKey)
+		// Not checked against the lease: a restore that succeeded is as
+		// good as another process's (restores are idempotent in every
+		// provider), and whichever marks ready first wins.
+		changed, state, err = m.transition(ctx, l.id, step{
+			from: store.StateRestoring, to: store.StateReady, reason: ReasonWake, actor: "restorer",
+			apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
+				clearLease(cur)
+				return m.resume(ctx, tx, cur, ep, now, ReasonRestored)
+			},
+		})
 		return err
 	})
-	if err != nil {
-		m.log.WarnContext(ctx, "restore attempt failed", "sandbox_id", l.id, "attempt", l.attempt, "err", err)
-		return m.restoreAttemptFailed(ctx, l, err)
+	if restoreErr != nil {
+		m.log.WarnContext(ctx, "restore attempt failed", "sandbox_id", l.id, "attempt", l.attempt, "err", restoreErr)
+		return m.restoreAttemptFailed(ctx, l, restoreErr)
 	}
-	took := time.Since(start)
-	if m.conns != nil {
-		m.conns.Forget(l.id) // the endpoint may have moved
-	}
-	m.startServices(ctx, sb, ep, sb.HostKey)
-	// Not checked against the lease: a restore that succeeded is as good
-	// as another process's (restores are idempotent in every provider),
-	// and whichever marks ready first wins.
-	changed, state, err := m.transition(ctx, l.id, step{
-		from: store.StateRestoring, to: store.StateReady, reason: ReasonWake, actor: "restorer",
-		apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
-			clearLease(cur)
-			return m.resume(ctx, tx, cur, ep, now, ReasonRestored)
-		},
-	})
 	if err != nil {
 		return fmt.Errorf("mark %s ready after restore: %w", l.id, err)
 	}
