@@ -146,6 +146,12 @@ func TestLifecycle(t *testing.T) {
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("write file: %+v %v", res, err)
 		}
+		// A session's home is the sandbox's, in either mode: the files of
+		// its spec are there, and the machine user's dotfiles are not.
+		res, err = pool.Exec(ctx, tg, podssh.ExecRequest{Command: `printf '%s %s' "$HOME" "$(cat ~/.sbx/grant-token)"`})
+		if want := filepath.Join(f.dataDir, "sandboxes", id, "home") + " tok"; err != nil || string(res.Stdout) != want {
+			t.Fatalf("session home: %q %q %v; want %q", res.Stdout, res.Stderr, err, want)
+		}
 		pool.Forget(id)
 
 		if err := l.Suspend(ctx, id); err != nil {

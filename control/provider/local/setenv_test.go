@@ -17,7 +17,7 @@ func TestSSHDSetEnv(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f := newFixture(t)
-	l, err := local.New(local.Config{DataDir: f.dataDir, Mode: local.ModeSSHD, SSHDSetEnv: []string{"SHLVL=1", "SBX_PROBE=on"}})
+	l, err := local.New(local.Config{DataDir: f.dataDir, Mode: local.ModeSSHD, SSHDSetEnv: []string{"SHLVL=1", "SBX_PROBE=on", "HOME=/x/home"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +28,9 @@ func TestSSHDSetEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := pool.Exec(ctx, f.target("sbx-env", ep), podssh.ExecRequest{Command: "echo $SBX_PROBE $SHLVL"})
-	if err != nil || string(res.Stdout) != "on 1\n" {
-		t.Fatalf("session env: %q %q %v; want \"on 1\"", res.Stdout, res.Stderr, err)
+	res, err := pool.Exec(ctx, f.target("sbx-env", ep), podssh.ExecRequest{Command: "echo $SBX_PROBE $SHLVL $HOME"})
+	if want := "on 1 /x/home\n"; err != nil || string(res.Stdout) != want {
+		t.Fatalf("session env: %q %q %v; want %q", res.Stdout, res.Stderr, err, want)
 	}
 	pool.Forget("sbx-env")
 	if err := l.Destroy(ctx, "sbx-env"); err != nil {

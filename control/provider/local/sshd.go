@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -125,13 +126,18 @@ func runSSHD(ctx context.Context, o sshdOptions, port int, init *socketInit) (*s
 
 // sshdConfig listens only on loopback; see sandboxinit.SSHDConfig.
 // Every session carries the sandbox's marker, so Destroy and Suspend
-// find what it started (endTree); setEnv follows it (Validate keeps each
-// pair to NAME=word and away from the marker's name).
+// find what it started (endTree), and the sandbox's home as HOME, as
+// embedded sessions and the services have: that is where Spec.Files (the
+// grant token) land, and the machine user's own dotfiles stay out of the
+// sandbox (here, a ~/.bashrc whose pyenv rehash waits a minute for a lock
+// a killed shell left). setEnv comes first, since sshd keeps the first
+// of a repeated name: a configured HOME wins (Validate keeps each pair
+// to NAME=word and away from the marker's name).
 func sshdConfig(dir string, port int, setEnv []string) sandboxinit.SSHDConfig {
 	return sandboxinit.SSHDConfig{
 		Listen: "127.0.0.1", Port: port, HostKey: filepath.Join(dir, "host_key"),
 		CAKeys: filepath.Join(dir, "ca.pub"), PidFile: filepath.Join(dir, "sshd.pid"),
-		SetEnv: append([]string{marker(dir)}, setEnv...),
+		SetEnv: append(slices.Clone(setEnv), marker(dir), "HOME="+filepath.Join(dir, "home")),
 	}
 }
 
