@@ -146,12 +146,10 @@ func setupSSH(ctx context.Context, c sshConfig) (_ *sshEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Sessions log in with the sandbox's home as HOME, so this machine's
+	// ~/.bashrc (pyenv: about a CPU-second per session) is not measured.
 	e.prov, err = local.New(local.Config{DataDir: filepath.Join(dir, "sandboxes"), Mode: c.Server,
-		// A clean login: with SHLVL set, bash run by sshd skips this
-		// machine's ~/.bashrc (pyenv: about a CPU-second per session,
-		// which the handshake figure used to measure).
-		SSHDSetEnv: []string{"SHLVL=1"},
-		Logger:     slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}

@@ -63,9 +63,8 @@ type Config struct {
 	// default /usr/sbin/sshd. sshd refuses to re-exec from a relative path.
 	SSHDPath string
 	// SSHDSetEnv are NAME=value pairs sshd sets in every session of
-	// ModeSSHD (its SetEnv), after its own. The loadtest sets SHLVL=1 so
-	// that bash, run by sshd, does not read the machine user's ~/.bashrc
-	// (which runs pyenv here: a CPU-second per session it would measure).
+	// ModeSSHD (its SetEnv), before its own (the marker, and HOME as the
+	// sandbox's home), so they win where names repeat.
 	SSHDSetEnv []string
 	// InitPath is the sbx-init binary that sshd runs (as "InitPath ctl
 	// --socket S") for the init's subsystem in ModeSSHD, relaying to the
