@@ -277,6 +277,24 @@ func (e *embedded) handleSession(s gliderssh.Session) {
 	}
 	cmd.Dir = e.workspace
 	cmd.Env = e.env(s)
+	if gliderssh.AgentRequested(s) {
+		// Like sshd, a session whose client forwards its agent (ssh -A)
+		// gets SSH_AUTH_SOCK; git and ssh in the sandbox then sign with
+		// the developer's keys without holding them.
+		if conn, ok := s.Context().Value(gliderssh.ContextKeyConn).(gossh.Conn); ok {
+			a, err := listenAgent(conn)
+			if err != nil {
+				e.opts.logger.Warn("agent forwarding", "err", err)
+			} else {
+				defer func() {
+					if err := a.close(); err != nil {
+						e.opts.logger.Debug("close agent socket", "err", err)
+					}
+				}()
+				cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+a.path)
+			}
+		}
+	}
 	if v, ok := e.ptys.LoadAndDelete(s); ok {
 		pty := v.(ptyState)
 		cmd.Env = append(cmd.Env, "TERM="+pty.req.Term)
