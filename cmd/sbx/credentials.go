@@ -85,6 +85,12 @@ func (a *app) token() (string, error) {
 	if v := strings.TrimSpace(os.Getenv("SBX_TOKEN")); v != "" {
 		return v, nil
 	}
+	return a.storedToken()
+}
+
+// storedToken is token without SBX_TOKEN: what a later sbx, started
+// without this shell's environment, finds for the API in use.
+func (a *app) storedToken() (string, error) {
 	base := a.apiURL()
 	key, ok := apiKey(base)
 	c, err := readConfig()

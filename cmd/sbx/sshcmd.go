@@ -366,6 +366,12 @@ is pinned in ~/.config/sbx/known_hosts.`,
 				}
 			}
 			fmt.Fprintf(a.errw, "wrote %s (each connection mints a fresh credential)\n", filepath.Join(dir, alias+".conf"))
+			if _, err := a.storedToken(); err != nil && os.Getenv("SBX_TOKEN") != "" {
+				// The hook runs in whatever environment ssh has: an editor
+				// started from a launcher has no SBX_TOKEN, and every
+				// connection would fail there with "no API token".
+				fmt.Fprintf(a.errw, "note: the entry's hook finds no token without SBX_TOKEN, which an editor started outside this shell does not have; save it for this API once: printenv SBX_TOKEN | sbx login --api %s\n", a.apiURL())
+			}
 			if a.output == "json" {
 				return printJSON(a.out, map[string]string{"alias": alias, "file": filepath.Join(dir, alias+".conf")})
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,20 @@ func TestSSHConfigNeverStale(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != id {
 		t.Fatalf("sbx ssh-config: exit %d out %q err %q", code, out, errOut)
 	}
+	// The token is only in this shell's SBX_TOKEN, which an editor
+	// started from a launcher lacks: ssh-config says how to save it, and
+	// once saved, connections without SBX_TOKEN get in (below).
+	save := "printenv SBX_TOKEN | sbx login --api " + p.API
+	if !strings.Contains(errOut, save) {
+		t.Fatalf("sbx ssh-config with only SBX_TOKEN: stderr %q; want the note %q", errOut, save)
+	}
+	if _, e, c := runEnv(t, env, "sh", "-c", strings.Replace(save, "sbx", shellQuote(sbxBinary(t)), 1)); c != 0 {
+		t.Fatalf("%s: exit %d %s", save, c, e)
+	}
+	editorEnv := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "SBX_TOKEN=") })
+	if _, errOut, code = runEnv(t, env, sbxBinary(t), "ssh-config", id); code != 0 || strings.Contains(errOut, "SBX_TOKEN") {
+		t.Fatalf("sbx ssh-config with a saved token: exit %d stderr %q; want no note", code, errOut)
+	}
 	keyFile := filepath.Join(sshDir, id+".key")
 	firstKey, err := os.ReadFile(keyFile)
 	if err != nil {
@@ -86,8 +101,9 @@ func TestSSHConfigNeverStale(t *testing.T) {
 		t.Fatalf("stale key: exit %d stderr %q; want 255 and 'expired'", code, errOut)
 	}
 
-	// What VS Code does: ssh <alias> with the user's config.
-	out, errOut, code = runEnv(t, env, "ssh", "-F", userCfg, "-o", "BatchMode=yes", id, "echo via-alias")
+	// What VS Code does: ssh <alias> with the user's config, in an
+	// environment without the shell's SBX_TOKEN.
+	out, errOut, code = runEnv(t, editorEnv, "ssh", "-F", userCfg, "-o", "BatchMode=yes", id, "echo via-alias")
 	if code != 0 || out != "via-alias\n" {
 		t.Fatalf("ssh %s after expiry: exit %d stdout %q stderr %q", id, code, out, errOut)
 	}
