@@ -96,9 +96,24 @@ func New(srv *http.Server, lean bool) *Server {
 				r.TLS = st
 			}
 		}
+		closeAfterCoded(w, r)
 		inner.ServeHTTP(w, r)
 	})
 	return s
+}
+
+// closeAfterCoded ends an HTTP/1 connection once a request whose body
+// came with a Transfer-Encoding is answered. net/http reads such a body
+// by its chunked coding and deletes a Content-Length sent beside it
+// without a trace, so a request that carried both, the request-smuggling
+// shape after which RFC 9112 6.1 says to close, cannot be told here from
+// a plain chunked one: every chunked request closes its connection.
+// Browsers send no chunked bodies over HTTP/1.1; the rare client that
+// does pays a reconnect. The lean loop never takes such a request.
+func closeAfterCoded(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 type tlsStateKey struct{}
