@@ -241,9 +241,18 @@ func TestWireAttacks(t *testing.T) {
 			crlf("GET /xfh HTTP/1.1", "Host: "+b, "X-Forwarded-Host: "+a, auth, "Connection: close"), []string{"403"}, nil, nil},
 
 		// Headers that end at the proxy.
+		// Ambiguous credentials are refused, never settled by picking one.
 		{"Authorization, ours and a second one",
-			crlf("GET /h1 HTTP/1.1", "Host: "+a, auth, "Authorization: Basic eDp5", "Connection: close"), []string{"200"}, []string{"/h1"},
-			noHeader("Authorization")},
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, auth, "Authorization: Basic eDp5", "Connection: close"), []string{"400"}, nil, nil},
+		{"Authorization, another account's and then ours",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "Authorization: Bearer "+tokenB, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"two preview-token headers",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenA, "X-Sbx-Preview-Token: "+tokenB, "Connection: close"), []string{"400"}, nil, nil},
+		{"preview-token header and Bearer naming different tokens",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenB, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"preview-token header and Bearer naming the same token",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenA, auth, "Connection: close"), []string{"200"}, []string{"/h1"},
+			noHeader("Authorization", "X-Sbx-Preview-Token")},
 		{"preview-token header, and Authorization meant for the app",
 			crlf("GET /h2 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenA, "Authorization: Basic eDp5", "Connection: close"), []string{"200"}, []string{"/h2"},
 			noHeader("Authorization", "X-Sbx-Preview-Token")},
