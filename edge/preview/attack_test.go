@@ -283,6 +283,36 @@ func TestWireAttacks(t *testing.T) {
 			crlf("GET /h8 HTTP/1.1", "Host: "+a, auth, "Connection: Upgrade, HTTP2-Settings, close", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"),
 			[]string{"200"}, []string{"/h8"},
 			noHeader("Upgrade", "Http2-Settings", "Connection")},
+		// Paths go to the app as sent; no spelling reaches the edge's own
+		// namespace but the canonical one, and none passes to the app.
+		{"dot-segments pass to the app as sent",
+			crlf("GET /a/../b HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"200"}, []string{"/a/../b"}, nil},
+		{"encoded dot-segments pass to the app as sent",
+			crlf("GET /a/%2e%2e/b HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"200"}, []string{"/a/../b"},
+			func(r *http.Request, _ []string) string {
+				if !strings.HasPrefix(r.RequestURI, "/a/%2e%2e/b?") {
+					return fmt.Sprintf("the sandbox got %q, want the target as sent", r.RequestURI)
+				}
+				return ""
+			}},
+		{"a segment only ending in the reserved name is the app's",
+			crlf("GET /docs/x__sbx_preview HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"200"}, []string{"/docs/x__sbx_preview"}, nil},
+		{"dot-segments into the edge's paths",
+			crlf("GET /x/../__sbx_preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"encoded dot-segments into the edge's paths",
+			crlf("GET /x/%2e%2e/__sbx_preview/ticket HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"encoded slash into the edge's paths",
+			crlf("GET /x/..%2f__sbx_preview/sign-out HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"double slash before the edge's paths",
+			crlf("GET //__sbx_preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"backslash before the edge's paths",
+			crlf("GET /x/..\\__sbx_preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"the edge's paths in another case",
+			crlf("GET /__SBX_Preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"percent-encoded name of the edge's paths, not one of its endpoints",
+			crlf("GET /%5f_sbx_preview/other HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"unknown path under the edge's prefix",
+			crlf("GET /__sbx_preview/other HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
 		{"Upgrade to anything but websocket is dropped",
 			crlf("GET /h9 HTTP/1.1", "Host: "+a, auth, "Connection: Upgrade, close", "Upgrade: foo/1"),
 			[]string{"200"}, []string{"/h9"},

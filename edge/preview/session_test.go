@@ -2,6 +2,7 @@ package preview_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +42,60 @@ func TestAmbiguousSessionCookie(t *testing.T) {
 			if n := e.upstream.seen(e.host("cookied")) - before; n != 0 {
 				t.Errorf("%s: the sandbox saw %d requests, want none", tc.name, n)
 			}
+		}
+	}
+}
+
+// TestSignOut: a POST from the preview's own origin clears its session
+// cookie; another origin (a sibling preview included), another method
+// or another spelling of the path does not, and nothing of it reaches
+// the app.
+func TestSignOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newTestApp())
+	e.expose("leaving", "sbx-a", "acct-a", false, false)
+	cookie := devLogin(t, e, "leaving")
+	own, sibling := "http://"+e.host("leaving"), "http://"+e.host("other")
+	for _, tc := range []struct {
+		name    string
+		method  string
+		path    string
+		hdr     []string
+		want    int
+		cleared bool
+		page    bool // a page that says so, for a submitted form
+	}{
+		{"same origin, fetch", "POST", "/__sbx_preview/sign-out", []string{"Origin", own, "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "cors"}, 204, true, false},
+		{"same origin, form", "POST", "/__sbx_preview/sign-out", []string{"Origin", own, "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "navigate"}, 200, true, true},
+		{"old browser, own Origin", "POST", "/__sbx_preview/sign-out", []string{"Origin", own}, 204, true, false},
+		{"not a browser", "POST", "/__sbx_preview/sign-out", nil, 204, true, false},
+		{"sibling preview", "POST", "/__sbx_preview/sign-out", []string{"Origin", sibling, "Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "navigate"}, 403, false, false},
+		{"another site", "POST", "/__sbx_preview/sign-out", []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, 403, false, false},
+		{"old browser, another Origin", "POST", "/__sbx_preview/sign-out", []string{"Origin", sibling}, 403, false, false},
+		{"GET, as an image or a link would", "GET", "/__sbx_preview/sign-out", []string{"Sec-Fetch-Site", "cross-site"}, 405, false, false},
+		{"dot-segment spelling", "POST", "/x/../__sbx_preview/sign-out", []string{"Origin", own}, 400, false, false},
+	} {
+		before := e.upstream.seen(e.host("leaving"))
+		req, _ := http.NewRequest(tc.method, e.url("leaving", tc.path), nil)
+		req.Header.Set("Cookie", cookie)
+		for i := 0; i+1 < len(tc.hdr); i += 2 {
+			req.Header.Set(tc.hdr[i], tc.hdr[i+1])
+		}
+		resp, body := e.send(req)
+		cleared := false
+		for _, c := range resp.Cookies() {
+			if c.Name == "__Host-sbx-preview" && c.Value == "" && c.MaxAge < 0 && c.Path == "/" && c.Secure && c.HttpOnly {
+				cleared = true
+			}
+		}
+		if resp.StatusCode != tc.want || cleared != tc.cleared {
+			t.Errorf("%s: %d, cookie cleared %v; want %d, %v (%s)", tc.name, resp.StatusCode, cleared, tc.want, tc.cleared, body)
+		}
+		if tc.page && !strings.Contains(body, "Signed out") {
+			t.Errorf("%s: page %q, want one saying signed out", tc.name, body)
+		}
+		if n := e.upstream.seen(e.host("leaving")) - before; n != 0 {
+			t.Errorf("%s: the app saw %d requests, want none", tc.name, n)
 		}
 	}
 }
