@@ -2,8 +2,14 @@ package preview_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sbxedge/sbx/internal/chromiumtest"
 )
 
 // TestAmbiguousSessionCookie: a request carrying the session cookie more
@@ -97,5 +103,92 @@ func TestSignOut(t *testing.T) {
 		if n := e.upstream.seen(e.host("leaving")) - before; n != 0 {
 			t.Errorf("%s: the app saw %d requests, want none", tc.name, n)
 		}
+	}
+}
+
+// TestBrowserSignOut, in a real browser: a sibling preview's page cannot
+// sign the victim out of preview A (by fetch or by a submitted form, each
+// with the victim's cookie attached), and A's own page can.
+func TestBrowserSignOut(t *testing.T) {
+	t.Parallel()
+	e, m := newOIDCEnv(t, xsiteApp())
+	e.expose("openpage", "sbx-b", "acct-b", true, false)
+	ctx := chromiumtest.New(t, 2*time.Minute)
+	m.QueueUser(user("alice"))
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("alicepage", "/"))); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Text("body")); !strings.Contains(body, "hello from the sandbox") {
+		t.Fatalf("after login: %q, want A's page", body)
+	}
+	// whoAmI is what a fetch of A from A's own page gets: 200 while signed in.
+	whoAmI := func() int {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(e.url("alicepage", "/page"))); err != nil {
+			t.Fatal(err)
+		}
+		st, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/x").then(r => r.status)`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := whoAmI(); st != 200 {
+		t.Fatalf("signed in, A's fetch got %d, want 200", st)
+	}
+
+	signOut := "http://" + e.host("alicepage") + "/__sbx_preview/sign-out"
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("openpage", "/"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(`+strconv.Quote(signOut)+`,
+		{method: "POST", mode: "no-cors", credentials: "include"}).then(r => r.type, e => e.name)`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	if st := whoAmI(); st != 200 {
+		t.Errorf("after a sibling's fetch to sign-out, A's fetch got %d, want 200 (still signed in)", st)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("openpage", "/"))); err != nil {
+		t.Fatal(err)
+	}
+	// A form the sibling submits: a top-level POST navigation to A.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const f = document.createElement("form");
+		f.method = "POST";
+		f.action = `+strconv.Quote(signOut)+`;
+		document.body.append(f);
+		f.submit();
+		return true;
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	// Until the tab has loaded the form's answer.
+	for i := 0; ; i++ {
+		at, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.readyState`))
+		if err == nil && at == signOut+" complete" {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the sibling's form never landed: at %q (%v)", at, err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Sleep(100*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Text("body")); !strings.Contains(body, "cross_origin_refused") {
+		t.Errorf("the sibling's form got %q, want the cross-origin refusal", body)
+	}
+	if st := whoAmI(); st != 200 {
+		t.Errorf("after a sibling's form to sign-out, A's fetch got %d, want 200 (still signed in)", st)
+	}
+
+	// A's own page signs out.
+	st, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/__sbx_preview/sign-out", {method: "POST"}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || st != 204 {
+		t.Fatalf("A's own sign-out: %d %v, want 204", st, err)
+	}
+	st, err = chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/x").then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || st != 401 {
+		t.Errorf("after signing out, A's fetch got %d %v, want 401", st, err)
 	}
 }
