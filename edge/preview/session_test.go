@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/sbxedge/sbx/internal/chromiumtest"
 )
 
 // TestAmbiguousSessionCookie: a request carrying the session cookie more
@@ -111,16 +109,7 @@ func TestSignOut(t *testing.T) {
 // with the victim's cookie attached), and A's own page can.
 func TestBrowserSignOut(t *testing.T) {
 	t.Parallel()
-	e, m := newOIDCEnv(t, xsiteApp())
-	e.expose("openpage", "sbx-b", "acct-b", true, false)
-	ctx := chromiumtest.New(t, 2*time.Minute)
-	m.QueueUser(user("alice"))
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("alicepage", "/"))); err != nil {
-		t.Fatal(err)
-	}
-	if body, _ := chromedp.Run(ctx, chromedp.Text("body")); !strings.Contains(body, "hello from the sandbox") {
-		t.Fatalf("after login: %q, want A's page", body)
-	}
+	e, ctx := signedInBrowser(t)
 	// whoAmI is what a fetch of A from A's own page gets: 200 while signed in.
 	whoAmI := func() int {
 		t.Helper()
