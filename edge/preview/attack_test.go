@@ -166,6 +166,10 @@ func TestWireAttacks(t *testing.T) {
 			crlf("POST /upload HTTP/1.1", "Host: "+a, auth, "Transfer-Encoding:", " chunked", "Content-Length: 5") + "0\r\n\r\n" +
 				crlf("GET /smuggled HTTP/1.1", "Host: "+a, auth, "Connection: close"),
 			[]string{"200"}, []string{"/upload"}, answer("200 0 e3b0c442")},
+		{"HTTP/1.0 keep-alive with TE and CL: framed by the length, then closed",
+			crlf("POST /upload HTTP/1.0", "Host: "+a, auth, "Connection: keep-alive", "Transfer-Encoding: chunked", "Content-Length: 5") + "0\r\n\r\n" +
+				crlf("GET /smuggled HTTP/1.1", "Host: "+a, auth, "Connection: close"),
+			[]string{"200"}, []string{"/upload"}, answer("200 5 ")},
 		{"bare LF line ends are read as CRLF; the sandbox gets a clean head",
 			"GET /lf HTTP/1.1\nHost: " + a + "\n" + auth + "\nConnection: close\n\n",
 			[]string{"200"}, []string{"/lf"}, nil},
@@ -324,6 +328,7 @@ func TestWireAttacks(t *testing.T) {
 		tag := "c=" + strconv.Itoa(i)
 		raw := strings.ReplaceAll(tc.raw, " HTTP/1.1\r\n", "?"+tag+" HTTP/1.1\r\n")
 		raw = strings.ReplaceAll(raw, " HTTP/1.1\n", "?"+tag+" HTTP/1.1\n")
+		raw = strings.ReplaceAll(raw, " HTTP/1.0\r\n", "?"+tag+" HTTP/1.0\r\n")
 		got := e.wire(raw)
 		var paths []string
 		var last *http.Request

@@ -108,10 +108,13 @@ func New(srv *http.Server, lean bool) *Server {
 // without a trace, so a request that carried both, the request-smuggling
 // shape after which RFC 9112 6.1 says to close, cannot be told here from
 // a plain chunked one: every chunked request closes its connection.
-// Browsers send no chunked bodies over HTTP/1.1; the rare client that
-// does pays a reconnect. The lean loop never takes such a request.
+// HTTP/1.0 requests close theirs too: net/http drops a Transfer-Encoding
+// on them unseen and frames by Content-Length, where RFC 9112 6.1 calls
+// the framing faulty. Browsers send no chunked bodies over HTTP/1.1, and
+// nothing current speaks HTTP/1.0 keep-alive; the rare client that does
+// either pays a reconnect. The lean loop never takes such a request.
 func closeAfterCoded(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+	if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
 		w.Header().Set("Connection", "close")
 	}
 }

@@ -271,8 +271,9 @@ func TestBodyAfterHandler(t *testing.T) {
 
 // TestCodedRequestClosesConnection: after a request whose body came with
 // a Transfer-Encoding (alone, beside a Content-Length in either order,
-// or folded), the connection is closed once the answer is out, on both
-// paths, so that bytes after it are never read as another request.
+// or folded), and after any HTTP/1.0 request, the connection is closed
+// once the answer is out, on both paths, so that bytes after it are
+// never read as another request.
 func TestCodedRequestClosesConnection(t *testing.T) {
 	next := "GET /next HTTP/1.1\r\nHost: h\r\n\r\n"
 	for _, tc := range []struct {
@@ -285,6 +286,9 @@ func TestCodedRequestClosesConnection(t *testing.T) {
 		{"content-length then chunked", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
 		{"chunked then content-length", "POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\n", false},
 		{"folded transfer-encoding", "POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", false},
+		{"http/1.0 keep-alive with transfer-encoding and content-length",
+			"POST /a HTTP/1.0\r\nHost: h\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", false},
+		{"http/1.0 keep-alive", "POST /a HTTP/1.0\r\nHost: h\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nabc", false},
 		{"plain, then content-length and chunked", "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n" +
 			"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
 	} {
