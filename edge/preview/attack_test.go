@@ -315,6 +315,8 @@ func TestWireAttacks(t *testing.T) {
 			crlf("GET /__SBX_Preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
 		{"percent-encoded name of the edge's paths, not one of its endpoints",
 			crlf("GET /%5f_sbx_preview/other HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"dot-segments into the login host's paths are none of them",
+			crlf("GET /x/../login HTTP/1.1", "Host: "+domain+":"+port, "Connection: close"), []string{"404"}, nil, nil},
 		{"unknown path under the edge's prefix",
 			crlf("GET /__sbx_preview/other HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
 		{"Upgrade to anything but websocket is dropped",
