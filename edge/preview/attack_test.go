@@ -119,14 +119,17 @@ func TestWireAttacks(t *testing.T) {
 		// frames it afresh upstream, so a disagreement can only split
 		// the client's own bytes into its own requests, each authorised
 		// on its own.
-		{"CL+TE: chunked wins, the tail is a second, unauthorised request",
+		// A request with both Content-Length and Transfer-Encoding is
+		// framed by its chunked coding and its connection is closed once
+		// answered (RFC 9112 6.1): the tail is never read as a request.
+		{"CL+TE: chunked wins, and the connection ends after the answer",
 			crlf("POST /upload HTTP/1.1", "Host: "+a, auth, "Content-Length: 4", "Transfer-Encoding: chunked") + "0\r\n\r\n" +
-				crlf("GET /smuggled HTTP/1.1", "Host: "+a, "Connection: close"),
-			[]string{"200", "401"}, []string{"/upload"}, answer("200 0 e3b0c442")},
+				crlf("GET /smuggled HTTP/1.1", "Host: "+a, auth, "Connection: close"),
+			[]string{"200"}, []string{"/upload"}, answer("200 0 e3b0c442")},
 		{"TE+CL, other order",
 			crlf("POST /upload HTTP/1.1", "Host: "+a, auth, "Transfer-Encoding: chunked", "Content-Length: 40") + "0\r\n\r\n" +
-				crlf("GET /smuggled HTTP/1.1", "Host: "+b, "Connection: close"),
-			[]string{"200", "401"}, []string{"/upload"}, nil},
+				crlf("GET /smuggled HTTP/1.1", "Host: "+a, auth, "Connection: close"),
+			[]string{"200"}, []string{"/upload"}, nil},
 		{"two different Content-Lengths",
 			crlf("POST /upload HTTP/1.1", "Host: "+a, auth, "Content-Length: 4", "Content-Length: 40", "Connection: close") + "abcd",
 			[]string{"400"}, nil, nil},
@@ -161,8 +164,15 @@ func TestWireAttacks(t *testing.T) {
 			[]string{"200"}, []string{"/upload"}, all(header("X-Folded", "a Transfer-Encoding: chunked"), answer("200 4 "+sumABCD))},
 		{"obs-fold of Transfer-Encoding",
 			crlf("POST /upload HTTP/1.1", "Host: "+a, auth, "Transfer-Encoding:", " chunked", "Content-Length: 5") + "0\r\n\r\n" +
-				crlf("GET /smuggled HTTP/1.1", "Host: "+a, "Connection: close"),
-			[]string{"200", "401"}, []string{"/upload"}, answer("200 0 e3b0c442")},
+				crlf("GET /smuggled HTTP/1.1", "Host: "+a, auth, "Connection: close"),
+			[]string{"200"}, []string{"/upload"}, answer("200 0 e3b0c442")},
+		{"HTTP/1.0 keep-alive with TE and CL: framed by the length, then closed",
+			crlf("POST /upload HTTP/1.0", "Host: "+a, auth, "Connection: keep-alive", "Transfer-Encoding: chunked", "Content-Length: 5") + "0\r\n\r\n" +
+				crlf("GET /smuggled HTTP/1.1", "Host: "+a, auth, "Connection: close"),
+			[]string{"200"}, []string{"/upload"}, answer("200 5 ")},
+		{"bare LF line ends are read as CRLF; the sandbox gets a clean head",
+			"GET /lf HTTP/1.1\nHost: " + a + "\n" + auth + "\nConnection: close\n\n",
+			[]string{"200"}, []string{"/lf"}, nil},
 		{"chunk size overflowing 64 bits",
 			crlf("POST /upload HTTP/1.1", "Host: "+a, auth, "Transfer-Encoding: chunked", "Connection: close") + "10000000000000004\r\nabcd\r\n0\r\n\r\n",
 			[]string{"400"}, []string{"~/upload"}, nil},
@@ -235,9 +245,18 @@ func TestWireAttacks(t *testing.T) {
 			crlf("GET /xfh HTTP/1.1", "Host: "+b, "X-Forwarded-Host: "+a, auth, "Connection: close"), []string{"403"}, nil, nil},
 
 		// Headers that end at the proxy.
+		// Ambiguous credentials are refused, never settled by picking one.
 		{"Authorization, ours and a second one",
-			crlf("GET /h1 HTTP/1.1", "Host: "+a, auth, "Authorization: Basic eDp5", "Connection: close"), []string{"200"}, []string{"/h1"},
-			noHeader("Authorization")},
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, auth, "Authorization: Basic eDp5", "Connection: close"), []string{"400"}, nil, nil},
+		{"Authorization, another account's and then ours",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "Authorization: Bearer "+tokenB, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"two preview-token headers",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenA, "X-Sbx-Preview-Token: "+tokenB, "Connection: close"), []string{"400"}, nil, nil},
+		{"preview-token header and Bearer naming different tokens",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenB, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"preview-token header and Bearer naming the same token",
+			crlf("GET /h1 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenA, auth, "Connection: close"), []string{"200"}, []string{"/h1"},
+			noHeader("Authorization", "X-Sbx-Preview-Token")},
 		{"preview-token header, and Authorization meant for the app",
 			crlf("GET /h2 HTTP/1.1", "Host: "+a, "X-Sbx-Preview-Token: "+tokenA, "Authorization: Basic eDp5", "Connection: close"), []string{"200"}, []string{"/h2"},
 			noHeader("Authorization", "X-Sbx-Preview-Token")},
@@ -268,6 +287,38 @@ func TestWireAttacks(t *testing.T) {
 			crlf("GET /h8 HTTP/1.1", "Host: "+a, auth, "Connection: Upgrade, HTTP2-Settings, close", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"),
 			[]string{"200"}, []string{"/h8"},
 			noHeader("Upgrade", "Http2-Settings", "Connection")},
+		// Paths go to the app as sent; no spelling reaches the edge's own
+		// namespace but the canonical one, and none passes to the app.
+		{"dot-segments pass to the app as sent",
+			crlf("GET /a/../b HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"200"}, []string{"/a/../b"}, nil},
+		{"encoded dot-segments pass to the app as sent",
+			crlf("GET /a/%2e%2e/b HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"200"}, []string{"/a/../b"},
+			func(r *http.Request, _ []string) string {
+				if !strings.HasPrefix(r.RequestURI, "/a/%2e%2e/b?") {
+					return fmt.Sprintf("the sandbox got %q, want the target as sent", r.RequestURI)
+				}
+				return ""
+			}},
+		{"a segment only ending in the reserved name is the app's",
+			crlf("GET /docs/x__sbx_preview HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"200"}, []string{"/docs/x__sbx_preview"}, nil},
+		{"dot-segments into the edge's paths",
+			crlf("GET /x/../__sbx_preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"encoded dot-segments into the edge's paths",
+			crlf("GET /x/%2e%2e/__sbx_preview/ticket HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"encoded slash into the edge's paths",
+			crlf("GET /x/..%2f__sbx_preview/sign-out HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"double slash before the edge's paths",
+			crlf("GET //__sbx_preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"backslash before the edge's paths",
+			crlf("GET /x/..\\__sbx_preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"the edge's paths in another case",
+			crlf("GET /__SBX_Preview/wake-status HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"percent-encoded name of the edge's paths, not one of its endpoints",
+			crlf("GET /%5f_sbx_preview/other HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
+		{"dot-segments into the login host's paths are none of them",
+			crlf("GET /x/../login HTTP/1.1", "Host: "+domain+":"+port, "Connection: close"), []string{"404"}, nil, nil},
+		{"unknown path under the edge's prefix",
+			crlf("GET /__sbx_preview/other HTTP/1.1", "Host: "+a, auth, "Connection: close"), []string{"400"}, nil, nil},
 		{"Upgrade to anything but websocket is dropped",
 			crlf("GET /h9 HTTP/1.1", "Host: "+a, auth, "Connection: Upgrade, close", "Upgrade: foo/1"),
 			[]string{"200"}, []string{"/h9"},
@@ -278,6 +329,8 @@ func TestWireAttacks(t *testing.T) {
 		// for the next case's.
 		tag := "c=" + strconv.Itoa(i)
 		raw := strings.ReplaceAll(tc.raw, " HTTP/1.1\r\n", "?"+tag+" HTTP/1.1\r\n")
+		raw = strings.ReplaceAll(raw, " HTTP/1.1\n", "?"+tag+" HTTP/1.1\n")
+		raw = strings.ReplaceAll(raw, " HTTP/1.0\r\n", "?"+tag+" HTTP/1.0\r\n")
 		got := e.wire(raw)
 		var paths []string
 		var last *http.Request

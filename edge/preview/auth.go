@@ -25,7 +25,12 @@ const ticketTTL = 60 * time.Second
 // top-level browser navigation; everything else (fetch, WebSocket, curl)
 // gets 401.
 func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, rt Route) (grant, bool) {
-	if secret, ok := requestToken(r); ok {
+	secret, ok, ambiguous := requestToken(r)
+	if ambiguous {
+		writeProblem(w, r, errAmbiguousAuth)
+		return grant{}, false
+	}
+	if ok {
 		acct, err := p.cfg.Accounts.TokenAccount(r.Context(), secret)
 		switch {
 		case errors.Is(err, ErrInvalidToken):
@@ -42,9 +47,14 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, 
 		}
 		return grant{kind: grantToken, secret: secret}, true
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil {
+	cookie, ambiguous := sessionValue(r)
+	if ambiguous {
+		writeProblem(w, r, errAmbiguousAuth)
+		return grant{}, false
+	}
+	if cookie != "" {
 		var s session
-		if p.seal.open(purposeSession, c.Value, &s) == nil &&
+		if p.seal.open(purposeSession, cookie, &s) == nil &&
 			s.Label == label && s.SandboxID == rt.SandboxID && s.AccountID == rt.AccountID {
 			if !p.sameOrigin(r, label) {
 				p.log.InfoContext(r.Context(), "cross-origin request refused", "sandbox_id", rt.SandboxID, "label", label,
@@ -79,16 +89,49 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, 
 	return grant{}, false
 }
 
-func requestToken(r *http.Request) (string, bool) {
-	if v := strings.TrimSpace(r.Header.Get(tokenHeader)); v != "" {
-		return v, true
+// requestToken returns the account token r carries, in the token header
+// or as a Bearer Authorization. ambiguous: it carries more than one (either
+// header repeated, or both with different tokens). Which one the client
+// meant is not the edge's to guess: a proxy or app in between may have
+// added one, and whichever it picked, some other reader of the request
+// would pick the other. Authorization of another scheme is the app's and
+// is no candidate.
+func requestToken(r *http.Request) (secret string, ok, ambiguous bool) {
+	hdr, authz := r.Header[tokenHeader], r.Header["Authorization"]
+	if len(hdr) > 1 || len(authz) > 1 {
+		return "", false, true
 	}
-	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if len(hdr) == 1 {
+		secret = strings.TrimSpace(hdr[0])
+		ok = secret != ""
+	}
+	if len(authz) == 1 {
+		scheme, v, found := strings.Cut(authz[0], " ")
+		if v = strings.TrimSpace(v); found && strings.EqualFold(scheme, "Bearer") && v != "" {
+			if ok && v != secret {
+				return "", false, true
+			}
+			secret, ok = v, true
+		}
+	}
+	return secret, ok, false
+}
+
+// sessionValue returns the value of r's session cookie ("" without one).
+// ambiguous: r carries it more than once with different values; a
+// browser sends one (the cookie is __Host-, so nothing else can set one
+// beside it), and choosing among several is for the request to settle.
+func sessionValue(r *http.Request) (value string, ambiguous bool) {
+	cs := r.CookiesNamed(sessionCookie)
+	for _, c := range cs {
+		if c.Value != cs[0].Value {
+			return "", true
+		}
+	}
+	if len(cs) == 0 {
 		return "", false
 	}
-	secret = strings.TrimSpace(secret)
-	return secret, secret != ""
+	return cs[0].Value, false
 }
 
 // redeemTicket turns a one-time ticket into this host's session cookie and

@@ -25,7 +25,12 @@ var (
 	errControl      = problem.New(http.StatusServiceUnavailable, "control_unavailable", "the edge could not reach the control plane; retry shortly")
 	errBadLogin     = problem.New(http.StatusBadRequest, "login_invalid", "the login link or its return address is not valid; open the preview URL again")
 	errCrossOrigin  = problem.New(http.StatusForbidden, "cross_origin_refused", "the preview session cookie only works for requests from the preview's own pages; another origin must send an account token")
-	errBadBody      = problem.New(http.StatusBadRequest, "malformed_body", "the request body's framing is malformed")
+	// 400, not 401: the client did send credentials, and a challenge
+	// would not help; the request itself is malformed.
+	errAmbiguousAuth = problem.New(http.StatusBadRequest, "ambiguous_credentials", "the request carries more than one preview credential (repeated Authorization, token header or session cookie, or different tokens in both headers); send exactly one")
+	errReservedPath  = problem.New(http.StatusBadRequest, "reserved_path", "paths under /__sbx_preview/ belong to the preview proxy: this is none of its endpoints, or one spelled another way (dot-segments, encoded characters, backslashes or case)")
+	errSignOutMethod = problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "sign out with POST from the preview's own pages")
+	errBadBody       = problem.New(http.StatusBadRequest, "malformed_body", "the request body's framing is malformed")
 )
 
 // writeProblem answers with a problem document that a browser app on any

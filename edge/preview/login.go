@@ -19,11 +19,6 @@ import (
 // password at the provider).
 const loginTTL = 10 * time.Minute
 
-// devLoginCSRF refuses cross-origin browser POSTs (Sec-Fetch-Site, or
-// Origin against Host); requests from non-browsers carry neither and pass,
-// which gives them nothing: they still need the login cookie's state.
-var devLoginCSRF = http.NewCrossOriginProtection()
-
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 // serveLogin serves the apex of the preview domain: the login start, the
@@ -39,7 +34,7 @@ func (p *Proxy) serveLogin(w http.ResponseWriter, r *http.Request) {
 		// Defence in depth beside the state check: a browser's
 		// cross-origin POST (a sibling preview is same-site, not
 		// same-origin) is refused before the login cookie is read.
-		if devLoginCSRF.Check(r) != nil {
+		if sameOriginPOST.Check(r) != nil {
 			writeProblem(w, r, errBadLogin)
 			return
 		}
@@ -75,7 +70,7 @@ func (p *Proxy) validTarget(ctx context.Context, rd string) (target, error) {
 	if u.RawQuery != "" {
 		path += "?" + u.RawQuery
 	}
-	if !safePath(path) || strings.HasPrefix(path, ticketPath) {
+	if !safePath(path) || reservedSegment(u.Path) {
 		return target{}, errBadLogin
 	}
 	rt, err := p.routes.get(ctx, label)

@@ -181,6 +181,11 @@ func TestLoginRefusals(t *testing.T) {
 		"javascript:alert(1)",
 		"http://nosuchlabel." + domain + ":" + port + "/",
 		"http://alicepage." + domain + ":" + port + "/__sbx_preview/ticket?t=x",
+		// The ticket path spelled another way: the browser lands on it
+		// decoded, and would redeem the t of whoever wrote the link.
+		"http://alicepage." + domain + ":" + port + "/%5f_sbx_preview/ticket?t=x",
+		"http://alicepage." + domain + ":" + port + "/__sbx_preview%2fticket?t=x",
+		"http://alicepage." + domain + ":" + port + "/__sbx_preview/sign-out",
 	} {
 		resp, body := e.get("", "/login?rd="+url.QueryEscape(rd))
 		if resp.StatusCode/100 != 4 || resp.Header.Get("Location") != "" || resp.Header.Get("Set-Cookie") != "" {

@@ -215,6 +215,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(cw, r, errUnknownHost)
 		return
 	}
+	// The edge's own paths, and every other spelling of them (reserved.go).
+	reserved := reservedSegment(r.URL.Path)
+	if reserved {
+		switch r.URL.Path {
+		case signOutPath:
+			p.signOut(cw, r, label)
+			return
+		case ticketPath, wakeStatusPath: // they need the route
+		default:
+			writeProblem(cw, r, errReservedPath)
+			return
+		}
+	}
 	rt, err := p.routes.get(r.Context(), label)
 	if errors.Is(err, ErrUnknownHost) {
 		writeProblem(cw, r, errUnknownHost)
@@ -225,7 +238,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(cw, r, errControl)
 		return
 	}
-	if r.URL.Path == ticketPath {
+	if reserved && r.URL.Path == ticketPath {
 		p.redeemTicket(cw, r, label, rt)
 		return
 	}
@@ -237,7 +250,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Authorised from here on: only now may the sandbox be touched.
-	if r.URL.Path == wakeStatusPath {
+	if reserved { // wakeStatusPath: the only one left
 		p.serveWakeStatus(cw, r, label, rt)
 		return
 	}

@@ -206,17 +206,7 @@ func TestCrossOriginCookieRequests(t *testing.T) {
 // its WebSocket.
 func TestBrowserCrossSiteAttacks(t *testing.T) {
 	t.Parallel()
-	e, m := newOIDCEnv(t, xsiteApp())
-	e.expose("openpage", "sbx-b", "acct-b", true, false)
-	ctx := chromiumtest.New(t, 2*time.Minute)
-
-	m.QueueUser(user("alice"))
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("alicepage", "/"))); err != nil {
-		t.Fatal(err)
-	}
-	if body, _ := chromedp.Run(ctx, chromedp.Text("body")); !strings.Contains(body, "hello from the sandbox, host "+e.host("alicepage")) {
-		t.Fatalf("after login: %q, want A's page", body)
-	}
+	e, ctx := signedInBrowser(t)
 	// A's own page: its WebSocket (HMR, a terminal) works.
 	echo, err := chromedp.Run(ctx, chromedp.Evaluate[string](`new Promise(res => {
 		const ws = new WebSocket("ws://" + location.host + "/ws");
@@ -299,6 +289,24 @@ func TestBrowserCrossSiteAttacks(t *testing.T) {
 	if r := e.upstream.last(); r == nil || r.Host != victim || strings.Contains(r.Header.Get("Cookie"), "tossed") {
 		t.Errorf("A's upstream got Cookie %q: B's cookie reached A", r.Header.Get("Cookie"))
 	}
+}
+
+// signedInBrowser is Chromium signed in to private preview alicepage
+// (through OIDC, as alice), beside public preview openpage of another
+// account: a victim and a sibling.
+func signedInBrowser(t *testing.T) (*env, context.Context) {
+	t.Helper()
+	e, m := newOIDCEnv(t, xsiteApp())
+	e.expose("openpage", "sbx-b", "acct-b", true, false)
+	ctx := chromiumtest.New(t, 2*time.Minute)
+	m.QueueUser(user("alice"))
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.url("alicepage", "/"))); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Text("body")); !strings.Contains(body, "hello from the sandbox, host "+e.host("alicepage")) {
+		t.Fatalf("after login: %q, want A's page", body)
+	}
+	return e, ctx
 }
 
 // TestUpstreamCookiesStayHostOnly: a sandbox's Set-Cookie reaches only its

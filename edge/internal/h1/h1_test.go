@@ -107,6 +107,12 @@ func servers(t testing.TB, h http.HandlerFunc) (lean, std string) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	std1 := quiet()
+	// net/http with the one rule New adds to it (closeAfterCoded): the
+	// lean server must match it.
+	std1.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		closeAfterCoded(w, r)
+		h(w, r)
+	})
 	ln2 := listen(t)
 	go func() { _ = std1.Serve(ln2) }()
 	t.Cleanup(func() {

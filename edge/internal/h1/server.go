@@ -96,9 +96,27 @@ func New(srv *http.Server, lean bool) *Server {
 				r.TLS = st
 			}
 		}
+		closeAfterCoded(w, r)
 		inner.ServeHTTP(w, r)
 	})
 	return s
+}
+
+// closeAfterCoded ends an HTTP/1 connection once a request whose body
+// came with a Transfer-Encoding is answered. net/http reads such a body
+// by its chunked coding and deletes a Content-Length sent beside it
+// without a trace, so a request that carried both, the request-smuggling
+// shape after which RFC 9112 6.1 says to close, cannot be told here from
+// a plain chunked one: every chunked request closes its connection.
+// HTTP/1.0 requests close theirs too: net/http drops a Transfer-Encoding
+// on them unseen and frames by Content-Length, where RFC 9112 6.1 calls
+// the framing faulty. Browsers send no chunked bodies over HTTP/1.1, and
+// nothing current speaks HTTP/1.0 keep-alive; the rare client that does
+// either pays a reconnect. The lean loop never takes such a request.
+func closeAfterCoded(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 type tlsStateKey struct{}

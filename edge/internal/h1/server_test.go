@@ -268,3 +268,47 @@ func TestBodyAfterHandler(t *testing.T) {
 		t.Errorf("late read got %q, %v; want an error and nothing of the next request", b, err)
 	}
 }
+
+// TestCodedRequestClosesConnection: after a request whose body came with
+// a Transfer-Encoding (alone, beside a Content-Length in either order,
+// or folded), and after any HTTP/1.0 request, the connection is closed
+// once the answer is out, on both paths, so that bytes after it are
+// never read as another request.
+func TestCodedRequestClosesConnection(t *testing.T) {
+	next := "GET /next HTTP/1.1\r\nHost: h\r\n\r\n"
+	for _, tc := range []struct {
+		name string
+		raw  string
+		keep bool // the connection serves next
+	}{
+		{"content-length only", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc", true},
+		{"chunked", "POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", false},
+		{"content-length then chunked", "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
+		{"chunked then content-length", "POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\n", false},
+		{"folded transfer-encoding", "POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", false},
+		{"http/1.0 keep-alive with transfer-encoding and content-length",
+			"POST /a HTTP/1.0\r\nHost: h\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", false},
+		{"http/1.0 keep-alive", "POST /a HTTP/1.0\r\nHost: h\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nabc", false},
+		{"plain, then content-length and chunked", "GET /1 HTTP/1.1\r\nHost: h\r\n\r\n" +
+			"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
+	} {
+		for _, lean := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/lean=%v", tc.name, lean), func(t *testing.T) {
+				_, addr, _ := start(t, which, lean, nil)
+				methods := []string{"POST", "GET"}
+				if strings.HasPrefix(tc.raw, "GET") {
+					methods = []string{"GET", "POST", "GET"}
+				}
+				got := exchange(t, addr, tc.raw+next, methods)
+				served := strings.Count(got, "200 OK")
+				want := len(methods) - 1
+				if tc.keep {
+					want = len(methods)
+				}
+				if served != want || !tc.keep && !strings.Contains(got, "close=true") {
+					t.Errorf("served %d requests, want %d (and the last answer saying close when it does):\n%s", served, want, got)
+				}
+			})
+		}
+	}
+}
