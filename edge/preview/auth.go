@@ -25,6 +25,15 @@ const ticketTTL = 60 * time.Second
 // top-level browser navigation; everything else (fetch, WebSocket, curl)
 // gets 401.
 func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, rt Route) (grant, bool) {
+	// Two tokens are refused rather than guessed: the proxy would act on
+	// the first while a proxy or log in front of it might read the other
+	// (the API refuses several Authorization headers too). Another
+	// scheme beside ours is the app's, and is only stripped.
+	if bearers(r) > 1 || len(r.Header.Values(tokenHeader)) > 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sbx-preview", error="invalid_request"`)
+		writeProblem(w, r, errManyTokens)
+		return grant{}, false
+	}
 	if secret, ok := requestToken(r); ok {
 		acct, err := p.cfg.Accounts.TokenAccount(r.Context(), secret)
 		switch {
@@ -77,6 +86,17 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, 
 	w.Header().Set("WWW-Authenticate", `Bearer realm="sbx-preview"`)
 	writeProblem(w, r, errUnauthorized)
 	return grant{}, false
+}
+
+// bearers counts the Authorization headers with the Bearer scheme.
+func bearers(r *http.Request) int {
+	n := 0
+	for _, v := range r.Header.Values("Authorization") {
+		if scheme, _, _ := strings.Cut(v, " "); strings.EqualFold(scheme, "Bearer") {
+			n++
+		}
+	}
+	return n
 }
 
 func requestToken(r *http.Request) (string, bool) {

@@ -16,6 +16,7 @@ var (
 	errBadRequest   = problem.New(http.StatusBadRequest, "bad_request", "the request target must be a path on this host")
 	errUnauthorized = problem.New(http.StatusUnauthorized, "preview_unauthenticated", "this preview is private: sign in, or send an account token as 'Authorization: Bearer <token>' or 'X-Sbx-Preview-Token'")
 	errInvalidToken = problem.New(http.StatusUnauthorized, "preview_invalid_token", "the token or session is not valid (unknown, revoked or expired)")
+	errManyTokens   = problem.New(http.StatusUnauthorized, "preview_invalid_token", "send one token, in one Authorization or X-Sbx-Preview-Token header; this request has several")
 	errForbidden    = problem.New(http.StatusForbidden, "preview_forbidden", "you are signed in, but not a member of the account that owns this sandbox")
 	errNotReady     = problem.New(http.StatusServiceUnavailable, "sandbox_not_ready", "the sandbox is not running yet; retry shortly")
 	errTooMany      = problem.New(http.StatusServiceUnavailable, "preview_busy", "too many concurrent requests to this preview")
