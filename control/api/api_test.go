@@ -539,3 +539,32 @@ func TestFileNamesWithPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestProblemDetailsNameTheFieldOnce: a refused field is named once, and
+// the one that was wrong: "cols cols and rows must ..." named cols for a
+// bad rows, and "command command and args ..." named command for a NUL in
+// an argument.
+func TestProblemDetailsNameTheFieldOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	id := e.createReady(t)
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     string
+	}{
+		{"NUL in command", "POST", "/exec", `{"command":"a\u0000"}`, "command must not contain NUL bytes"},
+		{"NUL in an argument", "POST", "/exec", `{"command":"echo","args":["a\u0000"]}`, "args must not contain NUL bytes"},
+		{"rows out of range", "GET", "/exec/stream?rows=0", "", "rows must be an integer from 1 to 1000"},
+		{"cols out of range", "GET", "/exec/stream?cols=1001&rows=0", "", "cols must be an integer from 1 to 1000"},
+	} {
+		var body io.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		code, _, b := e.do("dev", tc.method, "/api/v1/sandboxes/"+id+tc.path, body)
+		var p problemDoc
+		if code < 400 || json.Unmarshal(b, &p) != nil || p.Detail != tc.want {
+			t.Errorf("%s: %d %s, want detail %q", tc.name, code, b, tc.want)
+		}
+	}
+}
