@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // printJSON writes v indented, for scripts (-o json).
@@ -31,9 +33,31 @@ func newTable(w io.Writer, header ...string) *table {
 func (t *table) row(cells ...any) {
 	s := make([]string, len(cells))
 	for i, c := range cells {
-		s[i] = fmt.Sprint(c)
+		s[i] = terminalSafe(fmt.Sprint(c))
 	}
 	fmt.Fprintln(t.tw, strings.Join(s, "\t"))
+}
+
+// terminalSafe shows the characters of s a terminal would act on or not
+// show (escape sequences, C1 controls, tabs and newlines, bidi overrides)
+// as Go escapes. A cell can be the sandbox's to choose (a file name), and
+// a name must not retitle the window, write the clipboard, move the
+// cursor or break the table's columns; ls escapes such names likewise.
+func terminalSafe(s string) string {
+	unsafe := func(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }
+	if !strings.ContainsFunc(s, unsafe) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafe(r) {
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (t *table) flush() error { return t.tw.Flush() }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -499,5 +500,71 @@ func TestPutFileToAFolderPath(t *testing.T) {
 	}
 	if code, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id+"/files/dir", nil); code != 404 {
 		t.Errorf("GET files/dir after the refused PUT: %d %s, want 404", code, b)
+	}
+}
+
+// TestFileNamesWithPercent: a file name holding '%' is addressed by its
+// escaped form and means itself. The path after /files/ was decoded a
+// second time when the URL needed no RawPath, so "a%2541" read, wrote
+// and deleted "aA", and "50%25off.txt" was refused as an invalid path.
+func TestFileNamesWithPercent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	id := e.createReady(t)
+	files := "/api/v1/sandboxes/" + id + "/files/"
+	if code, _, b := e.do("dev", "PUT", files+"aA", strings.NewReader("decoy")); code != 201 && code != 200 {
+		t.Fatalf("PUT aA: %d %s", code, b)
+	}
+	for _, name := range []string{"50%off.txt", "a%41", "%2e%2e", "dir%2fname"} {
+		u := files + url.PathEscape(name)
+		if code, _, b := e.do("dev", "PUT", u, strings.NewReader(name)); code != 201 && code != 200 {
+			t.Fatalf("PUT %q as %s: %d %s", name, u, code, b)
+		}
+		if code, _, b := e.do("dev", "GET", u, nil); code != 200 || string(b) != name {
+			t.Errorf("GET %q as %s: %d %q, want 200 %q", name, u, code, b, name)
+		}
+		if code, _, b := e.do("dev", "DELETE", u, nil); code != 204 && code != 200 {
+			t.Errorf("DELETE %q as %s: %d %s", name, u, code, b)
+		}
+	}
+	if code, _, b := e.do("dev", "GET", files+"aA", nil); code != 200 || string(b) != "decoy" {
+		t.Errorf("GET aA after the others: %d %q, want 200 \"decoy\"", code, b)
+	}
+	// Escaped dot segments are still dot segments.
+	for _, raw := range []string{"%2e%2e/x", "a/%2E%2E/%2e%2e/x", "%2e%2e%2f%25"} {
+		code, _, b := e.do("dev", "GET", files+raw, nil)
+		var p problemDoc
+		if code != 400 || json.Unmarshal(b, &p) != nil || p.Code != "invalid_path" {
+			t.Errorf("GET files/%s: %d %s, want 400 invalid_path", raw, code, b)
+		}
+	}
+}
+
+// TestProblemDetailsNameTheFieldOnce: a refused field is named once, and
+// the one that was wrong: "cols cols and rows must ..." named cols for a
+// bad rows, and "command command and args ..." named command for a NUL in
+// an argument.
+func TestProblemDetailsNameTheFieldOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	id := e.createReady(t)
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     string
+	}{
+		{"NUL in command", "POST", "/exec", `{"command":"a\u0000"}`, "command must not contain NUL bytes"},
+		{"NUL in an argument", "POST", "/exec", `{"command":"echo","args":["a\u0000"]}`, "args must not contain NUL bytes"},
+		{"rows out of range", "GET", "/exec/stream?rows=0", "", "rows must be an integer from 1 to 1000"},
+		{"cols out of range", "GET", "/exec/stream?cols=1001&rows=0", "", "cols must be an integer from 1 to 1000"},
+	} {
+		var body io.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		code, _, b := e.do("dev", tc.method, "/api/v1/sandboxes/"+id+tc.path, body)
+		var p problemDoc
+		if code < 400 || json.Unmarshal(b, &p) != nil || p.Detail != tc.want {
+			t.Errorf("%s: %d %s, want detail %q", tc.name, code, b, tc.want)
+		}
 	}
 }

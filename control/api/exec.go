@@ -132,7 +132,11 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (_ podssh.Ex
 		}
 	}
 	if strings.ContainsRune(req.Command, 0) || slices.ContainsFunc(req.Args, func(a string) bool { return strings.ContainsRune(a, 0) }) {
-		return fail("command", "command and args must not contain NUL bytes")
+		field := "command"
+		if !strings.ContainsRune(req.Command, 0) {
+			field = "args"
+		}
+		return fail(field, "must not contain NUL bytes")
 	}
 	var stdin []byte
 	switch req.StdinEncoding {

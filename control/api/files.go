@@ -39,10 +39,16 @@ func (s *Server) filePath(w http.ResponseWriter, r *http.Request) (*sftp.Client,
 }
 
 // filesParam is the decoded path after /files/. chi matches on the raw
-// path when the URL has escapes, so "%2e%2e" must be decoded before the
-// escape check, or it would slip past as a literal name.
+// path when the URL has one (RawPath is set when the escapes are not the
+// default ones, as with "%2e%2e"), so that must be decoded before the
+// escape check, or it would slip past as a literal name. Otherwise chi
+// matched on the decoded path, and decoding again would read "a%2541"
+// as "aA", another file.
 func filesParam(r *http.Request) string {
 	raw := chi.URLParam(r, "*")
+	if r.URL.RawPath == "" {
+		return raw
+	}
 	p, err := url.PathUnescape(raw)
 	if err != nil {
 		return "\x00invalid escape" // ResolvePath refuses NUL

@@ -109,7 +109,11 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	cols, okc := size("cols", 80)
 	rows, okr := size("rows", 24)
 	if !okc || !okr {
-		writeProblem(w, r, badQuery("cols", "cols and rows must be integers from 1 to 1000"))
+		name := "cols"
+		if okc {
+			name = "rows"
+		}
+		writeProblem(w, r, badQuery(name, "must be an integer from 1 to 1000"))
 		return
 	}
 	req := podssh.TerminalRequest{Command: q.Get("command"), Term: q.Get("term"), Cols: cols, Rows: rows}

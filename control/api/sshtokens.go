@@ -45,7 +45,7 @@ func (s *Server) createSSHToken(w http.ResponseWriter, r *http.Request) {
 		ttl = *req.TTLMinutes
 	}
 	id := chi.URLParam(r, "id")
-	cred, err := s.life.MintSSHCredential(r.Context(), account(r), id, ttl)
+	cred, err := s.life.MintSSHCredential(r.Context(), account(r), callerID(r), id, ttl)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -3,13 +3,16 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/control/sshauth"
 	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // sshTokenView is the response as the API's schema (and so sbx) reads it.
@@ -99,5 +102,34 @@ func TestSSHTokens(t *testing.T) {
 	code, _, b := e.do("dev", "POST", path, strings.NewReader(`{}`), "Content-Type", "application/json")
 	if code != 409 || !strings.Contains(string(b), "sandbox_state") {
 		t.Errorf("after delete: %d %s, want 409 sandbox_state", code, b)
+	}
+}
+
+// TestSSHCredentialDiesWithItsToken: an SSH credential minted with an
+// agent token is refused once that token is revoked. Found from the
+// outside: after `sbx admin token revoke`, a key minted with the token
+// still opened new SSH sessions until its own expiry, up to an hour.
+func TestSSHCredentialDiesWithItsToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	e.addDevToken(t)
+	id := e.createReady(t)
+	code, _, b := e.do("dev2", "POST", "/api/v1/sandboxes/"+id+"/ssh_tokens", nil)
+	var v sshTokenView
+	if code != 201 || json.Unmarshal(b, &v) != nil {
+		t.Fatalf("mint as dev2: %d %s", code, b)
+	}
+	signer, err := ssh.ParsePrivateKey([]byte(v.PrivateKeyPem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := ssh.FingerprintSHA256(signer.PublicKey())
+	auth := sshauth.New(e.svc.Store, nil, nil)
+	if _, err := auth.Authorize(t.Context(), id, fp); err != nil {
+		t.Fatalf("credential of a live token: %v", err)
+	}
+	e.revokeDev2(t)
+	if _, err := auth.Authorize(t.Context(), id, fp); !errors.Is(err, edgeapi.ErrSSHUnknownKey) {
+		t.Fatalf("credential of a revoked token: got %v, want %v", err, edgeapi.ErrSSHUnknownKey)
 	}
 }

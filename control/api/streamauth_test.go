@@ -46,13 +46,19 @@ var streamEndCases = []streamEndCase{
 		}
 	}},
 	{name: "token revoked", code: "token_revoked", budget: endBudget + time.Second, end: func(t *testing.T, e *env, _ string) {
-		err := e.svc.Store.InTx(context.Background(), func(tx store.Tx) error {
-			return tx.RevokeToken(context.Background(), "tok-dev2", time.Now().UTC())
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e.revokeDev2(t)
 	}},
+}
+
+// revokeDev2 revokes the token addDevToken gave.
+func (e *env) revokeDev2(t *testing.T) {
+	t.Helper()
+	err := e.svc.Store.InTx(context.Background(), func(tx store.Tx) error {
+		return tx.RevokeToken(context.Background(), "tok-dev2", time.Now().UTC())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // addDevToken gives the dev account a second token, "dev2", so one can be
@@ -193,6 +199,34 @@ func TestStreamEndsThroughRedis(t *testing.T) {
 		t.Fatalf("stream ended with %v, want close 1008 \"sandbox_ended\"", p.end)
 	}
 	t.Logf("through Redis: terminal stream closed %v after the delete", time.Since(start).Round(time.Millisecond))
+}
+
+// TestStreamTicketDiesWithItsToken: a terminal ticket minted with a token
+// that is revoked before the ticket is used is refused at the upgrade.
+// Found from the outside: the ticket opened a shell after the revocation,
+// and the shell stayed open, the revocation's invalidation having come
+// before there was a stream for it to end.
+func TestStreamTicketDiesWithItsToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	e.addDevToken(t)
+	id := e.createReady(t)
+	var tk struct {
+		Ticket string `json:"ticket"`
+	}
+	code, _, b := e.do("dev2", "POST", "/api/v1/sandboxes/"+id+"/exec/stream/tickets", nil)
+	if code != http.StatusCreated || json.Unmarshal(b, &tk) != nil {
+		t.Fatalf("mint ticket: %d %s", code, b)
+	}
+	e.revokeDev2(t)
+	p, resp, err := e.dialPty(t, id, "command=echo+opened&ticket="+url.QueryEscape(tk.Ticket), nil)
+	if err == nil {
+		<-p.done
+		t.Fatalf("ticket of a revoked token opened a terminal: output %q", p.out.String())
+	}
+	if resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("ticket of a revoked token: err %v, response %v; want 401", err, resp)
+	}
 }
 
 // TestStreamEndsBeforeItsInvalidation: when the sandbox's end breaks a

@@ -7,12 +7,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -107,6 +110,18 @@ func (s *Server) redeemTicket(ctx context.Context, tk, sandboxID string) (ticket
 	if c.Sandbox != sandboxID || left <= 0 {
 		return c, errBadTicket
 	}
+	// The ticket stands in for its token, so it dies with it: a token
+	// revoked after minting would otherwise open a terminal for
+	// ticketTTL, and one that no re-check ever ends (the revocation's
+	// invalidation came before the stream was there to be checked).
+	revoked, err := s.tokenRevokedSince(ctx, c.TokenID, time.Unix(c.Expires, 0).Add(-ticketTTL-streamRevokedWindow))
+	if err != nil {
+		s.log.WarnContext(ctx, "check stream ticket's token", "err", err)
+		return c, errTicketStore
+	}
+	if revoked {
+		return c, errBadTicket
+	}
 	first, err := s.tickets.Redeem(ctx, c.Nonce, left+time.Second)
 	if err != nil {
 		s.log.WarnContext(ctx, "redeem stream ticket", "err", err)
@@ -116,4 +131,13 @@ func (s *Server) redeemTicket(ctx context.Context, tk, sandboxID string) (ticket
 		return c, errBadTicket
 	}
 	return c, nil
+}
+
+// tokenRevokedSince reports whether the token id was revoked after since.
+func (s *Server) tokenRevokedSince(ctx context.Context, id string, since time.Time) (bool, error) {
+	toks, err := s.store.TokensRevokedSince(ctx, since)
+	if err != nil {
+		return false, fmt.Errorf("tokens revoked since %s: %w", since, err)
+	}
+	return slices.ContainsFunc(toks, func(t store.Token) bool { return t.ID == id }), nil
 }

@@ -58,8 +58,9 @@ type SSHCredential struct {
 // MintSSHCredential mints an ed25519 key pair bound to one sandbox of
 // acct, valid for minutes (1 to MaxSSHCredentialMinutes), in any live
 // state: a connection to a sandbox that is not ready waits for it, or
-// wakes it.
-func (m *Manager) MintSSHCredential(ctx context.Context, acct store.Account, id string, minutes int) (SSHCredential, error) {
+// wakes it. caller is the agent token asking: the credential is refused
+// once that token is revoked.
+func (m *Manager) MintSSHCredential(ctx context.Context, acct store.Account, caller, id string, minutes int) (SSHCredential, error) {
 	if minutes < 1 || minutes > MaxSSHCredentialMinutes {
 		return SSHCredential{}, invalid("ttl_minutes", "must be from 1 to %d", MaxSSHCredentialMinutes)
 	}
@@ -73,8 +74,8 @@ func (m *Manager) MintSSHCredential(ctx context.Context, acct store.Account, id 
 	now := m.now().UTC()
 	cred := store.SSHCredential{
 		ID: newPrefixedID("sshc-"), SandboxID: id, AccountID: acct.ID,
-		Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()),
-		CreatedAt:   now, ExpiresAt: now.Add(time.Duration(minutes) * time.Minute).Truncate(time.Microsecond),
+		Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()), TokenID: caller,
+		CreatedAt: now, ExpiresAt: now.Add(time.Duration(minutes) * time.Minute).Truncate(time.Microsecond),
 	}
 	// The state is checked under the row lock, so a credential is never
 	// minted for a sandbox that a concurrent DELETE just ended.

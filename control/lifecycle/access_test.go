@@ -25,7 +25,7 @@ func TestMintSSHCredentialWhileSuspending(t *testing.T) {
 	}
 	h.waitState(t, sb.ID, store.StateSuspending, stateCeiling)
 
-	cred, err := h.m.MintSSHCredential(ctx, h.acct, sb.ID, 10)
+	cred, err := h.m.MintSSHCredential(ctx, h.acct, "", sb.ID, 10)
 	if err != nil {
 		t.Fatalf("mint while suspending: %v", err)
 	}
@@ -55,18 +55,18 @@ func TestMintSSHCredentialWhileSuspending(t *testing.T) {
 
 	for _, minutes := range []int{0, lifecycle.MaxSSHCredentialMinutes + 1} {
 		var fe *lifecycle.FieldError
-		if _, err := h.m.MintSSHCredential(ctx, h.acct, sb.ID, minutes); !errors.As(err, &fe) || fe.Field != "ttl_minutes" {
+		if _, err := h.m.MintSSHCredential(ctx, h.acct, "", sb.ID, minutes); !errors.As(err, &fe) || fe.Field != "ttl_minutes" {
 			t.Errorf("mint for %d minutes: %v, want a ttl_minutes field error", minutes, err)
 		}
 	}
 	if _, err := h.m.Delete(ctx, h.acct, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.m.MintSSHCredential(ctx, h.acct, sb.ID, 10); !errors.Is(err, lifecycle.ErrState) {
+	if _, err := h.m.MintSSHCredential(ctx, h.acct, "", sb.ID, 10); !errors.Is(err, lifecycle.ErrState) {
 		t.Errorf("mint for an ended sandbox: %v, want ErrState", err)
 	}
 	other := store.Account{ID: "acct-2"}
-	if _, err := h.m.MintSSHCredential(ctx, other, sb.ID, 10); !errors.Is(err, lifecycle.ErrNotFound) {
+	if _, err := h.m.MintSSHCredential(ctx, other, "", sb.ID, 10); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("mint for another account's sandbox: %v, want ErrNotFound", err)
 	}
 }

@@ -63,6 +63,14 @@ func (a *Authorizer) Authorize(ctx context.Context, username, fingerprint string
 	if err != nil {
 		return Route{}, fmt.Errorf("look up ssh credential: %w", err)
 	}
+	if cred.TokenRevoked {
+		// The token that minted it was revoked (a leak being cleaned up):
+		// the key is as good as unknown, and the client is told nothing
+		// more. The reason is for the operator.
+		a.log.InfoContext(ctx, "ssh credential refused: its token was revoked",
+			"credential_id", cred.ID, "token_id", cred.TokenID, "sandbox_id", cred.SandboxID)
+		return Route{}, edgeapi.ErrSSHUnknownKey
+	}
 	if cred.SandboxID != username {
 		return Route{}, edgeapi.ErrSSHWrongSandbox
 	}

@@ -54,6 +54,7 @@ func TestAuthorize(t *testing.T) {
 			"fp-pending": cred("fp-pending", "sb-pending", now.Add(time.Hour)),
 			"fp-gone":    cred("fp-gone", "sb-gone", now.Add(time.Hour)),
 			"fp-stolen":  {ID: "c-x", SandboxID: "sb-a", AccountID: "acct-other", Fingerprint: "fp-stolen", ExpiresAt: now.Add(time.Hour)},
+			"fp-revoked": {ID: "c-r", SandboxID: "sb-a", AccountID: "acct", Fingerprint: "fp-revoked", TokenID: "tok-1", TokenRevoked: true, ExpiresAt: now.Add(time.Hour)},
 		},
 		sbs: map[string]store.Sandbox{
 			"sb-a":       sb("sb-a", store.StateReady),
@@ -76,6 +77,8 @@ func TestAuthorize(t *testing.T) {
 		{"pending sandbox", "sb-pending", "fp-pending", edgeapi.ErrSSHNotReady},
 		{"sandbox row gone", "sb-gone", "fp-gone", edgeapi.ErrSSHUnknownSandbox},
 		{"account mismatch", "sb-a", "fp-stolen", edgeapi.ErrSSHUnknownKey},
+		{"minting token revoked", "sb-a", "fp-revoked", edgeapi.ErrSSHUnknownKey},
+		{"minting token revoked, other sandbox reveals nothing", "sb-b", "fp-revoked", edgeapi.ErrSSHUnknownKey},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

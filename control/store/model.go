@@ -216,8 +216,13 @@ type SSHCredential struct {
 	AccountID string
 	// Fingerprint is ssh.FingerprintSHA256 of the public key ("SHA256:...").
 	Fingerprint string
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
+	// TokenID is the agent token that minted the credential ("" when
+	// unknown); the credential is refused once that token is revoked.
+	TokenID   string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// TokenRevoked is read, never written: whether TokenID was revoked.
+	TokenRevoked bool
 }
 
 // WarmPod is a row of the k8s warm pool: a booted pod of a profile, free

@@ -36,6 +36,10 @@ func TestRefusals(t *testing.T) {
 		{"token of another account", "siteaa", []string{"Authorization", "Bearer " + tokenB}, 403, "preview_forbidden"},
 		{"preview token of another account", "sitebb", []string{"X-Sbx-Preview-Token", tokenA}, 403, "preview_forbidden"},
 		{"forged cookie", "siteaa", []string{"Cookie", "__Host-sbx-preview=eyJ9.AAAA"}, 401, "preview_unauthenticated"},
+		// One credential per request, as the API asks: with two, the proxy
+		// acted on the first while whatever sits in front may read another.
+		{"two bearer tokens", "siteaa", []string{"Authorization", "Bearer " + tokenA, "Authorization", "Bearer " + tokenB}, 400, "ambiguous_credentials"},
+		{"two preview tokens", "siteaa", []string{"X-Sbx-Preview-Token", tokenA, "X-Sbx-Preview-Token", tokenB}, 400, "ambiguous_credentials"},
 		{"unknown host", "nosuchhost", []string{"Authorization", "Bearer " + tokenA}, 404, "preview_not_found"},
 	} {
 		resp, body := e.get(tc.label, "/", tc.hdr...)

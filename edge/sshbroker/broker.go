@@ -188,19 +188,26 @@ const recheckTimeout = 5 * time.Second
 // it, so the next connection asks control afresh, and asks control about
 // the sandbox once if connections to it are open: when it has ended, they
 // are closed with the reason written to their sessions, rather than cut
-// without one when the pod goes away under them. Other kinds concern
-// previews only.
+// without one when the pod goes away under them. For a revoked token it
+// asks control about the key of every open connection, and closes those
+// whose key died with the token. Other kinds concern previews only.
 func (b *Broker) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
-	if inv.Kind != edgeapi.InvalidateSandbox || inv.SandboxID == "" {
-		return
+	switch {
+	case inv.Kind == edgeapi.InvalidateSandbox && inv.SandboxID != "":
+		b.revokeSandbox(ctx, inv.SandboxID)
+	case inv.Kind == edgeapi.InvalidateToken:
+		b.revokeKeys(ctx)
 	}
+}
+
+func (b *Broker) revokeSandbox(ctx context.Context, sandboxID string) {
 	if b.cache != nil {
-		b.cache.Invalidate(inv.SandboxID)
+		b.cache.Invalidate(sandboxID)
 	}
 	fp := ""
 	b.mu.Lock()
 	for cc := range b.conns {
-		if cc.sandboxID() == inv.SandboxID {
+		if cc.sandboxID() == sandboxID {
 			// verified is written before sid is stored, and never again.
 			fp = cc.verified
 			break
@@ -214,14 +221,53 @@ func (b *Broker) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
 	// alike. The cache is bypassed: it is what may be stale.
 	ctx, cancel := context.WithTimeout(ctx, recheckTimeout)
 	defer cancel()
-	_, err := b.cfg.Authorizer.Authorize(ctx, inv.SandboxID, fp)
+	_, err := b.cfg.Authorizer.Authorize(ctx, sandboxID, fp)
 	if !errors.Is(err, ErrSandboxEnded) {
 		// Running, suspended or a control fault: open connections stay, as
 		// they do past their credential's expiry.
 		return
 	}
-	n := b.Disconnect(inv.SandboxID, fmt.Sprintf("sbx: sandbox %s has ended; this connection is closed.", inv.SandboxID))
-	b.log.Info("sandbox ended; closed its connections", "sandbox_id", inv.SandboxID, "connections", n)
+	n := b.Disconnect(sandboxID, fmt.Sprintf("sbx: sandbox %s has ended; this connection is closed.", sandboxID))
+	b.log.Info("sandbox ended; closed its connections", "sandbox_id", sandboxID, "connections", n)
+}
+
+// msgKeyRevoked is what a connection whose key died with its token is told.
+const msgKeyRevoked = "sbx: the credential of this connection was revoked; this connection is closed."
+
+// revokeKeys asks control again about the key of each open connection
+// (once per key, bypassing the cache) after a token was revoked: a key
+// control no longer knows was minted by that token, and its connections
+// end. The invalidation does not say which keys the token minted, so all
+// are asked; revocations are rare. Any other answer, a control fault
+// included, leaves the connections alone.
+func (b *Broker) revokeKeys(ctx context.Context) {
+	type key struct{ sandboxID, fp string }
+	b.mu.Lock()
+	open := map[key][]*clientConn{}
+	for cc := range b.conns {
+		// verified is written before sid is stored, and never again.
+		if sid := cc.sandboxID(); sid != "" && cc.verified != "" {
+			k := key{sid, cc.verified}
+			open[k] = append(open[k], cc)
+		}
+	}
+	b.mu.Unlock()
+	for k, ccs := range open {
+		actx, cancel := context.WithTimeout(ctx, recheckTimeout)
+		_, err := b.cfg.Authorizer.Authorize(actx, k.sandboxID, k.fp)
+		cancel()
+		if !errors.Is(err, ErrUnknownKey) {
+			continue
+		}
+		if b.cache != nil {
+			b.cache.Invalidate(k.sandboxID)
+		}
+		for _, cc := range ccs {
+			cc.cancel(kick{msgKeyRevoked})
+		}
+		b.log.Info("credential revoked; closed its connections", "sandbox_id", k.sandboxID,
+			"fingerprint", k.fp, "connections", len(ccs))
+	}
 }
 
 // Shutdown stops accepting, lets open connections finish for up to

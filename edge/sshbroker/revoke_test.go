@@ -2,6 +2,7 @@ package sshbroker
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +54,56 @@ func TestRevokeSandbox(t *testing.T) {
 				t.Fatalf("stdout %q stderr %q, want the session left alone", out.String(), bg.Stderr.String())
 			}
 		})
+	}
+}
+
+// TestRevokeToken: control's token invalidation ends the open connections
+// whose key control no longer knows (minted by the revoked token), telling
+// their sessions why, and leaves the other keys' connections alone, a
+// control fault included.
+func TestRevokeToken(t *testing.T) {
+	e := newEnv(t, nil)
+	revoked := e.grant("alpha", nil)
+	kept := e.grant("alpha", nil)
+	unsure := e.grant("alpha", nil)
+	type session struct {
+		out *sshscenario.SyncBuffer
+		bg  *sshscenario.Proc
+	}
+	open := func(k key) session {
+		cmd := e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "sleep 3; echo still-open")
+		var out sshscenario.SyncBuffer
+		cmd.Stdout = &out
+		bg := sshscenario.Background(t, cmd)
+		return session{&out, bg}
+	}
+	sRevoked, sKept, sUnsure := open(revoked), open(kept), open(unsure)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		e.act.mu.Lock()
+		n := e.act.open["alpha"]
+		e.act.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections open to alpha, want 3", n)
+		}
+	}
+	waitOpen(t, e, "alpha") // and the sessions' requests landed
+	e.auth.update(revoked.fp, func(c *cred) { c.err = ErrUnknownKey })
+	e.auth.update(unsure.fp, func(c *cred) { c.err = errors.New("control unreachable") })
+
+	start := time.Now()
+	e.broker.Revoke(context.Background(), edgeapi.Invalidation{Kind: edgeapi.InvalidateToken, AccountID: "acct"})
+	sRevoked.bg.Wait(t, 20*time.Second)
+	if time.Since(start) > 2*time.Second || !strings.Contains(sRevoked.bg.Stderr.String(), msgKeyRevoked) || sRevoked.out.String() != "" {
+		t.Fatalf("revoked key after %v: stdout %q stderr %q, want the session ended at once with the reason",
+			time.Since(start), sRevoked.out.String(), sRevoked.bg.Stderr.String())
+	}
+	for name, s := range map[string]session{"kept": sKept, "control fault": sUnsure} {
+		s.bg.Wait(t, 20*time.Second)
+		if s.out.String() != "still-open\n" || strings.Contains(s.bg.Stderr.String(), "sbx:") {
+			t.Errorf("%s key: stdout %q stderr %q, want the session left alone", name, s.out.String(), s.bg.Stderr.String())
+		}
 	}
 }

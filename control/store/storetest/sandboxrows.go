@@ -32,6 +32,22 @@ func testSSHCredentials(t *testing.T, ctx context.Context, s store.Store) {
 	inTx(t, s, func(tx store.Tx) error { return tx.InsertSSHCredential(ctx, old) })
 	wantRead(t, "expired ssh credential", old)(s.SSHCredential(ctx, old.Fingerprint))
 
+	// A credential carries its minting token's revocation.
+	minted := want
+	minted.ID, minted.Fingerprint, minted.TokenID = "sshc-tok", "SHA256:minted", "tok-ssh"
+	inTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertToken(ctx, store.Token{ID: "tok-ssh", AccountID: "a", Kind: store.TokenAgent,
+			Name: "ssh", Hash: []byte("ssh-token-hash"), CreatedAt: t0}); err != nil {
+			return err
+		}
+		return tx.InsertSSHCredential(ctx, minted)
+	})
+	wantRead(t, "ssh credential of a live token", minted)(s.SSHCredential(ctx, minted.Fingerprint))
+	inTx(t, s, func(tx store.Tx) error { return tx.RevokeToken(ctx, "tok-ssh", t0.Add(time.Minute)) })
+	revoked := minted
+	revoked.TokenRevoked = true
+	wantRead(t, "ssh credential of a revoked token", revoked)(s.SSHCredential(ctx, minted.Fingerprint))
+
 	_, err := s.SSHCredential(ctx, "SHA256:unknown")
 	wantErr(t, "SSHCredential(unknown)", err, store.ErrNotFound)
 
