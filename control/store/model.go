@@ -14,6 +14,11 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	// ErrUnavailable marks an error that came from the database being
+	// unreachable or dropping the connection (a restart, a failover, a
+	// terminated backend), not from the statement: the same call may
+	// succeed once the database is back.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // State is a sandbox lifecycle state. The transition table lives in
