@@ -28,6 +28,10 @@ var (
 		p.RetryAfter = 2 * time.Second
 		return p
 	}()
+	// errStoreFull answers a write the database's disk has no room for:
+	// no retry helps until someone frees space on the server.
+	errStoreFull = problem.New(http.StatusInsufficientStorage, "storage_full",
+		"the service's database has no disk space left; the operator must free space")
 )
 
 func stack() []byte { return debug.Stack() }
@@ -108,6 +112,9 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 		// answer, and nothing failed on our side.
 		logger(r).DebugContext(r.Context(), "client gone", "err", err, "path", r.URL.Path)
 		return errClientGone
+	case errors.Is(err, store.ErrFull):
+		logger(r).ErrorContext(r.Context(), "database disk full", "err", err, "path", r.URL.Path)
+		return errStoreFull
 	case errors.Is(err, store.ErrUnavailable):
 		logger(r).WarnContext(r.Context(), "database unavailable", "err", err, "path", r.URL.Path)
 		return errStoreUnavailable

@@ -64,3 +64,17 @@ func TestStoreUnavailableIs503(t *testing.T) {
 		t.Errorf("an outage of the database is logged as an internal error: %s", logs.String())
 	}
 }
+
+// TestStoreFullIs507: a write the database's disk had no room for (sbx
+// dev's data dir on a full filesystem) is 507 storage_full, saying so,
+// not 500 internal.
+func TestStoreFullIs507(t *testing.T) {
+	r := httptest.NewRequest("POST", "/api/v1/sandboxes", nil)
+	r = r.WithContext(context.WithValue(r.Context(), loggerKey, slog.New(slog.DiscardHandler)))
+	err := fmt.Errorf("create sandbox: %w", store.Mark(errors.New("commit: database or disk is full (13)"), store.ErrFull))
+	w := httptest.NewRecorder()
+	writeError(w, r, err)
+	if w.Code != 507 || !strings.Contains(w.Body.String(), `"code":"storage_full"`) || strings.Contains(w.Body.String(), "(13)") {
+		t.Errorf("got %d %s; want 507 storage_full without the driver's words", w.Code, w.Body)
+	}
+}

@@ -39,21 +39,20 @@ func unavailable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
 }
 
-// unavailableError is an error of the connection that also matches
-// store.ErrUnavailable, so that callers above the store can answer
-// "try again" without knowing pgx.
-type unavailableError struct{ err error }
-
-func (e unavailableError) Error() string   { return e.err.Error() }
-func (e unavailableError) Unwrap() []error { return []error{e.err, store.ErrUnavailable} }
-
-// markUnavailable returns err, marked with store.ErrUnavailable when it is
-// the connection failing.
+// markUnavailable returns err, marked with store.ErrFull when the
+// server's disk is full, or with store.ErrUnavailable when it is the
+// connection failing.
 func markUnavailable(err error) error {
-	if err == nil || errors.Is(err, store.ErrUnavailable) || !unavailable(err) {
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil, errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrFull):
 		return err
+	case errors.As(err, &pgErr) && pgErr.Code == "53100": // disk_full
+		return store.Mark(err, store.ErrFull)
+	case unavailable(err):
+		return store.Mark(err, store.ErrUnavailable)
 	}
-	return unavailableError{err}
+	return err
 }
 
 // marking is a querier whose errors, from the call or from reading its
