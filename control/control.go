@@ -246,7 +246,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
-	if s.rdb, err = servicebase.Redis(cfg.RedisURL); err != nil {
+	if s.rdb, err = servicebase.Redis(cfg.RedisURL, cfg.Logger); err != nil {
 		return nil, err
 	}
 	if s.Activity, err = openActivity(cfg, s.rdb); err != nil {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -337,17 +338,44 @@ func (e *Edge) Failed() <-chan error { return e.failed }
 func (e *Edge) Shutdown(ctx context.Context) error {
 	e.ready.Store(false)
 	e.log.Info("edge shutting down", "drain", e.cfg.Drain)
-	var errs []error
-	if err := e.broker.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("shutdown SSH broker: %w", err))
+	// Every listener stops accepting at once and drains for the same
+	// period, as the broker does its sessions; requests still open when
+	// it ends (a streaming preview, a download) are cut by close below.
+	// That is the drain's designed end, not a failure: one open preview
+	// stream made the edge wait for ctx and exit with an error.
+	drain, cancel := context.WithTimeout(ctx, e.cfg.Drain)
+	defer cancel()
+	var (
+		mu   sync.Mutex // guards errs
+		errs []error
+		wg   sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
 	}
-	for _, s := range e.servers {
-		if s.shutdown != nil {
-			if err := s.shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("shutdown %s: %w", s.name, err))
-			}
+	wg.Go(func() {
+		if err := e.broker.Shutdown(ctx); err != nil {
+			fail(fmt.Errorf("shutdown SSH broker: %w", err))
 		}
+	})
+	for _, s := range e.servers {
+		if s.shutdown == nil {
+			continue
+		}
+		wg.Go(func() {
+			err := s.shutdown(drain)
+			switch {
+			case err == nil:
+			case drain.Err() != nil && ctx.Err() == nil:
+				e.log.Info("drain over; closing what is still open", "server", s.name)
+			default:
+				fail(fmt.Errorf("shutdown %s: %w", s.name, err))
+			}
+		})
 	}
+	wg.Wait()
 	errs = append(errs, e.close())
 	return errors.Join(errs...)
 }

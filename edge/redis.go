@@ -12,7 +12,7 @@ import (
 // detector reads SSH and preview activity.
 func (e *Edge) openRedis() error {
 	var err error
-	if e.rdb, err = servicebase.Redis(e.cfg.RedisURL); err != nil {
+	if e.rdb, err = servicebase.Redis(e.cfg.RedisURL, e.log); err != nil {
 		return err
 	}
 	switch {

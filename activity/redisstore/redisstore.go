@@ -44,6 +44,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/internal/outage"
 	"github.com/sbxedge/sbx/internal/tick"
 )
 
@@ -149,6 +150,7 @@ type Store struct {
 	flushSeq int64
 
 	flushed, dropped, flushErrors atomic.Uint64
+	flushLog                      *outage.Log
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -165,6 +167,7 @@ func New(cfg Config) (*Store, error) {
 		cfg: cfg, rdb: cfg.Client,
 		pending: map[string]mark{}, open: map[string]int{},
 		fresh: map[string]struct{}{}, released: map[string]struct{}{},
+		flushLog: outage.New(cfg.Logger, "activity flush", cfg.Now),
 	}
 	if cfg.Registry != nil {
 		if err := s.register(cfg.Registry); err != nil {
@@ -341,7 +344,18 @@ func (s *Store) giveBack(b batch, now time.Time) {
 
 // Flush writes pending marks and due heartbeats in one pipelined round
 // trip. On failure the work is kept for the next flush, up to RetryFor.
-func (s *Store) Flush(ctx context.Context) error { return s.flush(ctx, false) }
+// Failures are logged once when they start and once when a flush
+// succeeds again: the loop flushes every second while Redis is away.
+func (s *Store) Flush(ctx context.Context) error {
+	err := s.flush(ctx, false)
+	switch {
+	case err == nil:
+		s.flushLog.Succeeded(ctx)
+	case !errors.Is(err, context.Canceled):
+		s.flushLog.Failed(ctx, err)
+	}
+	return err
+}
 
 func (s *Store) flush(ctx context.Context, releaseAll bool) error {
 	s.flushMu.Lock()
@@ -465,9 +479,7 @@ func (s *Store) flushLoop(ctx context.Context) {
 	tick.Every(ctx, s.cfg.FlushInterval, func() bool {
 		fctx, cancel := context.WithTimeout(ctx, max(s.cfg.FlushInterval, time.Second))
 		defer cancel()
-		if err := s.Flush(fctx); err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("activity flush failed; retrying", "err", err)
-		}
+		_ = s.Flush(fctx) // logged by Flush
 		return true
 	})
 }
@@ -568,6 +580,21 @@ func (s *Store) stop() bool {
 	_ = s.pubsub.Close()
 	s.wg.Wait()
 	return true
+}
+
+// LogLibraryTo sends go-redis's own log lines to log at DEBUG. While
+// Redis is away go-redis logs every failed dial of its pool and of a
+// subscription's reconnection, several lines a second, on stderr in a
+// format of its own; the stores report the outage themselves, once.
+// go-redis has one logger per process: the last call wins.
+func LogLibraryTo(log *slog.Logger) { redis.SetLogger(libraryLog{log}) }
+
+type libraryLog struct{ log *slog.Logger }
+
+func (l libraryLog) Printf(ctx context.Context, format string, v ...any) {
+	if l.log.Enabled(ctx, slog.LevelDebug) {
+		l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+	}
 }
 
 // NewClient builds a Redis client from a redis:// URL with timeouts short

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -17,6 +19,19 @@ var (
 	errRouteNotFound    = problem.New(http.StatusNotFound, "route_not_found", "no such endpoint")
 	errMethodNotAllowed = problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
 	errInternal         = problem.New(http.StatusInternalServerError, "internal", "internal error; it has been logged")
+	// errStoreUnavailable answers a call the database could not serve for
+	// the moment (a restart, a failover, a dropped connection): the same
+	// call may succeed in a moment, so it is 503 with Retry-After, not 500.
+	errStoreUnavailable = func() *problem.Problem {
+		p := problem.New(http.StatusServiceUnavailable, "store_unavailable",
+			"the database is unavailable for the moment; try again shortly")
+		p.RetryAfter = 2 * time.Second
+		return p
+	}()
+	// errStoreFull answers a write the database's disk has no room for:
+	// no retry helps until someone frees space on the server.
+	errStoreFull = problem.New(http.StatusInsufficientStorage, "storage_full",
+		"the service's database has no disk space left; the operator must free space")
 )
 
 func stack() []byte { return debug.Stack() }
@@ -97,6 +112,12 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 		// answer, and nothing failed on our side.
 		logger(r).DebugContext(r.Context(), "client gone", "err", err, "path", r.URL.Path)
 		return errClientGone
+	case errors.Is(err, store.ErrFull):
+		logger(r).ErrorContext(r.Context(), "database disk full", "err", err, "path", r.URL.Path)
+		return errStoreFull
+	case errors.Is(err, store.ErrUnavailable):
+		logger(r).WarnContext(r.Context(), "database unavailable", "err", err, "path", r.URL.Path)
+		return errStoreUnavailable
 	}
 	logger(r).ErrorContext(r.Context(), "request failed", "err", err, "path", r.URL.Path)
 	return errInternal

@@ -188,7 +188,7 @@ var allowProbe = []string{http.MethodGet, http.MethodHead, http.MethodPost, http
 // Handler returns the routed handler.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.recoverer, s.metrics.middleware)
+	r.Use(middleware.RequestID, s.requestLogger, s.recoverer, s.metrics.middleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errRouteNotFound)
 	})
@@ -313,6 +313,16 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, "ok\n")
+}
+
+// requestLogger gives every request the server's logger, so an error
+// answered before authentication (the token lookup failing, say) is
+// logged where the rest is, not through slog's process default.
+func (s *Server) requestLogger(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log := s.log.With("request_id", middleware.GetReqID(r.Context()))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loggerKey, log)))
+	})
 }
 
 // recoverer turns a handler panic into a 500 problem and a log line with

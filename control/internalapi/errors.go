@@ -3,8 +3,10 @@ package internalapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -14,6 +16,11 @@ var (
 	errRouteNotFound    = problem.New(http.StatusNotFound, edgeapi.CodeRouteNotFound, "no such internal endpoint")
 	errMethodNotAllowed = problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
 	errInternal         = problem.New(http.StatusInternalServerError, edgeapi.CodeInternal, "internal error; it has been logged")
+	errUnavailable      = func() *problem.Problem {
+		p := problem.New(http.StatusServiceUnavailable, edgeapi.CodeUnavailable, "control's database is unavailable for the moment")
+		p.RetryAfter = 2 * time.Second
+		return p
+	}()
 )
 
 func badRequest(detail string) *problem.Problem {
@@ -48,6 +55,10 @@ func (s *Server) toProblem(r *http.Request, err error) *problem.Problem {
 		if errors.Is(err, m.err) {
 			return problem.New(m.status, m.code, m.err.Error())
 		}
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		s.log.WarnContext(r.Context(), "internal request: database unavailable", "path", r.URL.Path, "err", err)
+		return errUnavailable
 	}
 	s.log.ErrorContext(r.Context(), "internal request failed", "path", r.URL.Path, "err", err)
 	return errInternal

@@ -293,8 +293,10 @@ func (m *Manager) publish(ctx context.Context, id string) {
 		return
 	}
 	if err := m.act.Publish(context.WithoutCancel(ctx), id); err != nil {
-		m.log.WarnContext(ctx, "publish state change", "sandbox_id", id, "err", err)
+		m.publishFails.Failed(ctx, err) // err names the sandbox
+		return
 	}
+	m.publishFails.Succeeded(ctx)
 }
 
 // subscribe registers for id's state changes, through the activity store

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/outage"
 )
 
 // ProvisionArgs asks for a pending sandbox to be brought up.
@@ -56,9 +57,9 @@ func (m *Manager) Jobs() store.JobsConfig {
 	river.AddWorker(w, &provisionWorker{m: m})
 	river.AddWorker(w, &terminateWorker{m: m})
 	river.AddWorker(w, &reapWorker{m: m})
-	river.AddWorker(w, &tickWorker[IdleCheckArgs]{what: "idle check", run: m.CheckIdle, log: m.log})
+	river.AddWorker(w, newTickWorker[IdleCheckArgs]("idle check", m.CheckIdle, m.log))
 	river.AddWorker(w, &suspendWorker{m: m})
-	river.AddWorker(w, &tickWorker[RestoreSweepArgs]{what: "restore sweep", run: m.SweepRestores, log: m.log})
+	river.AddWorker(w, newTickWorker[RestoreSweepArgs]("restore sweep", m.SweepRestores, m.log))
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReapInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
@@ -360,18 +361,25 @@ func (w *terminateWorker) work(ctx context.Context, job *river.Job[TerminateArgs
 // tickWorker runs a periodic job's sweep. A failure is logged and the job
 // cancelled: the next tick tries again, and retrying this job would only
 // pile up.
+// tickWorker runs a periodic step. Its failures are logged once when they
+// start and once when the step succeeds again: while Redis or the
+// database is away the step fails at every tick.
 type tickWorker[A river.JobArgs] struct {
 	river.WorkerDefaults[A]
-	what string
-	run  func(context.Context) error
-	log  *slog.Logger
+	run   func(context.Context) error
+	fails *outage.Log
+}
+
+func newTickWorker[A river.JobArgs](what string, run func(context.Context) error, log *slog.Logger) *tickWorker[A] {
+	return &tickWorker[A]{run: run, fails: outage.New(log, what, nil)}
 }
 
 func (w *tickWorker[A]) Work(ctx context.Context, _ *river.Job[A]) error {
 	if err := w.run(ctx); err != nil {
-		w.log.WarnContext(ctx, w.what+" failed", "err", err)
+		w.fails.Failed(ctx, err)
 		return river.JobCancel(err)
 	}
+	w.fails.Succeeded(ctx)
 	return nil
 }
 

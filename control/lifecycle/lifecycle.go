@@ -25,6 +25,7 @@ import (
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/outage"
 )
 
 // Config tunes the lifecycle. Zero values take the defaults in New.
@@ -110,6 +111,9 @@ type Manager struct {
 	now      func() time.Time
 	metrics  *Metrics
 	act      Activity
+	// publishFails logs failed state-change publications once per
+	// outage of the activity store, not once per state change.
+	publishFails *outage.Log
 	// notify carries state-change notifications when there is no
 	// Activity store (tests, or idle offload disabled).
 	notify activity.Fanout
@@ -156,6 +160,7 @@ func New(cfg Config, d Deps) *Manager {
 		cfg: cfg, store: d.Store, prov: d.Provider, hostKeys: d.HostKeys,
 		caKey: d.UserCAKey, conns: d.Conns, pods: d.Pods, log: d.Logger, now: d.Now, metrics: d.Metrics,
 		act: d.Activity, queue: newPrefixedID("repo_"),
+		publishFails: outage.New(d.Logger, "publish state change", d.Now),
 	}
 }
 

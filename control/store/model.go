@@ -14,7 +14,25 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrConflict = errors.New("conflict")
+	// ErrUnavailable marks an error that came from the database being
+	// unreachable or dropping the connection (a restart, a failover, a
+	// terminated backend), not from the statement: the same call may
+	// succeed once the database is back.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrFull marks an error that came from the database's disk being
+	// full: writes fail until someone frees space on the server.
+	ErrFull = errors.New("database storage full")
 )
+
+// Mark returns err, also matching sentinel (ErrUnavailable, ErrFull)
+// with errors.Is, with err's message: how a backend says what kind of
+// failure a driver error is without callers knowing the driver.
+func Mark(err, sentinel error) error { return marked{err, sentinel} }
+
+type marked struct{ err, sentinel error }
+
+func (m marked) Error() string   { return m.err.Error() }
+func (m marked) Unwrap() []error { return []error{m.err, m.sentinel} }
 
 // State is a sandbox lifecycle state. The transition table lives in
 // control/lifecycle; the store only records what lifecycle decides.

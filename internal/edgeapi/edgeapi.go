@@ -70,6 +70,9 @@ const (
 	CodeInvalidRequest = "invalid_request"
 	CodeRouteNotFound  = "route_not_found"
 	CodeInternal       = "internal"
+	// CodeUnavailable: control's database is away for the moment; the
+	// same call may succeed shortly. A fault, never cached.
+	CodeUnavailable = "unavailable"
 
 	CodeSSHUnknownKey     = "ssh_unknown_key"
 	CodeSSHExpired        = "ssh_expired"

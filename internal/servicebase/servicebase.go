@@ -33,11 +33,13 @@ func Prepare(validate func() error, log **slog.Logger, reg **prometheus.Registry
 }
 
 // Redis opens the process's Redis client on url (redisstore.NewClient's
-// short timeouts); an empty url means no Redis, and a nil client.
-func Redis(url string) (*redis.Client, error) {
+// short timeouts), with go-redis's own log lines at DEBUG in log; an
+// empty url means no Redis, and a nil client.
+func Redis(url string, log *slog.Logger) (*redis.Client, error) {
 	if url == "" {
 		return nil, nil
 	}
+	redisstore.LogLibraryTo(log)
 	rdb, err := redisstore.NewClient(url)
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)

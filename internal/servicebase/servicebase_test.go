@@ -51,13 +51,13 @@ func TestPrepare(t *testing.T) {
 
 func TestRedis(t *testing.T) {
 	t.Parallel()
-	if rdb, err := servicebase.Redis(""); rdb != nil || err != nil {
+	if rdb, err := servicebase.Redis("", slog.New(slog.DiscardHandler)); rdb != nil || err != nil {
 		t.Errorf("Redis(\"\") = %v, %v; want no client and no error", rdb, err)
 	}
-	if _, err := servicebase.Redis("http://not-redis"); err == nil {
+	if _, err := servicebase.Redis("http://not-redis", slog.New(slog.DiscardHandler)); err == nil {
 		t.Error("Redis accepted a URL that is not redis://")
 	}
-	rdb, err := servicebase.Redis("redis://127.0.0.1:1/0")
+	rdb, err := servicebase.Redis("redis://127.0.0.1:1/0", slog.New(slog.DiscardHandler))
 	if err != nil || rdb == nil {
 		t.Fatalf("Redis(redis://...) = %v, %v; want a client", rdb, err)
 	}

@@ -28,6 +28,7 @@ type queries struct {
 }
 
 func newQueries(q querier) queries {
+	q = marking{q}
 	return queries{q: q, Queries: backend.Queries{DB: sharedDB{q}, Dialect: &dialect}}
 }
 

@@ -79,9 +79,10 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 // InTx runs fn in a READ COMMITTED transaction; LockAccount and
 // SandboxForUpdate provide the serialisation callers need.
 func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
+	// Begin and commit fail on a lost connection as the statements do.
+	return markUnavailable(pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
 		return fn(&tx{queries: newQueries(ptx), ptx: ptx, inserter: s.inserter})
-	})
+	}))
 }
 
 // StartJobs starts a River client working the default queue; periodic

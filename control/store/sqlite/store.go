@@ -119,8 +119,14 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	}, nil
 }
 
-// InTx runs fn in an IMMEDIATE transaction (see the package comment).
+// InTx runs fn in an IMMEDIATE transaction (see the package comment). A
+// write refused for want of disk space, in fn or at commit, matches
+// store.ErrFull.
 func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
+	return markFull(s.inTx(ctx, fn))
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(store.Tx) error) error {
 	stx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -71,3 +71,13 @@ func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
 	t.eventSandboxes = append(t.eventSandboxes, e.SandboxID)
 	return nil
 }
+
+// markFull marks an SQLITE_FULL error (the disk, or max_page_count, is
+// full) with store.ErrFull.
+func markFull(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL && !errors.Is(err, store.ErrFull) {
+		return store.Mark(err, store.ErrFull)
+	}
+	return err
+}
