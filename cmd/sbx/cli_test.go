@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -484,10 +485,7 @@ func TestExecSaysWhyItWaits(t *testing.T) {
 		first := calls == 1 && strings.HasSuffix(r.URL.Path, "/exec")
 		mu.Unlock()
 		if first {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(503)
-			_, _ = io.WriteString(w, `{"status":503,"code":"sandbox_waking","detail":"the sandbox is still being suspended; it wakes once that finishes; retry shortly"}`)
+			unavailable(w, "1", "sandbox_waking", "the sandbox is still being suspended; it wakes once that finishes; retry shortly")
 			return
 		}
 		api.ServeHTTP(w, r)
@@ -499,4 +497,49 @@ func TestExecSaysWhyItWaits(t *testing.T) {
 	if code != 0 || out != "ok\n" || !strings.Contains(errOut, "the sandbox is still being suspended; it wakes once that finishes; retry shortly; retrying (1 of 10)") {
 		t.Fatalf("exit %d stdout %q stderr %q; want 0, the command's output, and the retry said", code, out, errOut)
 	}
+}
+
+// TestCreateRidesOutDatabaseBlink: control answering 503
+// store_unavailable (its database restarting) does not fail `sbx create`:
+// the create is sent again with the same Idempotency-Key, so a first one
+// whose answer was lost cannot make a second sandbox.
+func TestCreateRidesOutDatabaseBlink(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	api := &fakeAPI{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/api/v1/sandboxes" {
+			mu.Lock()
+			keys = append(keys, r.Header.Get("Idempotency-Key"))
+			first := len(keys) == 1
+			mu.Unlock()
+			if first {
+				unavailable(w, "0", "store_unavailable", "the database is unavailable for the moment; try again shortly")
+				return
+			}
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cliEnv(t, srv.URL)
+	code, out, errOut := runCLI(t, "", "create", "--wait", "0", "-o", "id")
+	mu.Lock()
+	defer mu.Unlock()
+	if code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("sbx create through a database blink: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
+		t.Fatalf("create requests' Idempotency-Keys: %q; want two, the same, not empty", keys)
+	}
+}
+
+// unavailable answers 503 with a problem document of code and detail and
+// the Retry-After header retryAfter.
+func unavailable(w http.ResponseWriter, retryAfter, code, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", retryAfter)
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = fmt.Fprintf(w, `{"status":503,"code":%q,"detail":%q}`, code, detail)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -94,8 +95,12 @@ those show in ps and in shell history.`,
 			if err != nil {
 				return err
 			}
+			// A key of this invocation's own: the client sends the create
+			// again while control's database blinks (503 store_unavailable),
+			// and one whose answer was lost must not make a second sandbox.
+			key := "sbx-cli-" + rand.Text()
 			var sb sandbox
-			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.CreateSandboxWithResponse(c.Context(), nil, body))); err != nil {
+			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.CreateSandboxWithResponse(c.Context(), &apiclient.CreateSandboxParams{IdempotencyKey: &key}, body))); err != nil {
 				return err
 			}
 			if wait > 0 {

@@ -21,12 +21,14 @@ import (
 
 // New returns a client of the API at base (scheme://host[:port]) that sends
 // its requests through doer (nil: a default http.Client) and authenticates
-// them with token when it is not empty.
+// them with token when it is not empty. A request that can safely be sent
+// twice is sent again, a few times and briefly, while the API answers 503
+// store_unavailable (see retryUnavailable).
 func New(base, token string, doer HttpRequestDoer) (*ClientWithResponses, error) {
-	opts := []ClientOption{WithRequestEditorFn(refuseDotSegments)}
-	if doer != nil {
-		opts = append(opts, WithHTTPClient(doer))
+	if doer == nil {
+		doer = &http.Client{}
 	}
+	opts := []ClientOption{WithRequestEditorFn(refuseDotSegments), WithHTTPClient(retryUnavailable{doer})}
 	if token != "" {
 		opts = append(opts, WithRequestEditorFn(Bearer(token)))
 	}
