@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sbxedge/sbx/edge/internal/slots"
 	"github.com/sbxedge/sbx/internal/edgeapi"
@@ -234,12 +235,18 @@ func (b *Broker) revokeSandbox(ctx context.Context, sandboxID string) {
 // msgKeyRevoked is what a connection whose key died with its token is told.
 const msgKeyRevoked = "sbx: the credential of this connection was revoked; this connection is closed."
 
+// revokeChecks bounds the key checks revokeKeys has in flight at once.
+const revokeChecks = 16
+
 // revokeKeys asks control again about the key of each open connection
 // (once per key, bypassing the cache) after a token was revoked: a key
 // control no longer knows was minted by that token, and its connections
 // end. The invalidation does not say which keys the token minted, so all
 // are asked; revocations are rare. Any other answer, a control fault
-// included, leaves the connections alone.
+// included, leaves the connections alone. The checks run side by side,
+// all within one recheckTimeout: invalidations are applied one after
+// another, and a slow or unreachable control must not hold the next one
+// back for a timeout per open key.
 func (b *Broker) revokeKeys(ctx context.Context) {
 	type key struct{ sandboxID, fp string }
 	b.mu.Lock()
@@ -252,22 +259,27 @@ func (b *Broker) revokeKeys(ctx context.Context) {
 		}
 	}
 	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, recheckTimeout)
+	defer cancel()
+	var g errgroup.Group
+	g.SetLimit(revokeChecks)
 	for k, ccs := range open {
-		actx, cancel := context.WithTimeout(ctx, recheckTimeout)
-		_, err := b.cfg.Authorizer.Authorize(actx, k.sandboxID, k.fp)
-		cancel()
-		if !errors.Is(err, ErrUnknownKey) {
-			continue
-		}
-		if b.cache != nil {
-			b.cache.Invalidate(k.sandboxID)
-		}
-		for _, cc := range ccs {
-			cc.cancel(kick{msgKeyRevoked})
-		}
-		b.log.Info("credential revoked; closed its connections", "sandbox_id", k.sandboxID,
-			"fingerprint", k.fp, "connections", len(ccs))
+		g.Go(func() error {
+			if _, err := b.cfg.Authorizer.Authorize(ctx, k.sandboxID, k.fp); !errors.Is(err, ErrUnknownKey) {
+				return nil
+			}
+			if b.cache != nil {
+				b.cache.Invalidate(k.sandboxID)
+			}
+			for _, cc := range ccs {
+				cc.cancel(kick{msgKeyRevoked})
+			}
+			b.log.Info("credential revoked; closed its connections", "sandbox_id", k.sandboxID,
+				"fingerprint", k.fp, "connections", len(ccs))
+			return nil
+		})
 	}
+	_ = g.Wait() // the checks return no error: a fault leaves connections open
 }
 
 // Shutdown stops accepting, lets open connections finish for up to

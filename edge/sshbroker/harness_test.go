@@ -56,18 +56,26 @@ type cred struct {
 	username string // sandbox name the key is bound to
 	route    Route
 	err      error // refusal to report for the right username
+	// answer, when set, is what control answers for the right username,
+	// called without the fake's lock: it may block, as a slow control does.
+	answer func(context.Context) error
 }
 
-func (f *fakeAuthorizer) Authorize(_ context.Context, username, fp string) (Route, error) {
+func (f *fakeAuthorizer) Authorize(ctx context.Context, username, fp string) (Route, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls++
 	c, ok := f.creds[fp]
+	f.mu.Unlock()
 	if !ok {
 		return Route{}, ErrUnknownKey
 	}
 	if c.username != username {
 		return Route{}, ErrWrongSandbox
+	}
+	if c.answer != nil {
+		if err := c.answer(ctx); err != nil {
+			return Route{}, err
+		}
 	}
 	if c.err != nil {
 		return Route{}, c.err

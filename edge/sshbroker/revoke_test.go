@@ -2,7 +2,6 @@ package sshbroker
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +59,9 @@ func TestRevokeSandbox(t *testing.T) {
 // TestRevokeToken: control's token invalidation ends the open connections
 // whose key control no longer knows (minted by the revoked token), telling
 // their sessions why, and leaves the other keys' connections alone, a
-// control fault included.
+// control fault included. The keys are checked side by side: control
+// answers for the revoked key only once the check of a key it hangs on
+// has begun, which checks one after another never reach.
 func TestRevokeToken(t *testing.T) {
 	e := newEnv(t, nil)
 	revoked := e.grant("alpha", nil)
@@ -90,11 +91,33 @@ func TestRevokeToken(t *testing.T) {
 		}
 	}
 	waitOpen(t, e, "alpha") // and the sessions' requests landed
-	e.auth.update(revoked.fp, func(c *cred) { c.err = ErrUnknownKey })
-	e.auth.update(unsure.fp, func(c *cred) { c.err = errors.New("control unreachable") })
+	hanging := make(chan struct{})
+	e.auth.update(unsure.fp, func(c *cred) {
+		c.answer = func(ctx context.Context) error {
+			close(hanging)
+			<-ctx.Done() // control unreachable: the call times out
+			return ctx.Err()
+		}
+	})
+	e.auth.update(revoked.fp, func(c *cred) {
+		c.answer = func(ctx context.Context) error {
+			select {
+			case <-hanging:
+				return ErrUnknownKey
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
 
 	start := time.Now()
-	e.broker.Revoke(context.Background(), edgeapi.Invalidation{Kind: edgeapi.InvalidateToken, AccountID: "acct"})
+	revoking := make(chan struct{})
+	go func() {
+		defer close(revoking)
+		// It returns once the hanging check times out.
+		e.broker.Revoke(context.Background(), edgeapi.Invalidation{Kind: edgeapi.InvalidateToken, AccountID: "acct"})
+	}()
+	defer func() { <-revoking }()
 	sRevoked.bg.Wait(t, 20*time.Second)
 	if time.Since(start) > 2*time.Second || !strings.Contains(sRevoked.bg.Stderr.String(), msgKeyRevoked) || sRevoked.out.String() != "" {
 		t.Fatalf("revoked key after %v: stdout %q stderr %q, want the session ended at once with the reason",
