@@ -73,7 +73,11 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer st.Close()
 	a := &admin{st: st, out: out, now: time.Now}
-	switch noun + " " + verb {
+	return explainNotFound(a.run(ctx, noun+" "+verb, rest))
+}
+
+func (a *admin) run(ctx context.Context, cmd string, rest []string) error {
+	switch cmd {
 	case "account create":
 		return a.accountCreate(ctx, rest)
 	case "account set":
@@ -89,7 +93,26 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "token revoke":
 		return a.tokenRevoke(ctx, rest)
 	}
-	return fmt.Errorf("admin: %q is listed but not handled", noun+" "+verb)
+	return fmt.Errorf("admin: %q is listed but not handled", cmd)
+}
+
+// adminUsageErr is a usage mistake in an admin command (exit 2).
+func adminUsageErr(msg string) error { return &usageError{cmd: "sbx admin", msg: msg} }
+
+// notFoundError is a named thing that does not exist (exit 5), worded
+// for the person who named it.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+// explainNotFound words the store's "account X: not found" for the
+// operator who typed X, and says where the IDs are listed.
+func explainNotFound(err error) error {
+	var nf *notFoundError
+	if err == nil || errors.As(err, &nf) || !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return &notFoundError{msg: err.Error() + " (`sbx admin account list` lists the accounts)"}
 }
 
 // adminCommands are the noun-verb pairs runAdmin handles.
@@ -227,7 +250,7 @@ func (a *admin) accountSet(ctx context.Context, args []string) error {
 	given := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if len(given) == 0 {
-		return errors.New("account set: nothing to change (see --help)")
+		return adminUsageErr("account set: nothing to change; give a flag such as --limit or --enabled=false")
 	}
 	var acct store.Account
 	err = a.st.InTx(ctx, func(tx store.Tx) error {
@@ -257,7 +280,7 @@ func (a *admin) accountSet(ctx context.Context, args []string) error {
 
 func (a *admin) accountShow(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("account show: want one account ID")
+		return adminUsageErr("account show: want one account ID")
 	}
 	acct, err := a.st.Account(ctx, args[0])
 	if err != nil {
@@ -302,7 +325,7 @@ func (a *admin) projectCreate(ctx context.Context, args []string) error {
 		return err
 	}
 	if *acctID == "" || *name == "" {
-		return errors.New("project create: --account and --name are required")
+		return adminUsageErr("project create: --account and --name are required")
 	}
 	if *id == "" {
 		*id = newUUID()
@@ -341,7 +364,7 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 		return err
 	}
 	if *acctID == "" {
-		return errors.New("token mint: --account is required")
+		return adminUsageErr("token mint: --account is required")
 	}
 	prefix := token.PrefixAgent
 	switch store.TokenKind(*kind) {
@@ -349,7 +372,7 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 	case store.TokenProject:
 		prefix = token.PrefixProject
 	default:
-		return fmt.Errorf("token mint: --kind %q: want agent or project", *kind)
+		return adminUsageErr(fmt.Sprintf("token mint: --kind %q: want agent or project", *kind))
 	}
 	secret, hash := token.New(prefix)
 	id := "tok-" + strconv.FormatInt(a.now().UnixNano(), 36) + "-" + fmt.Sprintf("%x", hash[:4])
@@ -371,10 +394,13 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 
 func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("token revoke: want one token ID")
+		return adminUsageErr("token revoke: want one token ID")
 	}
 	err := a.st.InTx(ctx, func(tx store.Tx) error { return tx.RevokeToken(ctx, args[0], a.now().UTC()) })
 	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return &notFoundError{msg: fmt.Sprintf("no token with ID %q: the ID is the tok-... that `sbx admin token mint` printed on stderr, also named as the caller in audit entries", args[0])}
+		}
 		return fmt.Errorf("revoke token: %w", err)
 	}
 	_, err = fmt.Fprintf(a.out, "revoked %s\n", args[0])
@@ -385,10 +411,16 @@ func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 // the positional arguments (the flag package alone stops at the first
 // positional one and would silently ignore the rest).
 func parseAnywhere(fs *flag.FlagSet, args []string) error {
+	// The flag package would print every flag after its error; one line
+	// saying what was wrong is the CLI's way (--help shows the rest).
+	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return err
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return adminUsageErr(fs.Name() + ": " + err.Error())
 		}
 		if fs.NArg() == 0 {
 			break
@@ -403,10 +435,10 @@ func parseAnywhere(fs *flag.FlagSet, args []string) error {
 // anything more is refused rather than ignored.
 func arg(fs *flag.FlagSet, i int, name string) (string, error) {
 	if fs.NArg() <= i || fs.Arg(i) == "" {
-		return "", fmt.Errorf("missing %s", name)
+		return "", adminUsageErr("missing " + name)
 	}
 	if fs.NArg() > i+1 {
-		return "", fmt.Errorf("unexpected argument %q", fs.Arg(i+1))
+		return "", adminUsageErr(fmt.Sprintf("unexpected argument %q", fs.Arg(i+1)))
 	}
 	return fs.Arg(i), nil
 }

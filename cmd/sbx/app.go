@@ -203,8 +203,6 @@ func (d debugTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// explain turns an error into an exit code and one line that says what
-// to do about it.
 // localError reports whether err, a net.Error on its face, failed on
 // this machine rather than on the way to the API: a file a request's
 // body was to be read from (a *url.Error is a net.Error whatever it
@@ -215,6 +213,8 @@ func localError(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &oe) && oe.Op == "listen"
 }
 
+// explain turns an error into an exit code and one line that says what
+// to do about it.
 func (a *app) explain(err error) (int, string) {
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -233,6 +233,10 @@ func (a *app) explain(err error) (int, string) {
 	}
 	if errors.Is(err, errNoToken) {
 		return 4, err.Error()
+	}
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		return 5, nf.Error()
 	}
 	var pe *apiError
 	if errors.As(err, &pe) {
