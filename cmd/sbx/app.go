@@ -134,6 +134,11 @@ func (a *app) api() (*apiClient, error) {
 	if a.client != nil {
 		return a.client, nil
 	}
+	// A URL without a scheme (127.0.0.1:8080) is a typo to fix, not an
+	// unreachable API or a missing token.
+	if _, ok := apiKey(a.apiURL()); !ok {
+		return nil, &usageError{cmd: "sbx", msg: fmt.Sprintf("the API URL %s (--api, SBX_API or the config file) is not an http:// or https:// URL with a host; write it like %s", redactedURL(a.apiURL()), defaultAPI)}
+	}
 	tok, err := a.token()
 	if err != nil {
 		return nil, err
