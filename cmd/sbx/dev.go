@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sbxedge/sbx/internal/flagenv"
@@ -23,11 +24,26 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".sbx", "dev")
 }
 
+// tildePath writes p, when under the home folder, as ~/... for a flag's
+// default in a help text: help is pasted into issues and docs, and the
+// home folder's path names the person and the machine.
+func tildePath(p string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" {
+		return p
+	}
+	if rel, err := filepath.Rel(home, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.Join("~", rel)
+	}
+	return p
+}
+
 // runDev maps `sbx dev`'s flags onto a devConfig and runs the stack.
 func runDev(ctx context.Context, args []string) error {
 	var c devConfig
 	fs := flag.NewFlagSet("sbx dev", flag.ContinueOnError)
 	fs.StringVar(&c.DataDir, "data-dir", defaultDataDir(), "SQLite database, keys and sandbox workspaces")
+	fs.Lookup("data-dir").DefValue = tildePath(defaultDataDir())
 	fs.StringVar(&c.APIAddr, "api-addr", "127.0.0.1:8080", "REST API listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9091", "GET /metrics listen address, apart from the API (empty: off)")
 	fs.StringVar(&c.SSHAddr, "ssh-addr", "127.0.0.1:2222", "SSH broker listen address")

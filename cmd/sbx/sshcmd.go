@@ -381,6 +381,8 @@ is pinned in ~/.config/sbx/known_hosts.`,
 	}
 	c.Flags().StringVar(&dir, "dir", dir, "where the Host entry and its key are written")
 	c.Flags().StringVar(&userConfig, "ssh-config", userConfig, `ssh config that gets "Include <dir>/*.conf" if missing (empty: leave it alone)`)
+	c.Flags().Lookup("dir").DefValue = tildePath(dir)
+	c.Flags().Lookup("ssh-config").DefValue = tildePath(userConfig)
 	return c
 }
 
