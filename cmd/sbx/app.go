@@ -257,6 +257,13 @@ func (a *app) explain(err error) (int, string) {
 		}
 		return 1, fmt.Sprintf("%s (%s)", pe.Detail, pe.Code)
 	}
+	var np *apiclient.NotProblemError
+	if errors.As(err, &np) {
+		// Whatever answered is not the sbx API, which answers every error
+		// with a problem document: the API was not reached.
+		return 3, fmt.Sprintf("the server at %s is not the sbx API, or a proxy in front of it failed (%s %s answered %s without a problem document%s): check --api / SBX_API",
+			a.apiURL(), np.Method, np.Path, np.Status, excerptSuffix(np.Body))
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return 3, fmt.Sprintf("cannot reach the API at %s (connection refused): start it with `sbx dev`, or point --api / SBX_API at a running API", a.apiURL())
 	}
@@ -272,6 +279,13 @@ func (a *app) explain(err error) (int, string) {
 		return 1, "interrupted"
 	}
 	return 1, err.Error()
+}
+
+func excerptSuffix(body string) string {
+	if body == "" {
+		return ""
+	}
+	return ": " + body
 }
 
 // validProfiles lists the profiles for an error message.
