@@ -24,7 +24,7 @@ import (
 const adminUsage = `sbx admin: manage accounts, projects and tokens on the control database
 
 Usage:
-  sbx admin [--database-url URL | --data-dir DIR] COMMAND
+  sbx admin [--database-url URL | --data-dir DIR] COMMAND [-o json]
 
 Commands:
   account create [--name N] [--limit N] [--disabled] [--platforms P,..] [--monthly-minutes M] ID
@@ -50,20 +50,33 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	dbURL := fs.String("database-url", os.Getenv("SBX_DATABASE_URL"), "Postgres URL (default: the SQLite database in --data-dir)")
 	dataDir := fs.String("data-dir", defaultDataDir(), "sbx dev data dir holding sbx.db, when no --database-url")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), adminUsage) }
-	if err := fs.Parse(args); err != nil {
+	if !helpRequested(args) {
+		// The flag package would print its error and the usage; a
+		// mistake gets the CLI's one line instead (below).
+		fs.SetOutput(io.Discard)
+	}
+	args, output, err := takeOutput(args)
+	if err != nil {
 		return err
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return adminUsageErr(err.Error())
 	}
 	if helpRequested(fs.Args()) {
 		// Help needs no database.
 		fs.Usage()
 		return nil
 	}
-	if fs.NArg() < 2 {
+	args = fs.Args()
+	if len(args) < 2 {
 		return &usageError{cmd: "sbx admin", msg: "want a noun and a verb, e.g. `account create`"}
 	}
 	// The command is checked before the database is opened: a typo is
 	// told as a typo, not as a missing database.
-	noun, verb, rest := fs.Arg(0), fs.Arg(1), fs.Args()[2:]
+	noun, verb, rest := args[0], args[1], args[2:]
 	if !slices.Contains(adminCommands, noun+" "+verb) {
 		return &usageError{cmd: "sbx admin", msg: fmt.Sprintf("unknown command %q; want one of: %s", noun+" "+verb, strings.Join(adminCommands, ", "))}
 	}
@@ -72,7 +85,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	a := &admin{st: st, out: out, now: time.Now}
+	a := &admin{st: st, out: out, now: time.Now, json: output == "json"}
 	return explainNotFound(a.run(ctx, noun+" "+verb, rest))
 }
 
@@ -131,9 +144,10 @@ func openAdminStore(ctx context.Context, dbURL, dataDir string) (store.Store, er
 }
 
 type admin struct {
-	st  store.Store
-	out io.Writer
-	now func() time.Time
+	st   store.Store
+	out  io.Writer
+	now  func() time.Time
+	json bool // -o json
 }
 
 // accountFlags are the settable fields; set tracks which were given, so
@@ -294,6 +308,13 @@ func (a *admin) accountList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if a.json {
+		list := make([]accountJSON, len(accts))
+		for i, acct := range accts {
+			list[i] = toAccountJSON(acct)
+		}
+		return printJSON(a.out, list)
+	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tENABLED\tLIMIT\tPLATFORMS\tMONTHLY_MINUTES")
 	for _, acct := range accts {
@@ -311,6 +332,9 @@ func platformList(p []string) string {
 }
 
 func (a *admin) printAccount(acct store.Account) error {
+	if a.json {
+		return printJSON(a.out, toAccountJSON(acct))
+	}
 	_, err := fmt.Fprintf(a.out, "account %s\n  name: %s\n  sandboxes_enabled: %t\n  sandbox_concurrent_limit: %d\n  platforms: %s\n  sandbox_monthly_minutes: %d\n",
 		acct.ID, acct.Name, acct.SandboxesEnabled, acct.ConcurrentLimit, platformList(acct.AllowedPlatforms), acct.MonthlyMinutes)
 	return err
@@ -341,6 +365,9 @@ func (a *admin) projectCreate(ctx context.Context, args []string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("create project: %w", err)
+	}
+	if a.json {
+		return printJSON(a.out, map[string]string{"id": *id, "account_id": *acctID, "name": *name})
 	}
 	_, err = fmt.Fprintln(a.out, *id)
 	return err
@@ -388,6 +415,9 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 	// The secret goes to stdout alone, so `TOKEN=$(sbx admin token mint ...)`
 	// works; the ID (for revoking) goes to stderr.
 	fmt.Fprintf(os.Stderr, "minted %s token %s for account %s; the secret is shown once\n", *kind, id, *acctID)
+	if a.json {
+		return printJSON(a.out, map[string]string{"id": id, "account_id": *acctID, "kind": *kind, "token": secret})
+	}
 	_, err = fmt.Fprintln(a.out, secret)
 	return err
 }
@@ -402,6 +432,9 @@ func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 			return &notFoundError{msg: fmt.Sprintf("no token with ID %q: the ID is the tok-... that `sbx admin token mint` printed on stderr, also named as the caller in audit entries", args[0])}
 		}
 		return fmt.Errorf("revoke token: %w", err)
+	}
+	if a.json {
+		return printJSON(a.out, map[string]any{"id": args[0], "revoked": true})
 	}
 	_, err = fmt.Fprintf(a.out, "revoked %s\n", args[0])
 	return err
