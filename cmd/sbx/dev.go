@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,6 +66,11 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL for activity and wake notifications (default: $SBX_REDIS_URL, else in memory, this process only)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "sbx:activity:", "prefix of every activity key in Redis, to share one Redis")
 	fs.DurationVar(&c.ActivityRetry, "activity-retry", 30*time.Second, "how long activity marks are retried while Redis is unreachable before they are dropped (and counted)")
+	if !helpRequested(args) {
+		// The flag package would print its error and all 20 flags; a
+		// mistake gets the CLI's one line instead.
+		fs.SetOutput(io.Discard)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

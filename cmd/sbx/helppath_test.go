@@ -33,3 +33,14 @@ func TestHelpShowsNoHomeFolder(t *testing.T) {
 		t.Errorf("sbx dev --help: want the data dir default as ~/.sbx/dev, not the home folder:\n%s", out)
 	}
 }
+
+// TestDevFlagMistakeIsOneLine: a mistyped sbx dev flag is one line with
+// exit 2, not the flag package's error followed by every flag.
+func TestDevFlagMistakeIsOneLine(t *testing.T) {
+	cmd := execCommand(t, "dev", "--api-adr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "SBX_DATA_DIR="+t.TempDir())
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 2 || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), "-api-adr") {
+		t.Errorf("sbx dev --api-adr: exit %d, want 2 and one line naming the flag:\n%s", code, out)
+	}
+}
