@@ -104,6 +104,11 @@ func execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	if errors.As(err, &ex) {
 		return ex.code
 	}
+	var ie *interruptedError
+	if errors.As(err, &ie) {
+		fmt.Fprintln(errw, "sbx: "+ie.msg)
+		return 1
+	}
 	if ctx.Err() != nil {
 		// A signal ended the command: whatever failed then (a dial cut
 		// short reads as an unreachable API) failed because of it.
@@ -114,6 +119,13 @@ func execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	fmt.Fprintln(errw, "sbx: "+msg)
 	return code
 }
+
+// interruptedError is a command stopped by a signal that has something
+// to say about what it leaves behind (a sandbox created but not waited
+// for); any other error after a signal is just "interrupted".
+type interruptedError struct{ msg string }
+
+func (e *interruptedError) Error() string { return e.msg }
 
 // exitStatus ends the process with a remote command's status, printing
 // nothing more.
