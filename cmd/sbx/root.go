@@ -88,7 +88,26 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 		root.AddCommand(c)
 	}
 	root.AddCommand(newVersionCmd(a), newCompletionCmd(a), newSandboxInitCmd(a))
+	for _, c := range root.Commands() {
+		c.SuggestFor = append(c.SuggestFor, otherNames[c.Name()]...)
+	}
 	return root
+}
+
+// otherNames are the words people reach for first, from docker, kubectl
+// and their own habits, mapped to the command that does it: an unknown
+// command suggests by spelling alone, and "logs" is closer to "login"
+// than to anything that prints logs.
+var otherNames = map[string][]string{
+	"services": {"logs", "log"},
+	"events":   {"logs", "log"},
+	"get":      {"status", "show", "inspect", "describe"},
+	"destroy":  {"remove", "kill", "terminate"},
+	"exec":     {"run"},
+	"ssh":      {"shell", "connect", "attach"},
+	"list":     {"ps"},
+	"files":    {"cp", "upload", "download"},
+	"ports":    {"open", "url", "expose", "preview"},
 }
 
 // execute runs the CLI and returns the process exit code.
