@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,10 +9,8 @@ import (
 // TestSSHKeyMissingFolder: sbx ssh-key into a folder that is not there
 // says so in words, and mints nothing (a credential nobody holds).
 func TestSSHKeyMissingFolder(t *testing.T) {
-	api := &fakeAPI{}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	cliEnv(t, srv.URL)
+	api, base := startFakeAPI(t, "")
+	cliEnv(t, base)
 	file := filepath.Join(t.TempDir(), "no-such-folder", "sbx.key")
 	code, _, stderr := runCLI(t, "", "ssh-key", fakeID, file)
 	if code != 1 || !strings.Contains(stderr, "the folder "+filepath.Dir(file)+" does not exist") || strings.Contains(stderr, ".tmp-") {
