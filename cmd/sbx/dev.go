@@ -18,6 +18,11 @@ func defaultDataDir() string {
 	if d := os.Getenv("SBX_DATA_DIR"); d != "" {
 		return d
 	}
+	return homeDataDir()
+}
+
+// homeDataDir is the data dir when SBX_DATA_DIR is not set.
+func homeDataDir() string {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return ".sbx"
