@@ -35,6 +35,13 @@ Commands:
   token mint --account ID [--name NAME] [--kind agent|project]   prints the secret once
   token revoke TOKEN_ID
 
+Examples:
+  sbx admin account create --name Hive --limit 3 --platforms linux acct-hive
+  sbx admin account set --enabled=false acct-hive
+  sbx admin account list -o json
+  TOKEN=$(sbx admin token mint --account acct-dev --name ci)
+  sbx admin --data-dir /tmp/sbx account list
+
 It works on the database directly (SBX_DATABASE_URL, or the SQLite file in
 --data-dir), with the same store code and migrations as control, so it
 runs whether or not control is up. Changes apply to the next request:

@@ -44,10 +44,28 @@ func tildePath(p string) string {
 	return p
 }
 
+const devUsage = `sbx dev: run the whole stack (API, SSH broker, previews) in one process
+
+Usage:
+  sbx dev [flags]
+
+Examples:
+  sbx dev
+  sbx dev --data-dir /tmp/sbx --idle-timeout 10s
+  sbx dev --api-addr 127.0.0.1:0 --ssh-addr 127.0.0.1:0 --preview-addr 127.0.0.1:0 --metrics-addr ''
+      (free ports when the defaults are taken; the banner says which, and what to export)
+
+Flags:
+`
+
 // runDev maps `sbx dev`'s flags onto a devConfig and runs the stack.
 func runDev(ctx context.Context, args []string) error {
 	var c devConfig
 	fs := flag.NewFlagSet("sbx dev", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), devUsage)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&c.DataDir, "data-dir", defaultDataDir(), "SQLite database, keys and sandbox workspaces")
 	fs.Lookup("data-dir").DefValue = tildePath(defaultDataDir())
 	fs.StringVar(&c.APIAddr, "api-addr", "127.0.0.1:8080", "REST API listen address")

@@ -44,3 +44,16 @@ func TestDevFlagMistakeIsOneLine(t *testing.T) {
 		t.Errorf("sbx dev --api-adr: exit %d, want 2 and one line naming the flag:\n%s", code, out)
 	}
 }
+
+// TestStdFlagHelpHasExamples: sbx dev and sbx admin, which parse their
+// own flags, show examples in --help like every other command (README).
+func TestStdFlagHelpHasExamples(t *testing.T) {
+	for _, args := range [][]string{{"dev", "--help"}, {"admin", "--help"}} {
+		cmd := execCommand(t, args...)
+		cmd.Env = append(os.Environ(), "SBX_DATA_DIR="+t.TempDir())
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(string(out), "Examples:\n  sbx "+args[0]) {
+			t.Errorf("sbx %s: exit %d, want examples:\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+}
