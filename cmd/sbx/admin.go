@@ -24,7 +24,7 @@ import (
 const adminUsage = `sbx admin: manage accounts, projects and tokens on the control database
 
 Usage:
-  sbx admin [--database-url URL | --data-dir DIR] COMMAND
+  sbx admin [--database-url URL | --data-dir DIR] COMMAND [-o json]
 
 Commands:
   account create [--name N] [--limit N] [--disabled] [--platforms P,..] [--monthly-minutes M] ID
@@ -34,6 +34,13 @@ Commands:
   project create --account ID --name NAME [--id UUID]     prints the project ID
   token mint --account ID [--name NAME] [--kind agent|project]   prints the secret once
   token revoke TOKEN_ID
+
+Examples:
+  sbx admin account create --name Hive --limit 3 --platforms linux acct-hive
+  sbx admin account set --enabled=false acct-hive
+  sbx admin account list -o json
+  TOKEN=$(sbx admin token mint --account acct-dev --name ci)
+  sbx admin --data-dir /tmp/sbx account list
 
 It works on the database directly (SBX_DATABASE_URL, or the SQLite file in
 --data-dir), with the same store code and migrations as control, so it
@@ -50,20 +57,33 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	dbURL := fs.String("database-url", os.Getenv("SBX_DATABASE_URL"), "Postgres URL (default: the SQLite database in --data-dir)")
 	dataDir := fs.String("data-dir", defaultDataDir(), "sbx dev data dir holding sbx.db, when no --database-url")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), adminUsage) }
-	if err := fs.Parse(args); err != nil {
+	if !helpRequested(args) {
+		// The flag package would print its error and the usage; a
+		// mistake gets the CLI's one line instead (below).
+		fs.SetOutput(io.Discard)
+	}
+	args, output, err := takeOutput(args)
+	if err != nil {
 		return err
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return adminUsageErr(err.Error())
 	}
 	if helpRequested(fs.Args()) {
 		// Help needs no database.
 		fs.Usage()
 		return nil
 	}
-	if fs.NArg() < 2 {
+	args = fs.Args()
+	if len(args) < 2 {
 		return &usageError{cmd: "sbx admin", msg: "want a noun and a verb, e.g. `account create`"}
 	}
 	// The command is checked before the database is opened: a typo is
 	// told as a typo, not as a missing database.
-	noun, verb, rest := fs.Arg(0), fs.Arg(1), fs.Args()[2:]
+	noun, verb, rest := args[0], args[1], args[2:]
 	if !slices.Contains(adminCommands, noun+" "+verb) {
 		return &usageError{cmd: "sbx admin", msg: fmt.Sprintf("unknown command %q; want one of: %s", noun+" "+verb, strings.Join(adminCommands, ", "))}
 	}
@@ -72,8 +92,12 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	a := &admin{st: st, out: out, now: time.Now}
-	switch noun + " " + verb {
+	a := &admin{st: st, out: out, now: time.Now, json: output == "json"}
+	return explainNotFound(a.run(ctx, noun+" "+verb, rest))
+}
+
+func (a *admin) run(ctx context.Context, cmd string, rest []string) error {
+	switch cmd {
 	case "account create":
 		return a.accountCreate(ctx, rest)
 	case "account set":
@@ -89,7 +113,26 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "token revoke":
 		return a.tokenRevoke(ctx, rest)
 	}
-	return fmt.Errorf("admin: %q is listed but not handled", noun+" "+verb)
+	return fmt.Errorf("admin: %q is listed but not handled", cmd)
+}
+
+// adminUsageErr is a usage mistake in an admin command (exit 2).
+func adminUsageErr(msg string) error { return &usageError{cmd: "sbx admin", msg: msg} }
+
+// notFoundError is a named thing that does not exist (exit 5), worded
+// for the person who named it.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+// explainNotFound words the store's "account X: not found" for the
+// operator who typed X, and says where the IDs are listed.
+func explainNotFound(err error) error {
+	var nf *notFoundError
+	if err == nil || errors.As(err, &nf) || !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return &notFoundError{msg: err.Error() + " (`sbx admin account list` lists the accounts)"}
 }
 
 // adminCommands are the noun-verb pairs runAdmin handles.
@@ -108,9 +151,10 @@ func openAdminStore(ctx context.Context, dbURL, dataDir string) (store.Store, er
 }
 
 type admin struct {
-	st  store.Store
-	out io.Writer
-	now func() time.Time
+	st   store.Store
+	out  io.Writer
+	now  func() time.Time
+	json bool // -o json
 }
 
 // accountFlags are the settable fields; set tracks which were given, so
@@ -227,7 +271,7 @@ func (a *admin) accountSet(ctx context.Context, args []string) error {
 	given := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if len(given) == 0 {
-		return errors.New("account set: nothing to change (see --help)")
+		return adminUsageErr("account set: nothing to change; give a flag such as --limit or --enabled=false")
 	}
 	var acct store.Account
 	err = a.st.InTx(ctx, func(tx store.Tx) error {
@@ -257,7 +301,7 @@ func (a *admin) accountSet(ctx context.Context, args []string) error {
 
 func (a *admin) accountShow(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("account show: want one account ID")
+		return adminUsageErr("account show: want one account ID")
 	}
 	acct, err := a.st.Account(ctx, args[0])
 	if err != nil {
@@ -270,6 +314,13 @@ func (a *admin) accountList(ctx context.Context) error {
 	accts, err := a.st.Accounts(ctx)
 	if err != nil {
 		return err
+	}
+	if a.json {
+		list := make([]accountJSON, len(accts))
+		for i, acct := range accts {
+			list[i] = toAccountJSON(acct)
+		}
+		return printJSON(a.out, list)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tENABLED\tLIMIT\tPLATFORMS\tMONTHLY_MINUTES")
@@ -288,6 +339,9 @@ func platformList(p []string) string {
 }
 
 func (a *admin) printAccount(acct store.Account) error {
+	if a.json {
+		return printJSON(a.out, toAccountJSON(acct))
+	}
 	_, err := fmt.Fprintf(a.out, "account %s\n  name: %s\n  sandboxes_enabled: %t\n  sandbox_concurrent_limit: %d\n  platforms: %s\n  sandbox_monthly_minutes: %d\n",
 		acct.ID, acct.Name, acct.SandboxesEnabled, acct.ConcurrentLimit, platformList(acct.AllowedPlatforms), acct.MonthlyMinutes)
 	return err
@@ -302,7 +356,7 @@ func (a *admin) projectCreate(ctx context.Context, args []string) error {
 		return err
 	}
 	if *acctID == "" || *name == "" {
-		return errors.New("project create: --account and --name are required")
+		return adminUsageErr("project create: --account and --name are required")
 	}
 	if *id == "" {
 		*id = newUUID()
@@ -318,6 +372,9 @@ func (a *admin) projectCreate(ctx context.Context, args []string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("create project: %w", err)
+	}
+	if a.json {
+		return printJSON(a.out, map[string]string{"id": *id, "account_id": *acctID, "name": *name})
 	}
 	_, err = fmt.Fprintln(a.out, *id)
 	return err
@@ -341,7 +398,7 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 		return err
 	}
 	if *acctID == "" {
-		return errors.New("token mint: --account is required")
+		return adminUsageErr("token mint: --account is required")
 	}
 	prefix := token.PrefixAgent
 	switch store.TokenKind(*kind) {
@@ -349,7 +406,7 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 	case store.TokenProject:
 		prefix = token.PrefixProject
 	default:
-		return fmt.Errorf("token mint: --kind %q: want agent or project", *kind)
+		return adminUsageErr(fmt.Sprintf("token mint: --kind %q: want agent or project", *kind))
 	}
 	secret, hash := token.New(prefix)
 	id := "tok-" + strconv.FormatInt(a.now().UnixNano(), 36) + "-" + fmt.Sprintf("%x", hash[:4])
@@ -365,17 +422,26 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 	// The secret goes to stdout alone, so `TOKEN=$(sbx admin token mint ...)`
 	// works; the ID (for revoking) goes to stderr.
 	fmt.Fprintf(os.Stderr, "minted %s token %s for account %s; the secret is shown once\n", *kind, id, *acctID)
+	if a.json {
+		return printJSON(a.out, map[string]string{"id": id, "account_id": *acctID, "kind": *kind, "token": secret})
+	}
 	_, err = fmt.Fprintln(a.out, secret)
 	return err
 }
 
 func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 	if len(args) != 1 {
-		return errors.New("token revoke: want one token ID")
+		return adminUsageErr("token revoke: want one token ID")
 	}
 	err := a.st.InTx(ctx, func(tx store.Tx) error { return tx.RevokeToken(ctx, args[0], a.now().UTC()) })
 	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return &notFoundError{msg: fmt.Sprintf("no token with ID %q: the ID is the tok-... that `sbx admin token mint` printed on stderr, also named as the caller in audit entries", args[0])}
+		}
 		return fmt.Errorf("revoke token: %w", err)
+	}
+	if a.json {
+		return printJSON(a.out, map[string]any{"id": args[0], "revoked": true})
 	}
 	_, err = fmt.Fprintf(a.out, "revoked %s\n", args[0])
 	return err
@@ -385,10 +451,16 @@ func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 // the positional arguments (the flag package alone stops at the first
 // positional one and would silently ignore the rest).
 func parseAnywhere(fs *flag.FlagSet, args []string) error {
+	// The flag package would print every flag after its error; one line
+	// saying what was wrong is the CLI's way (--help shows the rest).
+	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return err
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return adminUsageErr(fs.Name() + ": " + err.Error())
 		}
 		if fs.NArg() == 0 {
 			break
@@ -403,10 +475,10 @@ func parseAnywhere(fs *flag.FlagSet, args []string) error {
 // anything more is refused rather than ignored.
 func arg(fs *flag.FlagSet, i int, name string) (string, error) {
 	if fs.NArg() <= i || fs.Arg(i) == "" {
-		return "", fmt.Errorf("missing %s", name)
+		return "", adminUsageErr("missing " + name)
 	}
 	if fs.NArg() > i+1 {
-		return "", fmt.Errorf("unexpected argument %q", fs.Arg(i+1))
+		return "", adminUsageErr(fmt.Sprintf("unexpected argument %q", fs.Arg(i+1)))
 	}
 	return fs.Arg(i), nil
 }

@@ -134,6 +134,11 @@ func (a *app) api() (*apiClient, error) {
 	if a.client != nil {
 		return a.client, nil
 	}
+	// A URL without a scheme (127.0.0.1:8080) is a typo to fix, not an
+	// unreachable API or a missing token.
+	if _, ok := apiKey(a.apiURL()); !ok {
+		return nil, &usageError{cmd: "sbx", msg: fmt.Sprintf("the API URL %s (--api, SBX_API or the config file) is not an http:// or https:// URL with a host; write it like %s", redactedURL(a.apiURL()), defaultAPI)}
+	}
 	tok, err := a.token()
 	if err != nil {
 		return nil, err
@@ -203,8 +208,6 @@ func (d debugTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// explain turns an error into an exit code and one line that says what
-// to do about it.
 // localError reports whether err, a net.Error on its face, failed on
 // this machine rather than on the way to the API: a file a request's
 // body was to be read from (a *url.Error is a net.Error whatever it
@@ -215,6 +218,8 @@ func localError(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &oe) && oe.Op == "listen"
 }
 
+// explain turns an error into an exit code and one line that says what
+// to do about it.
 func (a *app) explain(err error) (int, string) {
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -234,6 +239,10 @@ func (a *app) explain(err error) (int, string) {
 	if errors.Is(err, errNoToken) {
 		return 4, err.Error()
 	}
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		return 5, nf.Error()
+	}
 	var pe *apiError
 	if errors.As(err, &pe) {
 		switch {
@@ -247,6 +256,13 @@ func (a *app) explain(err error) (int, string) {
 			return 1, pe.Detail + "; " + a.validProfiles()
 		}
 		return 1, fmt.Sprintf("%s (%s)", pe.Detail, pe.Code)
+	}
+	var np *apiclient.NotProblemError
+	if errors.As(err, &np) {
+		// Whatever answered is not the sbx API, which answers every error
+		// with a problem document: the API was not reached.
+		return 3, fmt.Sprintf("the server at %s is not the sbx API, or a proxy in front of it failed (%s %s answered %s without a problem document%s): check --api / SBX_API",
+			a.apiURL(), np.Method, np.Path, np.Status, excerptSuffix(np.Body))
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return 3, fmt.Sprintf("cannot reach the API at %s (connection refused): start it with `sbx dev`, or point --api / SBX_API at a running API", a.apiURL())
@@ -263,6 +279,13 @@ func (a *app) explain(err error) (int, string) {
 		return 1, "interrupted"
 	}
 	return 1, err.Error()
+}
+
+func excerptSuffix(body string) string {
+	if body == "" {
+		return ""
+	}
+	return ": " + body
 }
 
 // validProfiles lists the profiles for an error message.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -158,7 +159,11 @@ func (e *noTokenError) Error() string {
 func redactedURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "(unparsable)"
+		// Shown as typed unless it may carry user info (a password).
+		if strings.Contains(raw, "@") {
+			return "(unparsable)"
+		}
+		return strconv.Quote(raw)
 	}
 	return u.Redacted()
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sbxedge/sbx/internal/flagenv"
@@ -16,6 +18,11 @@ func defaultDataDir() string {
 	if d := os.Getenv("SBX_DATA_DIR"); d != "" {
 		return d
 	}
+	return homeDataDir()
+}
+
+// homeDataDir is the data dir when SBX_DATA_DIR is not set.
+func homeDataDir() string {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return ".sbx"
@@ -23,11 +30,44 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".sbx", "dev")
 }
 
+// tildePath writes p, when under the home folder, as ~/... for a flag's
+// default in a help text: help is pasted into issues and docs, and the
+// home folder's path names the person and the machine.
+func tildePath(p string) string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" {
+		return p
+	}
+	if rel, err := filepath.Rel(home, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.Join("~", rel)
+	}
+	return p
+}
+
+const devUsage = `sbx dev: run the whole stack (API, SSH broker, previews) in one process
+
+Usage:
+  sbx dev [flags]
+
+Examples:
+  sbx dev
+  sbx dev --data-dir /tmp/sbx --idle-timeout 10s
+  sbx dev --api-addr 127.0.0.1:0 --ssh-addr 127.0.0.1:0 --preview-addr 127.0.0.1:0 --metrics-addr ''
+      (free ports when the defaults are taken; the banner says which, and what to export)
+
+Flags:
+`
+
 // runDev maps `sbx dev`'s flags onto a devConfig and runs the stack.
 func runDev(ctx context.Context, args []string) error {
 	var c devConfig
 	fs := flag.NewFlagSet("sbx dev", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), devUsage)
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&c.DataDir, "data-dir", defaultDataDir(), "SQLite database, keys and sandbox workspaces")
+	fs.Lookup("data-dir").DefValue = tildePath(defaultDataDir())
 	fs.StringVar(&c.APIAddr, "api-addr", "127.0.0.1:8080", "REST API listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9091", "GET /metrics listen address, apart from the API (empty: off)")
 	fs.StringVar(&c.SSHAddr, "ssh-addr", "127.0.0.1:2222", "SSH broker listen address")
@@ -49,6 +89,11 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL for activity and wake notifications (default: $SBX_REDIS_URL, else in memory, this process only)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "sbx:activity:", "prefix of every activity key in Redis, to share one Redis")
 	fs.DurationVar(&c.ActivityRetry, "activity-retry", 30*time.Second, "how long activity marks are retried while Redis is unreachable before they are dropped (and counted)")
+	if !helpRequested(args) {
+		// The flag package would print its error and all 20 flags; a
+		// mistake gets the CLI's one line instead.
+		fs.SetOutput(io.Discard)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -179,6 +180,30 @@ func (d *devStack) shutdown() error {
 	return err
 }
 
+// devTryText is the banner's "Try:" for a stack serving apiURL from
+// dataDir. The token itself is never printed (scrollback and CI logs keep
+// what a banner shows), nor put in SBX_TOKEN: the CLI reads the token file
+// and sends it only to this stack's API, where SBX_TOKEN would go to any
+// API named later. Only what differs from the CLI's defaults is exported.
+func devTryText(apiURL, dataDir string) string {
+	var env []string
+	if key, _ := apiKey(apiURL); key != defaultAPI {
+		env = append(env, "SBX_API="+apiURL)
+	}
+	// Against the home default, not SBX_DATA_DIR: the other terminal
+	// may not have this one's environment.
+	if dataDir != homeDataDir() {
+		env = append(env, "SBX_DATA_DIR="+shellQuote(dataDir))
+	}
+	var b strings.Builder
+	b.WriteString("\nTry:\n")
+	if len(env) > 0 {
+		b.WriteString("  export " + strings.Join(env, " ") + "\n")
+	}
+	b.WriteString("  sbx create && sbx list\n  sbx ssh <id>\n\n")
+	return b.String()
+}
+
 // runDevStack runs the stack until ctx ends.
 func runDevStack(ctx context.Context, c devConfig) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
@@ -193,9 +218,7 @@ func runDevStack(ctx context.Context, c devConfig) error {
 	if m := d.svc.MetricsAddr(); m != nil {
 		fmt.Fprintf(os.Stderr, "  metrics:    http://%s/metrics\n", m)
 	}
-	// The token itself is never printed: terminal scrollback and CI logs
-	// keep what a banner shows. The CLI reads the token file.
-	fmt.Fprintf(os.Stderr, "\nTry:\n  export SBX_API=%s SBX_TOKEN=$(cat %s)\n  sbx create && sbx list\n  sbx ssh <id>\n\n", d.svc.URL(), d.tokenFile)
+	fmt.Fprint(os.Stderr, devTryText(d.svc.URL(), c.DataDir))
 	select {
 	case <-ctx.Done():
 	case err = <-d.edge.Failed():

@@ -39,7 +39,10 @@ As with docker and kubectl, -it with stdin not a terminal (a pipe, a file)
 runs without a terminal and sends stdin; -itt forces a terminal anyway. -t
 alone gives the command a terminal but no input; -i alone sends stdin, read
 to its end, even from a terminal. A suspended sandbox is woken first; on a
-terminal sbx says so while it waits.`,
+terminal sbx says so while it waits.
+
+-o json waits for the command and prints its result (stdout, stderr,
+exit_code, ...) as one JSON object instead of streaming the output.`,
 		Example: `  sbx exec $ID -- ls -la
   sbx exec $ID 'uname -a; echo $HOME'
   echo hello | sbx exec $ID -- cat
@@ -75,6 +78,9 @@ terminal sbx says so while it waits.`,
 				tty = 0
 			}
 			if tty > 0 {
+				if a.output == "json" {
+					return usageErrorf(c, "-o json gives the command's whole output as one JSON object; a terminal (-t) has none to give")
+				}
 				if c.Flags().Changed("timeout") {
 					return usageErrorf(c, "--timeout applies without a terminal; with -t the command runs until it exits")
 				}
@@ -111,6 +117,9 @@ terminal sbx says so while it waits.`,
 					}
 					req.Stdin, req.StdinEncoding = &in, &enc
 				}
+			}
+			if a.output == "json" {
+				return a.execJSON(c.Context(), gc, id, req)
 			}
 			res, err := a.execStreamed(c.Context(), cl, gc, id, req)
 			if err != nil {
@@ -170,6 +179,39 @@ func (a *app) execStreamed(ctx context.Context, cl *apiClient, gc *apiclient.Cli
 			continue
 		}
 		return res, err
+	}
+}
+
+// execJSON runs one exec and prints the API's result (stdout, stderr,
+// exit_code, ...) as one JSON object for scripts, and exits with the
+// command's status like every sbx exec. The API holds the call while the
+// sandbox wakes; "still waking" is retried as execStreamed does.
+func (a *app) execJSON(ctx context.Context, gc *apiclient.ClientWithResponses, id string, req apiclient.ExecRequest) error {
+	for attempt := 0; ; attempt++ {
+		r, err := apiclient.Result(gc.ExecInSandboxWithResponse(ctx, id, req))
+		var pe *apiError
+		if errors.As(err, &pe) && pe.Code == "sandbox_waking" && attempt < 10 {
+			fmt.Fprintf(a.errw, "sbx: %s; retrying (%d of 10)\n", pe.Detail, attempt+1)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(max(pe.RetryAfter, time.Second)):
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if r.JSON200 == nil {
+			return fmt.Errorf("exec: the API answered %s without a result", r.HTTPResponse.Status)
+		}
+		if err := printJSON(a.out, r.JSON200); err != nil {
+			return err
+		}
+		if r.JSON200.ExitCode != 0 {
+			return &exitStatus{code: r.JSON200.ExitCode}
+		}
+		return nil
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +12,8 @@ import (
 // and the token comes from $SBX_REPO_TOKEN, a file, or stdin, never a
 // flag's value, and is never printed.
 func TestCreateRepoFlags(t *testing.T) {
-	api := &fakeAPI{}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	cliEnv(t, srv.URL)
+	api, base := startFakeAPI(t, "")
+	cliEnv(t, base)
 	const tok = "ghp_REPO0TOKEN0FOR0THE0TEST"
 	tokFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {

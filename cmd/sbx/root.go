@@ -88,7 +88,26 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 		root.AddCommand(c)
 	}
 	root.AddCommand(newVersionCmd(a), newCompletionCmd(a), newSandboxInitCmd(a))
+	for _, c := range root.Commands() {
+		c.SuggestFor = append(c.SuggestFor, otherNames[c.Name()]...)
+	}
 	return root
+}
+
+// otherNames are the words people reach for first, from docker, kubectl
+// and their own habits, mapped to the command that does it: an unknown
+// command suggests by spelling alone, and "logs" is closer to "login"
+// than to anything that prints logs.
+var otherNames = map[string][]string{
+	"services": {"logs", "log"},
+	"events":   {"logs", "log"},
+	"get":      {"status", "show", "inspect", "describe"},
+	"destroy":  {"remove", "kill", "terminate"},
+	"exec":     {"run"},
+	"ssh":      {"shell", "connect", "attach"},
+	"list":     {"ps"},
+	"files":    {"cp", "upload", "download"},
+	"ports":    {"open", "url", "expose", "preview"},
 }
 
 // execute runs the CLI and returns the process exit code.
@@ -104,6 +123,11 @@ func execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	if errors.As(err, &ex) {
 		return ex.code
 	}
+	var ie *interruptedError
+	if errors.As(err, &ie) {
+		fmt.Fprintln(errw, "sbx: "+ie.msg)
+		return 1
+	}
 	if ctx.Err() != nil {
 		// A signal ended the command: whatever failed then (a dial cut
 		// short reads as an unreachable API) failed because of it.
@@ -114,6 +138,13 @@ func execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	fmt.Fprintln(errw, "sbx: "+msg)
 	return code
 }
+
+// interruptedError is a command stopped by a signal that has something
+// to say about what it leaves behind (a sandbox created but not waited
+// for); any other error after a signal is just "interrupted".
+type interruptedError struct{ msg string }
+
+func (e *interruptedError) Error() string { return e.msg }
 
 // exitStatus ends the process with a remote command's status, printing
 // nothing more.

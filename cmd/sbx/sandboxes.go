@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -149,6 +150,11 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 		sb, err = c.sandbox(ctx, id)
 	}
 	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// Ctrl-C stops the waiting, not the sandbox: without its ID the
+		// person would not know one is left running (and billed).
+		p.Stop("")
+		return sb, &interruptedError{msg: fmt.Sprintf("interrupted; sandbox %s was created and is still %s: `sbx get %s` shows it, `sbx destroy %s` removes it", id, last, id, id)}
 	case ctx.Err() != nil:
 		p.Stop("")
 		return sb, fmt.Errorf("sandbox %s still %s after %s; `sbx events --follow %s` shows what it does", id, last, limit, id)

@@ -302,6 +302,11 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 					return nil
 				}
 			}
+			// Checked before minting: a key minted and then not written
+			// is a credential nobody holds, and an event that says otherwise.
+			if err := checkFolder(got[1]); err != nil {
+				return err
+			}
 			tok, err := a.mintPinned(c.Context(), got[0], ttl)
 			if err != nil {
 				return err
@@ -381,6 +386,8 @@ is pinned in ~/.config/sbx/known_hosts.`,
 	}
 	c.Flags().StringVar(&dir, "dir", dir, "where the Host entry and its key are written")
 	c.Flags().StringVar(&userConfig, "ssh-config", userConfig, `ssh config that gets "Include <dir>/*.conf" if missing (empty: leave it alone)`)
+	c.Flags().Lookup("dir").DefValue = tildePath(dir)
+	c.Flags().Lookup("ssh-config").DefValue = tildePath(userConfig)
 	return c
 }
 
@@ -435,6 +442,9 @@ Host %s
 }
 
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	if err := checkFolder(path); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -453,6 +463,23 @@ func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// checkFolder says, in words, when the folder path is to be written in
+// is missing or is not a folder (the temporary file's error names a
+// .tmp-* file the person never asked for).
+func checkFolder(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot write %s: the folder %s does not exist (create it, or name a file in an existing folder)", path, dir)
+	case err != nil:
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("cannot write %s: %s is not a folder", path, dir)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sbxedge/sbx/control/store"
 )
 
 // Sentinel errors the API maps to problem documents. Lifecycle never
@@ -41,7 +43,20 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
-	return fmt.Sprintf("cannot %s a sandbox that is %s", e.Action, e.State)
+	return fmt.Sprintf("cannot %s a sandbox that is %s%s", e.Action, e.State, stateHint(e.State))
+}
+
+// stateHint says what to do about a sandbox in state s, for the person or
+// agent that was refused: an ended one never comes back, a starting one
+// only needs time.
+func stateHint(s string) string {
+	switch store.State(s) {
+	case store.StateTerminating, store.StateTerminated, store.StateFailed:
+		return "; it has ended and cannot be used again: create a new sandbox"
+	case store.StatePending, store.StateRestoring, store.StateSuspending:
+		return "; it is changing state: try again in a few seconds"
+	}
+	return ""
 }
 
 // Unwrap lets errors.Is(err, ErrState) match.

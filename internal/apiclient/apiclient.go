@@ -77,6 +77,35 @@ func (e *ProblemError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Detail)
 }
 
+// NotProblemError is an error status without a problem document: the
+// server is most likely not the sbx API (a wrong base URL), or a proxy in
+// front of it answered.
+type NotProblemError struct {
+	Method, Path, Status string
+	// Body is the start of the answer on one line, for a hint of who
+	// answered; an HTML page of any size stays one short line.
+	Body string
+}
+
+func (e *NotProblemError) Error() string {
+	msg := fmt.Sprintf("%s %s: %s without a problem document", e.Method, e.Path, e.Status)
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+// bodyExcerpt is body's first 120 characters with runs of white space
+// made one space.
+func bodyExcerpt(body []byte) string {
+	const max = 120
+	s := strings.Join(strings.Fields(string(body[:min(len(body), 4*max)])), " ")
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max]) + "..."
+	}
+	return s
+}
+
 // Check returns nil for a response below 400, a *ProblemError for a
 // problem document, and a plain error naming the status otherwise. body
 // is the response body already read (the generated *Response types hold
@@ -87,8 +116,7 @@ func Check(resp *http.Response, body []byte) error {
 	}
 	p := &ProblemError{}
 	if json.Unmarshal(body, p) != nil || p.Code == "" {
-		return fmt.Errorf("%s %s: %s: %s", resp.Request.Method, resp.Request.URL.Path, resp.Status,
-			strings.TrimSpace(string(body)))
+		return &NotProblemError{Method: resp.Request.Method, Path: resp.Request.URL.Path, Status: resp.Status, Body: bodyExcerpt(body)}
 	}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
 		p.RetryAfter = time.Duration(s) * time.Second

@@ -435,6 +435,12 @@ func (p *proc) once() (int, error) {
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		// A missing cwd fails the fork with the program's name on it
+		// ("fork/exec /usr/bin/npm: no such file or directory"), which
+		// sends people looking for a program that is there.
+		if _, serr := os.Stat(cmd.Dir); serr != nil {
+			err = fmt.Errorf("cwd %q is not a folder in the workspace (create it, or set --cwd): %w", p.svc.Cwd, serr)
+		}
 		code := 127
 		p.exited(code)
 		return code, err

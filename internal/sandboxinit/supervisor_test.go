@@ -249,3 +249,19 @@ func TestFollowEndsWhenThePeerLeaves(t *testing.T) {
 		t.Errorf("ServeListener after its listener closed: %v, want nil", err)
 	}
 }
+
+// A cwd that is not there must be named in the log, not reported as the
+// program missing.
+func TestMissingCwdIsNamedInTheLog(t *testing.T) {
+	s := newSup(t)
+	if err := s.Put(Service{Name: "web", Command: "/bin/sh", Args: []string{"-c", "true"}, Cwd: "app"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, "web failed to start", func(st Status) bool { return st.Starts >= 1 && st.ExitCode != nil })
+	var lines []string
+	_ = s.Logs(t.Context(), "web", 100, false, func(l Line) error { lines = append(lines, l.Text); return nil })
+	all := strings.Join(lines, "\n")
+	if !strings.Contains(all, `cwd "app" is not a folder in the workspace`) {
+		t.Errorf("log does not name the missing cwd:\n%s", all)
+	}
+}
