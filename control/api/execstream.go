@@ -64,13 +64,17 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Tar
 	stderr.flush()
 	var gone *streamEnded
 	ended := false
-	if err != nil && r.Context().Err() == nil {
+	// A command killed by a signal may have been killed by its sandbox's
+	// end (the provider ends every process of a destroyed sandbox), its
+	// exit-signal arriving before the session breaks: that is the end of
+	// the sandbox, and the client is told so, as for a broken session.
+	if (err != nil || res.Signal != "") && r.Context().Err() == nil {
 		gone, ended = sw.failed(ctx)
 	}
 	switch {
 	case err != nil && r.Context().Err() != nil:
 		logger(r).InfoContext(r.Context(), "exec stream: client went away; command ended", "sandbox_id", t.SandboxID)
-	case err != nil && ended:
+	case ended:
 		sse.event("error", gone.p)
 	case err != nil && errors.Is(context.Cause(ctx), errShuttingDown):
 		sse.event("error", shuttingDown)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -239,7 +241,7 @@ func TestStreamTicketDiesWithItsToken(t *testing.T) {
 func TestStreamEndsBeforeItsInvalidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "sqlite", false)
-	endBehindTheBack := func(t *testing.T, id string) {
+	markEnded := func(t *testing.T, id string) {
 		ctx := context.Background()
 		err := e.svc.Store.InTx(ctx, func(tx store.Tx) error {
 			sb, err := tx.SandboxForUpdate(ctx, id)
@@ -252,7 +254,10 @@ func TestStreamEndsBeforeItsInvalidation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.svc.Provider.Destroy(ctx, id); err != nil {
+	}
+	endBehindTheBack := func(t *testing.T, id string) {
+		markEnded(t, id)
+		if err := e.svc.Provider.Destroy(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -282,6 +287,30 @@ func TestStreamEndsBeforeItsInvalidation(t *testing.T) {
 		}
 		endBehindTheBack(t, id)
 		last := lastEvent(t, events, time.Minute, "its sandbox was destroyed") // a hang detector, as above
+		var p problemDoc
+		if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != "sandbox_ended" {
+			t.Fatalf("last event %s %s, want error with problem code sandbox_ended", last.name, last.data)
+		}
+	})
+	// The destroy kills the command, and its exit-signal may come before
+	// the session breaks (seen under -race): a kill is the sandbox's end
+	// too. Here the command is killed, as the destroy would, and nothing
+	// else happens to its session.
+	t.Run("exec stream, killed before its session breaks", func(t *testing.T) {
+		id := e.createReady(t)
+		events, _ := e.startExecStream(t, id, `{"command":"echo started; while [ ! -e stop ]; do sleep 0.05; done; kill -KILL $$"}`, false)
+		if ev := nextEvent(t, events); ev.name != "stdout" {
+			t.Fatalf("first event %s %s, want stdout", ev.name, ev.data)
+		}
+		sb, err := e.svc.Store.Sandbox(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		markEnded(t, id)
+		if err := os.WriteFile(filepath.Join(sb.Workspace, "stop"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		last := lastEvent(t, events, time.Minute, "its command was killed")
 		var p problemDoc
 		if last.name != "error" || json.Unmarshal([]byte(last.data), &p) != nil || p.Code != "sandbox_ended" {
 			t.Fatalf("last event %s %s, want error with problem code sandbox_ended", last.name, last.data)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,10 +15,7 @@ import (
 func TestPortOnIPv6LoopbackOnly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, newTestApp())
-	ln, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		t.Fatalf("listen on ::1: %v", err)
-	}
+	ln := listenV6Only(t)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "v6 app, path %s", r.URL.Path)
 	}), ReadHeaderTimeout: 10 * time.Second}
@@ -40,4 +38,34 @@ func TestPortOnIPv6LoopbackOnly(t *testing.T) {
 	if resp, body := e.get("vfour", "/", "Authorization", "Bearer "+tokenA); resp.StatusCode != 200 {
 		t.Fatalf("v4 port: %d %q", resp.StatusCode, body)
 	}
+}
+
+// listenV6Only listens on a port of ::1 that nothing can take on
+// 127.0.0.1 while the test runs: the proxy tries 127.0.0.1 first, and
+// another test's server given the same port number there (ports are per
+// address) answered in this one's place. The v4 side is held by a socket
+// bound without SO_REUSEADDR and never listening: a connection to it is
+// refused, and no one else can bind it.
+func listenV6Only(t *testing.T) net.Listener {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			t.Fatalf("listen on ::1: %v", err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			syscall.Close(fd)
+			ln.Close() // taken on 127.0.0.1: try another
+			continue
+		}
+		t.Cleanup(func() { syscall.Close(fd) })
+		return ln
+	}
+	t.Fatal("no port free on both ::1 and 127.0.0.1 in 20 tries")
+	return nil
 }
