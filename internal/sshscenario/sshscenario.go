@@ -292,8 +292,8 @@ func VSCodePattern(t *testing.T, ssh SSH) {
 	cmd := ssh(Ctx(t, time.Minute), []string{"-T", "-D", "127.0.0.1:" + dport}, "bash")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	Background(t, cmd)
-	fmt.Fprintf(stdin, "cd %s\npython3 -m http.server --bind 127.0.0.1 %s >/dev/null 2>&1 &\n"+
+	session := Background(t, cmd)
+	fmt.Fprintf(stdin, "cd %s\npython3 -m http.server --bind 127.0.0.1 %s >/dev/null 2>&1 &\nsrv=$!\n"+
 		"for i in $(seq 100); do (exec 4<>/dev/tcp/127.0.0.1/%s) 2>/dev/null && break; sleep 0.1; done\necho listening=%s\n",
 		webroot, sport, sport, sport)
 	line := make([]byte, 64)
@@ -305,8 +305,12 @@ func VSCodePattern(t *testing.T, ssh SSH) {
 	if got := Curl(t, "--socks5-hostname", "127.0.0.1:"+dport, "http://127.0.0.1:"+sport+"/index.html"); got != "vscode-server-ok" {
 		t.Fatalf("GET via SOCKS: got %q, want vscode-server-ok", got)
 	}
-	_, _ = io.WriteString(stdin, "kill %1; exit 0\n")
+	// The server must not outlive the test: waiting for the session to
+	// end makes sure its shell got this far (killing ssh at the test's
+	// end left python running on the machine, its port open).
+	_, _ = io.WriteString(stdin, "kill $srv; wait $srv; exit 0\n")
 	stdin.Close()
+	session.Wait(t, 30*time.Second)
 }
 
 // ParallelSessions runs n sessions at once, spread over targets.
