@@ -2,10 +2,9 @@ package apiclient
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -41,17 +40,15 @@ func (r retryUnavailable) Do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
-		var p struct {
-			Code string `json:"code"`
-		}
-		if json.Unmarshal(body, &p) != nil || p.Code != codeUnavailable {
+		var p *ProblemError
+		if !errors.As(Check(resp, body), &p) || p.Code != codeUnavailable {
 			return resp, nil
 		}
-		wait := time.Second
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			wait = time.Duration(s) * time.Second
+		wait := p.RetryAfter
+		if resp.Header.Get("Retry-After") == "" {
+			wait = time.Second
 		}
-		t := time.NewTimer(min(wait, maxRetryWait))
+		t := time.NewTimer(min(max(wait, 0), maxRetryWait))
 		select {
 		case <-req.Context().Done():
 			t.Stop()
