@@ -40,11 +40,12 @@ type PrometheusRule struct {
 		Groups []struct {
 			Name  string `json:"name"`
 			Rules []struct {
-				Alert       string            `json:"alert"`
+				Alert       string            `json:"alert,omitempty"`
+				Record      string            `json:"record,omitempty"`
 				Expr        string            `json:"expr"`
-				For         string            `json:"for"`
-				Labels      map[string]string `json:"labels"`
-				Annotations map[string]string `json:"annotations"`
+				For         string            `json:"for,omitempty"`
+				Labels      map[string]string `json:"labels,omitempty"`
+				Annotations map[string]string `json:"annotations,omitempty"`
 			} `json:"rules"`
 		} `json:"groups"`
 	} `json:"spec"`
@@ -54,6 +55,7 @@ type PrometheusRule struct {
 type rendered struct {
 	objects []runtime.Object
 	rules   []PrometheusRule
+	routes  []AlertmanagerConfig
 }
 
 var strict = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
@@ -79,12 +81,20 @@ func render(t *testing.T, dir string) rendered {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
-		if bytes.Contains(doc, []byte("apiVersion: monitoring.coreos.com/v1")) {
+		if bytes.Contains(doc, []byte("apiVersion: monitoring.coreos.com/v1\n")) {
 			var pr PrometheusRule
 			if err := yaml.UnmarshalStrict(doc, &pr); err != nil {
 				t.Fatalf("%s: PrometheusRule: %v", dir, err)
 			}
 			r.rules = append(r.rules, pr)
+			continue
+		}
+		if bytes.Contains(doc, []byte("apiVersion: monitoring.coreos.com/v1alpha1")) {
+			var ac AlertmanagerConfig
+			if err := yaml.UnmarshalStrict(doc, &ac); err != nil {
+				t.Fatalf("%s: AlertmanagerConfig: %v", dir, err)
+			}
+			r.routes = append(r.routes, ac)
 			continue
 		}
 		obj, gvk, err := strict.Decode(doc, nil, nil)
@@ -132,6 +142,7 @@ func TestManifestsRender(t *testing.T) {
 			checkIsolation(t, r)
 			checkMetrics(t, r)
 			checkAlerts(t, r)
+			checkAlertRoute(t, r)
 		})
 	}
 }

@@ -54,6 +54,27 @@ type Pool struct {
 	// Slots is how many sandbox pods the pool's hosts hold. It feeds the
 	// capacity gauges; the operator raises it when hosts are added.
 	Slots int `json:"slots"`
+	// SlotsPerHost is how many sandbox pods one host of the pool holds;
+	// the capacity alert divides a shortfall by it to propose how many
+	// hosts to order. Zero means the default: 2 for macOS (Apple's
+	// licence allows two macOS VMs per host), Slots for Linux (the pool
+	// counted as one host).
+	SlotsPerHost int `json:"slotsPerHost,omitempty"`
+}
+
+// MacOSVMsPerHost is the most macOS VMs Apple's licence allows on one host.
+const MacOSVMsPerHost = 2
+
+// HostSlots is SlotsPerHost with its default applied.
+func (p Pool) HostSlots(platform string) int {
+	switch {
+	case p.SlotsPerHost > 0:
+		return p.SlotsPerHost
+	case platform == PlatformMacOS:
+		return MacOSVMsPerHost
+	default:
+		return max(p.Slots, 1)
+	}
 }
 
 // Shape is one profile: what a sandbox of that profile gets.
@@ -99,9 +120,14 @@ var profileNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`)
 
 // Validate names the first bad field.
 func (c Catalog) Validate() error {
-	for name := range c.Pools {
-		if name != PlatformLinux && name != PlatformMacOS {
+	for name, p := range c.Pools {
+		switch {
+		case name != PlatformLinux && name != PlatformMacOS:
 			return fmt.Errorf("pools.%s: platform must be %s or %s", name, PlatformLinux, PlatformMacOS)
+		case p.Slots < 0 || p.SlotsPerHost < 0:
+			return fmt.Errorf("pools.%s: slots and slotsPerHost must not be negative", name)
+		case name == PlatformMacOS && p.SlotsPerHost > MacOSVMsPerHost:
+			return fmt.Errorf("pools.%s.slotsPerHost %d: Apple's licence allows at most %d macOS VMs per host", name, p.SlotsPerHost, MacOSVMsPerHost)
 		}
 	}
 	seen := map[string]bool{}

@@ -13,7 +13,9 @@ import (
 )
 
 // Metrics are the provider's Prometheus series. The pool gauges are the
-// capacity signal: deploy/ alerts when desired slots stay above capacity.
+// capacity signal: deploy/'s recording rules turn claimed, queued and the
+// warm floor into the spec's desired slots (with the hour's p95) and alert
+// when it stays above capacity.
 type Metrics struct {
 	provisions    *prometheus.CounterVec
 	stops         *prometheus.CounterVec
@@ -22,6 +24,10 @@ type Metrics struct {
 	desired       *prometheus.GaugeVec
 	available     *prometheus.GaugeVec
 	unschedulable *prometheus.GaugeVec
+	claimed       *prometheus.GaugeVec
+	queued        *prometheus.GaugeVec
+	warmFloor     *prometheus.GaugeVec
+	perHost       *prometheus.GaugeVec
 }
 
 // NewMetrics registers the series on reg (nil: unregistered, for tests).
@@ -35,9 +41,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		desired:       pool.GaugeVec("slots_desired", "Slots wanted: live sandbox pods plus the warm replica floor.", "pool"),
 		available:     pool.GaugeVec("slots_available", "Capacity minus pods holding a slot (sandbox and warm).", "pool"),
 		unschedulable: pool.GaugeVec("pods_unschedulable", "Pods the scheduler found no host for (NoAvailableHost).", "pool"),
+		claimed:       pool.GaugeVec("slots_claimed", "Live sandbox pods placed on a host.", "pool"),
+		queued:        pool.GaugeVec("slots_queued", "Live sandbox pods waiting for a host (not yet scheduled).", "pool"),
+		warmFloor:     pool.GaugeVec("warm_floor", "Warm pods the pool's profiles keep (the sum of their warmReplicas).", "pool"),
+		perHost:       pool.GaugeVec("slots_per_host", "Sandbox pods one host of the pool holds (2 for macOS: Apple's licence).", "pool"),
 	}
 	if reg != nil {
-		reg.MustRegister(m.provisions, m.stops, m.warmClaims, m.capacity, m.desired, m.available, m.unschedulable)
+		reg.MustRegister(m.provisions, m.stops, m.warmClaims, m.capacity, m.desired, m.available, m.unschedulable,
+			m.claimed, m.queued, m.warmFloor, m.perHost)
 	}
 	return m
 }
@@ -45,18 +56,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // poolUsage is one pool's slot accounting at one instant.
 type poolUsage struct {
 	Capacity, Desired, Available, Unschedulable int
+	// Claimed and Queued split the live sandbox pods into those placed on
+	// a host and those still waiting for one; WarmFloor is the warm pods
+	// the profiles ask for, PerHost one host's slots.
+	Claimed, Queued, WarmFloor, PerHost int
 }
 
 // usage computes every pool's slots from the pods in the cache.
 func (p *Provider) usage(pods []*corev1.Pod) map[string]poolUsage {
 	out := map[string]poolUsage{}
 	for name, pool := range p.cfg.Catalog.Pools {
-		u := poolUsage{Capacity: pool.Slots}
+		u := poolUsage{Capacity: pool.Slots, PerHost: pool.HostSlots(name)}
 		for _, s := range p.cfg.Catalog.Profiles {
 			if s.Platform == name {
-				u.Desired += s.WarmReplicas
+				u.WarmFloor += s.WarmReplicas
 			}
 		}
+		u.Desired = u.WarmFloor
 		u.Available = u.Capacity
 		out[name] = u
 	}
@@ -66,8 +82,14 @@ func (p *Provider) usage(pods []*corev1.Pod) map[string]poolUsage {
 			continue
 		}
 		u.Available--
-		if pod.Labels[LabelRole] == RoleSandbox {
+		sandbox := pod.Labels[LabelRole] == RoleSandbox
+		if sandbox {
 			u.Desired++
+			if placed(pod) {
+				u.Claimed++
+			} else {
+				u.Queued++
+			}
 		}
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
@@ -77,6 +99,19 @@ func (p *Provider) usage(pods []*corev1.Pod) map[string]poolUsage {
 		out[pod.Labels[LabelPlatform]] = u
 	}
 	return out
+}
+
+// placed reports whether the scheduler has given pod a host.
+func placed(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" {
+		return true
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // gauges refreshes the pool gauges from the informer cache every
@@ -92,6 +127,10 @@ func (p *Provider) gauges(ctx context.Context, lister corelisters.PodLister) {
 				p.metrics.desired.WithLabelValues(pool).Set(float64(u.Desired))
 				p.metrics.available.WithLabelValues(pool).Set(float64(u.Available))
 				p.metrics.unschedulable.WithLabelValues(pool).Set(float64(u.Unschedulable))
+				p.metrics.claimed.WithLabelValues(pool).Set(float64(u.Claimed))
+				p.metrics.queued.WithLabelValues(pool).Set(float64(u.Queued))
+				p.metrics.warmFloor.WithLabelValues(pool).Set(float64(u.WarmFloor))
+				p.metrics.perHost.WithLabelValues(pool).Set(float64(u.PerHost))
 			}
 		}
 		select {

@@ -165,9 +165,14 @@ func TestCapacityGauges(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	// The catalog keeps 2 warm linux pods (tuist-linux-warm); no warm
 	// store here, so none run and only the floor counts as desired.
+	// Every pod here is placed by the test kubelet: claimed, none queued.
+	// The per-host slots are the defaults: the pool as one host for
+	// Linux, Apple's two VMs for macOS.
 	want := map[string]map[string]float64{
-		"linux": {"sbx_pool_slots_capacity": 40, "sbx_pool_slots_desired": 2 + 2, "sbx_pool_slots_available": 40 - 2},
-		"macos": {"sbx_pool_slots_capacity": 8, "sbx_pool_slots_desired": 1, "sbx_pool_slots_available": 8 - 1},
+		"linux": {"sbx_pool_slots_capacity": 40, "sbx_pool_slots_desired": 2 + 2, "sbx_pool_slots_available": 40 - 2,
+			"sbx_pool_slots_claimed": 2, "sbx_pool_slots_queued": 0, "sbx_pool_warm_floor": 2, "sbx_pool_slots_per_host": 40},
+		"macos": {"sbx_pool_slots_capacity": 8, "sbx_pool_slots_desired": 1, "sbx_pool_slots_available": 8 - 1,
+			"sbx_pool_slots_claimed": 1, "sbx_pool_slots_queued": 0, "sbx_pool_warm_floor": 0, "sbx_pool_slots_per_host": 2},
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
