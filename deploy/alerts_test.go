@@ -14,12 +14,8 @@ import (
 type AlertmanagerConfig struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string            `json:"name"`
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
-	} `json:"metadata"`
-	Spec struct {
+	Metadata   crMeta `json:"metadata"`
+	Spec       struct {
 		Route struct {
 			Receiver string `json:"receiver"`
 			Matchers []struct {

@@ -25,18 +25,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// crMeta is the metadata deploy/'s custom resources carry.
+type crMeta struct {
+	Name      string            `json:"name"`
+	Namespace string            `json:"namespace"`
+	Labels    map[string]string `json:"labels"`
+}
+
 // PrometheusRule is the subset of the Prometheus Operator's type the
 // manifests use; it is not a client-go type, so it is decoded strictly
 // into this instead.
 type PrometheusRule struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string            `json:"name"`
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
-	} `json:"metadata"`
-	Spec struct {
+	Metadata   crMeta `json:"metadata"`
+	Spec       struct {
 		Groups []struct {
 			Name  string `json:"name"`
 			Rules []struct {
