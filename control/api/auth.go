@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
 
@@ -20,6 +21,7 @@ const (
 	accountKey ctxKey = iota
 	loggerKey
 	tokenKey
+	tokenExpiresKey
 )
 
 var (
@@ -80,17 +82,19 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, errProjectToken)
 			return
 		}
-		next.ServeHTTP(w, s.authenticated(r, acct, tok.ID))
+		next.ServeHTTP(w, s.authenticated(r, acct, tok.ID, expiry(tok.ExpiresAt)))
 	})
 }
 
 // authenticated is r as the handlers behind auth see it: with the
-// account, a logger naming it and the request, and the token's ID.
-func (s *Server) authenticated(r *http.Request, acct store.Account, tokenID string) *http.Request {
+// account, a logger naming it and the request, and the token's ID and
+// expiry (zero: none), which bounds the streams it opens.
+func (s *Server) authenticated(r *http.Request, acct store.Account, tokenID string, expires time.Time) *http.Request {
 	log := s.log.With("account_id", acct.ID, "request_id", middleware.GetReqID(r.Context()))
 	ctx := context.WithValue(r.Context(), accountKey, acct)
 	ctx = context.WithValue(ctx, loggerKey, log)
 	ctx = context.WithValue(ctx, tokenKey, tokenID)
+	ctx = context.WithValue(ctx, tokenExpiresKey, expires)
 	return r.WithContext(ctx)
 }
 
@@ -113,6 +117,20 @@ func account(r *http.Request) store.Account {
 func callerID(r *http.Request) string {
 	id, _ := r.Context().Value(tokenKey).(string)
 	return id
+}
+
+// tokenExpires is when the token that authenticated the request expires;
+// zero when it does not.
+func tokenExpires(r *http.Request) time.Time {
+	t, _ := r.Context().Value(tokenExpiresKey).(time.Time)
+	return t
+}
+
+func expiry(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 func logger(r *http.Request) *slog.Logger {

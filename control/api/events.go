@@ -48,15 +48,21 @@ const keepAlive = 15 * time.Second
 // StopStreams ends every open event stream (they are long-lived and would
 // otherwise hold http.Server.Shutdown until its deadline). Call it from
 // the server's RegisterOnShutdown. Later calls do nothing.
-func (s *Server) StopStreams() { s.stopStreamsOnce.Do(func() { close(s.stopStreams) }) }
+func (s *Server) StopStreams() {
+	s.stopStreamsOnce.Do(func() {
+		close(s.stopStreams)
+		s.streams.Close() // every stream is ending now; no expiry timer is left behind
+	})
+}
 
 // events lists a sandbox's lifecycle events, or streams them as
 // server-sent events when the client accepts text/event-stream. A stream
 // resumes after Last-Event-ID (or ?after=) and ends once the sandbox has
 // reached a final state and that event was sent, or, with a last "error"
-// event carrying token_revoked, when its token is revoked.
+// event carrying token_revoked or token_expired, when its token is
+// revoked or expires.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	epoch := s.streams.epoch.Load() // before the sandbox is checked
+	epoch := s.streams.Epoch() // before the sandbox is checked
 	sb, ok := s.urlSandbox(w, r)
 	if !ok {
 		return

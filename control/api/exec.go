@@ -69,7 +69,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	epoch := s.streams.epoch.Load() // before the sandbox is checked
+	epoch := s.streams.Epoch() // before the sandbox is checked
 	sb, t, err := s.sandboxTarget(r)
 	if err != nil {
 		writeError(w, r, err)

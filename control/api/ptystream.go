@@ -71,7 +71,7 @@ func (s *Server) execStreamAuth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	s.execStream(w, s.authenticated(r, acct, c.TokenID))
+	s.execStream(w, s.authenticated(r, acct, c.TokenID, c.tokenExpires()))
 }
 
 // originAllowed admits requests without an Origin (not a browser), the
@@ -121,8 +121,8 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, badQuery("command", "must not contain NUL"))
 		return
 	}
-	epoch := s.streams.epoch.Load() // before the sandbox is checked
-	t, err := s.target(r)           // wakes a suspended sandbox; the stream counts as activity
+	epoch := s.streams.Epoch() // before the sandbox is checked
+	t, err := s.target(r)      // wakes a suspended sandbox; the stream counts as activity
 	if err != nil {
 		writeError(w, r, err)
 		return

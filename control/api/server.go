@@ -22,6 +22,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podssh"
@@ -118,8 +119,9 @@ type Server struct {
 	tickets        Tickets
 	ticketKey      []byte
 
-	// streams are the open streams, ended when their authority goes.
-	streams streamSet
+	// streams are the open streams, ended when their authority goes or
+	// their token expires.
+	streams *authority.Registry[*liveStream]
 
 	// stopStreams is closed by StopStreams to end event streams.
 	stopStreams     chan struct{}
@@ -177,6 +179,7 @@ func New(cfg Config, d Deps) *Server {
 		cfg: cfg, store: d.Store, life: d.Lifecycle, pods: d.Pods, log: d.Logger,
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
 		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
+		streams: authority.New[*liveStream](d.Now),
 		tickets: d.Tickets, ticketKey: d.TicketKey,
 	}
 }

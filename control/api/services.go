@@ -165,7 +165,7 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
 // should hear why rather than see the stream drop), or when control shuts
 // down (streamauth.go).
 func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, tail int) {
-	epoch := s.streams.epoch.Load() // before the sandbox is checked
+	epoch := s.streams.Epoch() // before the sandbox is checked
 	sb, ok := s.urlSandbox(w, r)
 	if !ok {
 		return

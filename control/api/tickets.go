@@ -22,7 +22,8 @@ import (
 // A stream ticket lets a browser, which cannot set an Authorization header
 // on a WebSocket, open one sandbox's terminal stream: minted with the
 // account token (POST …/exec/stream/tickets), it is good once, for that
-// sandbox, for ticketTTL. It is sealed (HMAC) rather than stored, so any
+// sandbox, for ticketTTL or until its token expires, whichever is first
+// (a ticket stands in for its token and never outlives it). It is sealed (HMAC) rather than stored, so any
 // replica can check it; only its redemption is shared (Tickets).
 const (
 	ticketTTL    = 30 * time.Second
@@ -44,6 +45,9 @@ type ticketClaims struct {
 	Sandbox string `json:"s"`
 	Nonce   string `json:"n"`
 	Expires int64  `json:"e"` // unix seconds
+	// TokenExpires is when the ticket's token expires (unix
+	// milliseconds; 0: never): the stream it opens ends then.
+	TokenExpires int64 `json:"x,omitempty"`
 }
 
 var (
@@ -71,9 +75,17 @@ func (s *Server) createStreamTicket(w http.ResponseWriter, r *http.Request) {
 	}
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
-	exp := s.now().Add(ticketTTL).Truncate(time.Second)
+	exp := s.now().Add(ticketTTL)
+	tokExp := tokenExpires(r)
+	if !tokExp.IsZero() && tokExp.Before(exp) {
+		exp = tokExp
+	}
+	exp = exp.Truncate(time.Second) // earlier, never later, than both
 	c := ticketClaims{Account: sb.AccountID, TokenID: callerID(r), Sandbox: sb.ID,
 		Nonce: base64.RawURLEncoding.EncodeToString(nonce), Expires: exp.Unix()}
+	if !tokExp.IsZero() {
+		c.TokenExpires = tokExp.UnixMilli()
+	}
 	tk := s.sealTicket(c)
 	writeJSON(w, http.StatusCreated, ticketView{Ticket: tk, ExpiresAt: exp.UTC(),
 		URL: "/api/v1/sandboxes/" + sb.ID + "/exec/stream?ticket=" + url.QueryEscape(tk)})
@@ -106,8 +118,14 @@ func (s *Server) redeemTicket(ctx context.Context, tk, sandboxID string) (ticket
 	if err != nil || json.Unmarshal(payload, &c) != nil {
 		return c, errBadTicket
 	}
-	left := time.Unix(c.Expires, 0).Sub(s.now())
+	now := s.now()
+	left := time.Unix(c.Expires, 0).Sub(now)
 	if c.Sandbox != sandboxID || left <= 0 {
+		return c, errBadTicket
+	}
+	// Minted with Expires no later than this; checked again all the same,
+	// as the token's own expiry is what a ticket may never outlive.
+	if exp := c.tokenExpires(); !exp.IsZero() && !now.Before(exp) {
 		return c, errBadTicket
 	}
 	// The ticket stands in for its token, so it dies with it: a token
@@ -131,6 +149,14 @@ func (s *Server) redeemTicket(ctx context.Context, tk, sandboxID string) (ticket
 		return c, errBadTicket
 	}
 	return c, nil
+}
+
+// tokenExpires is when the ticket's token expires; zero when never.
+func (c ticketClaims) tokenExpires() time.Time {
+	if c.TokenExpires == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(c.TokenExpires)
 }
 
 // tokenRevokedSince reports whether the token id was revoked after since.

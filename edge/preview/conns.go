@@ -13,13 +13,15 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/tick"
 )
 
 // Authority ends the connections that rode on it. Every relayed request
-// is registered with what admitted it (the route, and a token, a signed-in
-// identity or the port being public). When control says something changed
+// is registered in the proxy's authority.Registry with what admitted it
+// (its port and sandbox, and a token, a signed-in identity or the port
+// being public). When control says something changed
 // (Revoke, from the Redis invalidation channel or in-process in sbx dev),
 // the affected connections are checked again with control, past every
 // cache, and those no longer admitted are ended: a WebSocket gets a close
@@ -33,9 +35,6 @@ const statusPolicyViolation = 1008
 
 // devIssuer is the issuer of identities signed in by DevSignIn.
 const devIssuer = "sbx-dev"
-
-// errRevoked is the cause of a request context ended by Revoke.
-var errRevoked = errors.New("preview: authority for this connection ended")
 
 // upstreamEndCheck bounds the re-check of a WebSocket whose upstream
 // ended on its own (see wsConn.upstreamEnded).
@@ -67,82 +66,75 @@ type liveConn struct {
 	grant  grant
 	cancel context.CancelCauseFunc
 	ws     atomic.Pointer[wsConn]
-	reason atomic.Pointer[string] // set once, by the revoke that ends it
 }
 
-// connSet is the proxy's registry of live connections. A linear scan per
-// invalidation is fine: invalidations are rare next to requests, and a
-// scan of even 100,000 entries takes about a millisecond.
-type connSet struct {
-	mu    sync.Mutex // guards conns and ws
-	conns map[*liveConn]struct{}
-	ws    map[*wsConn]struct{} // every upgraded socket not yet closed
-	// epoch is bumped by every Revoke, so a request authorised before one
-	// and registered after it is checked again (see track).
-	epoch atomic.Uint64
-}
+// conn is a relayed request as the proxy's registry (p.conns) holds it.
+type conn = *authority.Conn[*liveConn]
 
-func newConnSet() *connSet {
-	return &connSet{conns: map[*liveConn]struct{}{}, ws: map[*wsConn]struct{}{}}
-}
-
-func (s *connSet) add(lc *liveConn) {
-	s.mu.Lock()
-	s.conns[lc] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *connSet) remove(lc *liveConn) {
-	s.mu.Lock()
-	delete(s.conns, lc)
-	s.mu.Unlock()
-}
-
-func (s *connSet) match(f func(*liveConn) bool) []*liveConn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*liveConn
-	for lc := range s.conns {
-		if f(lc) {
-			out = append(out, lc)
-		}
+// keys are the authorities a request admitted by g on rt rides on.
+func (g grant) keys(label string, rt Route) []authority.Key {
+	keys := []authority.Key{{Kind: authority.Port, ID: label}, {Kind: authority.Sandbox, ID: rt.SandboxID}}
+	switch g.kind {
+	case grantToken:
+		keys = append(keys, authority.Key{Kind: authority.Token, ID: rt.AccountID})
+	case grantSession:
+		keys = append(keys, authority.Key{Kind: authority.Member, ID: rt.AccountID})
 	}
-	return out
+	return keys
+}
+
+// sockets are the upgraded sockets not yet closed: the http.Server does
+// not track hijacked connections, so Close must reach them itself.
+type sockets struct {
+	mu sync.Mutex // guards m
+	m  map[*wsConn]struct{}
 }
 
 // track registers a request about to be relayed and returns the context
 // to relay it with. ok is false when an invalidation that arrived since
 // the request began (epoch) took its authority away.
-func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch uint64) (context.Context, *liveConn, bool) {
+func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch uint64) (context.Context, conn, bool) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	lc := &liveConn{label: label, route: rt, grant: g, cancel: cancel}
-	p.conns.add(lc)
-	if p.conns.epoch.Load() != epoch {
-		p.recheck(ctx, []*liveConn{lc})
-		if lc.reason.Load() != nil {
-			p.untrack(lc)
+	c, raced := p.conns.Register(epoch, authority.Registration[*liveConn]{
+		Keys: g.keys(label, rt), Value: lc,
+		End: func(cause error) { p.end(lc, cause) },
+	})
+	if raced {
+		p.recheck(ctx, []conn{c})
+		if c.Cause() != nil {
+			p.untrack(c)
 			return nil, nil, false
 		}
 	}
-	return ctx, lc, true
+	return ctx, c, true
 }
 
-func (p *Proxy) untrack(lc *liveConn) {
-	p.conns.remove(lc)
-	lc.cancel(nil)
+func (p *Proxy) untrack(c conn) {
+	p.conns.Remove(c)
+	c.Value.cancel(nil)
 }
 
-// end ends lc for reason; only the first call counts.
-func (p *Proxy) end(lc *liveConn, reason string) {
-	if !lc.reason.CompareAndSwap(nil, &reason) {
-		return
-	}
+// end ends lc because its authority went (the registry calls it once):
+// a WebSocket gets a close frame saying why, then its request ends.
+func (p *Proxy) end(lc *liveConn, cause error) {
+	reason := endReason(cause)
 	p.log.Info("preview connection ended: authority gone", "sandbox_id", lc.route.SandboxID, "label", lc.label, "reason", reason)
 	if ws := lc.ws.Load(); ws != nil {
 		ws.revoke(statusPolicyViolation, reason) // cancels once the frame is out
 		return
 	}
-	lc.cancel(errRevoked)
+	lc.cancel(cause)
+}
+
+// endReason is what a client is told of cause: a WebSocket's close
+// reason.
+func endReason(cause error) string {
+	var e *authority.Ended
+	if errors.As(cause, &e) && e.Detail != "" {
+		return e.Detail
+	}
+	return cause.Error()
 }
 
 // Revoke applies an invalidation from control: it drops what the proxy
@@ -150,29 +142,24 @@ func (p *Proxy) end(lc *liveConn, reason string) {
 // those no longer admitted. It returns once they are checked (each
 // WebSocket's close frame is on its way). Safe for concurrent use.
 func (p *Proxy) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
-	p.conns.epoch.Add(1)
-	var affected []*liveConn
+	var affected []conn
 	switch inv.Kind {
 	case edgeapi.InvalidatePort:
 		p.routes.Invalidate(inv.Label)
-		affected = p.conns.match(func(lc *liveConn) bool { return lc.label == inv.Label })
+		affected = p.conns.Invalidate(authority.Key{Kind: authority.Port, ID: inv.Label})
 	case edgeapi.InvalidateSandbox:
 		p.routes.invalidateSandbox(inv.SandboxID)
-		affected = p.conns.match(func(lc *liveConn) bool { return lc.route.SandboxID == inv.SandboxID })
+		affected = p.conns.Invalidate(authority.Key{Kind: authority.Sandbox, ID: inv.SandboxID})
 	case edgeapi.InvalidateToken:
-		affected = p.conns.match(func(lc *liveConn) bool {
-			return lc.grant.kind == grantToken && (inv.AccountID == "" || lc.route.AccountID == inv.AccountID)
-		})
+		affected = p.conns.Invalidate(authority.Key{Kind: authority.Token, ID: inv.AccountID})
 	case edgeapi.InvalidateMembers:
 		p.members.clear()
-		affected = p.conns.match(func(lc *liveConn) bool {
-			return lc.grant.kind == grantSession && (inv.AccountID == "" || lc.route.AccountID == inv.AccountID)
-		})
+		affected = p.conns.Invalidate(authority.Key{Kind: authority.Member, ID: inv.AccountID})
 	default:
 		// A kind from a newer control: check everything rather than miss
 		// what it meant.
 		p.log.Warn("unknown preview invalidation; re-checking every connection", "kind", inv.Kind)
-		affected = p.conns.match(func(*liveConn) bool { return true })
+		affected = p.conns.InvalidateAll()
 	}
 	p.recheck(ctx, affected)
 }
@@ -181,7 +168,7 @@ func (p *Proxy) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
 func (p *Proxy) recheckLoop(ctx context.Context, every time.Duration) {
 	tick.Every(ctx, every, func() bool {
 		p.pool.prune()
-		all := p.conns.match(func(*liveConn) bool { return true })
+		all := p.conns.All()
 		if len(all) == 0 {
 			return true
 		}
@@ -196,7 +183,7 @@ func (p *Proxy) recheckLoop(ctx context.Context, every time.Duration) {
 // identity, and ends the connections no longer admitted. A control fault
 // ends nothing: an answer that could not be had is not a "no", and the
 // next re-check tries again.
-func (p *Proxy) recheck(ctx context.Context, conns []*liveConn) {
+func (p *Proxy) recheck(ctx context.Context, conns []conn) {
 	if len(conns) == 0 {
 		return
 	}
@@ -213,7 +200,8 @@ func (p *Proxy) recheck(ctx context.Context, conns []*liveConn) {
 	members := map[memberKey]*answer{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(recheckParallel)
-	for _, lc := range conns {
+	for _, c := range conns {
+		lc := c.Value
 		if _, ok := routes[lc.label]; !ok {
 			a := &answer{}
 			routes[lc.label] = a
@@ -246,19 +234,21 @@ func (p *Proxy) recheck(ctx context.Context, conns []*liveConn) {
 		}
 	}
 	_ = g.Wait()
-	for _, lc := range conns {
+	for _, c := range conns {
+		lc := c.Value
 		ra := routes[lc.label]
+		var why error = authority.ErrRevoked
 		var reason string
 		var fault error
 		switch rt := ra.route; {
 		case errors.Is(ra.err, ErrUnknownHost):
-			reason = "preview removed: the port was unexposed or the sandbox ended"
+			why, reason = authority.ErrPortUnexposed, "preview removed: the port was unexposed or the sandbox ended"
 		case ra.err != nil:
 			fault = ra.err
 		case rt.SandboxID != lc.route.SandboxID || rt.AccountID != lc.route.AccountID || rt.Port != lc.route.Port:
 			reason = "preview host now leads elsewhere"
 		case !rt.Ready:
-			reason = "sandbox is no longer running"
+			why, reason = authority.ErrSandboxEnded, "sandbox is no longer running"
 		case rt.Public:
 			// Anyone may connect to a public port.
 		case lc.grant.kind == grantPublic:
@@ -287,7 +277,7 @@ func (p *Proxy) recheck(ctx context.Context, conns []*liveConn) {
 			continue
 		}
 		if reason != "" {
-			p.end(lc, reason)
+			c.End(&authority.Ended{Reason: why, Detail: reason})
 		}
 	}
 }
@@ -296,30 +286,30 @@ func (p *Proxy) recheck(ctx context.Context, conns []*liveConn) {
 // http.Server does not track hijacked connections) and ends every
 // tracked request.
 func (p *Proxy) closeConns() {
-	p.conns.mu.Lock()
-	ws := make([]*wsConn, 0, len(p.conns.ws))
-	for c := range p.conns.ws {
+	p.sockets.mu.Lock()
+	ws := make([]*wsConn, 0, len(p.sockets.m))
+	for c := range p.sockets.m {
 		ws = append(ws, c)
 	}
-	lcs := make([]*liveConn, 0, len(p.conns.conns))
-	for lc := range p.conns.conns {
-		lcs = append(lcs, lc)
-	}
-	p.conns.mu.Unlock()
+	p.sockets.mu.Unlock()
 	for _, c := range ws {
 		_ = c.forceClose()
 	}
-	for _, lc := range lcs {
-		lc.cancel(errors.New("preview: proxy closed"))
+	for _, c := range p.conns.All() {
+		c.Value.cancel(errProxyClosed)
 	}
+	p.conns.Close()
 }
+
+// errProxyClosed is the cause of the requests Close ends.
+var errProxyClosed = errors.New("preview: proxy closed")
 
 // hijackWriter hands the ReverseProxy a wsConn instead of the raw socket
 // when it hijacks for a WebSocket upgrade.
 type hijackWriter struct {
 	http.ResponseWriter
-	p  *Proxy
-	lc *liveConn
+	p *Proxy
+	c conn
 }
 
 func (h *hijackWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
@@ -329,26 +319,27 @@ func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ws := &wsConn{Conn: conn, cancel: func() { h.lc.cancel(errRevoked) }}
+	lc := h.c.Value
+	ws := &wsConn{Conn: conn, cancel: func() { lc.cancel(h.c.Cause()) }}
 	ws.upstreamEnded = func() {
 		// Bounded: the ReverseProxy waits on this before closing.
 		ctx, cancel := context.WithTimeout(context.Background(), upstreamEndCheck)
 		defer cancel()
-		h.p.recheck(ctx, []*liveConn{h.lc})
+		h.p.recheck(ctx, []*authority.Conn[*liveConn]{h.c})
 	}
-	s := h.p.conns
+	s := &h.p.sockets
 	ws.done = func() {
 		s.mu.Lock()
-		delete(s.ws, ws)
+		delete(s.m, ws)
 		s.mu.Unlock()
 	}
 	s.mu.Lock()
-	s.ws[ws] = struct{}{}
+	s.m[ws] = struct{}{}
 	s.mu.Unlock()
-	h.lc.ws.Store(ws)
+	lc.ws.Store(ws)
 	// A revoke between registration and now found no socket to close.
-	if reason := h.lc.reason.Load(); reason != nil {
-		ws.revoke(statusPolicyViolation, *reason)
+	if cause := h.c.Cause(); cause != nil {
+		ws.revoke(statusPolicyViolation, endReason(cause))
 	}
 	return ws, brw, nil
 }

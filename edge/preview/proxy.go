@@ -21,6 +21,7 @@ import (
 
 	"github.com/sbxedge/sbx/edge/internal/slots"
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
+	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podtcp"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
@@ -54,8 +55,9 @@ type Proxy struct {
 
 	inflight *slots.Limit // requests in flight per host
 
-	conns   *connSet     // live connections, by what admitted them
-	members *memberCache // membership answers for cookie requests
+	conns   *authority.Registry[*liveConn] // live connections, by what admitted them
+	sockets sockets                        // upgraded sockets, for Close
+	members *memberCache                   // membership answers for cookie requests
 	// wakes are the wakes in progress (waking.go); wakeCtx ends them at
 	// Close.
 	wakes     wakes
@@ -93,7 +95,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		routes:   newRouteCache(cfg.Resolver, cfg.RouteTTL, cfg.NegativeTTL, 100_000),
 		metrics:  newMetrics(cfg.Registry),
 		activity: cfg.Activity, waker: cfg.Waker, inflight: slots.New(cfg.MaxRequestsPerHost),
-		conns:   newConnSet(),
+		conns:   authority.New[*liveConn](cfg.Now),
+		sockets: sockets{m: map[*wsConn]struct{}{}},
 		members: &memberCache{ttl: cfg.RouteTTL, now: cfg.Now, max: 100_000, entries: map[memberKey]memberEntry{}},
 	}
 	if p.activity == nil {
@@ -195,7 +198,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.cfg.Now()
 	// Taken before authority is checked: an invalidation arriving while
 	// this request is on its way to being relayed is noticed in track.
-	epoch := p.conns.epoch.Load()
+	epoch := p.conns.Epoch()
 	cw := &countingWriter{ResponseWriter: w}
 	defer func() { p.metrics.done(cw.status(), cw.n, start) }()
 
@@ -302,7 +305,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.metrics.relayedRProxy.Inc()
 	var w2 http.ResponseWriter = cw
 	if isUpgrade(r) {
-		w2 = &hijackWriter{ResponseWriter: cw, p: p, lc: lc}
+		w2 = &hijackWriter{ResponseWriter: cw, p: p, c: lc}
 	}
 	out := r.WithContext(context.WithValue(ctx, routeKey, up))
 	if up.body != nil {

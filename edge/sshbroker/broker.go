@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sbxedge/sbx/edge/internal/slots"
+	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
@@ -45,6 +46,10 @@ type Broker struct {
 
 	perSandbox *slots.Limit // connections per sandbox
 
+	// authz holds the authenticated connections by the authority they
+	// ride on (their sandbox and key), for revocations to end.
+	authz *authority.Registry[*clientConn]
+
 	// mu guards everything below.
 	mu        sync.Mutex
 	closing   bool
@@ -70,6 +75,7 @@ func New(cfg Config) (*Broker, error) {
 		listeners:  make(map[net.Listener]struct{}),
 		conns:      make(map[*clientConn]struct{}),
 		perSandbox: slots.New(cfg.MaxConnsPerSandbox),
+		authz:      authority.New[*clientConn](nil),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -157,7 +163,7 @@ func (b *Broker) kickAll(msg string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for cc := range b.conns {
-		cc.cancel(kick{msg})
+		cc.cancel(kick{msg: msg})
 	}
 }
 
@@ -169,117 +175,120 @@ func (b *Broker) Disconnect(sandboxID, message string) int {
 	if b.cache != nil {
 		b.cache.Invalidate(sandboxID)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	n := 0
-	for cc := range b.conns {
-		if cc.sandboxID() == sandboxID {
-			cc.cancel(kick{message})
+	for _, c := range b.authz.Match(authority.Key{Kind: authority.Sandbox, ID: sandboxID}) {
+		if c.End(&authority.Ended{Reason: authority.ErrSandboxEnded, Detail: message}) {
 			n++
 		}
 	}
 	return n
 }
 
-// recheckTimeout bounds the Authorizer call Revoke makes for a sandbox.
+// recheckTimeout bounds the Authorizer calls of one re-check.
 const recheckTimeout = 5 * time.Second
 
 // Revoke is told what control invalidated. For a sandbox that changed
 // state (ended, suspended, restored) it forgets the cached credentials for
-// it, so the next connection asks control afresh, and asks control about
-// the sandbox once if connections to it are open: when it has ended, they
-// are closed with the reason written to their sessions, rather than cut
-// without one when the pod goes away under them. For a revoked token it
-// asks control about the key of every open connection, and closes those
-// whose key died with the token. Other kinds concern previews only.
+// it, so the next connection asks control afresh, and checks the keys of
+// its open connections again: when it has ended, they are closed with the
+// reason written to their sessions, rather than cut without one when the
+// pod goes away under them. For a revoked token it checks the key of
+// every open connection again, and closes those whose key died with the
+// token: the invalidation names the token's account, and keys are not
+// known by account here. Other kinds concern previews only.
 func (b *Broker) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
 	switch {
 	case inv.Kind == edgeapi.InvalidateSandbox && inv.SandboxID != "":
-		b.revokeSandbox(ctx, inv.SandboxID)
-	case inv.Kind == edgeapi.InvalidateToken:
-		b.revokeKeys(ctx)
-	}
-}
-
-func (b *Broker) revokeSandbox(ctx context.Context, sandboxID string) {
-	if b.cache != nil {
-		b.cache.Invalidate(sandboxID)
-	}
-	fp := ""
-	b.mu.Lock()
-	for cc := range b.conns {
-		if cc.sandboxID() == sandboxID {
-			// verified is written before sid is stored, and never again.
-			fp = cc.verified
-			break
+		if b.cache != nil {
+			b.cache.Invalidate(inv.SandboxID)
 		}
+		b.recheck(ctx, b.authz.Invalidate(authority.Key{Kind: authority.Sandbox, ID: inv.SandboxID}))
+	case inv.Kind == edgeapi.InvalidateToken:
+		b.recheck(ctx, b.authz.Invalidate(authority.Key{Kind: authority.Credential}))
 	}
-	b.mu.Unlock()
-	if fp == "" {
-		return
-	}
-	// Any open connection's key will do: an ended sandbox refuses them all
-	// alike. The cache is bypassed: it is what may be stale.
-	ctx, cancel := context.WithTimeout(ctx, recheckTimeout)
-	defer cancel()
-	_, err := b.cfg.Authorizer.Authorize(ctx, sandboxID, fp)
-	if !errors.Is(err, ErrSandboxEnded) {
-		// Running, suspended or a control fault: open connections stay, as
-		// they do past their credential's expiry.
-		return
-	}
-	n := b.Disconnect(sandboxID, fmt.Sprintf("sbx: sandbox %s has ended; this connection is closed.", sandboxID))
-	b.log.Info("sandbox ended; closed its connections", "sandbox_id", sandboxID, "connections", n)
 }
 
 // msgKeyRevoked is what a connection whose key died with its token is told.
 const msgKeyRevoked = "sbx: the credential of this connection was revoked; this connection is closed."
 
-// revokeChecks bounds the key checks revokeKeys has in flight at once.
-const revokeChecks = 16
+// recheckParallel bounds the key checks a re-check has in flight at once.
+const recheckParallel = 16
 
-// revokeKeys asks control again about the key of each open connection
-// (once per key, bypassing the cache) after a token was revoked: a key
-// control no longer knows was minted by that token, and its connections
-// end. The invalidation does not say which keys the token minted, so all
-// are asked; revocations are rare. Any other answer, a control fault
-// included, leaves the connections alone. The checks run side by side,
-// all within one recheckTimeout: invalidations are applied one after
-// another, and a slow or unreachable control must not hold the next one
-// back for a timeout per open key.
-func (b *Broker) revokeKeys(ctx context.Context) {
+// recheck asks control again about the key of each of conns (once per
+// key, bypassing the cache: it is what may be stale) and ends the
+// connections whose sandbox ended or whose key control no longer knows
+// (minted by a revoked token). Any other answer, a suspended sandbox or a
+// control fault included, leaves them open, as does their credential's
+// expiry. The checks run side by side, all within one recheckTimeout:
+// invalidations are applied one after another, and a slow or unreachable
+// control must not hold the next one back for a timeout per open key.
+func (b *Broker) recheck(ctx context.Context, conns []*authority.Conn[*clientConn]) {
 	type key struct{ sandboxID, fp string }
-	b.mu.Lock()
-	open := map[key][]*clientConn{}
-	for cc := range b.conns {
-		// verified is written before sid is stored, and never again.
-		if sid := cc.sandboxID(); sid != "" && cc.verified != "" {
-			k := key{sid, cc.verified}
-			open[k] = append(open[k], cc)
-		}
+	open := map[key][]*authority.Conn[*clientConn]{}
+	for _, c := range conns {
+		// route and verified are written during the handshake, before
+		// the connection is registered, and never again.
+		k := key{c.Value.route.SandboxID, c.Value.verified}
+		open[k] = append(open[k], c)
 	}
-	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, recheckTimeout)
 	defer cancel()
 	var g errgroup.Group
-	g.SetLimit(revokeChecks)
-	for k, ccs := range open {
+	g.SetLimit(recheckParallel)
+	for k, cs := range open {
 		g.Go(func() error {
-			if _, err := b.cfg.Authorizer.Authorize(ctx, k.sandboxID, k.fp); !errors.Is(err, ErrUnknownKey) {
+			_, err := b.cfg.Authorizer.Authorize(ctx, k.sandboxID, k.fp)
+			var end *authority.Ended
+			switch {
+			case errors.Is(err, ErrSandboxEnded):
+				end = &authority.Ended{Reason: authority.ErrSandboxEnded,
+					Detail: fmt.Sprintf("sbx: sandbox %s has ended; this connection is closed.", k.sandboxID)}
+			case errors.Is(err, ErrUnknownKey):
+				end = &authority.Ended{Reason: authority.ErrRevoked, Detail: msgKeyRevoked}
+			default:
 				return nil
 			}
 			if b.cache != nil {
 				b.cache.Invalidate(k.sandboxID)
 			}
-			for _, cc := range ccs {
-				cc.cancel(kick{msgKeyRevoked})
+			for _, c := range cs {
+				c.End(end)
 			}
-			b.log.Info("credential revoked; closed its connections", "sandbox_id", k.sandboxID,
-				"fingerprint", k.fp, "connections", len(ccs))
+			b.log.Info("authority ended; closed its connections", "sandbox_id", k.sandboxID,
+				"fingerprint", k.fp, "reason", end.Reason, "connections", len(cs))
 			return nil
 		})
 	}
 	_ = g.Wait() // the checks return no error: a fault leaves connections open
+}
+
+// register enters an authenticated connection, whose key was checked at
+// epoch, in the registry revocations look in, and checks it again if an
+// invalidation came since (its check may have run before the connection
+// was there to be found). The returned func unregisters it.
+func (b *Broker) register(ctx context.Context, cc *clientConn, epoch uint64) func() {
+	c, raced := b.authz.Register(epoch, authority.Registration[*clientConn]{
+		Keys: []authority.Key{
+			{Kind: authority.Sandbox, ID: cc.route.SandboxID},
+			{Kind: authority.Credential, ID: cc.verified},
+		},
+		Value: cc,
+		End:   func(cause error) { cc.cancel(kick{msg: endMessage(cause), why: cause}) },
+	})
+	if raced {
+		b.recheck(ctx, []*authority.Conn[*clientConn]{c})
+	}
+	return func() { b.authz.Remove(c) }
+}
+
+// endMessage is what a connection's sessions are told when its
+// authority ends.
+func endMessage(cause error) string {
+	var e *authority.Ended
+	if errors.As(cause, &e) && e.Detail != "" {
+		return e.Detail
+	}
+	return "sbx: " + cause.Error() + "; this connection is closed."
 }
 
 // Shutdown stops accepting, lets open connections finish for up to

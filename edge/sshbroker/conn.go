@@ -29,10 +29,15 @@ var (
 	errRateLimited  = errors.New("this key failed too often from this address; wait and retry")
 )
 
-// kick is a cancellation cause that is shown to the user before closing.
-type kick struct{ msg string }
+// kick is a cancellation cause that is shown to the user before closing;
+// why, when set, is the cause behind it (an *authority.Ended).
+type kick struct {
+	msg string
+	why error
+}
 
 func (k kick) Error() string { return k.msg }
+func (k kick) Unwrap() error { return k.why }
 
 type authResult struct {
 	route Route
@@ -93,6 +98,9 @@ func (b *Broker) handle(nc net.Conn) {
 		b.m.authFailures.WithLabelValues("rate_limited").Inc()
 		return
 	}
+	// Read before the key is checked: an invalidation arriving while this
+	// connection is authenticated is noticed when it registers.
+	epoch := b.authz.Epoch()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cc := &clientConn{
 		b: b, id: b.newConnID(), nc: nc, ctx: ctx, cancel: cancel,
@@ -136,6 +144,7 @@ func (b *Broker) handle(nc net.Conn) {
 		return
 	}
 	b.m.handshakes.WithLabelValues("ok").Inc()
+	defer b.register(ctx, cc, epoch)()
 	b.m.conns.Inc()
 	defer b.m.conns.Dec()
 	closeActivity := b.act.Open(cc.route.SandboxID)

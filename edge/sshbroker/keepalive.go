@@ -76,7 +76,7 @@ func (p *prober) fire() {
 		cause := fmt.Errorf("%s: %w for %v", p.leg.name, errKeepalive, limit)
 		if p.leg.name == "sandbox" {
 			// The client is still there: tell its sessions why.
-			cause = fmt.Errorf("%w (%w)", kick{"sbx: the sandbox stopped responding; the connection was closed. Reconnect to continue."}, cause)
+			cause = fmt.Errorf("%w (%w)", kick{msg: "sbx: the sandbox stopped responding; the connection was closed. Reconnect to continue."}, cause)
 		}
 		p.cc.cancel(cause)
 	})

@@ -3,6 +3,7 @@ package sshbroker
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,5 +129,34 @@ func TestRevokeToken(t *testing.T) {
 		if s.out.String() != "still-open\n" || strings.Contains(s.bg.Stderr.String(), "sbx:") {
 			t.Errorf("%s key: stdout %q stderr %q, want the session left alone", name, s.out.String(), s.bg.Stderr.String())
 		}
+	}
+}
+
+// TestRevokeRacingHandshake: a token revoked while a connection's key is
+// being checked still ends that connection. The invalidation's own check
+// runs before the connection is registered and finds nothing to end, so
+// the connection's registration notices the invalidation came since its
+// key was checked (the registry's epoch) and checks the key again. Before
+// the registry, the connection stayed open.
+func TestRevokeRacingHandshake(t *testing.T) {
+	e := newEnv(t, nil)
+	k := e.grant("alpha", nil)
+	var calls atomic.Int32
+	e.auth.update(k.fp, func(c *cred) {
+		c.answer = func(ctx context.Context) error {
+			if calls.Add(1) > 1 {
+				return ErrUnknownKey // the token that minted it is gone
+			}
+			// Revoked while this (the handshake's) check is under way.
+			e.broker.Revoke(ctx, edgeapi.Invalidation{Kind: edgeapi.InvalidateToken, AccountID: "acct"})
+			return nil
+		}
+	})
+	start := time.Now()
+	r := run(t, e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "sleep 3; echo still-open"), nil)
+	// Ended before any session was open to be told why.
+	if r.stdout != "" || r.code != 255 || time.Since(start) > 3*time.Second {
+		t.Fatalf("after %v: code %d stdout %q stderr %q, want the connection ended at once",
+			time.Since(start), r.code, r.stdout, r.stderr)
 	}
 }

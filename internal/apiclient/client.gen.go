@@ -1013,7 +1013,7 @@ type ClientInterface interface {
 
 	// SandboxEvents List or stream the sandbox's lifecycle events
 	//
-	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked or expires it ends at once, its last event an `error` whose data is a problem document with code `token_revoked` or `token_expired`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/events (the `SandboxEvents` operationId).
 	SandboxEvents(ctx context.Context, id string, params *SandboxEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1022,7 +1022,7 @@ type ClientInterface interface {
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
-	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1033,7 +1033,7 @@ type ClientInterface interface {
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
-	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1044,11 +1044,11 @@ type ClientInterface interface {
 	//
 	// Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
 	//
-	// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+	// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, this sandbox only, good for 30 s or until its token expires, whichever is first). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
 	//
 	// **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
 	//
-	// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended` or `token_revoked`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
+	// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked or expires, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended`, `token_revoked` or `token_expired`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
 	//
 	// The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
 	//
@@ -1057,7 +1057,7 @@ type ClientInterface interface {
 
 	// CreateTerminalTicket Mint a single-use ticket to open the terminal stream from a browser
 	//
-	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
+	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s or before its token expires, whichever is first (`expires_at` says which). It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 	//
 	// Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
 	CreateTerminalTicket(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1150,7 +1150,7 @@ type ClientInterface interface {
 
 	// ServiceLogs The service's output
 	//
-	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
+	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`) or expires (`token_expired`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
 	ServiceLogs(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1422,7 +1422,7 @@ func (c *Client) UpdateSandbox(ctx context.Context, id string, body UpdateSandbo
 
 // SandboxEvents List or stream the sandbox's lifecycle events
 //
-// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked or expires it ends at once, its last event an `error` whose data is a problem document with code `token_revoked` or `token_expired`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 //
 // Corresponds with GET /api/v1/sandboxes/{id}/events (the `SandboxEvents` operationId).
 func (c *Client) SandboxEvents(ctx context.Context, id string, params *SandboxEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1441,7 +1441,7 @@ func (c *Client) SandboxEvents(ctx context.Context, id string, params *SandboxEv
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
-// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1462,7 +1462,7 @@ func (c *Client) ExecInSandboxWithBody(ctx context.Context, id string, contentTy
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
-// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1483,11 +1483,11 @@ func (c *Client) ExecInSandbox(ctx context.Context, id string, body ExecInSandbo
 //
 // Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
 //
-// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, this sandbox only, good for 30 s or until its token expires, whichever is first). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
 //
 // **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
 //
-// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended` or `token_revoked`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
+// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked or expires, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended`, `token_revoked` or `token_expired`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
 //
 // The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
 //
@@ -1506,7 +1506,7 @@ func (c *Client) ExecTerminalStream(ctx context.Context, id string, params *Exec
 
 // CreateTerminalTicket Mint a single-use ticket to open the terminal stream from a browser
 //
-// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
+// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s or before its token expires, whichever is first (`expires_at` says which). It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 //
 // Corresponds with POST /api/v1/sandboxes/{id}/exec/stream/tickets (the `CreateTerminalTicket` operationId).
 func (c *Client) CreateTerminalTicket(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1729,7 +1729,7 @@ func (c *Client) PutService(ctx context.Context, id string, name string, body Pu
 
 // ServiceLogs The service's output
 //
-// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
+// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`) or expires (`token_expired`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 //
 // Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
 func (c *Client) ServiceLogs(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3484,7 +3484,7 @@ type ClientWithResponsesInterface interface {
 
 	// SandboxEventsWithResponse List or stream the sandbox's lifecycle events
 	//
-	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+	// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked or expires it ends at once, its last event an `error` whose data is a problem document with code `token_revoked` or `token_expired`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3495,7 +3495,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
-	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3506,7 +3506,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
-	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+	// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3517,11 +3517,11 @@ type ClientWithResponsesInterface interface {
 	//
 	// Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
 	//
-	// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+	// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, this sandbox only, good for 30 s or until its token expires, whichever is first). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
 	//
 	// **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
 	//
-	// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended` or `token_revoked`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
+	// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked or expires, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended`, `token_revoked` or `token_expired`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
 	//
 	// The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
 	//
@@ -3532,7 +3532,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateTerminalTicketWithResponse Mint a single-use ticket to open the terminal stream from a browser
 	//
-	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
+	// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s or before its token expires, whichever is first (`expires_at` says which). It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3641,7 +3641,7 @@ type ClientWithResponsesInterface interface {
 
 	// ServiceLogsWithResponse The service's output
 	//
-	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
+	// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`) or expires (`token_expired`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6017,7 +6017,7 @@ func (c *ClientWithResponses) UpdateSandboxWithResponse(ctx context.Context, id 
 
 // SandboxEventsWithResponse List or stream the sandbox's lifecycle events
 //
-// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked it ends at once, its last event an `error` whose data is a problem document with code `token_revoked`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
+// With `Accept: text/event-stream` the answer is a server-sent event stream: each event is `id: <id>`, `event: <type>`, `data: <Event JSON>`; comments keep it alive every 15 s; it ends after the event of a final state (terminated, failed). A suspend is an event like any other and does not end it; when the token that opened it is revoked or expires it ends at once, its last event an `error` whose data is a problem document with code `token_revoked` or `token_expired`. Resume with `Last-Event-ID` (or `?after=`). Otherwise a JSON list. An agent waits for `ready` by reading the stream, without polling.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6034,7 +6034,7 @@ func (c *ClientWithResponses) SandboxEventsWithResponse(ctx context.Context, id 
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
-// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6051,7 +6051,7 @@ func (c *ClientWithResponses) ExecInSandboxWithBodyWithResponse(ctx context.Cont
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
-// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
+// With `Accept: text/event-stream` (or `"stream": true`) the answer is a stream of server-sent events sent as the command produces output: `stdout` and `stderr` events whose data is an ExecChunk, then one `exit` event whose data is an ExecExit (the fields of the JSON answer without the output, which was streamed; no output limit applies). If the command cannot be run to its end, an `error` event carries a problem document instead. When the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened the call is revoked (`token_revoked`) or expires (`token_expired`), the command is ended at once: a stream's last event is an `error` with that problem, a plain call answers it. Comments (`: keep-alive`) are sent every 15 s of silence. A client that disconnects ends the command's whole process group. An open stream counts as activity: the sandbox is not suspended for idleness under it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6068,11 +6068,11 @@ func (c *ClientWithResponses) ExecInSandboxWithResponse(ctx context.Context, id 
 //
 // Upgrade to a WebSocket (RFC 6455) carrying one command on a pseudo-terminal in the workspace.
 //
-// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, 30 s, this sandbox only). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
+// **Authentication**: `Authorization: Bearer <account agent token>`, or, for browsers (which cannot set headers on a WebSocket), `?ticket=` with a ticket from `POST /api/v1/sandboxes/{id}/exec/stream/tickets` (single use, this sandbox only, good for 30 s or until its token expires, whichever is first). The account token never goes in a URL. A browser's `Origin` must be the API's own or one the deployment allows; others get 403 `origin_not_allowed`.
 //
 // **Client → server**: binary frames are input bytes (keys typed; Ctrl-C is `\u0003` and interrupts the foreground job as on any terminal). Text frames are JSON: `{"type":"stdin","data":"..."}` (input as text), `{"type":"resize","cols":C,"rows":R}`, `{"type":"signal","signal":"INT"}` (an SSH signal request to the command; servers may ignore it).
 //
-// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended` or `token_revoked`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
+// **Server → client**: binary frames are terminal output (stdout and stderr, as a terminal shows them). The last text frame is `{"type":"exit","exit_code":N,"signal":null}` (exit_code 128+n and the signal's name when signal n killed it), then a normal close (1000); or `{"type":"error","problem":{...}}` when the command could not be started, then close 1011. When the sandbox is deleted or ends, is suspended, or the token (or the ticket's token) is revoked or expires, the command is hung up at once and the last text frame is `{"type":"error","problem":{...}}` with code `sandbox_ended`, `sandbox_suspended`, `token_revoked` or `token_expired`, then close 1008 (policy violation) whose reason is that code. Closing the WebSocket hangs the terminal up (SIGHUP).
 //
 // The open stream counts as activity (the sandbox is not suspended for idleness under it); a suspended sandbox is woken first, as for exec.
 //
@@ -6089,7 +6089,7 @@ func (c *ClientWithResponses) ExecTerminalStreamWithResponse(ctx context.Context
 
 // CreateTerminalTicketWithResponse Mint a single-use ticket to open the terminal stream from a browser
 //
-// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s. It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
+// The ticket opens `GET /api/v1/sandboxes/{id}/exec/stream?ticket=...` once, for this sandbox, within 30 s or before its token expires, whichever is first (`expires_at` says which). It is sealed, carries no account secret, and is refused after use. A sandbox that has ended (terminating, terminated, failed) gets none: 409 `sandbox_state`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6276,7 +6276,7 @@ func (c *ClientWithResponses) PutServiceWithResponse(ctx context.Context, id str
 
 // ServiceLogsWithResponse The service's output
 //
-// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
+// The last `tail` lines of the service's stdout and stderr, merged, one per line, with the init's own lines (`sbx-init: starting ...`, `sbx-init: ... exited with code N; restarting in ...`). With `follow=true` (or `Accept: text/event-stream`) the lines and every new one are streamed as server-sent events named `line`, whose data is `{"at", "text"}`. The stream goes on until the client closes it; it ends at once when the sandbox is deleted or ends (`sandbox_ended`), is suspended (`sandbox_suspended`), or the token that opened it is revoked (`token_revoked`) or expires (`token_expired`), and when control shuts down (`shutting_down`), its last event then an `error` whose data is a problem document with that code. Output is kept across restores. The sandbox must be ready (409 otherwise).
 //
 // Returns a wrapper object for the known response body format(s).
 //
