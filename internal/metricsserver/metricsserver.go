@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // Server serves GET /metrics until Shutdown or Close; both wait for its
@@ -31,11 +33,28 @@ type Server struct {
 	waitErr  error
 }
 
-// Start listens on addr and serves g's metrics there.
-func Start(addr string, g prometheus.Gatherer, log *slog.Logger) (*Server, error) {
+// maxConns bounds the scrapers connected at once: a few Prometheus
+// replicas, and someone's curl.
+const maxConns = 64
+
+// Listeners wraps a listener with its limits and metrics
+// (netlimitprom.Collectors).
+type Listeners interface {
+	Wrap(net.Listener, netlimit.Config) *netlimit.Listener
+}
+
+// Start listens on addr and serves g's metrics there; lims, when not nil,
+// counts the listener's connections and accept errors.
+func Start(addr string, g prometheus.Gatherer, log *slog.Logger, lims Listeners) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)
+	}
+	lcfg := netlimit.Config{Name: "metrics", MaxConns: maxConns, Logger: log}
+	if lims != nil {
+		ln = lims.Wrap(ln, lcfg)
+	} else {
+		ln = netlimit.Wrap(ln, lcfg)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))

@@ -34,6 +34,7 @@ func (b *body) Read(p []byte) (int, error) {
 	n, err := b.c.br.Read(p)
 	b.left -= int64(n)
 	if b.left == 0 {
+		_ = b.c.nc.SetReadDeadline(time.Time{})
 		b.mu.Unlock()
 		b.c.watch.bodyDone()
 		b.mu.Lock()

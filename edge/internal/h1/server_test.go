@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // which reports, in an answer header, how a request was served.
@@ -30,7 +32,7 @@ func which(w http.ResponseWriter, r *http.Request) {
 // start serves h on a lean (or not) Server and returns its address.
 func start(t *testing.T, h http.HandlerFunc, lean bool, cfg *tls.Config) (*Server, string, <-chan error) {
 	t.Helper()
-	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}, lean)
+	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}, lean, netlimit.BodyDeadline{})
 	ln := listen(t)
 	served, stopped := make(chan error, 1), make(chan struct{})
 	go func() {
