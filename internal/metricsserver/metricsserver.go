@@ -59,7 +59,9 @@ func Start(addr string, g prometheus.Gatherer, log *slog.Logger, lims Listeners)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	s := &Server{ln: ln, done: make(chan error, 1), srv: &http.Server{
-		Handler: mux,
+		// A scrape has no body: one declared is refused and its
+		// connection closed at once, not read for ReadTimeout.
+		Handler: netlimit.BodyDeadline{Timeout: 5 * time.Second}.Wrap(mux),
 		// A scrape is one small request from a nearby Prometheus; anything
 		// slow is broken or hostile.
 		ReadHeaderTimeout: 5 * time.Second,
