@@ -314,3 +314,50 @@ func TestCodedRequestClosesConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledBodyCut (issue 27, M1): on both paths, a request whose
+// declared body never arrives is cut at the body timeout: a small one on
+// the lean loop, a large one (over MaxBody) on net/http. The handler's
+// read fails and the connection ends.
+func TestStalledBodyCut(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length int
+	}{
+		{"lean", 100},
+		{"net/http", MaxBody + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			readErr := make(chan error, 1)
+			s := New(&http.Server{
+				Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+					_, err := io.Copy(io.Discard, r.Body)
+					readErr <- err
+				}),
+				ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+			}, true, netlimit.BodyDeadline{Timeout: 200 * time.Millisecond})
+			ln := listen(t)
+			served := make(chan error, 1)
+			go func() { served <- s.Serve(ln) }()
+			t.Cleanup(func() { _ = s.Close(); <-served })
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", tc.length)
+			select {
+			case err := <-readErr:
+				if err == nil {
+					t.Fatal("the handler read a body that was never sent")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the body read still waits 10 s past a 200 ms timeout")
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.Copy(io.Discard, c); err != nil {
+				t.Fatalf("the connection did not end: %v", err)
+			}
+		})
+	}
+}
