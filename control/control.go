@@ -4,6 +4,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,8 @@ import (
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
+	"github.com/sbxedge/sbx/internal/netlimit"
+	"github.com/sbxedge/sbx/internal/netlimit/netlimitprom"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/servicebase"
 )
@@ -127,6 +130,16 @@ type Config struct {
 	// StreamOrigins are browser origins (host[:port] patterns) besides the
 	// API's own that may open terminal streams (api.Config).
 	StreamOrigins []string
+	// APIMaxConns and InternalMaxConns are the most connections the REST
+	// API and the internal API hold at once; beyond them new connections
+	// wait in the kernel's backlog, so no flood of clients takes every
+	// descriptor of the process (0: DefaultAPIMaxConns,
+	// DefaultInternalMaxConns).
+	APIMaxConns, InternalMaxConns int
+	// BodyTimeout bounds a request body on both APIs before its sender
+	// authenticated, and any body's stall after (netlimit.BodyDeadline;
+	// 0: netlimit.DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// AlsoReady, when set, must report true too before /readyz answers
 	// 200: sbx dev waits for the edge it runs next to control.
 	AlsoReady func() bool
@@ -154,11 +167,23 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("control: ProviderMode %q: want embedded or sshd", c.ProviderMode)
 	}
+	if c.APIMaxConns < 0 || c.InternalMaxConns < 0 || c.BodyTimeout < 0 {
+		return errors.New("control: APIMaxConns, InternalMaxConns and BodyTimeout must not be negative")
+	}
 	if len(c.JobsInstance) > maxJobsInstance {
 		return fmt.Errorf("control: JobsInstance %q: longer than %d bytes", c.JobsInstance, maxJobsInstance)
 	}
 	return nil
 }
+
+// Connection ceilings when the Config names none. A client holds one
+// descriptor per connection; these leave most of a process's usual limit
+// (Go raises the soft RLIMIT_NOFILE to the hard one, often 2^20) to
+// pods, the database and the other listeners.
+const (
+	DefaultAPIMaxConns      = 4096
+	DefaultInternalMaxConns = 1024
+)
 
 // maxJobsInstance is River's limit on a client ID.
 const maxJobsInstance = 100
@@ -193,8 +218,9 @@ type Service struct {
 	ready atomic.Bool
 	done  chan error
 
-	internal *internalServer       // nil unless Config.InternalAddr is set
-	metrics  *metricsserver.Server // nil unless Config.MetricsAddr is set
+	internal *internalServer          // nil unless Config.InternalAddr is set
+	metrics  *metricsserver.Server    // nil unless Config.MetricsAddr is set
+	limits   *netlimitprom.Collectors // the listeners' series, from Start
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -296,9 +322,12 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 // Start listens, reconciles records with the provider, and starts the job
 // queue. readyz turns 200 once all of that succeeded.
 func (s *Service) Start(ctx context.Context) (err error) {
-	ln, err := net.Listen("tcp", s.cfg.APIAddr)
+	if s.limits, err = netlimitprom.For(s.Registry); err != nil {
+		return err
+	}
+	ln, err := s.listen(s.cfg.APIAddr, "API", cmp.Or(s.cfg.APIMaxConns, DefaultAPIMaxConns))
 	if err != nil {
-		return fmt.Errorf("listen for API on %s: %w", s.cfg.APIAddr, err)
+		return err
 	}
 	s.ln = ln
 	defer func() {
@@ -310,7 +339,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	// Every listener is bound, and reserved, before the API serves: no
 	// request can expose a port of this process before it is reserved.
 	if s.cfg.MetricsAddr != "" {
-		if s.metrics, err = metricsserver.Start(s.cfg.MetricsAddr, s.Registry, s.log); err != nil {
+		if s.metrics, err = metricsserver.Start(s.cfg.MetricsAddr, s.Registry, s.log, s.limits); err != nil {
 			return err
 		}
 		s.reserveOwn(s.metrics.Addr(), "metrics listener")
@@ -323,10 +352,11 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	}
 
 	s.srv = &http.Server{
-		Handler: s.api.Handler(),
-		// Slow-header clients are cut off early; bodies (file uploads,
-		// long exec calls) are bounded by their handlers instead of a
-		// global WriteTimeout that would cut legitimate long streams.
+		// Slow-header clients are cut off early, and bodies by the
+		// deadline on them (which moves with an authenticated upload);
+		// no global ReadTimeout or WriteTimeout, which would cut
+		// legitimate long streams.
+		Handler:           netlimit.BodyDeadline{Timeout: s.cfg.BodyTimeout}.Wrap(s.api.Handler()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -363,6 +393,16 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	s.ready.Store(true)
 	s.log.InfoContext(ctx, "control ready", "api", s.URL())
 	return nil
+}
+
+// listen binds addr for one of control's servers, with its ceiling
+// and accept errors survived (netlimit).
+func (s *Service) listen(addr, name string, maxConns int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for %s on %s: %w", name, addr, err)
+	}
+	return s.limits.Wrap(ln, netlimit.Config{Name: name, MaxConns: maxConns, Logger: s.log}), nil
 }
 
 // reserveOwn reserves the port of one of control's own listeners, if

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/sbxedge/sbx/control/internalapi"
 	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/sshauth"
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // internalServer is the /internal/v1 listener the edge talks to. It is
@@ -42,13 +44,14 @@ func (s *Service) startInternal(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", s.cfg.InternalAddr)
+	ln, err := s.listen(s.cfg.InternalAddr, "internal API", cmp.Or(s.cfg.InternalMaxConns, DefaultInternalMaxConns))
 	if err != nil {
-		return fmt.Errorf("listen for internal API on %s: %w", s.cfg.InternalAddr, err)
+		return err
 	}
 	s.reserveOwn(ln.Addr(), "internal API")
 	is := &internalServer{ln: ln, done: make(chan error, 1), srv: &http.Server{
-		Handler: api.Handler(),
+		// The body deadline holds before the secret is checked.
+		Handler: netlimit.BodyDeadline{Timeout: s.cfg.BodyTimeout}.Wrap(api.Handler()),
 		// The edge keeps connections alive and sends small requests; a
 		// caller slow with its headers is broken, not busy.
 		ReadHeaderTimeout: 5 * time.Second,

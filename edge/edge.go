@@ -10,6 +10,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
+	"github.com/sbxedge/sbx/internal/netlimit/netlimitprom"
 	"github.com/sbxedge/sbx/internal/servicebase"
 )
 
@@ -67,6 +69,11 @@ type Config struct {
 	ClientAlive, UpstreamAlive time.Duration
 	// UpstreamTimeout bounds the dial and SSH handshake to a sandbox.
 	UpstreamTimeout time.Duration
+	// SSHMaxConns is the most client connections the broker holds at
+	// once; beyond it new ones wait in the kernel's backlog, so no
+	// flood takes every descriptor of the process (0:
+	// DefaultSSHMaxConns).
+	SSHMaxConns int
 	// RedisURL is the one Redis the edge uses: activity marks (read by
 	// control's idle detector), preview invalidations, login tickets and
 	// certificates.
@@ -89,6 +96,17 @@ type Config struct {
 	// and process collectors.
 	Registry *prometheus.Registry
 }
+
+// Connection ceilings when the Config names none. Each connection costs
+// a descriptor (and a proxied one a second, upstream); these leave most
+// of a process's usual limit (Go raises the soft RLIMIT_NOFILE to the
+// hard one, often 2^20) to the other listeners and to control.
+const (
+	DefaultSSHMaxConns     = 8192
+	DefaultPreviewMaxConns = 8192
+	// health and ACME HTTP-01 listeners: probes, challenges, redirects.
+	smallMaxConns = 256
+)
 
 // DefaultConfig returns a Config with every duration set.
 func DefaultConfig() Config {
@@ -121,6 +139,9 @@ func (c *Config) Validate() error {
 	if c.Drain < 0 || c.ClientAlive < 0 || c.UpstreamAlive < 0 {
 		errs = append(errs, errors.New("edge: Drain and the keepalive intervals must not be negative"))
 	}
+	if c.SSHMaxConns < 0 || c.Preview.MaxConns < 0 || c.Preview.BodyTimeout < 0 {
+		errs = append(errs, errors.New("edge: SSHMaxConns, Preview.MaxConns and Preview.BodyTimeout must not be negative"))
+	}
 	if c.UpstreamTimeout <= 0 {
 		errs = append(errs, errors.New("edge: UpstreamTimeout must be positive"))
 	}
@@ -150,6 +171,7 @@ type Edge struct {
 	// metrics serves /metrics from Start until close; nil without
 	// MetricsAddr.
 	metrics *metricsserver.Server
+	limits  *netlimitprom.Collectors // every listener's series
 
 	servers []*server                                     // started, in start order
 	failed  chan error                                    // the first server that stopped on its own
@@ -164,6 +186,9 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 		return nil, err
 	}
 	e := &Edge{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, failed: make(chan error, 1)}
+	if e.limits, err = netlimitprom.For(e.reg); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			_ = e.close()
@@ -222,7 +247,7 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	// A sandbox that ended or was suspended drops the broker's cached
 	// routes to it, and ends its open SSH connections with the reason.
 	e.inv = append(e.inv, e.broker.Revoke)
-	if e.sshLn, err = listen(cfg.SSHListener, cfg.SSHAddr, "SSH"); err != nil {
+	if e.sshLn, err = e.listen(cfg.SSHListener, cfg.SSHAddr, "SSH", cmp.Or(cfg.SSHMaxConns, DefaultSSHMaxConns)); err != nil {
 		return nil, err
 	}
 	if cfg.Preview.enabled() {
@@ -302,7 +327,7 @@ func (e *Edge) Start(ctx context.Context) error {
 	}
 	if e.cfg.MetricsAddr != "" {
 		var err error
-		if e.metrics, err = metricsserver.Start(e.cfg.MetricsAddr, e.reg, e.log); err != nil {
+		if e.metrics, err = metricsserver.Start(e.cfg.MetricsAddr, e.reg, e.log, e.limits); err != nil {
 			return err
 		}
 	}

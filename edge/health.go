@@ -1,10 +1,8 @@
 package edge
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 )
@@ -22,9 +20,9 @@ func (e *Edge) openHealth(addr string) (*server, error) {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	ln, err := net.Listen("tcp", addr)
+	ln, err := e.listen(nil, addr, "health", smallMaxConns)
 	if err != nil {
-		return nil, fmt.Errorf("listen for health on %s: %w", addr, err)
+		return nil, err
 	}
 	srv := &http.Server{
 		Handler: mux,

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/sbxedge/sbx/edge/preview/previewtls"
 	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
 	"github.com/sbxedge/sbx/edge/preview/redistickets"
+	"github.com/sbxedge/sbx/internal/netlimit"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
 )
@@ -59,6 +61,12 @@ type PreviewConfig struct {
 	// is plain TCP inside the cluster: for a network that must not
 	// carry preview traffic unencrypted.
 	SSHOnly bool
+	// MaxConns is the most connections the preview listener holds at
+	// once (0: DefaultPreviewMaxConns); BodyTimeout bounds a request
+	// body before the proxy has authorised its sender, and its stalls
+	// after (netlimit.BodyDeadline; 0: netlimit.DefaultBodyTimeout).
+	MaxConns    int
+	BodyTimeout time.Duration
 }
 
 func (c *PreviewConfig) enabled() bool { return c.Addr != "" || c.Listener != nil }
@@ -101,6 +109,8 @@ type previewServer struct {
 	tls   *previewtls.Manager // nil with PlainHTTP
 	certs *certstore.Redis    // nil with PlainHTTP
 	ln    net.Listener
+	// listen binds the ACME HTTP-01 listener (Edge.listen).
+	listen func(ln net.Listener, addr, what string, maxConns int) (net.Listener, error)
 }
 
 // previewSSHConns is how many SSH connections the preview proxy keeps
@@ -117,7 +127,7 @@ const previewSSHConns = 1
 func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 	c := e.cfg.Preview
 	ps := &previewServer{cfg: c, pool: podssh.NewPool(e.cfg.CA, e.log, podssh.WithKeyID("edge-preview"),
-		podssh.WithConnsPerSandbox(previewSSHConns))}
+		podssh.WithConnsPerSandbox(previewSSHConns)), listen: e.listen}
 	defer func() {
 		if err != nil {
 			_ = ps.close()
@@ -170,28 +180,28 @@ func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 			return nil, err
 		}
 	}
-	if ps.ln, err = listen(c.Listener, c.Addr, "previews"); err != nil {
+	if ps.ln, err = e.listen(c.Listener, c.Addr, "previews", cmp.Or(c.MaxConns, DefaultPreviewMaxConns)); err != nil {
 		return nil, err
 	}
 	return ps, nil
 }
 
 // listen is ln when the caller handed one in, else a new TCP listener on
-// addr for what.
-func listen(ln net.Listener, addr, what string) (net.Listener, error) {
-	if ln != nil {
-		return ln, nil
+// addr for what, with a ceiling of maxConns connections and temporary
+// accept errors (out of descriptors) survived (netlimit).
+func (e *Edge) listen(ln net.Listener, addr, what string, maxConns int) (net.Listener, error) {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("listen for %s on %s: %w", what, addr, err)
+		}
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen for %s on %s: %w", what, addr, err)
-	}
-	return ln, nil
+	return e.limits.Wrap(ln, netlimit.Config{Name: what, MaxConns: maxConns, Logger: e.log}), nil
 }
 
 // start serves previews (and, with TLS, ACME HTTP-01 on HTTPAddr).
 func (ps *previewServer) start(ctx context.Context, log *slog.Logger, serve func(*server)) error {
-	main := preview.NewServer(ps.proxy, log, ps.cfg.PlainHTTP)
+	main := preview.NewServerWith(ps.proxy, log, ps.cfg.PlainHTTP, netlimit.BodyDeadline{Timeout: ps.cfg.BodyTimeout})
 	s := &server{name: "previews", ln: ps.ln, serve: main.Serve, closed: http.ErrServerClosed, shutdown: main.Shutdown, close: main.Close}
 	if ps.cfg.PlainHTTP {
 		serve(s)
@@ -206,16 +216,17 @@ func (ps *previewServer) start(ctx context.Context, log *slog.Logger, serve func
 	s.serve = func(ln net.Listener) error { return main.ServeTLS(ln, tlsConfig) }
 	// Port 80: ACME HTTP-01 challenges (any replica's, from the shared
 	// storage), everything else redirected to HTTPS.
-	hln, err := net.Listen("tcp", ps.cfg.HTTPAddr)
+	hln, err := ps.listen(nil, ps.cfg.HTTPAddr, "ACME HTTP-01", smallMaxConns)
 	if err != nil {
-		return fmt.Errorf("listen for ACME HTTP-01 on %s: %w", ps.cfg.HTTPAddr, err)
+		return err
 	}
 	serve(s)
 	redirect := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect)
 	})
-	// Challenge requests are tiny; nothing here streams.
-	hs := &http.Server{Handler: ps.tls.HTTPHandler(redirect), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+	// Challenge requests are tiny and have no body; nothing here streams.
+	hs := &http.Server{Handler: ps.tls.HTTPHandler(redirect), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 20 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	serve(&server{name: "ACME HTTP-01", ln: hln, serve: hs.Serve, closed: http.ErrServerClosed, shutdown: hs.Shutdown, close: hs.Close})
 	return nil
 }

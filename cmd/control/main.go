@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/internal/flagenv"
+	"github.com/sbxedge/sbx/internal/netlimit"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
@@ -72,9 +73,26 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", env("SBX_PREVIEW_DOMAIN", ""), "preview base domain, its own registrable domain (empty: POST /ports is 503)")
 	fs.StringVar(&c.PreviewMembersFile, "preview-members", env("SBX_PREVIEW_MEMBERS", ""), "JSON file mapping OIDC identities to accounts, for private previews")
+	apiConns := fs.String("api-max-conns", env("SBX_API_MAX_CONNS", strconv.Itoa(control.DefaultAPIMaxConns)), "most REST API connections held at once; beyond it new ones wait in the kernel's backlog, so no flood takes every file descriptor")
+	internalConns := fs.String("internal-max-conns", env("SBX_INTERNAL_MAX_CONNS", strconv.Itoa(control.DefaultInternalMaxConns)), "most internal API connections held at once")
+	bodyTimeout := fs.String("body-timeout", env("SBX_BODY_TIMEOUT", netlimit.DefaultBodyTimeout.String()), "how long a request body may take to start or stall (both APIs); before its sender authenticates it must also average 1 KiB/s, so a body that never arrives is cut after this")
 	if err := fs.Parse(args); err != nil {
 		return c, 0, err
 	}
+	for _, n := range []struct {
+		flag, v string
+		to      *int
+	}{{"--api-max-conns", *apiConns, &c.APIMaxConns}, {"--internal-max-conns", *internalConns, &c.InternalMaxConns}} {
+		var err error
+		if *n.to, err = strconv.Atoi(n.v); err != nil || *n.to <= 0 {
+			return c, 0, fmt.Errorf("%s %q: want a positive count", n.flag, n.v)
+		}
+	}
+	d, err := time.ParseDuration(*bodyTimeout)
+	if err != nil || d <= 0 {
+		return c, 0, fmt.Errorf("--body-timeout %q: want a positive duration such as 20s", *bodyTimeout)
+	}
+	c.BodyTimeout = d
 	// Not flag defaults: -help would print them (a URL's password).
 	if err := flagenv.Unshown(fs, getenv, map[string]string{"database-url": "SBX_DATABASE_URL", "redis-url": "SBX_REDIS_URL"}); err != nil {
 		return c, 0, err

@@ -55,6 +55,9 @@ type devConfig struct {
 	// RedisURL holds activity and wake notifications; empty: in memory.
 	RedisURL, RedisPrefix string
 	ActivityRetry         time.Duration
+	// BodyTimeout bounds request bodies on the API, the internal API and
+	// the preview proxy (netlimit.BodyDeadline); 0: its default.
+	BodyTimeout time.Duration
 	// DevToken is the dev account's token to seed (SBX_DEV_TOKEN); empty:
 	// a fresh one, or the one in the token file.
 	DevToken string
@@ -140,7 +143,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		AlsoReady: func() bool { e := running.Load(); return e != nil && e.Ready() },
 		Lifecycle: lifecycle.Config{ReapInterval: c.ReapInterval, IdleTimeout: c.IdleTimeout, DefaultProfile: devseed.DefaultProfile},
 		RedisURL:  c.RedisURL, RedisPrefix: c.RedisPrefix, ActivityRetry: c.ActivityRetry,
-		Logger: log,
+		BodyTimeout: c.BodyTimeout, Logger: log,
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -258,7 +261,7 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 	cfg.Activity = svc.Activity
 	cfg.Preview = edge.PreviewConfig{
 		Listener: previewLn, PlainHTTP: true, Domain: c.PreviewDomain, PublicPort: previewLn.Addr().(*net.TCPAddr).Port,
-		SessionKey: key, RouteTTL: cfg.Preview.RouteTTL,
+		SessionKey: key, RouteTTL: cfg.Preview.RouteTTL, BodyTimeout: c.BodyTimeout,
 	}
 	if c.OIDCIssuer != "" {
 		cfg.Preview.OIDC = &preview.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret}

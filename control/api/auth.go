@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/netlimit"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -82,6 +83,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, errProjectToken)
 			return
 		}
+		// An account's upload may take as long as it keeps moving.
+		netlimit.Trust(r)
 		next.ServeHTTP(w, s.authenticated(r, acct, tok.ID, expiry(tok.ExpiresAt)))
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/edge/internal/h1"
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // Server limits. Each bounds what one client can hold on the edge.
@@ -28,7 +29,16 @@ const (
 // HTTP/2 without TLS (prior knowledge), for sbx dev and for TLS
 // terminated in front. A Proxy with DisableLeanRelay is served by
 // net/http alone, as it was before either lean path.
+//
+// Request bodies have netlimit's default deadline; NewServerWith sets
+// another.
 func NewServer(h http.Handler, log *slog.Logger, h2c bool) *h1.Server {
+	return NewServerWith(h, log, h2c, netlimit.BodyDeadline{})
+}
+
+// NewServerWith is NewServer with body's deadline on request bodies,
+// which holds before the proxy has looked at who is asking.
+func NewServerWith(h http.Handler, log *slog.Logger, h2c bool, body netlimit.BodyDeadline) *h1.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -41,5 +51,5 @@ func NewServer(h http.Handler, log *slog.Logger, h2c bool) *h1.Server {
 	srv.Protocols.SetHTTP2(true)
 	srv.Protocols.SetUnencryptedHTTP2(h2c)
 	p, _ := h.(*Proxy)
-	return h1.New(srv, p == nil || !p.cfg.DisableLeanRelay)
+	return h1.New(srv, p == nil || !p.cfg.DisableLeanRelay, body)
 }

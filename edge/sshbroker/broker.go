@@ -17,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/edge/internal/slots"
 	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -109,24 +110,31 @@ func (b *Broker) Serve(ln net.Listener) error {
 	}
 	defer leave(b, b.listeners, ln)
 
-	var backoff time.Duration
+	var (
+		backoff netlimit.Backoff
+		failing int // errors since the last connection accepted
+	)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if b.isClosing() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if netlimit.Temporary(err) {
 				// Out of file descriptors and the like: back off like
-				// net/http instead of spinning or giving up.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+				// net/http instead of spinning or giving up, with one
+				// line per burst. A netlimit.Listener (the edge's) never
+				// returns these; this is for a bare one.
+				if failing++; failing == 1 {
+					b.log.Error("accept failing; backing off and retrying", "err", err)
+				}
+				time.Sleep(backoff.Next())
 				continue
 			}
 			return fmt.Errorf("accept: %w", err)
 		}
-		backoff = 0
+		backoff.Reset()
+		failing = 0
 		b.mu.Lock()
 		if b.closing {
 			b.mu.Unlock()

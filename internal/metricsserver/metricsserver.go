@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // Server serves GET /metrics until Shutdown or Close; both wait for its
@@ -31,16 +33,35 @@ type Server struct {
 	waitErr  error
 }
 
-// Start listens on addr and serves g's metrics there.
-func Start(addr string, g prometheus.Gatherer, log *slog.Logger) (*Server, error) {
+// maxConns bounds the scrapers connected at once: a few Prometheus
+// replicas, and someone's curl.
+const maxConns = 64
+
+// Listeners wraps a listener with its limits and metrics
+// (netlimitprom.Collectors).
+type Listeners interface {
+	Wrap(net.Listener, netlimit.Config) *netlimit.Listener
+}
+
+// Start listens on addr and serves g's metrics there; lims, when not nil,
+// counts the listener's connections and accept errors.
+func Start(addr string, g prometheus.Gatherer, log *slog.Logger, lims Listeners) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)
 	}
+	lcfg := netlimit.Config{Name: "metrics", MaxConns: maxConns, Logger: log}
+	if lims != nil {
+		ln = lims.Wrap(ln, lcfg)
+	} else {
+		ln = netlimit.Wrap(ln, lcfg)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	s := &Server{ln: ln, done: make(chan error, 1), srv: &http.Server{
-		Handler: mux,
+		// A scrape has no body: one declared is refused and its
+		// connection closed at once, not read for ReadTimeout.
+		Handler: netlimit.BodyDeadline{Timeout: 5 * time.Second}.Wrap(mux),
 		// A scrape is one small request from a nearby Prometheus; anything
 		// slow is broken or hostile.
 		ReadHeaderTimeout: 5 * time.Second,

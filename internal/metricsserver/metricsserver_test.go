@@ -23,7 +23,7 @@ func TestServesOnlyMetrics(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "sbx_test_total", Help: "a test counter"})
 	reg.MustRegister(c)
 	c.Add(3)
-	s, err := metricsserver.Start("127.0.0.1:0", reg, slog.New(slog.DiscardHandler))
+	s, err := metricsserver.Start("127.0.0.1:0", reg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +57,12 @@ func TestServesOnlyMetrics(t *testing.T) {
 }
 
 func TestStartRefusesABusyAddress(t *testing.T) {
-	s, err := metricsserver.Start("127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	s, err := metricsserver.Start("127.0.0.1:0", prometheus.NewRegistry(), slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := metricsserver.Start(s.Addr().String(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := metricsserver.Start(s.Addr().String(), prometheus.NewRegistry(), slog.New(slog.DiscardHandler), nil); err == nil {
 		t.Fatal("a second server on the same address started")
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // Keys is what a forwarder checks the edge against and proves itself
@@ -96,21 +98,24 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 		n = 256
 	}
 	handshakes := make(chan struct{}, n)
-	var delay time.Duration
+	var delay netlimit.Backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if retryable(err) {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
+			if netlimit.Temporary(err) {
+				// A shortage of descriptors or memory, which the
+				// connections being served give back: a forwarder that
+				// stopped on one would leave its sandbox's ports
+				// unreachable until the sandbox restarts.
+				time.Sleep(delay.Next())
 				continue
 			}
 			return fmt.Errorf("podtcp: accept: %w", err)
 		}
-		delay = 0
+		delay.Reset()
 		select {
 		case handshakes <- struct{}{}:
 		default:
@@ -128,19 +133,6 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 				func(up net.Conn) bool { return track(up, true) }, func(up net.Conn) { track(up, false) })
 		})
 	}
-}
-
-// retryable is an accept error that passes: a timeout, or a shortage of
-// descriptors or memory, which the connections being served give back.
-// A forwarder that stopped on one would leave its sandbox's ports
-// unreachable until the sandbox restarts.
-func retryable(err error) bool {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return true
-	}
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // serveConn runs one connection: the handshake (after which it calls

@@ -10,8 +10,11 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // Subsystem is the SSH subsystem name the init's control protocol is
@@ -125,14 +128,21 @@ func (s *Supervisor) ServeListener(ctx context.Context, ln net.Listener) error {
 	defer ln.Close()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	var backoff netlimit.Backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
+			if netlimit.Temporary(err) {
+				// Out of descriptors: control calls come back with them.
+				time.Sleep(backoff.Next())
+				continue
+			}
 			return fmt.Errorf("accept a control call: %w", err)
 		}
+		backoff.Reset()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

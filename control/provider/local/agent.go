@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // agentChannel is the channel OpenSSH's server opens back to the client
@@ -52,11 +55,18 @@ func listenAgent(conn gossh.Conn) (*agentSocket, error) {
 }
 
 func (a *agentSocket) accept() {
+	var backoff netlimit.Backoff
 	for {
 		c, err := a.ln.Accept()
 		if err != nil {
+			if netlimit.Temporary(err) {
+				// Out of descriptors: the agent comes back with them.
+				time.Sleep(backoff.Next())
+				continue
+			}
 			return // closed
 		}
+		backoff.Reset()
 		if !a.track(c, true) {
 			c.Close()
 			return

@@ -15,6 +15,7 @@ type body struct {
 	mu     sync.Mutex // guards left and closed against a late reader
 	left   int64
 	closed bool
+	failed bool // a read failed (the body timeout): nothing left to drain
 }
 
 var errBodyClosed = errors.New("h1: read on a closed request body")
@@ -34,6 +35,7 @@ func (b *body) Read(p []byte) (int, error) {
 	n, err := b.c.br.Read(p)
 	b.left -= int64(n)
 	if b.left == 0 {
+		_ = b.c.nc.SetReadDeadline(time.Time{})
 		b.mu.Unlock()
 		b.c.watch.bodyDone()
 		b.mu.Lock()
@@ -41,6 +43,9 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		b.failed = true
 	}
 	return n, err
 }
@@ -58,10 +63,13 @@ func (b *body) done() bool {
 // starts where it should; false if that failed.
 func (b *body) drain() bool {
 	b.mu.Lock()
-	left := b.left
+	left, failed := b.left, b.failed
 	b.mu.Unlock()
 	if left == 0 {
 		return true
+	}
+	if failed {
+		return false
 	}
 	if d := b.c.srv.srv.ReadHeaderTimeout; d > 0 {
 		_ = b.c.nc.SetReadDeadline(time.Now().Add(d))

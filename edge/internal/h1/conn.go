@@ -163,7 +163,13 @@ func (c *conn) serve() {
 			return
 		}
 		_, _ = c.br.Discard(len(head))
-		_ = c.nc.SetReadDeadline(time.Time{})
+		// A body still to come must come within the body timeout;
+		// body.Read lifts it at the end.
+		var deadline time.Time
+		if c.body != nil && c.body.left > int64(c.br.Buffered()) {
+			deadline = time.Now().Add(c.srv.bodyTimeout)
+		}
+		_ = c.nc.SetReadDeadline(deadline)
 		if !c.serveRequest() {
 			return
 		}

@@ -23,9 +23,9 @@
 package h1
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
-	"errors"
 	"log"
 	"net"
 	"net/http"
@@ -33,6 +33,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // MaxBody is the largest request body the lean loop reads; a request
@@ -50,6 +52,9 @@ type Server struct {
 	handler http.Handler
 	logger  *log.Logger
 	lean    bool // false: every connection goes to net/http as accepted
+	// bodyTimeout bounds a lean request's body (at most MaxBody bytes):
+	// a client that declares one and sends none is cut after it.
+	bodyTimeout time.Duration
 
 	handoff   *connQueue // connections for srv
 	fbOnce    sync.Once
@@ -66,21 +71,25 @@ type Server struct {
 // New takes srv over: its Handler serves both paths, its
 // ReadHeaderTimeout, IdleTimeout and ErrorLog apply to the lean loop too,
 // and its ConnContext and Handler are wrapped so that a TLS connection
-// handed over mid-way keeps its http.Request.TLS. Serve with the returned
-// Server, not with srv. Without lean, every connection goes to net/http
-// untouched: the way back, with one code path around it.
-func New(srv *http.Server, lean bool) *Server {
+// handed over mid-way keeps its http.Request.TLS. Request bodies on both
+// paths have body's deadline: the lean loop's (small, of a declared
+// length) its Timeout from the end of the head, net/http's the moving
+// one of netlimit.BodyDeadline. Serve with the returned Server, not with
+// srv. Without lean, every connection goes to net/http untouched: the
+// way back, with one code path around it.
+func New(srv *http.Server, lean bool, body netlimit.BodyDeadline) *Server {
 	s := &Server{
 		srv: srv, handler: srv.Handler, logger: srv.ErrorLog, lean: lean,
-		handoff: newConnQueue(),
-		fbDone:  make(chan struct{}),
-		lns:     map[net.Listener]struct{}{},
-		conns:   map[*conn]struct{}{},
+		bodyTimeout: cmp.Or(body.Timeout, netlimit.DefaultBodyTimeout),
+		handoff:     newConnQueue(),
+		fbDone:      make(chan struct{}),
+		lns:         map[net.Listener]struct{}{},
+		conns:       map[*conn]struct{}{},
 	}
 	if s.handler == nil {
 		s.handler = http.DefaultServeMux
 	}
-	inner, connCtx := s.handler, srv.ConnContext
+	inner, connCtx := body.Wrap(s.handler), srv.ConnContext
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		if pc, ok := c.(*prefixConn); ok && pc.tls != nil {
 			ctx = context.WithValue(ctx, tlsStateKey{}, pc.tls)
@@ -135,25 +144,26 @@ func (s *Server) Serve(ln net.Listener) error {
 			_ = s.srv.Serve(s.handoff)
 		}()
 	})
-	var delay time.Duration
+	var delay netlimit.Backoff
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if netlimit.Temporary(err) {
 				// Out of file descriptors and the like: back off as
-				// net/http does, rather than spin.
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				s.logf("h1: accept error: %v; retrying in %v", err, delay)
-				time.Sleep(delay)
+				// net/http does, rather than spin or stop serving. A
+				// netlimit.Listener never returns these; this is for
+				// a bare one.
+				d := delay.Next()
+				s.logf("h1: accept error: %v; retrying in %v", err, d)
+				time.Sleep(d)
 				continue
 			}
 			return err
 		}
-		delay = 0
+		delay.Reset()
 		c := s.newConn(nc)
 		if c == nil {
 			_ = nc.Close()

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
 // which reports, in an answer header, how a request was served.
@@ -30,7 +32,7 @@ func which(w http.ResponseWriter, r *http.Request) {
 // start serves h on a lean (or not) Server and returns its address.
 func start(t *testing.T, h http.HandlerFunc, lean bool, cfg *tls.Config) (*Server, string, <-chan error) {
 	t.Helper()
-	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}, lean)
+	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}, lean, netlimit.BodyDeadline{})
 	ln := listen(t)
 	served, stopped := make(chan error, 1), make(chan struct{})
 	go func() {
@@ -310,5 +312,52 @@ func TestCodedRequestClosesConnection(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestStalledBodyCut (issue 27, M1): on both paths, a request whose
+// declared body never arrives is cut at the body timeout: a small one on
+// the lean loop, a large one (over MaxBody) on net/http. The handler's
+// read fails and the connection ends.
+func TestStalledBodyCut(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length int
+	}{
+		{"lean", 100},
+		{"net/http", MaxBody + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			readErr := make(chan error, 1)
+			s := New(&http.Server{
+				Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+					_, err := io.Copy(io.Discard, r.Body)
+					readErr <- err
+				}),
+				ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
+			}, true, netlimit.BodyDeadline{Timeout: 200 * time.Millisecond})
+			ln := listen(t)
+			served := make(chan error, 1)
+			go func() { served <- s.Serve(ln) }()
+			t.Cleanup(func() { _ = s.Close(); <-served })
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", tc.length)
+			select {
+			case err := <-readErr:
+				if err == nil {
+					t.Fatal("the handler read a body that was never sent")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the body read still waits 10 s past a 200 ms timeout")
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.Copy(io.Discard, c); err != nil {
+				t.Fatalf("the connection did not end: %v", err)
+			}
+		})
 	}
 }
