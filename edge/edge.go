@@ -213,6 +213,9 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	if e.cc, err = controlclient.New(controlclient.Config{BaseURL: cfg.ControlURL, Secret: cfg.InternalSecret}); err != nil {
 		return nil, err
 	}
+	// First of the invalidation receivers: the proxy's re-check of the
+	// connections a revoked token admitted asks the client's token cache.
+	e.inv = append(e.inv, e.cc.Invalidate)
 	// Fail fast on a wrong URL or secret instead of refusing every SSH
 	// login later with an opaque error.
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -33,6 +33,7 @@ func testMustShow(t *testing.T, p *devProc, ta sshTarget, dir string) {
 	t.Run("ssh -D", func(t *testing.T) { sshscenario.DynamicForward(t, ssh) })
 	t.Run("ssh -R", func(t *testing.T) { sshscenario.RemoteForward(t, ssh) })
 	t.Run("VS Code pattern", func(t *testing.T) { sshscenario.VSCodePattern(t, ssh) })
+	t.Run("150 commands over one ControlMaster", func(t *testing.T) { sshscenario.Multiplexed(t, ssh, 150) })
 	t.Run("50 parallel sessions", func(t *testing.T) {
 		t.Run("one sandbox", func(t *testing.T) { sshscenario.ParallelSessions(t, []sshscenario.SSH{ssh}, 50) })
 		t.Run("ten sandboxes", func(t *testing.T) {

@@ -37,6 +37,8 @@ type Config struct {
 	// HTTPClient is used when set (tests, custom transports); its own
 	// Timeout is left alone.
 	HTTPClient *http.Client
+	// Now is the clock of the token cache (tests); default time.Now.
+	Now func() time.Time
 }
 
 // Validate names the bad field. It has no side effects.
@@ -55,11 +57,16 @@ func (c *Config) Validate() error {
 }
 
 // Client calls control's internal API. It is safe for concurrent use.
+//
+// It caches TokenAccount's answers for a few seconds; its owner passes
+// control's invalidations to Invalidate, before anything re-checks the
+// connections they concern, so a revoked token is refused at once.
 type Client struct {
 	base    string
 	secret  string
 	timeout time.Duration
 	hc      *http.Client
+	tokens  *tokenCache
 }
 
 // New validates cfg and returns a Client.
@@ -79,7 +86,21 @@ func New(cfg Config) (*Client, error) {
 		t.MaxIdleConnsPerHost = 64
 		hc = &http.Client{Transport: t}
 	}
-	return &Client{base: strings.TrimRight(cfg.BaseURL, "/"), secret: cfg.Secret, timeout: cfg.Timeout, hc: hc}, nil
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Client{base: strings.TrimRight(cfg.BaseURL, "/"), secret: cfg.Secret, timeout: cfg.Timeout, hc: hc}
+	var err error
+	if c.tokens, err = newTokenCache(c.askTokenAccount, tokenCacheTTL, tokenCacheSize, cfg.Now); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Invalidate applies one of control's invalidations to what the client
+// caches. Safe for concurrent use.
+func (c *Client) Invalidate(_ context.Context, inv edgeapi.Invalidation) {
+	c.tokens.invalidate(inv)
 }
 
 // Error is a problem document control answered with.

@@ -32,8 +32,14 @@ func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, erro
 	return rt, nil
 }
 
-// TokenAccount asks control whose agent token secret is.
+// TokenAccount says whose agent token secret is, from the token cache
+// when it can (see Invalidate).
 func (c *Client) TokenAccount(ctx context.Context, secret string) (string, error) {
+	return c.tokens.account(ctx, secret)
+}
+
+// askTokenAccount asks control whose agent token secret is.
+func (c *Client) askTokenAccount(ctx context.Context, secret string) (string, error) {
 	var out edgeapi.PreviewTokenResponse
 	if err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewToken, edgeapi.PreviewTokenRequest{Token: secret}, &out); err != nil {
 		return "", err // a refusal is preview.ErrInvalidToken

@@ -2,13 +2,17 @@ package preview_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // BenchmarkDownload reads one 64 MiB response per op: straight from the
@@ -125,4 +129,41 @@ func BenchmarkSmallRequests(b *testing.B) {
 	b.Run("proxy", func(b *testing.B) { run(b, e.client(), e.url("bench", "/small")) })
 	rpAddr, _ := e.twin(true)
 	b.Run("proxy-reverseproxy", func(b *testing.B) { run(b, clientTo(rpAddr), e.url("bench", "/small")) })
+}
+
+// BenchmarkWakePortWait is a wake's wait for its port: a suspended
+// private preview whose sandbox is ready as soon as it is woken and whose
+// app (declared by a service) listens 5 ms later, as a dev server that
+// starts fast does; one op is an API client's GET from its start to the
+// app's answer. Run with -benchtime=20x (at most 64).
+func BenchmarkWakePortWait(b *testing.B) {
+	const most = 64
+	var ports []int
+	var services []sandboxinit.Status
+	for i := range most {
+		ports = append(ports, freePort(b))
+		services = append(services, sandboxinit.Status{Service: sandboxinit.Service{Name: fmt.Sprintf("web%d", i), Command: "x", Port: ports[i]}, State: "starting"})
+	}
+	waker := &gateWaker{ready: map[string]func(){}}
+	e := newEnv(b, newTestApp(), envOptions{waker: waker, sshdConfig: initStatus(b, services...)})
+	if b.N > most {
+		b.Fatalf("-benchtime=%dx: at most %dx", b.N, most)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		// One sandbox: its SSH connection (for the init) is pooled, as a
+		// real sandbox's is across its wakes.
+		label, id := fmt.Sprintf("wake%d", i), "sbx-w"
+		ready := asleep(b, e, label, id, "acct-a", ports[i])
+		appUp := serveLater(b, waker, id, func() { e.res.set(label, ready) }, ports[i], 5*time.Millisecond)
+		b.StartTimer()
+		resp, body := e.get(label, "/api", "Authorization", "Bearer "+tokenA)
+		b.StopTimer()
+		<-appUp
+		if resp.StatusCode != 200 || !strings.Contains(body, "hello from the sandbox") {
+			b.Fatalf("woken GET: %d %q, want the app's answer", resp.StatusCode, body)
+		}
+		b.StartTimer()
+	}
 }

@@ -48,8 +48,15 @@ const (
 	stepFailed    = "failed"
 )
 
-// portPoll is how often a waking preview tries its port.
-const portPoll = 150 * time.Millisecond
+// A waking preview tries its port first after portPollMin, then twice
+// as long after each miss, up to portPoll. An app usually listens within
+// milliseconds of its sandbox's restore: a fixed 150 ms between tries was
+// half of a wake's cost (BenchmarkWakeLatency in cmd/sbx), and a port that
+// takes its time is still tried only every portPoll.
+const (
+	portPollMin = 2 * time.Millisecond
+	portPoll    = 150 * time.Millisecond
+)
 
 // wakeState is one wake of one preview host.
 type wakeState struct {
@@ -231,6 +238,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 	}
 	var lastAsk time.Time
 	var lastErr error
+	wait := portPollMin
 	for {
 		conn, err := p.dialPort(ctx, rt, rt.upstream)
 		if err == nil {
@@ -266,7 +274,8 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 				w.set(now, stepPort, name)
 			}
 		}
-		t := time.NewTimer(portPoll)
+		t := time.NewTimer(wait)
+		wait = min(2*wait, portPoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()

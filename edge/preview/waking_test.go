@@ -55,13 +55,13 @@ func (g *gateWaker) Wake(ctx context.Context, id string) error {
 // initStatus makes the sandbox's sshd answer the init's subsystem with a
 // fixed list of services (read from a file the test writes), as an init
 // whose service is still starting would.
-func initStatus(t *testing.T, services ...sandboxinit.Status) []string {
+func initStatus(t testing.TB, services ...sandboxinit.Status) []string {
 	return []string{"Subsystem " + sandboxinit.Subsystem + " read request; cat " + statusFile(t, services...)}
 }
 
 // statusFile writes the init's answer listing services, and returns its
 // path.
-func statusFile(t *testing.T, services ...sandboxinit.Status) string {
+func statusFile(t testing.TB, services ...sandboxinit.Status) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "status.json")
 	b, _ := json.Marshal(sandboxinit.Response{Services: services})
@@ -74,7 +74,7 @@ func statusFile(t *testing.T, services ...sandboxinit.Status) string {
 // asleep exposes label for sandbox sbx in account acct, then puts its
 // route to sleep on port; it returns the route as it will be once the
 // sandbox is ready again.
-func asleep(t *testing.T, e *env, label, sbx, acct string, port int) preview.Route {
+func asleep(t testing.TB, e *env, label, sbx, acct string, port int) preview.Route {
 	t.Helper()
 	e.expose(label, sbx, acct, false, false)
 	ready, _ := e.res.Resolve(t.Context(), label)
@@ -83,7 +83,7 @@ func asleep(t *testing.T, e *env, label, sbx, acct string, port int) preview.Rou
 	return ready
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	n, _ := strconv.Atoi(sshscenario.FreePort(t))
 	return n
@@ -313,7 +313,7 @@ func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
 // serveLater makes waking id run ready and then, after delay, start the
 // test app on port (as a service coming up after its sandbox); the
 // channel closes once the app listens.
-func serveLater(t *testing.T, waker *gateWaker, id string, ready func(), port int, delay time.Duration) <-chan struct{} {
+func serveLater(t testing.TB, waker *gateWaker, id string, ready func(), port int, delay time.Duration) <-chan struct{} {
 	t.Helper()
 	up := make(chan struct{})
 	var once sync.Once

@@ -111,3 +111,11 @@ func TestHeldForwardWithKeepalives(t *testing.T) {
 		t.Fatalf("GET after 65s: got %q, want %q", got, "still here")
 	}
 }
+
+// TestMultiplexedCommands runs commands over one OpenSSH ControlMaster
+// connection: the broker used to pass EOF on before the sandbox's
+// exit-status, the client answered with a close, x/crypto/ssh closed the
+// channel at once, and the command ended with 255 and no exit status.
+func TestMultiplexedCommands(t *testing.T) {
+	sshscenario.Multiplexed(t, granted(t), 150)
+}

@@ -22,25 +22,40 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 const smallCopyBuf = 2 << 10
 
 // pipe relays one channel pair until both directions are done. cli is the
-// client-side channel, up the sandbox-side one, whoever opened them.
+// client-side channel, up the sandbox-side one, whoever opened them;
+// session says the pair is a session the client opened, the one kind that
+// carries an exit status.
 //
 // Flow control is end to end: a copy goroutine blocks in Write while the
 // receiving peer's window is shut, stops reading, and so stops returning
 // window to the sender. Nothing is buffered beyond the SSH windows.
-func (cc *clientConn) pipe(cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request) {
+func (cc *clientConn) pipe(cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request, session bool) {
 	var wg sync.WaitGroup
-	upDone := cc.half(&wg, up, cli, cc.b.m.bytesFromSandbox)
-	cliDone := cc.half(&wg, cli, up, cc.b.m.bytesToSandbox)
+	// A session's EOF to the client waits for the sandbox's exit-status
+	// (or the end of its channel). An OpenSSH client whose stdin is done
+	// (every multiplexed command, any `ssh host cmd </dev/null`) closes the
+	// channel as soon as it has the EOF, and x/crypto/ssh answers that
+	// close at once, so an exit-status still on its way would find the
+	// channel gone and the command would end with 255 and no status.
+	// sshd never has this race: it holds its close until the command ended.
+	var exited chan struct{}
+	if session {
+		exited = make(chan struct{})
+	}
+	upDrained, upDone := cc.half(&wg, up, cli, cc.b.m.bytesFromSandbox, exited)
+	cc.half(&wg, cli, up, cc.b.m.bytesToSandbox, nil)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		cc.forwardRequests(cliReqs, up, cliDone, true)
+		cc.forwardRequests(cliReqs, up, nil, nil, true)
 		// The client closed its channel: close ours upstream.
 		up.Close()
 	}()
 	go func() {
 		defer wg.Done()
-		cc.forwardRequests(upReqs, cli, upDone, false)
+		cc.forwardRequests(upReqs, cli, upDrained, exited, false)
+		// No exit status can follow the end of the sandbox's channel.
+		release(exited)
 		// The sandbox closed: deliver what it sent, then close.
 		<-upDone
 		cli.Close()
@@ -48,24 +63,43 @@ func (cc *clientConn) pipe(cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.
 	wg.Wait()
 }
 
-// half copies src's data and stderr to dst, then half-closes dst. The
-// returned channel closes when both copies reached EOF, so exit-status is
-// never passed on before the output it follows. Whichever copy finishes
-// last does the close, so an idle session costs no waiter goroutine.
-func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prometheus.Counter) <-chan struct{} {
-	done := make(chan struct{})
+// release closes a hold that may be nil or already released; only the
+// sandbox's request loop calls it, so there is no race between checks.
+func release(hold chan struct{}) {
+	if hold == nil {
+		return
+	}
+	select {
+	case <-hold:
+	default:
+		close(hold)
+	}
+}
+
+// half copies src's data and stderr to dst, then half-closes dst once hold
+// (if not nil) is closed too. drained closes when both copies reached EOF,
+// so exit-status is never passed on before the output it follows; done
+// closes once dst is half-closed. Whichever copy finishes last does the
+// close, so an idle session costs no waiter goroutine.
+func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prometheus.Counter, hold <-chan struct{}) (drained, done <-chan struct{}) {
+	drainedc, donec := make(chan struct{}), make(chan struct{})
 	var left atomic.Int32
 	left.Store(2)
 	finish := func() {
-		if left.Add(-1) == 0 {
-			// EOF covers extended data too, so it waits for both copies.
-			// eofMu: x/crypto/ssh sets the channel's sent-EOF flag without
-			// a lock, and teardown may be writing a message to it.
-			cc.eofMu.Lock()
-			dst.CloseWrite()
-			cc.eofMu.Unlock()
-			close(done)
+		if left.Add(-1) != 0 {
+			return
 		}
+		close(drainedc)
+		if hold != nil {
+			<-hold
+		}
+		// EOF covers extended data too, so it waits for both copies.
+		// eofMu: x/crypto/ssh sets the channel's sent-EOF flag without
+		// a lock, and teardown may be writing a message to it.
+		cc.eofMu.Lock()
+		dst.CloseWrite()
+		cc.eofMu.Unlock()
+		close(donec)
 	}
 	wg.Add(2)
 	go func() {
@@ -78,7 +112,7 @@ func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prome
 		defer finish()
 		cc.copy(dst.Stderr(), src.Stderr(), bytes)
 	}()
-	return done
+	return drainedc, donec
 }
 
 func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counter) {
@@ -123,17 +157,20 @@ func (cc *clientConn) touch() {
 
 // forwardRequests passes channel requests from one side to the other until
 // the source channel closes. fromClient marks requests the client sends,
-// which are filtered; the sandbox's are passed as is.
-func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel, srcDone <-chan struct{}, fromClient bool) {
+// which are filtered; the sandbox's are passed as is, an exit status only
+// once srcDrained (all the output before it was passed on), and then
+// releasing exited so the EOF may follow it.
+func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel, srcDrained <-chan struct{}, exited chan struct{}, fromClient bool) {
 	for r := range reqs {
+		exit := !fromClient && (r.Type == "exit-status" || r.Type == "exit-signal")
 		switch {
 		case fromClient && r.Type == "x11-req":
 			// X11 would open channels back to the client carrying a
 			// display cookie; not worth the surface.
 			r.Reply(false, nil)
 			continue
-		case !fromClient && (r.Type == "exit-status" || r.Type == "exit-signal"):
-			<-srcDone
+		case exit:
+			<-srcDrained
 		}
 		if fromClient && r.Type == "auth-agent-req@openssh.com" {
 			// OpenSSH sends it without want-reply, so the client's asking
@@ -144,6 +181,9 @@ func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel,
 		ok, err := dst.SendRequest(r.Type, r.WantReply, r.Payload)
 		if err != nil {
 			ok = false
+		}
+		if exit {
+			release(exited)
 		}
 		if r.WantReply {
 			r.Reply(ok, nil)

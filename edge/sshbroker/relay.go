@@ -240,9 +240,9 @@ func (cc *clientConn) openPair(nch ssh.NewChannel, dst ssh.Conn, fromClient bool
 					cc.mu.Unlock()
 				}()
 			}
-			cc.pipe(sch, sreqs, dch, dreqs)
+			cc.pipe(sch, sreqs, dch, dreqs, typ == "session")
 		} else {
-			cc.pipe(dch, dreqs, sch, sreqs)
+			cc.pipe(dch, dreqs, sch, sreqs, false)
 		}
 	}()
 }

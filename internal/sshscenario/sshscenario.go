@@ -337,3 +337,67 @@ func ParallelSessions(t *testing.T, targets []SSH, n int) {
 		t.Error(err)
 	}
 }
+
+// Multiplexed runs n commands over one OpenSSH connection shared through
+// a ControlMaster, as VS Code and agents do, a few at a time. Each must
+// end with its own exit status and output: a session that loses its
+// exit-status ends with 255 and "no exit status" instead.
+func Multiplexed(t *testing.T, ssh SSH, n int) {
+	// A unix socket's path holds about 100 bytes, and t.TempDir's can be
+	// longer than that.
+	dir, err := os.MkdirTemp("", "mux")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctl := []string{"-o", "ControlPath=" + filepath.Join(dir, "c")}
+	master := Background(t, ssh(Ctx(t, 10*time.Minute), append([]string{"-M", "-N", "-o", "ControlPersist=no"}, ctl...)))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ssh(Ctx(t, 10*time.Second), append([]string{"-O", "check"}, ctl...)).Run() == nil {
+			break
+		}
+		select {
+		case <-master.Done:
+			t.Fatalf("control master exited: %s", master.Stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("control master not up after 30 s: %s", master.Stderr.String())
+		}
+	}
+	mux := append([]string{"-o", "ControlMaster=no"}, ctl...)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed []string
+	)
+	sem := make(chan struct{}, 4)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			want := i % 3
+			cmd := ssh(Ctx(t, 2*time.Minute), mux, fmt.Sprintf("echo mux-%d; exit %d", i, want))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			code := cmd.ProcessState.ExitCode()
+			if err != nil && code == 0 || code != want || string(out) != fmt.Sprintf("mux-%d\n", i) {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("command %d: exit %d (%v) stdout %q stderr %q, want exit %d", i, code, err, out, strings.TrimSpace(stderr.String()), want))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Errorf("%d of %d multiplexed commands failed; first: %s", len(failed), n, failed[0])
+	}
+	select {
+	case <-master.Done:
+		t.Errorf("control master exited during the run: %s", master.Stderr.String())
+	default:
+	}
+}
