@@ -383,7 +383,12 @@ func (g *Gateway) relayConnect(w http.ResponseWriter, r *http.Request, req *requ
 		if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return err
 		}
-		return pipe(client, brw.Reader, cu)
+		// The raw connection, not the counting one, so the kernel can
+		// splice the download; pipe counts what it copied.
+		sent, received, err := pipe(client, brw.Reader, cu.Conn)
+		cu.written.Add(sent)
+		cu.read.Add(received)
+		return err
 	})
 }
 
@@ -462,30 +467,41 @@ func (g *Gateway) relay(parent context.Context, req *request, addr netip.Addr, u
 	err = copy(ctx, cu)
 }
 
-// pipe copies client→up and up→client until both directions end. When
-// one direction reaches EOF it half-closes the other side's write so the
-// peer sees the end, as TCP would; an error on either closes both.
-func pipe(client net.Conn, fromClient *bufio.Reader, up net.Conn) error {
-	errc := make(chan error, 2) // both copiers report; neither may block
+// pipe copies client→up and up→client until both directions end, and
+// returns the bytes each way. When one direction reaches EOF it
+// half-closes the other side's write so the peer sees the end, as TCP
+// would; an error on either closes both.
+func pipe(client net.Conn, fromClient *bufio.Reader, up net.Conn) (sent, received int64, err error) {
+	type result struct {
+		up  bool
+		n   int64
+		err error
+	}
+	done := make(chan result, 2) // both copiers report; neither may block
 	go func() {
-		_, err := io.Copy(up, fromClient)
+		n, err := io.Copy(up, fromClient)
 		closeWrite(up)
-		errc <- err
+		done <- result{true, n, err}
 	}()
 	go func() {
-		_, err := io.Copy(client, up)
+		n, err := io.Copy(client, up)
 		closeWrite(client)
-		errc <- err
+		done <- result{false, n, err}
 	}()
-	var first error
 	for range 2 {
-		if err := <-errc; err != nil && first == nil {
-			first = err
+		r := <-done
+		if r.up {
+			sent = r.n
+		} else {
+			received = r.n
+		}
+		if r.err != nil && err == nil {
+			err = r.err
 			client.Close()
 			up.Close()
 		}
 	}
-	return first
+	return sent, received, err
 }
 
 func closeWrite(c net.Conn) {

@@ -25,7 +25,7 @@ func basic(id, secret string) string {
 
 // connect sends a CONNECT for target through the proxy and returns its
 // response and the connection (open when the answer is 200).
-func connect(t *testing.T, proxy, target, auth string) (*http.Response, net.Conn, *bufio.Reader) {
+func connect(t testing.TB, proxy, target, auth string) (*http.Response, net.Conn, *bufio.Reader) {
 	t.Helper()
 	u, err := url.Parse(proxy)
 	if err != nil {
@@ -52,7 +52,7 @@ func connect(t *testing.T, proxy, target, auth string) (*http.Response, net.Conn
 	return resp, c, br
 }
 
-func body(t *testing.T, resp *http.Response) string {
+func body(t testing.TB, resp *http.Response) string {
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {

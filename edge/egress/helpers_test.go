@@ -139,7 +139,7 @@ func mode(m egresspolicy.Mode) *egresspolicy.Policy {
 }
 
 // newRig starts a gateway for one sandbox with policy p and ranges rc.
-func newRig(t *testing.T, p *egresspolicy.Policy, rc egresspolicy.RangesConfig) *rig {
+func newRig(t testing.TB, p *egresspolicy.Policy, rc egresspolicy.RangesConfig) *rig {
 	t.Helper()
 	ranges, err := egresspolicy.NewRanges(rc)
 	if err != nil {
@@ -173,7 +173,7 @@ var loopback = egresspolicy.RangesConfig{Trust: []netip.Prefix{netip.MustParsePr
 
 // upstream is a plain HTTP server on loopback answering "hello from
 // upstream"; it returns its port.
-func upstream(t *testing.T) uint16 {
+func upstream(t testing.TB) uint16 {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "hello from upstream")
