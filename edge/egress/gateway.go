@@ -39,6 +39,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
 )
 
@@ -47,8 +48,9 @@ import (
 const ReasonHeader = "Sbx-Egress-Reason"
 
 // ErrUnauthorized is what Sandboxes returns for a credential that is not
-// valid now: unknown, malformed, of an ended sandbox, or expired.
-var ErrUnauthorized = errors.New("proxy credential not valid")
+// valid now: unknown, malformed, of an ended sandbox, or expired. It is
+// control's refusal itself, so an answer of the internal API matches it.
+var ErrUnauthorized error = edgeapi.ErrEgressUnauthorized
 
 // Sandboxes says whose a proxy credential is and what it may reach.
 //
