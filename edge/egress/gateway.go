@@ -161,6 +161,51 @@ func (g *Gateway) SandboxEnded(sandboxID string) {
 	g.tunnels.end(sandboxID, errSandboxEnded)
 }
 
+// Recheck asks again about a sandbox control says has changed (ended,
+// suspended, its policy edited) and applies the answer to its open
+// connections: all closed when its credential no longer works, those
+// the new policy refuses otherwise. A cached answer is dropped first.
+// Without open connections there is nothing to ask about.
+func (g *Gateway) Recheck(ctx context.Context, sandboxID string) {
+	if f, ok := g.cfg.Sandboxes.(interface{ Forget(string) }); ok {
+		f.Forget(sandboxID)
+	}
+	secret := g.tunnels.credential(sandboxID)
+	if secret == "" {
+		return
+	}
+	p, err := g.cfg.Sandboxes.EgressPolicy(ctx, sandboxID, secret)
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		g.SandboxEnded(sandboxID)
+	case err != nil:
+		// Kept open: control's silence is not a refusal. The next
+		// invalidation or the sandbox's end settles it.
+		g.cfg.Logger.Warn("egress: recheck sandbox", "sandbox_id", sandboxID, "err", err)
+	default:
+		g.PolicyChanged(sandboxID, p)
+	}
+}
+
+// Shutdown waits for open relays to finish until ctx ends, then closes
+// what is left; the http.Server in front is shut down first by the
+// caller, so no relay starts meanwhile.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		g.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		g.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
 // Close ends every open relay and waits for them. The http.Server in
 // front is the caller's to shut down; hijacked CONNECT tunnels are not
 // its to close, so they are this.
@@ -173,6 +218,7 @@ func (g *Gateway) Close() {
 type request struct {
 	start     time.Time
 	sandboxID string
+	secret    string
 	policy    *egresspolicy.Policy
 	target    egresspolicy.Target
 }
@@ -196,7 +242,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusServiceUnavailable, "the egress gateway cannot check the proxy credential right now; try again")
 		return
 	}
-	req.sandboxID, req.policy = sandboxID, policy
+	req.sandboxID, req.secret, req.policy = sandboxID, secret, policy
 
 	target, err := requestTarget(r)
 	if err != nil {
@@ -439,7 +485,7 @@ func (g *Gateway) relay(parent context.Context, req *request, addr netip.Addr, u
 	defer g.wg.Done()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	t := &tunnel{target: req.target, addr: addr, cancel: cancel}
+	t := &tunnel{secret: req.secret, target: req.target, addr: addr, cancel: cancel}
 	g.tunnels.add(req.sandboxID, t)
 	defer g.tunnels.remove(req.sandboxID, t)
 	g.metrics.decisions.WithLabelValues(string(Allowed)).Inc()

@@ -301,10 +301,10 @@ func TestNotAProxyRequest(t *testing.T) {
 	}
 }
 
-func TestPolicyChangeClosesTunnels(t *testing.T) {
-	t.Parallel()
-	r := newRig(t, allow("keep.test", "drop.test"), loopback)
-	// An upstream that holds each connection open and echoes.
+// echoServer accepts connections, holds each open and echoes it; it
+// returns its port.
+func echoServer(t *testing.T) uint16 {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -321,32 +321,46 @@ func TestPolicyChangeClosesTunnels(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
-	port := netip.MustParseAddrPort(ln.Addr().String()).Port()
+	return netip.MustParseAddrPort(ln.Addr().String()).Port()
+}
+
+// openTunnel opens a CONNECT tunnel to name:port and checks it echoes.
+func openTunnel(t *testing.T, r *rig, name string, port uint16) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	resp, c, br := connect(t, r.url, fmt.Sprintf("%s:%d", name, port), basic(sandboxID, secret))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT %s answered %d", name, resp.StatusCode)
+	}
+	echo(t, c, br, "ping")
+	return c, br
+}
+
+// wantClosed fails unless the tunnel ends within 5 s.
+func wantClosed(t *testing.T, c net.Conn, br *bufio.Reader, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err == nil {
+		t.Errorf("%s still reads", what)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Errorf("%s was not closed within 5 s", what)
+	}
+}
+
+func TestPolicyChangeClosesTunnels(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, allow("keep.test", "drop.test"), loopback)
+	port := echoServer(t)
 	r.resolver.set("keep.test", []string{"127.0.0.1"})
 	r.resolver.set("drop.test", []string{"127.0.0.1"})
-
-	open := func(name string) (net.Conn, *bufio.Reader) {
-		resp, c, br := connect(t, r.url, fmt.Sprintf("%s:%d", name, port), basic(sandboxID, secret))
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("CONNECT %s answered %d", name, resp.StatusCode)
-		}
-		echo(t, c, br, "ping")
-		return c, br
-	}
-	keepC, keepR := open("keep.test")
-	dropC, dropR := open("drop.test")
+	keepC, keepR := openTunnel(t, r, "keep.test", port)
+	dropC, dropR := openTunnel(t, r, "drop.test", port)
 
 	p := allow("keep.test")
 	r.sandboxes.setPolicy(sandboxID, p)
 	if n := r.gw.PolicyChanged(sandboxID, p); n != 1 {
 		t.Errorf("PolicyChanged closed %d tunnels, want 1", n)
 	}
-	dropC.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := dropR.ReadByte(); err == nil {
-		t.Error("the dropped tunnel still reads")
-	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Error("the dropped tunnel was not closed within 5 s")
-	}
+	wantClosed(t, dropC, dropR, "the dropped tunnel")
 	echo(t, keepC, keepR, "still here")
 	d := waitDecision(t, r.log, func(d Decision) bool { return d.Host == "drop.test" })
 	if !strings.Contains(d.Reason, "policy change") || !strings.Contains(d.Reason, "not in this sandbox's allowlist") {
@@ -358,10 +372,7 @@ func TestPolicyChangeClosesTunnels(t *testing.T) {
 		t.Errorf("CONNECT drop.test after the change answered %d, want 403", resp.StatusCode)
 	}
 	r.gw.SandboxEnded(sandboxID)
-	keepC.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := keepR.ReadByte(); err == nil {
-		t.Error("a tunnel outlived its sandbox")
-	}
+	wantClosed(t, keepC, keepR, "a tunnel of an ended sandbox")
 }
 
 func echo(t *testing.T, c net.Conn, br *bufio.Reader, msg string) {

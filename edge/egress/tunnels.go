@@ -22,6 +22,7 @@ type tunnels struct {
 // tunnel is one relayed connection: what it was allowed to reach and
 // how to end it.
 type tunnel struct {
+	secret string // the credential it was opened with, to ask again
 	target egresspolicy.Target
 	addr   netip.Addr
 	cancel context.CancelCauseFunc
@@ -88,6 +89,17 @@ func (ts *tunnels) end(sandboxID string, cause error) {
 			t.cancel(cause)
 		}
 	}
+}
+
+// credential returns the secret one of the sandbox's open tunnels was
+// opened with, or "" when it has none open.
+func (ts *tunnels) credential(sandboxID string) string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for t := range ts.open[sandboxID] {
+		return t.secret
+	}
+	return ""
 }
 
 func (ts *tunnels) count() int {
