@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/store"
@@ -32,6 +34,29 @@ func (m *Manager) ProxyCredential(sandboxID string) (string, error) {
 	}
 	secret, _ := token.FromBytes(token.PrefixProxy, [32]byte(seed))
 	return secret, nil
+}
+
+// noProxy is what a sandbox reaches without the gateway: itself.
+const noProxy = "localhost,127.0.0.1,::1"
+
+// proxyEnv is the environment that sends a sandbox's proxy-aware tools
+// through the egress gateway with its credential; none without
+// Config.EgressProxy. Both spellings, since tools disagree on which
+// they read (curl only the lowercase http_proxy).
+func (m *Manager) proxyEnv(sandboxID string) ([]string, error) {
+	if m.cfg.EgressProxy == "" {
+		return nil, nil
+	}
+	secret, err := m.ProxyCredential(sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	u := "http://" + url.UserPassword(sandboxID, secret).String() + "@" + m.cfg.EgressProxy
+	var env []string
+	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY"} {
+		env = append(env, name+"="+u, strings.ToLower(name)+"="+u)
+	}
+	return append(env, "NO_PROXY="+noProxy, "no_proxy="+noProxy), nil
 }
 
 // ProfileNetwork is a profile's egress policy (open unless configured).

@@ -3,11 +3,14 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
 )
@@ -55,5 +58,66 @@ func TestProxyCredential(t *testing.T) {
 	}
 	if _, err := h.m.EgressPolicy(ctx, sb.ID, secret); !errors.Is(err, lifecycle.ErrProxyCredential) {
 		t.Errorf("after delete: %v, want ErrProxyCredential", err)
+	}
+}
+
+// specRecorder keeps the last spec provisioned.
+type specRecorder struct {
+	provider.Provider
+	mu   sync.Mutex
+	last provider.Spec
+}
+
+func (r *specRecorder) Provision(ctx context.Context, s provider.Spec) (provider.Endpoint, error) {
+	r.mu.Lock()
+	r.last = s
+	r.mu.Unlock()
+	return r.Provider.Provision(ctx, s)
+}
+
+// TestProxyEnv: with an egress gateway configured, every sandbox's spec
+// carries the proxy variables with its own credential, which EgressPolicy
+// accepts; without one, none.
+func TestProxyEnv(t *testing.T) {
+	t.Parallel()
+	for _, gateway := range []string{"127.0.0.1:3128", ""} {
+		var rec *specRecorder
+		h := newHarness(t, "sqlite", lifecycle.Config{EgressProxy: gateway}, func(p provider.Provider) provider.Provider {
+			rec = &specRecorder{Provider: p}
+			return rec
+		})
+		sb := h.create(t, 30)
+		h.waitState(t, sb.ID, store.StateReady, 10*time.Second)
+		rec.mu.Lock()
+		env := rec.last.Env
+		rec.mu.Unlock()
+		if gateway == "" {
+			if len(env) != 0 {
+				t.Errorf("without a gateway the spec carries %d variables", len(env))
+			}
+			continue
+		}
+		vars := map[string]string{}
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			vars[k] = v
+		}
+		proxy := vars["HTTPS_PROXY"]
+		for _, k := range []string{"HTTP_PROXY", "http_proxy", "https_proxy"} {
+			if vars[k] != proxy {
+				t.Errorf("%s = %q, want it equal to HTTPS_PROXY", k, vars[k])
+			}
+		}
+		if vars["NO_PROXY"] == "" || vars["no_proxy"] != vars["NO_PROXY"] {
+			t.Errorf("NO_PROXY %q, no_proxy %q", vars["NO_PROXY"], vars["no_proxy"])
+		}
+		u, err := url.Parse(proxy)
+		if err != nil || u.Host != gateway || u.User.Username() != sb.ID {
+			t.Fatalf("proxy URL %q, want http://%s:<secret>@%s", proxy, sb.ID, gateway)
+		}
+		secret, _ := u.User.Password()
+		if _, err := h.m.EgressPolicy(context.Background(), sb.ID, secret); err != nil {
+			t.Errorf("the env's credential is refused: %v", err)
+		}
 	}
 }

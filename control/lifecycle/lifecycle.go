@@ -72,6 +72,11 @@ type Config struct {
 	// not named here is open. Parsed by whoever builds the Config (the
 	// catalog, devseed), so a bad policy fails at start.
 	Network map[string]*egresspolicy.Policy
+	// EgressProxy is the egress gateway's host:port as sandboxes reach
+	// it; when set, every sandbox gets HTTP_PROXY, HTTPS_PROXY, their
+	// lowercase forms and NO_PROXY with its own proxy credential
+	// (provider.Spec.Env). Empty: no proxy environment.
+	EgressProxy string
 }
 
 func (c *Config) setDefaults() {
