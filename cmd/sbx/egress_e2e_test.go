@@ -11,7 +11,7 @@ import (
 
 // TestEgressFromSandbox: a sandbox of the real `sbx dev` has the proxy
 // environment with its own credential, and curl inside it (every host
-// proxied: --noproxy ”) reaches a local upstream in the trusted range
+// proxied, with an empty --noproxy) reaches a local upstream in the trusted range
 // through the gateway, and is refused, with the reason, sbx dev's own
 // API even though loopback is trusted. Every address dialed is on
 // loopback.
