@@ -101,13 +101,3 @@ func (ts *tunnels) credential(sandboxID string) string {
 	}
 	return ""
 }
-
-func (ts *tunnels) count() int {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	n := 0
-	for _, m := range ts.open {
-		n += len(m)
-	}
-	return n
-}
