@@ -91,7 +91,9 @@ type Config struct {
 	// Preview configures the preview proxy; empty Addr and nil Listener
 	// disable it.
 	Preview PreviewConfig
-	Logger  *slog.Logger
+	// Egress configures the egress gateway; off when empty.
+	Egress EgressConfig
+	Logger *slog.Logger
 	// Registry receives every metric; nil makes a fresh one with the Go
 	// and process collectors.
 	Registry *prometheus.Registry
@@ -149,7 +151,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("edge: a Redis URL is required: control's idle detector reads activity from it "+
 			"and would suspend sandboxes in use through this edge; opt out only when control runs without idle offload"))
 	}
-	errs = append(errs, c.Preview.validate(c.RedisURL != ""))
+	errs = append(errs, c.Preview.validate(c.RedisURL != ""), c.Egress.validate())
 	return errors.Join(errs...)
 }
 
@@ -168,6 +170,7 @@ type Edge struct {
 	sshLn  net.Listener
 	prev   *previewServer // nil when previews are off
 	health *server        // nil without HTTPAddr
+	egress *egressServer  // nil when the gateway is off
 	// metrics serves /metrics from Start until close; nil without
 	// MetricsAddr.
 	metrics *metricsserver.Server
@@ -193,7 +196,7 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 		if err != nil {
 			_ = e.close()
 			// Listeners handed in are the edge's from here on.
-			for _, ln := range []net.Listener{cfg.SSHListener, cfg.Preview.Listener} {
+			for _, ln := range []net.Listener{cfg.SSHListener, cfg.Preview.Listener, cfg.Egress.Listener} {
 				if ln != nil {
 					_ = ln.Close()
 				}
@@ -264,6 +267,11 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 			return nil, err
 		}
 	}
+	if cfg.Egress.enabled() {
+		if e.egress, err = e.openEgress(); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -327,6 +335,9 @@ func (e *Edge) Start(ctx context.Context) error {
 	}
 	if e.health != nil {
 		e.serve(e.health)
+	}
+	if e.egress != nil {
+		e.serve(e.egress.server())
 	}
 	if e.cfg.MetricsAddr != "" {
 		var err error
@@ -438,6 +449,10 @@ func (e *Edge) close() error {
 	if e.health != nil {
 		_ = e.health.ln.Close()
 		e.health = nil
+	}
+	if e.egress != nil {
+		_ = e.egress.ln.Close() // when Start never ran
+		e.egress = nil
 	}
 	if e.metrics != nil {
 		errs = append(errs, e.metrics.Close())

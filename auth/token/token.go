@@ -18,6 +18,8 @@ const (
 	PrefixAgent   = "sbx_at_"
 	PrefixProject = "sbx_pt_"
 	PrefixGrant   = "sbx_gt_"
+	// PrefixProxy is a sandbox's egress proxy credential.
+	PrefixProxy = "sbx_px_"
 )
 
 // secretLen is the length of the encoded random part (32 bytes).
@@ -52,7 +54,7 @@ func Hash(secret string) []byte {
 // Parse checks a token's shape and returns its prefix. It does not say
 // whether the token is valid; only the store knows that.
 func Parse(s string) (prefix string, err error) {
-	for _, p := range []string{PrefixAgent, PrefixProject, PrefixGrant} {
+	for _, p := range []string{PrefixAgent, PrefixProject, PrefixGrant, PrefixProxy} {
 		rest, ok := strings.CutPrefix(s, p)
 		if !ok {
 			continue

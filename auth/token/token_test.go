@@ -7,7 +7,7 @@ import (
 )
 
 func TestNewParsesAndHashes(t *testing.T) {
-	for _, prefix := range []string{PrefixAgent, PrefixProject, PrefixGrant} {
+	for _, prefix := range []string{PrefixAgent, PrefixProject, PrefixGrant, PrefixProxy} {
 		secret, hash := New(prefix)
 		got, err := Parse(secret)
 		if err != nil || got != prefix {

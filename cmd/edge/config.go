@@ -11,6 +11,7 @@ import (
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/netlimit"
 )
@@ -68,9 +69,15 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 	fs.StringVar(&dns.KeyName, "acme-dns-tsig-key", env("SBX_ACME_DNS_TSIG_KEY", ""), "TSIG key name for --acme-dns-server")
 	fs.StringVar(&dns.KeyAlgorithm, "acme-dns-tsig-algorithm", env("SBX_ACME_DNS_TSIG_ALGORITHM", "hmac-sha256"), "TSIG algorithm: hmac-sha256, hmac-sha384 or hmac-sha512")
 	fs.StringVar(&tsigSecretFile, "acme-dns-tsig-secret-file", env("SBX_ACME_DNS_TSIG_SECRET_FILE", ""), "file holding the base64 TSIG secret (default: $SBX_ACME_DNS_TSIG_SECRET)")
+	eg := &c.Egress
+	fs.StringVar(&eg.Addr, "egress-listen", env("SBX_EDGE_EGRESS_ADDR", ""), "egress gateway (HTTP forward proxy for sandboxes) listen address (empty: off)")
+	fs.Var((*egresspolicy.PrefixList)(&eg.Trust), "egress-trust", "a range (CIDR or address) the egress gateway may reach though private, for a known upstream; repeatable (also $SBX_EDGE_EGRESS_TRUST, comma-separated)")
+	fs.Var((*egresspolicy.PrefixList)(&eg.Cluster), "egress-cluster-range", "the cluster's pod or service range, refused by the egress gateway; repeatable (also $SBX_EDGE_EGRESS_CLUSTER_RANGES)")
+	fs.Var((*egresspolicy.AddrPortList)(&eg.Own), "egress-own", "a listener of the product (API, Postgres, Redis: ip:port) the egress gateway never reaches, even in a trusted range; repeatable (also $SBX_EDGE_EGRESS_OWN)")
 	if err := fs.Parse(args); err != nil {
 		return c, 0, err
 	}
+	errs = append(errs, egressEnv(fs, getenv))
 	// Not a flag default: -help would print it (a URL's password).
 	if err := flagenv.Unshown(fs, getenv, map[string]string{"redis-url": "SBX_REDIS_URL"}); err != nil {
 		return c, 0, err
@@ -103,6 +110,28 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 		}
 	}
 	return c, level, errors.Join(errs...)
+}
+
+// egressEnv fills the egress gateway's list flags that were not given
+// from their variables (comma-separated): a flag, given once or more,
+// wins over its variable, as everywhere.
+func egressEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	for _, v := range []struct{ flag, env string }{
+		{"egress-trust", "SBX_EDGE_EGRESS_TRUST"},
+		{"egress-cluster-range", "SBX_EDGE_EGRESS_CLUSTER_RANGES"},
+		{"egress-own", "SBX_EDGE_EGRESS_OWN"},
+	} {
+		if given[v.flag] {
+			continue
+		}
+		if err := fs.Lookup(v.flag).Value.Set(getenv(v.env)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", v.env, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // previewSecrets reads the preview's secrets and refuses a proxy without

@@ -36,11 +36,13 @@ type stack struct {
 	edgeSSH    string
 	edgeHTTP   string
 	edgeMetric string
+	edgeEgress string // "" unless started with --egress-listen
 	dir        string
 	svc        *control.Service
 }
 
-func startStack(t *testing.T) *stack {
+// startStack starts control and an edge; extra are more edge flags.
+func startStack(t *testing.T, extra ...string) *stack {
 	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -60,7 +62,7 @@ func startStack(t *testing.T) *stack {
 	})
 	st := &stack{api: svc.URL(), token: tok, edgeSSH: sshAddr.String(), dir: dir, svc: svc}
 
-	cfg, _, err := parseConfig([]string{
+	cfg, _, err := parseConfig(append([]string{
 		"--ssh-addr", sshAddr.String(), "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--control-url", svc.InternalURL(),
 		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"),
@@ -70,7 +72,7 @@ func startStack(t *testing.T) *stack {
 		// Control's activity here is its own in-memory store, which an edge
 		// process cannot share; the tests suspend and wake explicitly.
 		"--no-activity",
-	}, func(k string) string {
+	}, extra...), func(k string) string {
 		if k == "SBX_INTERNAL_SECRET" {
 			return testSecret
 		}
@@ -81,6 +83,9 @@ func startStack(t *testing.T) *stack {
 	}
 	e := runEdge(t, ctx, cancel, cfg, log)
 	st.edgeHTTP, st.edgeMetric = e.HTTPAddr().String(), e.MetricsAddr().String()
+	if a := e.EgressAddr(); a != nil {
+		st.edgeEgress = a.String()
+	}
 	return st
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +32,12 @@ type devConfig struct {
 	MetricsAddr string // GET /metrics of the whole stack; empty: off
 	SSHAddr     string // SSH broker
 	PreviewAddr string // preview proxy (plain HTTP and h2c)
+	// EgressAddr is the egress gateway sandboxes' proxy-aware tools go
+	// through (HTTP_PROXY); empty: off, and no proxy environment.
+	EgressAddr string
+	// EgressTrust are private ranges the gateway may reach (a local
+	// package mirror); the stack's own listeners stay refused.
+	EgressTrust []netip.Prefix
 	DatabaseURL string // Postgres; empty: SQLite in DataDir
 	// SandboxServer is the local provider's SSH server: embedded or sshd.
 	SandboxServer string
@@ -111,6 +119,21 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		sshLn.Close()
 		return nil, fmt.Errorf("listen for previews on %s: %w", c.PreviewAddr, err)
 	}
+	var egressLn net.Listener // nil: the gateway is off
+	if c.EgressAddr != "" {
+		if egressLn, err = net.Listen("tcp", c.EgressAddr); err != nil {
+			sshLn.Close()
+			previewLn.Close()
+			return nil, fmt.Errorf("listen for the egress gateway on %s: %w", c.EgressAddr, err)
+		}
+	}
+	closeListeners := func() {
+		sshLn.Close()
+		previewLn.Close()
+		if egressLn != nil {
+			egressLn.Close()
+		}
+	}
 	sshHost, sshPort := publicAddr(sshLn.Addr())
 	_, previewPort := publicAddr(previewLn.Addr())
 	secret := make([]byte, 32)
@@ -145,23 +168,26 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		RedisURL:  c.RedisURL, RedisPrefix: c.RedisPrefix, ActivityRetry: c.ActivityRetry,
 		BodyTimeout: c.BodyTimeout, Logger: log,
 	}
+	if egressLn != nil {
+		h, p := publicAddr(egressLn.Addr())
+		cfg.Lifecycle.EgressProxy = net.JoinHostPort(h, strconv.Itoa(p))
+		cfg.ReservedPorts[p] = "sbx dev's own egress gateway"
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	svc, err := control.Open(ctx, cfg)
 	if err != nil {
-		sshLn.Close()
-		previewLn.Close()
+		closeListeners()
 		return nil, err
 	}
 	d := &devStack{svc: svc, tokenFile: devTokenFile(c.DataDir), drain: c.SSHDrain}
 	d.token, d.fresh, err = devseed.Seed(ctx, svc.Store, c.DevToken, d.tokenFile)
 	if err == nil {
-		d.edge, err = startDevEdge(ctx, c, svc, cfg.InternalSecret, sshLn, previewLn, log)
+		d.edge, err = startDevEdge(ctx, c, svc, cfg.InternalSecret, sshLn, previewLn, egressLn, log)
 	}
 	if err != nil {
-		sshLn.Close()
-		previewLn.Close()
+		closeListeners()
 		return nil, errors.Join(err, svc.Shutdown(context.Background()))
 	}
 	running.Store(d.edge)
@@ -232,7 +258,7 @@ func runDevStack(ctx context.Context, c devConfig) error {
 
 // startDevEdge starts control (its API and internal API) and then the
 // edge in front of it on the given listeners.
-func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret string, sshLn, previewLn net.Listener, log *slog.Logger) (*edge.Edge, error) {
+func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret string, sshLn, previewLn, egressLn net.Listener, log *slog.Logger) (*edge.Edge, error) {
 	key, err := loadOrCreateKey(filepath.Join(c.DataDir, "keys", "preview_session"))
 	if err != nil {
 		return nil, err
@@ -268,6 +294,19 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 	} else {
 		cfg.Preview.DevSignIn = &preview.DevSignIn{AccountID: devseed.AccountID, User: "dev"}
 	}
+	if egressLn != nil {
+		// Local sandboxes share this machine's loopback with the stack:
+		// its API, metrics and database stay refused even when the
+		// operator trusts loopback for a local upstream. The edge adds
+		// its own listeners, the internal API and an IP-literal Redis.
+		var own []netip.AddrPort
+		for _, a := range []string{urlHost(svc.URL()), addrString(svc.MetricsAddr()), urlHost(c.DatabaseURL)} {
+			if ap, err := netip.ParseAddrPort(a); err == nil && ap.Port() != 0 {
+				own = append(own, ap)
+			}
+		}
+		cfg.Egress = edge.EgressConfig{Listener: egressLn, Trust: c.EgressTrust, Own: own}
+	}
 	cfg.Logger, cfg.Registry = log, svc.Registry
 	e, err := edge.Open(ctx, cfg)
 	if err != nil {
@@ -277,6 +316,22 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 		return nil, errors.Join(err, e.Shutdown(context.Background()))
 	}
 	return e, nil
+}
+
+// urlHost is a URL's host:port, "" when it has none.
+func urlHost(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // publicAddr is the address clients are told to connect to: the

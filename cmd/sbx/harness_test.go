@@ -130,7 +130,7 @@ func startDevEnv(t *testing.T, env []string, dataDir, dbURL string, extra ...str
 func tryStartDev(t *testing.T, env []string, dataDir, dbURL string, extra ...string) (*devProc, string, error) {
 	t.Helper()
 	api, metrics := freeAddr(t), freeAddr(t)
-	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--metrics-addr", metrics, "--ssh-addr", freeAddr(t), "--preview-addr", freeAddr(t),
+	args := append([]string{"dev", "--data-dir", dataDir, "--api-addr", api, "--metrics-addr", metrics, "--ssh-addr", freeAddr(t), "--preview-addr", freeAddr(t), "--egress-addr", freeAddr(t),
 		"--reap-interval", "1s", "--log-level", "debug"}, extra...)
 	if dbURL != "" {
 		args = append(args, "--database-url", dbURL)

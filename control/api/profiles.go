@@ -1,6 +1,10 @@
 package api
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/sbxedge/sbx/internal/egresspolicy"
+)
 
 type profileView struct {
 	Name     string  `json:"name"`
@@ -10,6 +14,9 @@ type profileView struct {
 	DiskGB   int     `json:"disk_gb"`
 	// Default marks the profile a create without one gets.
 	Default bool `json:"default,omitempty"`
+	// Network is the profile's egress policy, the widest a sandbox of it
+	// gets.
+	Network egresspolicy.Spec `json:"network"`
 }
 
 // listProfiles answers which profiles a create may name, so clients can
@@ -26,7 +33,8 @@ func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
 	}{Profiles: make([]profileView, 0, len(ps))}
 	def := s.life.Config().DefaultProfile
 	for _, p := range ps {
-		out.Profiles = append(out.Profiles, profileView{Name: p.Name, Platform: p.Platform, CPU: p.CPU, MemoryMB: p.MemoryMB, DiskGB: p.DiskGB, Default: p.Name == def})
+		out.Profiles = append(out.Profiles, profileView{Name: p.Name, Platform: p.Platform, CPU: p.CPU, MemoryMB: p.MemoryMB, DiskGB: p.DiskGB, Default: p.Name == def,
+			Network: s.life.ProfileNetwork(p.Name).Spec()})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 )
 
 // TestDefaultProfile: GET /profiles marks the deployment's default
@@ -58,5 +59,34 @@ func TestDefaultProfile(t *testing.T) {
 				t.Errorf("refusal %s does not name profile", b)
 			}
 		})
+	}
+}
+
+// TestProfileNetwork: GET /profiles shows each profile's egress policy,
+// open unless the deployment configured one, entries canonical.
+func TestProfileNetwork(t *testing.T) {
+	t.Parallel()
+	locked := egresspolicy.MustParse(egresspolicy.Spec{Egress: egresspolicy.Allowlist, Allow: []string{"GitHub.com", "*.npmjs.org:443"}})
+	e := newEnv(t, "sqlite", true, func(cfg *control.Config) {
+		cfg.Lifecycle.Network = map[string]*egresspolicy.Policy{"tuist-linux-small": locked}
+	})
+	code, _, b := e.do("dev", "GET", "/api/v1/profiles", nil)
+	var list struct {
+		Profiles []struct {
+			Name    string            `json:"name"`
+			Network egresspolicy.Spec `json:"network"`
+		} `json:"profiles"`
+	}
+	if code != 200 || json.Unmarshal(b, &list) != nil || len(list.Profiles) == 0 {
+		t.Fatalf("profiles: %d %s", code, b)
+	}
+	for _, p := range list.Profiles {
+		want := `{"egress":"open"}`
+		if p.Name == "tuist-linux-small" {
+			want = `{"egress":"allowlist","allow":["github.com","*.npmjs.org:443"]}`
+		}
+		if got, _ := json.Marshal(p.Network); string(got) != want {
+			t.Errorf("profile %s network %s, want %s", p.Name, got, want)
+		}
 	}
 }

@@ -66,6 +66,8 @@ type Deps struct {
 	PreviewMembers Members
 	// Waker wakes suspended sandboxes for the edge.
 	Waker Waker
+	// Egress checks the egress gateway's proxy credentials.
+	Egress EgressAuthorizer
 }
 
 // Server serves /internal/v1.
@@ -112,6 +114,9 @@ func (s *Server) routes(r chi.Router) {
 	}
 	if s.deps.Waker != nil {
 		r.Post(edgeapi.PathWake, jsonEndpoint(s, s.wake))
+	}
+	if s.deps.Egress != nil {
+		r.Post(edgeapi.PathEgressAuthorize, jsonEndpoint(s, s.egressAuthorize))
 	}
 	if s.deps.Preview != nil {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))

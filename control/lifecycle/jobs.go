@@ -231,10 +231,14 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
+	env, err := m.proxyEnv(sb.ID)
+	if err != nil {
+		return provider.Spec{}, "", err
+	}
 	return provider.Spec{
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,
-		HostKeyPEM: priv, UserCAKey: m.caKey, Files: files,
+		HostKeyPEM: priv, UserCAKey: m.caKey, Files: files, Env: env,
 	}, pub, nil
 }
 

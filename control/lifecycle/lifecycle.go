@@ -25,6 +25,7 @@ import (
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 	"github.com/sbxedge/sbx/internal/outage"
 )
 
@@ -67,6 +68,15 @@ type Config struct {
 	// catalog's defaultProfile; sbx dev: devseed.DefaultProfile). Empty:
 	// such a create is refused, naming the field.
 	DefaultProfile string
+	// Network is each profile's egress policy by profile name; a profile
+	// not named here is open. Parsed by whoever builds the Config (the
+	// catalog, devseed), so a bad policy fails at start.
+	Network map[string]*egresspolicy.Policy
+	// EgressProxy is the egress gateway's host:port as sandboxes reach
+	// it; when set, every sandbox gets HTTP_PROXY, HTTPS_PROXY, their
+	// lowercase forms and NO_PROXY with its own proxy credential
+	// (provider.Spec.Env). Empty: no proxy environment.
+	EgressProxy string
 }
 
 func (c *Config) setDefaults() {

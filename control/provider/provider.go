@@ -33,6 +33,11 @@ type Spec struct {
 	// Files are written into the workspace (or home) before the sandbox
 	// reports ready, e.g. grant tokens. Paths are relative to the home dir.
 	Files []File
+	// Env are NAME=value pairs set in every process of the sandbox (exec,
+	// SSH sessions, terminals, services), such as the egress proxy. They
+	// may carry a secret (the proxy credential); providers must not log
+	// them. Values hold no spaces or quotes.
+	Env []string
 }
 
 // File is a file placed inside the sandbox at provisioning.

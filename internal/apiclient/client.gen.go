@@ -135,6 +135,27 @@ func (e GrantScopes) Valid() bool {
 	}
 }
 
+// Defines values for NetworkPolicyEgress.
+const (
+	EgressAllowlist NetworkPolicyEgress = "allowlist"
+	EgressNone      NetworkPolicyEgress = "none"
+	EgressOpen      NetworkPolicyEgress = "open"
+)
+
+// Valid indicates whether the value is a known member of the NetworkPolicyEgress enum.
+func (e NetworkPolicyEgress) Valid() bool {
+	switch e {
+	case EgressAllowlist:
+		return true
+	case EgressNone:
+		return true
+	case EgressOpen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PortAccess.
 const (
 	PortAccessPrivate PortAccess = "private"
@@ -479,6 +500,16 @@ type Listing struct {
 	Path    string     `json:"path"`
 }
 
+// NetworkPolicy Where a sandbox's outbound connections may go through the egress gateway. Entries: a host name (that name only), a leading-wildcard name ("*.npmjs.org": every subdomain, not the apex), an IP address or CIDR; each optionally with ":port" (IPv6 in brackets). Loopback, private, CGNAT, link-local (metadata), the cluster's ranges and the product's own listeners are refused whatever the policy.
+type NetworkPolicy struct {
+	// Allow With allowlist: the destinations allowed.
+	Allow  *[]string           `json:"allow,omitempty"`
+	Egress NetworkPolicyEgress `json:"egress"`
+}
+
+// NetworkPolicyEgress defines model for NetworkPolicy.Egress.
+type NetworkPolicyEgress string
+
 // Port defines model for Port.
 type Port struct {
 	Access     PortAccess     `json:"access"`
@@ -538,7 +569,10 @@ type ProfileList struct {
 		DiskGb   int    `json:"disk_gb"`
 		MemoryMb int    `json:"memory_mb"`
 		Name     string `json:"name"`
-		Platform string `json:"platform"`
+
+		// Network Where a sandbox's outbound connections may go through the egress gateway. Entries: a host name (that name only), a leading-wildcard name ("*.npmjs.org": every subdomain, not the apex), an IP address or CIDR; each optionally with ":port" (IPv6 in brackets). Loopback, private, CGNAT, link-local (metadata), the cluster's ranges and the product's own listeners are refused whatever the policy.
+		Network  NetworkPolicy `json:"network"`
+		Platform string        `json:"platform"`
 	} `json:"profiles"`
 }
 

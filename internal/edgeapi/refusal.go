@@ -51,7 +51,7 @@ var refusals = map[string]*Refusal{}
 func init() {
 	for _, r := range []*Refusal{
 		ErrSSHUnknownKey, ErrSSHExpired, ErrSSHSandboxEnded, ErrSSHWrongSandbox, ErrSSHUnknownSandbox, ErrSSHNotReady,
-		ErrPreviewUnknownHost, ErrPreviewInvalidToken, ErrWakeSandboxEnded,
+		ErrPreviewUnknownHost, ErrPreviewInvalidToken, ErrWakeSandboxEnded, ErrEgressUnauthorized,
 	} {
 		refusals[r.Code] = r
 	}

@@ -27,9 +27,10 @@ import (
 const handshakeTimeout = 10 * time.Second
 
 type embeddedOptions struct {
-	dir     string // sandbox dir: workspace/ and home/ inside
-	port    int    // preferred; 0 or taken means any
-	user    string // the only login name accepted
+	dir     string   // sandbox dir: workspace/ and home/ inside
+	port    int      // preferred; 0 or taken means any
+	user    string   // the only login name accepted
+	env     []string // the spec's Env, in every session and service
 	hostKey gossh.Signer
 	caKey   gossh.PublicKey
 	logger  *slog.Logger
@@ -77,7 +78,7 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		died:      make(chan struct{}),
 		procs:     map[int]struct{}{},
 	}
-	init, err := newInit(o.dir, o.user, o.logger)
+	init, err := newInit(o.dir, o.user, o.env, o.logger)
 	if err != nil {
 		ln.Close()
 		return nil, 0, err
@@ -226,7 +227,7 @@ func (e *embedded) env(s gliderssh.Session) []string {
 	// Session env requests come next so they override the defaults; the
 	// marker comes last, so no request can drop it (exec keeps the last of
 	// duplicate keys).
-	return append(append(baseEnv(e.opts.dir, e.opts.user), s.Environ()...), marker(e.opts.dir))
+	return append(append(baseEnv(e.opts.dir, e.opts.user, e.opts.env), s.Environ()...), marker(e.opts.dir))
 }
 
 // handleInit serves one call of the init's control protocol.

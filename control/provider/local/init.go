@@ -23,9 +23,9 @@ import (
 // sandbox directory (socketInit).
 
 // newInit returns the supervisor of the sandbox in dir, running nothing.
-func newInit(dir, user string, logger *slog.Logger) (*sandboxinit.Supervisor, error) {
+func newInit(dir, user string, env []string, logger *slog.Logger) (*sandboxinit.Supervisor, error) {
 	return sandboxinit.New(sandboxinit.Config{
-		Workspace: filepath.Join(dir, "workspace"), Env: baseEnv(dir, user),
+		Workspace: filepath.Join(dir, "workspace"), Env: baseEnv(dir, user, env),
 		Logger: logger.With("component", "init"),
 		// Beside the workspace, not in it: kept on disk while suspended.
 		LogDir: filepath.Join(dir, "service-logs"),
@@ -34,16 +34,15 @@ func newInit(dir, user string, logger *slog.Logger) (*sandboxinit.Supervisor, er
 
 // baseEnv is what every process of the sandbox starts with, services
 // included; it carries the marker that destroy and suspend find them by.
-func baseEnv(dir, user string) []string {
-	return []string{
+func baseEnv(dir, user string, extra []string) []string {
+	return append(append([]string{
 		"HOME=" + filepath.Join(dir, "home"),
 		"USER=" + user,
 		"LOGNAME=" + user,
 		"SHELL=/bin/sh",
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"LANG=C.UTF-8",
-		marker(dir),
-	}
+	}, extra...), marker(dir))
 }
 
 // socketInit is a supervisor serving its control protocol on a unix
@@ -60,8 +59,8 @@ type socketInit struct {
 // maxSocketPath keeps under sun_path's 108 bytes (104 on the BSDs).
 const maxSocketPath = 100
 
-func startSocketInit(dir, user string, logger *slog.Logger) (*socketInit, error) {
-	sup, err := newInit(dir, user, logger)
+func startSocketInit(dir, user string, env []string, logger *slog.Logger) (*socketInit, error) {
+	sup, err := newInit(dir, user, env, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -383,6 +383,17 @@ func (l *Local) writeSpec(spec provider.Spec) error {
 			return fmt.Errorf("spec file %q: %w", f.Path, err)
 		}
 	}
+	for _, kv := range spec.Env {
+		if !setEnvRe.MatchString(kv) {
+			// Not echoed: a value may be a secret.
+			return fmt.Errorf("spec env %q: want NAME=value, the value without spaces or quotes", strings.SplitN(kv, "=", 2)[0])
+		}
+	}
+	// Rewritten on every provision and restore: the env may change
+	// (a new gateway address) and is read when the server starts.
+	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(strings.Join(spec.Env, "\n")), 0o600); err != nil {
+		return err
+	}
 	if _, err := l.readMeta(spec.SandboxID); errors.Is(err, fs.ErrNotExist) {
 		return l.writeMeta(meta{SandboxID: spec.SandboxID, Mode: l.cfg.Mode, CreatedAt: time.Now().UTC()})
 	} else if err != nil {
@@ -415,6 +426,10 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	if err != nil {
 		return provider.Endpoint{}, fmt.Errorf("parse CA key: %w", err)
 	}
+	env, err := readEnv(dir)
+	if err != nil {
+		return provider.Endpoint{}, err
+	}
 	logger := l.logger.With("sandbox_id", id)
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -435,12 +450,12 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	switch l.cfg.Mode {
 	case ModeSSHD:
 		srv, port, err = startSSHD(ctx, sshdOptions{
-			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger, setEnv: l.cfg.SSHDSetEnv,
+			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger, setEnv: l.cfg.SSHDSetEnv, env: env,
 			user: l.user, initCmd: l.initCmd,
 		})
 	default:
 		srv, port, err = startEmbedded(ctx, embeddedOptions{
-			dir: dir, port: m.Port, user: l.user, hostKey: hostKey, caKey: caKey, logger: logger,
+			dir: dir, port: m.Port, user: l.user, env: env, hostKey: hostKey, caKey: caKey, logger: logger,
 		})
 	}
 	if err != nil {
@@ -603,6 +618,29 @@ func (l *Local) readMeta(id string) (meta, error) {
 		return m, fmt.Errorf("parse meta of %s: %w", id, err)
 	}
 	return m, nil
+}
+
+// envFile holds the spec's Env, one NAME=value a line (0600: it may hold
+// the proxy credential), beside the host key.
+const envFile = "env"
+
+// readEnv reads the spec's Env; a sandbox provisioned before there was
+// one has none.
+func readEnv(dir string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, envFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read sandbox env: %w", err)
+	}
+	var env []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if line != "" {
+			env = append(env, line)
+		}
+	}
+	return env, nil
 }
 
 func (l *Local) writeMeta(m meta) error {

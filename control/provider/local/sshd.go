@@ -27,6 +27,7 @@ type sshdOptions struct {
 	hostKey gossh.PublicKey
 	logger  *slog.Logger
 	setEnv  []string // NAME=value for every session
+	env     []string // the spec's Env: every session and service
 	user    string   // the login name, services' USER
 	// initCmd is what sshd runs, followed by "ctl --socket S", for the
 	// sbx-init subsystem; nil runs no init (and so no services).
@@ -59,7 +60,7 @@ func startSSHD(ctx context.Context, o sshdOptions) (*sshdServer, int, error) {
 	var init *socketInit
 	if len(o.initCmd) > 0 {
 		var err error
-		if init, err = startSocketInit(o.dir, o.user, o.logger); err != nil {
+		if init, err = startSocketInit(o.dir, o.user, o.env, o.logger); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -86,7 +87,7 @@ func startSSHD(ctx context.Context, o sshdOptions) (*sshdServer, int, error) {
 
 func runSSHD(ctx context.Context, o sshdOptions, port int, init *socketInit) (*sshdServer, error) {
 	cfgPath := filepath.Join(o.dir, "sshd_config")
-	conf := sshdConfig(o.dir, port, o.setEnv)
+	conf := sshdConfig(o.dir, port, append(slices.Clone(o.setEnv), o.env...))
 	if init != nil {
 		conf.InitCommand = initCommand(o.initCmd, init.path)
 	}

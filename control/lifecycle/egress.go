@@ -1,0 +1,97 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
+)
+
+// ErrProxyCredential is a proxy credential that is not valid now: not
+// the sandbox's, malformed, or of a sandbox that is not live. The causes
+// read alike, so the gateway cannot be used to probe for sandbox IDs.
+var ErrProxyCredential = errors.New("proxy credential not valid")
+
+var openPolicy = egresspolicy.MustParse(egresspolicy.Spec{Egress: egresspolicy.Open})
+
+// ProxyCredential returns the secret a sandbox presents to the egress
+// gateway, with its ID as the user name. Like a grant token it is
+// derived from control's derivation secret and the sandbox ID rather
+// than drawn and stored: every provisioning, retry and restore hands the
+// sandbox the same one, control checks it by deriving it again, and the
+// database alone yields none. It lives as long as its sandbox:
+// EgressPolicy refuses it once the sandbox is no longer live.
+func (m *Manager) ProxyCredential(sandboxID string) (string, error) {
+	seed, err := m.hostKeys.Bytes("sbx egress proxy credential v1 "+sandboxID, 32)
+	if err != nil {
+		return "", fmt.Errorf("derive proxy credential of %s: %w", sandboxID, err)
+	}
+	secret, _ := token.FromBytes(token.PrefixProxy, [32]byte(seed))
+	return secret, nil
+}
+
+// noProxy is what a sandbox reaches without the gateway: itself.
+const noProxy = "localhost,127.0.0.1,::1"
+
+// proxyEnv is the environment that sends a sandbox's proxy-aware tools
+// through the egress gateway with its credential; none without
+// Config.EgressProxy. Both spellings, since tools disagree on which
+// they read (curl only the lowercase http_proxy).
+func (m *Manager) proxyEnv(sandboxID string) ([]string, error) {
+	if m.cfg.EgressProxy == "" {
+		return nil, nil
+	}
+	secret, err := m.ProxyCredential(sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	u := "http://" + url.UserPassword(sandboxID, secret).String() + "@" + m.cfg.EgressProxy
+	var env []string
+	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY"} {
+		env = append(env, name+"="+u, strings.ToLower(name)+"="+u)
+	}
+	return append(env, "NO_PROXY="+noProxy, "no_proxy="+noProxy), nil
+}
+
+// ProfileNetwork is a profile's egress policy (open unless configured).
+func (m *Manager) ProfileNetwork(profile string) *egresspolicy.Policy {
+	if p, ok := m.cfg.Network[profile]; ok && p != nil {
+		return p
+	}
+	return openPolicy
+}
+
+// EgressPolicy checks a sandbox's proxy credential and returns the
+// policy its egress follows: its profile's. It is admitted while the
+// sandbox is live or suspended (a restore brings its processes back
+// with the same credential) and before its deadline.
+func (m *Manager) EgressPolicy(ctx context.Context, sandboxID, secret string) (*egresspolicy.Policy, error) {
+	if p, err := token.Parse(secret); err != nil || p != token.PrefixProxy {
+		return nil, ErrProxyCredential
+	}
+	want, err := m.ProxyCredential(sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(token.Hash(want), token.Hash(secret)) != 1 {
+		return nil, ErrProxyCredential
+	}
+	sb, err := m.store.Sandbox(ctx, sandboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrProxyCredential
+	}
+	if err != nil {
+		return nil, fmt.Errorf("egress policy of %s: %w", sandboxID, err)
+	}
+	live := sb.State.Live() || sb.State == store.StateSuspended
+	if !live || !m.now().Before(sb.DeadlineAt) {
+		return nil, ErrProxyCredential
+	}
+	return m.ProfileNetwork(sb.Profile), nil
+}

@@ -1,0 +1,169 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/sbxedge/sbx/edge/egress"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
+)
+
+// EgressConfig configures the egress gateway, the forward proxy
+// sandboxes reach the outside through. Empty Addr and nil Listener turn
+// it off.
+type EgressConfig struct {
+	// Addr is where the gateway listens; Listener, when set, is used
+	// instead.
+	Addr     string
+	Listener net.Listener
+	// Trust are ranges the operator opens for known upstreams
+	// (--egress-trust); they never open the product's own listeners.
+	Trust []netip.Prefix
+	// Cluster are the cluster's pod and service ranges, refused like
+	// RFC 1918 (--egress-cluster-range).
+	Cluster []netip.Prefix
+	// Own are the product's listeners beyond the edge's (control's API,
+	// internal API and metrics, Redis, Postgres); the edge adds its own
+	// listeners, control's internal API and Redis when their URLs name
+	// an address.
+	Own []netip.AddrPort
+	// PolicyTTL is how long control's answer about a credential is kept
+	// (default 2 s): the longest a new connection follows an old policy.
+	PolicyTTL time.Duration
+}
+
+func (c EgressConfig) enabled() bool { return c.Addr != "" || c.Listener != nil }
+
+func (c EgressConfig) validate() error {
+	if !c.enabled() {
+		return nil
+	}
+	_, err := egresspolicy.NewRanges(egresspolicy.RangesConfig{Cluster: c.Cluster, Trust: c.Trust, Own: c.Own})
+	if err != nil {
+		return fmt.Errorf("edge: egress: %w", err)
+	}
+	return nil
+}
+
+// egressServer is the running gateway and its listener.
+type egressServer struct {
+	gw  *egress.Gateway
+	log *egress.MemoryLog
+	srv *http.Server
+	ln  net.Listener
+}
+
+// openEgress binds the gateway's listener and builds it; the refused
+// listeners include every one this edge has bound so far.
+func (e *Edge) openEgress() (*egressServer, error) {
+	c := e.cfg.Egress
+	ln, err := listen(c.Listener, c.Addr, "egress gateway")
+	if err != nil {
+		return nil, err
+	}
+	own := append([]netip.AddrPort(nil), c.Own...)
+	for _, a := range []net.Addr{e.sshLn.Addr(), ln.Addr(), e.PreviewAddr(), e.HTTPAddr()} {
+		if ap, ok := addrPort(a); ok {
+			own = append(own, ap)
+		}
+	}
+	for _, s := range []string{e.cfg.MetricsAddr, urlHost(e.cfg.ControlURL), urlHost(e.cfg.RedisURL)} {
+		if ap, err := netip.ParseAddrPort(s); err == nil && ap.Port() != 0 {
+			own = append(own, ap)
+		}
+	}
+	ranges, err := egresspolicy.NewRanges(egresspolicy.RangesConfig{Cluster: c.Cluster, Trust: c.Trust, Own: own})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	es := &egressServer{log: &egress.MemoryLog{}, ln: ln}
+	es.gw, err = egress.New(egress.Config{
+		Sandboxes: egress.NewCache(e.cc, c.PolicyTTL, nil),
+		Ranges:    ranges, Log: es.log, Metrics: e.reg, Logger: e.log.With("component", "egress"),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	es.srv = &http.Server{
+		Handler: es.gw,
+		// A proxy request is a line and a few headers; a client slower
+		// than this is holding a connection, not sending. No read or
+		// write timeout: tunnels live as long as their transfers.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
+	}
+	// A sandbox that changed (ended, suspended, policy edited) has its
+	// open tunnels checked again, bounded so a slow control does not
+	// hold up the invalidations after it.
+	e.inv = append(e.inv, func(ctx context.Context, inv edgeapi.Invalidation) {
+		if inv.Kind != edgeapi.InvalidateSandbox || inv.SandboxID == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		es.gw.Recheck(ctx, inv.SandboxID)
+	})
+	return es, nil
+}
+
+// server is the gateway as one of the edge's servers: shutdown lets open
+// tunnels finish within the drain, close cuts them.
+func (es *egressServer) server() *server {
+	return &server{
+		name: "egress gateway", ln: es.ln, serve: es.srv.Serve, closed: http.ErrServerClosed,
+		shutdown: func(ctx context.Context) error {
+			return errors.Join(es.srv.Shutdown(ctx), es.gw.Shutdown(ctx))
+		},
+		close: func() error {
+			err := es.srv.Close()
+			es.gw.Close()
+			return err
+		},
+	}
+}
+
+// EgressAddr is where the egress gateway listens, nil when it is off.
+func (e *Edge) EgressAddr() net.Addr {
+	if e.egress == nil {
+		return nil
+	}
+	return e.egress.ln.Addr()
+}
+
+// EgressLog is the gateway's decisions on this replica, nil when it is
+// off.
+func (e *Edge) EgressLog() *egress.MemoryLog {
+	if e.egress == nil {
+		return nil
+	}
+	return e.egress.log
+}
+
+func addrPort(a net.Addr) (netip.AddrPort, bool) {
+	if a == nil {
+		return netip.AddrPort{}, false
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	return ap, err == nil
+}
+
+// urlHost is a URL's host:port, "" when it has none.
+func urlHost(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
