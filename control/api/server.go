@@ -228,10 +228,13 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.authenticate, oneValueEach)
 		r.Post("/api/v1/sandboxes", s.createSandbox)
 		r.Get("/api/v1/sandboxes", s.listSandboxes)
+		r.Put("/api/v1/sandboxes/by-name/{name}", s.ensureSandbox)
 		r.Route("/api/v1/sandboxes/{id}", func(r chi.Router) {
 			r.Get("/", exactPath(s.getSandbox))
 			r.Patch("/", exactPath(s.patchSandbox))
 			r.Delete("/", exactPath(s.deleteSandbox))
+			r.Post("/suspend", s.suspendSandbox)
+			r.Post("/resume", s.resumeSandbox)
 			r.Post("/exec", s.exec)
 			r.Post("/exec/stream/tickets", s.createStreamTicket)
 			r.Get("/files/*", s.getFile)
