@@ -279,13 +279,14 @@ func flatRoutes(r chi.Routes) *chi.Mux {
 }
 
 // oneValueEach refuses a query parameter given more than once. Every
-// parameter of the API takes one value, and net/url keeps them all while
+// parameter of the API but label (a list filter, repeated to require
+// several labels) takes one value, and net/url keeps them all while
 // the handlers read the first: ?status=ready&status=suspended listed the
 // ready ones only, as if the second were not there.
 func oneValueEach(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k, vs := range r.URL.Query() {
-			if len(vs) > 1 {
+			if len(vs) > 1 && k != "label" {
 				writeProblem(w, r, badQuery(k, "is given more than once; it takes one value"))
 				return
 			}
