@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,4 +111,25 @@ func (a *app) waitStatus(ctx context.Context, cl *apiClient, id, want string, li
 		case <-tick.C:
 		}
 	}
+}
+
+// nameCell is a sandbox's name in a table, "-" for none.
+func nameCell(sb sandbox) string {
+	if sb.Name == nil || *sb.Name == "" {
+		return "-"
+	}
+	return *sb.Name
+}
+
+// labelsCell is a sandbox's labels in a table: k=v,k=v by key, "-" for
+// none.
+func labelsCell(sb sandbox) string {
+	if len(sb.Labels) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(sb.Labels)) {
+		parts = append(parts, k+"="+sb.Labels[k])
+	}
+	return strings.Join(parts, ",")
 }
