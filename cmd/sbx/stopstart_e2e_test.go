@@ -45,6 +45,9 @@ func TestStopStartEndToEnd(t *testing.T) {
 			}
 		}
 		waitStarts(1)
+		if out := p.cli("exec", "my-pr-1234", "--", "cat", "starts.log"); out != "started\n" {
+			t.Fatalf("sbx exec by name: %q, want the service's log", out)
+		}
 
 		list := p.cli("list")
 		if !strings.Contains(list, "my-pr-1234") || !strings.Contains(list, "pr=1234") {

@@ -230,6 +230,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/api/v1/sandboxes", s.listSandboxes)
 		r.Put("/api/v1/sandboxes/by-name/{name}", s.ensureSandbox)
 		r.Route("/api/v1/sandboxes/{id}", func(r chi.Router) {
+			r.Use(s.resolveName)
 			r.Get("/", exactPath(s.getSandbox))
 			r.Patch("/", exactPath(s.patchSandbox))
 			r.Delete("/", exactPath(s.deleteSandbox))

@@ -92,3 +92,29 @@ func lifecycleProblem(err error) (*problem.Problem, bool) {
 	}
 	return nil, false
 }
+
+// resolveName lets a sandbox's name stand for its ID in every
+// /sandboxes/{id} route: a name is looked up in the caller's account and
+// the route's id becomes the sandbox's ID, so each handler sees an ID.
+// An unknown name is 404, like an unknown ID.
+func (s *Server) resolveName(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rctx := chi.RouteContext(r.Context())
+		v := chi.URLParam(r, "id")
+		if rctx == nil || lifecycle.ValidID(v) || !lifecycle.ValidName(v) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sb, err := s.life.Resolve(r.Context(), account(r), v)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		for i, k := range rctx.URLParams.Keys {
+			if k == "id" {
+				rctx.URLParams.Values[i] = sb.ID
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

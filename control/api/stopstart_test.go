@@ -156,6 +156,11 @@ func TestNamesAndLabels(t *testing.T) {
 		t.Fatalf("GET by name: %+v, want %s with its labels", got, a.ID)
 	}
 	e.send("other", "GET", "/api/v1/sandboxes/pr-1234", "", 404, nil)
+	// Every route under a sandbox takes the name.
+	e.send("dev", "GET", "/api/v1/sandboxes/pr-1234/services", "", 200, nil)
+	e.send("dev", "GET", "/api/v1/sandboxes/pr-1234/ports", "", 200, nil)
+	e.send("other", "GET", "/api/v1/sandboxes/pr-1234/ports", "", 404, nil)
+	e.send("dev", "GET", "/api/v1/sandboxes/no-such-name/ports", "", 404, nil)
 
 	list := func(query string) []string {
 		t.Helper()
