@@ -350,7 +350,7 @@ func TestMCPArgumentsChecked(t *testing.T) {
 		want string // in the detail
 	}{
 		{"get_sandbox", map[string]any{}, "sandbox_id"},
-		{"get_sandbox", map[string]any{"sandbox_id": "nope"}, "sandbox_id"},
+		{"get_sandbox", map[string]any{"sandbox_id": "Not_An_ID"}, "sandbox_id"},
 		{"exec_in_sandbox", map[string]any{"command": "true"}, "sandbox_id"},
 		{"create_sandbox", map[string]any{"deadline_minutes": "5"}, "deadline_minutes"},
 		{"create_sandbox", map[string]any{"deadline_minutes": 0}, "deadline_minutes"},

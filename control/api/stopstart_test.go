@@ -252,3 +252,29 @@ func TestEnsureMakesOneSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPStopStartEnsure: ensure_sandbox makes one sandbox by name and
+// returns it again; suspend_sandbox and resume_sandbox park it and bring
+// it back by name, their answers matching their output schemas.
+func TestMCPStopStartEnsure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite", false)
+	s := e.mcpSession(t, "Bearer "+e.tokens["dev"], nil)
+	first, isErr := call(t, s, "ensure_sandbox", map[string]any{"name": "agent-ws", "profile": "tuist-linux-small"})
+	if isErr || first["id"] == nil {
+		t.Fatalf("ensure_sandbox: %v", first)
+	}
+	if again, isErr := call(t, s, "ensure_sandbox", map[string]any{"name": "agent-ws", "profile": "tuist-linux-small"}); isErr || again["id"] != first["id"] {
+		t.Fatalf("second ensure_sandbox: %v, want %v", again, first["id"])
+	}
+	if got, isErr := call(t, s, "wait_sandbox_ready", map[string]any{"sandbox_id": "agent-ws"}); isErr || got["status"] != "ready" {
+		t.Fatalf("wait_sandbox_ready by name: %v", got)
+	}
+	if got, isErr := call(t, s, "suspend_sandbox", map[string]any{"sandbox_id": "agent-ws"}); isErr || (got["status"] != "suspending" && got["status"] != "suspended") {
+		t.Fatalf("suspend_sandbox: %v", got)
+	}
+	e.waitStatus(first["id"].(string), "suspended")
+	if got, isErr := call(t, s, "resume_sandbox", map[string]any{"sandbox_id": "agent-ws"}); isErr || got["status"] != "ready" {
+		t.Fatalf("resume_sandbox: %v", got)
+	}
+}
