@@ -50,15 +50,17 @@ func (b *cancelOnClose) Close() error {
 }
 
 type sandbox struct {
-	ID          string     `json:"id"`
-	Status      string     `json:"status"`
-	Profile     string     `json:"profile"`
-	Platform    string     `json:"platform"`
-	CreatedAt   time.Time  `json:"created_at"`
-	DeadlineAt  time.Time  `json:"deadline_at"`
-	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
-	EndReason   *string    `json:"end_reason"`
-	Workspace   *string    `json:"workspace"`
+	ID          string            `json:"id"`
+	Status      string            `json:"status"`
+	Profile     string            `json:"profile"`
+	Platform    string            `json:"platform"`
+	CreatedAt   time.Time         `json:"created_at"`
+	DeadlineAt  time.Time         `json:"deadline_at"`
+	SuspendedAt *time.Time        `json:"suspended_at,omitempty"`
+	EndReason   *string           `json:"end_reason"`
+	Workspace   *string           `json:"workspace"`
+	Name        *string           `json:"name"`
+	Labels      map[string]string `json:"labels"`
 	raw         json.RawMessage
 }
 

@@ -195,9 +195,9 @@ func newListCmd(a *app) *cobra.Command {
 				}
 				return nil
 			}
-			t := newTable(a.out, "ID", "STATUS", "PROFILE", "PLATFORM", "CREATED", "DEADLINE")
+			t := newTable(a.out, "ID", "NAME", "STATUS", "PROFILE", "PLATFORM", "CREATED", "DEADLINE", "LABELS")
 			for _, sb := range list {
-				t.row(sb.ID, sb.Status, sb.Profile, sb.Platform, localTime(sb.CreatedAt), deadlineCell(sb))
+				t.row(sb.ID, nameCell(sb), sb.Status, sb.Profile, sb.Platform, localTime(sb.CreatedAt), deadlineCell(sb), labelsCell(sb))
 			}
 			return t.flush()
 		}),

@@ -71,6 +71,9 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 	if errors.As(err, &p) {
 		return p
 	}
+	if p, ok := lifecycleProblem(err); ok {
+		return p
+	}
 	var fe *lifecycle.FieldError
 	var se *lifecycle.StateError
 	var pe *podssh.PathError

@@ -138,9 +138,9 @@ func TestMCPTools(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"create_sandbox", "delete_sandbox_service", "destroy_sandbox", "exec_in_sandbox", "expose_sandbox_port", "extend_sandbox", "get_sandbox",
-		"list_sandbox_files", "list_sandbox_services", "list_sandboxes", "read_sandbox_file", "read_sandbox_service_logs", "set_sandbox_service",
-		"wait_sandbox_ready", "write_sandbox_file"}
+	want := []string{"create_sandbox", "delete_sandbox_service", "destroy_sandbox", "ensure_sandbox", "exec_in_sandbox", "expose_sandbox_port", "extend_sandbox", "get_sandbox",
+		"list_sandbox_files", "list_sandbox_services", "list_sandboxes", "read_sandbox_file", "read_sandbox_service_logs", "resume_sandbox", "set_sandbox_service",
+		"suspend_sandbox", "wait_sandbox_ready", "write_sandbox_file"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -350,7 +350,7 @@ func TestMCPArgumentsChecked(t *testing.T) {
 		want string // in the detail
 	}{
 		{"get_sandbox", map[string]any{}, "sandbox_id"},
-		{"get_sandbox", map[string]any{"sandbox_id": "nope"}, "sandbox_id"},
+		{"get_sandbox", map[string]any{"sandbox_id": "Not_An_ID"}, "sandbox_id"},
 		{"exec_in_sandbox", map[string]any{"command": "true"}, "sandbox_id"},
 		{"create_sandbox", map[string]any{"deadline_minutes": "5"}, "deadline_minutes"},
 		{"create_sandbox", map[string]any{"deadline_minutes": 0}, "deadline_minutes"},

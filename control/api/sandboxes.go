@@ -32,6 +32,11 @@ type sandboxView struct {
 	TerminatedAt *time.Time    `json:"terminated_at"`
 	EndReason    *string       `json:"end_reason"`
 	Workspace    *string       `json:"workspace"`
+	// Name is null when the sandbox has none; it works wherever the ID
+	// does while the sandbox has not ended.
+	Name          *string           `json:"name"`
+	Labels        map[string]string `json:"labels"`
+	WakeOnTraffic bool              `json:"wake_on_traffic"`
 	// Consumer is null when the create named none.
 	Consumer     *store.Consumer `json:"consumer"`
 	Reachability reachability    `json:"reachability"`
@@ -65,6 +70,10 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	}
 	if v.Grants == nil {
 		v.Grants = []store.Grant{}
+	}
+	v.Name, v.Labels, v.WakeOnTraffic = optional(sb.Name), sb.Labels, !sb.NoWakeOnTraffic
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
 	}
 	if !sb.Consumer.IsZero() {
 		c := sb.Consumer
@@ -110,7 +119,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 // urlSandbox is the sandbox the URL names, when the caller's account may
 // see it; otherwise it has answered with the error and returns false.
 func (s *Server) urlSandbox(w http.ResponseWriter, r *http.Request) (store.Sandbox, bool) {
-	sb, err := s.life.Get(r.Context(), account(r), chi.URLParam(r, "id"))
+	sb, err := s.life.Resolve(r.Context(), account(r), chi.URLParam(r, "id"))
 	if err != nil {
 		writeError(w, r, err)
 		return store.Sandbox{}, false
@@ -156,6 +165,30 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, badQuery("cursor", "is not a cursor this API gave (a next_cursor from an earlier page)"))
 		return
 	}
+	for param := range q {
+		if !slices.Contains(listParams, param) {
+			writeProblem(w, r, badQuery(param, "is not a filter of this list (filters: "+strings.Join(listParams, ", ")+")"))
+			return
+		}
+	}
+	if n := q.Get("name"); n != "" {
+		if !lifecycle.ValidName(n) {
+			writeProblem(w, r, badQuery("name", "is not a sandbox name (a DNS label)"))
+			return
+		}
+		opts.Name = n
+	}
+	for _, l := range q["label"] {
+		k, v, err := lifecycle.ParseLabelFilter(l)
+		if err != nil {
+			writeProblem(w, r, badQuery("label", "must be key=value with a label key (letters, digits, '-', '_', '.' or '/')"))
+			return
+		}
+		if opts.Labels == nil {
+			opts.Labels = map[string]string{}
+		}
+		opts.Labels[k] = v
+	}
 	if st := q.Get("status"); st != "" {
 		if !slices.Contains(listStates, store.State(st)) {
 			writeProblem(w, r, badQuery("status", "must be one of "+strings.Join(stateNames(), ", ")))
@@ -173,11 +206,11 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
-	var req lifecycle.DeadlineChange
+	var req lifecycle.Patch
 	if !s.decode(w, r, &req) {
 		return
 	}
-	sb, err := s.life.ChangeDeadline(r.Context(), account(r), chi.URLParam(r, "id"), req)
+	sb, err := s.life.Patch(r.Context(), account(r), chi.URLParam(r, "id"), req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -249,6 +282,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// listParams are the query parameters GET /sandboxes reads; any other is
+// refused rather than ignored, so a misspelt filter never lists all.
+var listParams = []string{"cursor", "limit", "status", "name", "label"}
 
 // listStates are the states ?status= may name: the Status enum.
 var listStates = []store.State{store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended,

@@ -231,10 +231,14 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.authenticate, oneValueEach)
 		r.Post("/api/v1/sandboxes", s.createSandbox)
 		r.Get("/api/v1/sandboxes", s.listSandboxes)
+		r.Put("/api/v1/sandboxes/by-name/{name}", s.ensureSandbox)
 		r.Route("/api/v1/sandboxes/{id}", func(r chi.Router) {
+			r.Use(s.resolveName)
 			r.Get("/", exactPath(s.getSandbox))
 			r.Patch("/", exactPath(s.patchSandbox))
 			r.Delete("/", exactPath(s.deleteSandbox))
+			r.Post("/suspend", s.suspendSandbox)
+			r.Post("/resume", s.resumeSandbox)
 			r.Post("/exec", s.exec)
 			r.Post("/exec/stream/tickets", s.createStreamTicket)
 			r.Get("/files/*", s.getFile)
@@ -279,13 +283,14 @@ func flatRoutes(r chi.Routes) *chi.Mux {
 }
 
 // oneValueEach refuses a query parameter given more than once. Every
-// parameter of the API takes one value, and net/url keeps them all while
+// parameter of the API but label (a list filter, repeated to require
+// several labels) takes one value, and net/url keeps them all while
 // the handlers read the first: ?status=ready&status=suspended listed the
 // ready ones only, as if the second were not there.
 func oneValueEach(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k, vs := range r.URL.Query() {
-			if len(vs) > 1 {
+			if len(vs) > 1 && k != "label" {
 				writeProblem(w, r, badQuery(k, "is given more than once; it takes one value"))
 				return
 			}

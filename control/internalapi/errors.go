@@ -39,6 +39,9 @@ var wakeRefusals = []struct {
 	{lifecycle.ErrLimit, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
 	{lifecycle.ErrDisabled, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
 	{lifecycle.ErrPlatformNotAllowed, http.StatusTooManyRequests, edgeapi.CodeWakeLimit},
+	// A stopped sandbox with wake_on_traffic false: refused, and the
+	// detail says how to start it.
+	{lifecycle.ErrWakeDisabled, http.StatusConflict, edgeapi.CodeWakeLimit},
 }
 
 // toProblem is the one place an error becomes a response. Unknown errors

@@ -20,6 +20,7 @@ func TestWake(t *testing.T) {
 		"sbx-nobody":  lifecycle.ErrNotFound,
 		"sbx-limited": fmt.Errorf("begin restore: %w: 10 of 10", lifecycle.ErrLimit),
 		"sbx-slow":    fmt.Errorf("wake sbx-slow: %w", context.DeadlineExceeded),
+		"sbx-parked":  fmt.Errorf("wake sbx-parked: %w", lifecycle.ErrWakeDisabled),
 	}})
 	auth := "Bearer " + testSecret
 	resp, body := do(t, ts, "POST", edgeapi.PathWake, auth, `{"sandbox_id":"sbx-ok"}`)
@@ -35,6 +36,7 @@ func TestWake(t *testing.T) {
 		{"sbx-nobody", 404, edgeapi.CodeWakeUnknownSandbox},
 		{"sbx-limited", 429, edgeapi.CodeWakeLimit},
 		{"sbx-slow", 503, edgeapi.CodeWakeTimeout},
+		{"sbx-parked", 409, edgeapi.CodeWakeLimit},
 		{"", 400, edgeapi.CodeInvalidRequest},
 	} {
 		t.Run(c.id, func(t *testing.T) {

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -83,56 +82,41 @@ func (m *Manager) ChangeDeadline(ctx context.Context, acct store.Account, id str
 	if err := ch.validate(m); err != nil {
 		return store.Sandbox{}, err
 	}
-	if _, err := m.Get(ctx, acct, id); err != nil {
-		return store.Sandbox{}, err
+	return m.Patch(ctx, acct, id, Patch{DeadlineChange: ch})
+}
+
+// changeDeadlineLocked applies ch to sb, locked in tx, and records its
+// event; the caller writes the row.
+func (m *Manager) changeDeadlineLocked(ctx context.Context, tx store.Tx, acct store.Account, sb *store.Sandbox, ch DeadlineChange) error {
+	switch sb.State {
+	case store.StatePending, store.StateReady, store.StateSuspended, store.StateSuspending, store.StateRestoring:
+	default:
+		return &StateError{State: string(sb.State), Action: "extend"}
 	}
-	var out store.Sandbox
-	err := m.store.InTx(ctx, func(tx store.Tx) error {
-		sb, err := tx.SandboxForUpdate(ctx, id)
-		if err != nil {
-			return err
+	now := m.now().UTC().Truncate(time.Microsecond)
+	limit := sb.CreatedAt.Add(m.cfg.MaxLifetime)
+	current := EffectiveDeadline(*sb, now, m.cfg.MaxLifetime)
+	var target time.Time
+	note := ""
+	if ch.ExtendMinutes != nil {
+		target = current.Add(time.Duration(*ch.ExtendMinutes) * time.Minute)
+		if target.After(limit) {
+			target, note = limit, " (the lifetime cap)"
 		}
-		switch sb.State {
-		case store.StatePending, store.StateReady, store.StateSuspended, store.StateSuspending, store.StateRestoring:
-		default:
-			return &StateError{State: string(sb.State), Action: "extend"}
+	} else {
+		target = now.Add(time.Duration(*ch.DeadlineMinutes) * time.Minute)
+		if target.After(limit) {
+			return invalid("deadline_minutes", "would pass the %s lifetime cap (%s)", m.cfg.MaxLifetime, limit.Format(time.RFC3339))
 		}
-		now := m.now().UTC().Truncate(time.Microsecond)
-		limit := sb.CreatedAt.Add(m.cfg.MaxLifetime)
-		current := EffectiveDeadline(sb, now, m.cfg.MaxLifetime)
-		var target time.Time
-		note := ""
-		if ch.ExtendMinutes != nil {
-			target = current.Add(time.Duration(*ch.ExtendMinutes) * time.Minute)
-			if target.After(limit) {
-				target, note = limit, " (the lifetime cap)"
-			}
-		} else {
-			target = now.Add(time.Duration(*ch.DeadlineMinutes) * time.Minute)
-			if target.After(limit) {
-				return invalid("deadline_minutes", "would pass the %s lifetime cap (%s)", m.cfg.MaxLifetime, limit.Format(time.RFC3339))
-			}
-			if target.Before(current) && !ch.AllowShorten {
-				return &ShortenError{Current: current, Asked: target}
-			}
+		if target.Before(current) && !ch.AllowShorten {
+			return &ShortenError{Current: current, Asked: target}
 		}
-		// A paused clock adds the pause on wake: store what makes the
-		// effective deadline the target.
-		sb.DeadlineAt = target.Add(-paused(sb, now))
-		if err := tx.UpdateSandbox(ctx, sb); err != nil {
-			return err
-		}
-		out = sb
-		return tx.InsertEvent(ctx, store.Event{
-			SandboxID: sb.ID, AccountID: sb.AccountID, Type: "deadline", State: sb.State,
-			Actor: "account:" + acct.ID, Message: "deadline set to " + target.Format(time.RFC3339) + note, At: now,
-		})
+	}
+	// A paused clock adds the pause on wake: store what makes the
+	// effective deadline the target.
+	sb.DeadlineAt = target.Add(-paused(*sb, now))
+	return tx.InsertEvent(ctx, store.Event{
+		SandboxID: sb.ID, AccountID: sb.AccountID, Type: "deadline", State: sb.State,
+		Actor: "account:" + acct.ID, Message: "deadline set to " + target.Format(time.RFC3339) + note, At: now,
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Sandbox{}, ErrNotFound
-	}
-	if err != nil {
-		return store.Sandbox{}, fmt.Errorf("change deadline of sandbox %s: %w", id, err)
-	}
-	return out, nil
 }

@@ -65,6 +65,9 @@ func (IdleCheckArgs) Kind() string { return "sandbox.idle_check" }
 // SuspendArgs asks for a suspending sandbox to be snapshotted and released.
 type SuspendArgs struct {
 	SandboxID string `json:"sandbox_id"`
+	// Reason closes the compute line (idle_offload when empty, as for
+	// jobs enqueued before it existed; user_suspend for a stop).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -196,16 +199,30 @@ func (w *suspendWorker) Work(ctx context.Context, job *river.Job[SuspendArgs]) e
 		m.log.ErrorContext(ctx, "suspend failed; returning sandbox to ready", "sandbox_id", id, "err", err)
 		m.metrics.suspendFailures.Inc()
 		m.metrics.jobFailures.WithLabelValues(jobSuspend).Inc()
-		return m.unsuspend(ctx, sb, err)
+		uerr := m.unsuspend(ctx, sb, err)
+		if uerr != nil && job.Attempt >= job.MaxAttempts {
+			// No attempt is left to bring it back: settle it now
+			// rather than leave it suspending until the sweep.
+			return m.settleSuspending(ctx, id, "suspend failed on its last attempt: "+uerr.Error())
+		}
+		return uerr
 	}
-	// Snapshot stored, pod released: in one transaction the compute line
-	// closes (idle_offload), the storage line opens at the same instant
-	// and the deadline clock stops (SuspendedAt). A sandbox ended
-	// meanwhile is left alone: its terminate job removes the snapshot.
+	return m.markSuspended(ctx, id, job.Args.Reason, "suspender")
+}
+
+// markSuspended records a suspend that finished (snapshot stored, pod
+// released): in one transaction the compute line closes with reason
+// (idle_offload when empty), the storage line opens at the same instant
+// and the deadline clock stops (SuspendedAt). A sandbox ended meanwhile
+// is left alone: its terminate job removes the snapshot.
+func (m *Manager) markSuspended(ctx context.Context, id, reason, actor string) error {
+	if reason == "" {
+		reason = ReasonIdleOffload
+	}
 	changed, _, err := m.transition(ctx, id, step{
-		from: store.StateSuspending, to: store.StateSuspended, reason: ReasonIdleOffload, actor: "suspender",
+		from: store.StateSuspending, to: store.StateSuspended, reason: reason, actor: actor,
 		apply: func(tx store.Tx, sb *store.Sandbox, now time.Time) error {
-			if _, err := tx.CloseSessions(ctx, id, store.SessionCompute, now, ReasonIdleOffload); err != nil {
+			if _, err := tx.CloseSessions(ctx, id, store.SessionCompute, now, reason); err != nil {
 				return err
 			}
 			_, err := tx.OpenSession(ctx, store.Session{
@@ -220,7 +237,7 @@ func (w *suspendWorker) Work(ctx context.Context, job *river.Job[SuspendArgs]) e
 	}
 	if changed {
 		m.metrics.suspended.Inc()
-		m.log.InfoContext(ctx, "sandbox suspended", "sandbox_id", id)
+		m.log.InfoContext(ctx, "sandbox suspended", "sandbox_id", id, "reason", reason)
 	}
 	return nil
 }

@@ -22,9 +22,12 @@ import (
 // optionally failing suspends.
 type suspendProvider struct {
 	*local.Local
-	restores     atomic.Int32
-	failSuspend  atomic.Bool
-	failRestores atomic.Int32 // how many restores to fail before succeeding
+	restores    atomic.Int32
+	failSuspend atomic.Bool
+	// failProvision fails Provision (a server restart after a failed
+	// suspend, say).
+	failProvision atomic.Bool
+	failRestores  atomic.Int32 // how many restores to fail before succeeding
 	// restoreErr, when set, is what the failing restores return.
 	restoreErr atomic.Pointer[error]
 	// suspendGate and restoreGate, when set (see gate), hold Suspend and
@@ -64,6 +67,13 @@ func (p *suspendProvider) Suspend(ctx context.Context, id string) error {
 		return errors.New("injected: snapshot failed")
 	}
 	return p.Local.Suspend(ctx, id)
+}
+
+func (p *suspendProvider) Provision(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
+	if p.failProvision.Load() {
+		return provider.Endpoint{}, errors.New("injected: server restart failed")
+	}
+	return p.Local.Provision(ctx, spec)
 }
 
 func (p *suspendProvider) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {

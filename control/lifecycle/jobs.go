@@ -396,8 +396,9 @@ func (w *reapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	return w.m.Reap(ctx)
 }
 
-// Reap ends every sandbox past its deadline and fails every sandbox stuck
-// in pending past the provisioning timeout. It runs from the periodic job
+// Reap ends every sandbox past its deadline, fails every sandbox stuck
+// in pending past the provisioning timeout and settles those stuck
+// suspending or restoring (SettleStuck). It runs from the periodic job
 // (once across replicas) and may be called directly.
 func (m *Manager) Reap(ctx context.Context) error {
 	now := m.now()
@@ -426,6 +427,9 @@ func (m *Manager) Reap(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := m.SettleStuck(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

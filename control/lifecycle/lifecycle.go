@@ -64,6 +64,10 @@ type Config struct {
 	// or one with no sandbox behind it is handled within it (default 1 min;
 	// a pass lists every sandbox pod and snapshot, once per replica).
 	ReconcileInterval time.Duration
+	// SettleAfter is how long a sandbox may stay suspending or restoring
+	// before the sweep settles it (see SettleStuck): past every attempt
+	// its job may make (default five provisioning timeouts and a minute).
+	SettleAfter time.Duration
 	// DefaultProfile is what a create that names no profile gets (the k8s
 	// catalog's defaultProfile; sbx dev: devseed.DefaultProfile). Empty:
 	// such a create is refused, naming the field.
@@ -96,6 +100,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RestoreLease <= 0 {
 		c.RestoreLease = 3 * time.Second
+	}
+	if c.SettleAfter <= 0 {
+		c.SettleAfter = 5*c.ProvisionTimeout + time.Minute
 	}
 	if c.ReconcileInterval <= 0 {
 		c.ReconcileInterval = time.Minute
@@ -187,8 +194,16 @@ type CreateRequest struct {
 	// Services are declared with the sandbox and start when it is ready.
 	Services []ServiceSpec `json:"services,omitempty"`
 	// Repo is cloned into the workspace before the sandbox is ready.
-	Repo           *RepoSpec `json:"repo,omitempty"`
-	IdempotencyKey string    `json:"-"`
+	Repo *RepoSpec `json:"repo,omitempty"`
+	// Name names the sandbox within the account (see ValidName); it is
+	// usable wherever an ID is, while the sandbox has not ended.
+	Name string `json:"name,omitempty"`
+	// Labels tag the sandbox for lists (see validateLabels).
+	Labels map[string]string `json:"labels,omitempty"`
+	// WakeOnTraffic false keeps a suspended sandbox suspended until it is
+	// resumed; default true.
+	WakeOnTraffic  *bool  `json:"wake_on_traffic,omitempty"`
+	IdempotencyKey string `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -246,6 +261,12 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err != nil {
 		return sb, false, err
 	}
+	if err := validateName(req.Name); err != nil {
+		return sb, false, err
+	}
+	if err := validateLabels(req.Labels); err != nil {
+		return sb, false, err
+	}
 	profile, err := m.store.Profile(ctx, req.Profile)
 	if errors.Is(err, store.ErrNotFound) {
 		return sb, false, fmt.Errorf("%w: %q", ErrUnknownProfile, req.Profile)
@@ -265,18 +286,21 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	// what a later GET (or grant introspection) reads back.
 	now := m.now().UTC().Truncate(time.Microsecond)
 	sb = store.Sandbox{
-		ID:             NewID(),
-		AccountID:      acct.ID,
-		ProjectID:      req.ProjectID,
-		Profile:        profile.Name,
-		Platform:       profile.Platform,
-		State:          store.StatePending,
-		CreatedAt:      now,
-		DeadlineAt:     now.Add(deadline),
-		Grants:         grants,
-		Consumer:       consumer,
-		IdempotencyKey: req.IdempotencyKey,
-		RequestHash:    reqHash,
+		ID:              NewID(),
+		AccountID:       acct.ID,
+		ProjectID:       req.ProjectID,
+		Profile:         profile.Name,
+		Platform:        profile.Platform,
+		State:           store.StatePending,
+		CreatedAt:       now,
+		DeadlineAt:      now.Add(deadline),
+		Grants:          grants,
+		Consumer:        consumer,
+		IdempotencyKey:  req.IdempotencyKey,
+		RequestHash:     reqHash,
+		Name:            req.Name,
+		Labels:          req.Labels,
+		NoWakeOnTraffic: req.WakeOnTraffic != nil && !*req.WakeOnTraffic,
 	}
 	actor := req.Actor
 	if actor == "" {
@@ -324,6 +348,9 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 			return prev, ok, rerr
 		}
 	}
+	if errors.Is(err, store.ErrConflict) && req.Name != "" {
+		return store.Sandbox{}, false, &NameTakenError{Name: req.Name}
+	}
 	if err != nil {
 		return store.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
 	}
@@ -359,11 +386,12 @@ func (m *Manager) Get(ctx context.Context, acct store.Account, id string) (store
 }
 
 // Delete ends a sandbox. Deleting one that already ended returns it as is.
-func (m *Manager) Delete(ctx context.Context, acct store.Account, id string) (store.Sandbox, error) {
-	if _, err := m.Get(ctx, acct, id); err != nil {
+func (m *Manager) Delete(ctx context.Context, acct store.Account, idOrName string) (store.Sandbox, error) {
+	sb, err := m.Resolve(ctx, acct, idOrName)
+	if err != nil {
 		return store.Sandbox{}, err
 	}
-	return m.end(ctx, id, ReasonExplicitDelete, "account:"+acct.ID)
+	return m.end(ctx, sb.ID, ReasonExplicitDelete, "account:"+acct.ID)
 }
 
 // checkMinutes bounds a client's minute count before any arithmetic on

@@ -26,6 +26,13 @@ const wakeRecheck = 5 * time.Second
 // ErrNotFound for an unknown sandbox, ErrCannotWake (wrapped in a
 // StateError) for one that ended, and ctx's error when ctx ends first.
 func (m *Manager) Wake(ctx context.Context, id string) error {
+	return m.wake(ctx, id, false)
+}
+
+// wake is Wake; explicit says the owner asked (a resume), which a
+// sandbox that does not wake on traffic obeys, where traffic gets
+// ErrWakeDisabled.
+func (m *Manager) wake(ctx context.Context, id string, explicit bool) error {
 	ch, cancel := m.subscribe(id) // before reading state, so no change is missed
 	defer cancel()
 	if m.act != nil {
@@ -43,6 +50,9 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 		case store.StateReady:
 			return nil
 		case store.StateSuspended:
+			if sb.NoWakeOnTraffic && !explicit {
+				return fmt.Errorf("wake %s: %w", id, ErrWakeDisabled)
+			}
 			l, won, err := m.beginRestore(ctx, id)
 			if err != nil {
 				return err

@@ -170,6 +170,25 @@ type Sandbox struct {
 	LeaseHolder     string
 	LeaseUntil      *time.Time
 	RestoreAttempts int
+
+	// Name is the account's name for the sandbox ("" for none), unique
+	// among its sandboxes that have not ended; a second live sandbox of
+	// the same name is ErrConflict at insert.
+	Name string
+	// Labels are the caller's tags, filtered on by List.
+	Labels map[string]string
+	// NoWakeOnTraffic keeps a suspended sandbox suspended when traffic
+	// comes for it: only an explicit resume brings it back.
+	NoWakeOnTraffic bool
+}
+
+// LabelsJSON encodes the labels for storage.
+func (s *Sandbox) LabelsJSON() []byte {
+	if len(s.Labels) == 0 {
+		return []byte("{}")
+	}
+	b, _ := json.Marshal(s.Labels)
+	return b
 }
 
 // GrantsJSON encodes the grants for storage.

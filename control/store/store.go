@@ -75,6 +75,10 @@ type ListOptions struct {
 	Before string
 	Limit  int
 	States []State // empty means all states
+	// Name, when set, keeps only the sandbox of that name.
+	Name string
+	// Labels keeps only sandboxes carrying every one of these labels.
+	Labels map[string]string
 }
 
 // Reader holds the queries that need no lock.
@@ -97,9 +101,16 @@ type Reader interface {
 	Sandbox(ctx context.Context, id string) (Sandbox, error)
 	Sandboxes(ctx context.Context, opts ListOptions) ([]Sandbox, error)
 	SandboxByIdempotencyKey(ctx context.Context, accountID, key string) (Sandbox, error)
+	// SandboxByName finds the account's sandbox of that name that has
+	// not ended (not terminating, terminated or failed).
+	SandboxByName(ctx context.Context, accountID, name string) (Sandbox, error)
 	// SandboxesInStates lists sandboxes of any account in the given
 	// states; used by the reaper and by reconciliation.
 	SandboxesInStates(ctx context.Context, states ...State) ([]Sandbox, error)
+	// StuckSandboxes lists sandboxes of any account in one of states
+	// that entered it before `before` (wall clock), for the sweep that
+	// settles sandboxes a lost job left changing state.
+	StuckSandboxes(ctx context.Context, before time.Time, states ...State) ([]Sandbox, error)
 	// ExpiredSandboxes lists sandboxes in pending or ready whose deadline
 	// is before now, and suspended ones whose deadline is before now and
 	// that were created maxLifetime or longer ago (the deadline clock is
@@ -160,7 +171,8 @@ type Tx interface {
 
 	// SandboxForUpdate reads a sandbox and locks its row until commit.
 	SandboxForUpdate(ctx context.Context, id string) (Sandbox, error)
-	// InsertSandbox inserts sb; a duplicate (account, idempotency key) is
+	// InsertSandbox inserts sb; a duplicate (account, idempotency key),
+	// or a name another of the account's live sandboxes holds, is
 	// ErrConflict.
 	InsertSandbox(ctx context.Context, sb Sandbox) error
 	// UpdateSandbox writes every mutable field of sb.

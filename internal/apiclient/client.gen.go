@@ -369,6 +369,12 @@ type CreateSandbox struct {
 	// Grants Scoped credentials for code inside the sandbox. Any bad entry is 422 naming it (`grants[i].project_id`, `grants[i].scopes[j]`), and nothing is created.
 	Grants *[]Grant `json:"grants,omitempty"`
 
+	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
+	Labels *map[string]string `json:"labels,omitempty"`
+
+	// Name A DNS label, unique among the account's sandboxes that have not ended, not starting with sbx-. Usable wherever a sandbox ID is (paths, sbx commands, the SSH user, MCP tools).
+	Name *string `json:"name,omitempty"`
+
 	// Profile The profile (GET /profiles lists them). Absent: the deployment's default profile, the one GET /profiles marks `default`; a deployment without one answers 422 naming `profile`.
 	//
 	// Examples: tuist-linux-medium
@@ -382,6 +388,9 @@ type CreateSandbox struct {
 
 	// Services Long-running services (a dev server) the sandbox's init starts when the sandbox is ready, restarts with backoff when they exit, and starts again after every restore. A bad entry is 422 naming it (`services[i]`).
 	Services *[]ServiceDeclaration `json:"services,omitempty"`
+
+	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
+	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
 }
 
 // Event defines model for Event.
@@ -639,9 +648,13 @@ type Sandbox struct {
 	DeadlineAt time.Time `json:"deadline_at"`
 
 	// EndReason explicit_delete, deadline, provision_failed, idle_offload, node_loss, oom_killed, repo_auth_failed, repo_unknown_ref, repo_not_found, repo_unreachable, repo_clone_failed, ...
-	EndReason *string         `json:"end_reason"`
-	Grants    []Grant         `json:"grants"`
-	Id        string          `json:"id"`
+	EndReason *string           `json:"end_reason"`
+	Grants    []Grant           `json:"grants"`
+	Id        string            `json:"id"`
+	Labels    map[string]string `json:"labels"`
+
+	// Name The sandbox's name, or null.
+	Name      *string         `json:"name"`
 	Platform  SandboxPlatform `json:"platform"`
 	Profile   string          `json:"profile"`
 	ProjectId *string         `json:"project_id"`
@@ -651,10 +664,11 @@ type Sandbox struct {
 	ReadyAt      *time.Time   `json:"ready_at"`
 
 	// SshEndpoint host:port of the SSH broker once ready.
-	SshEndpoint  *string    `json:"ssh_endpoint"`
-	Status       Status     `json:"status"`
-	SuspendedAt  *time.Time `json:"suspended_at"`
-	TerminatedAt *time.Time `json:"terminated_at"`
+	SshEndpoint   *string    `json:"ssh_endpoint"`
+	Status        Status     `json:"status"`
+	SuspendedAt   *time.Time `json:"suspended_at"`
+	TerminatedAt  *time.Time `json:"terminated_at"`
+	WakeOnTraffic bool       `json:"wake_on_traffic"`
 
 	// Workspace Absolute workspace path inside the sandbox.
 	Workspace *string `json:"workspace"`
@@ -798,6 +812,12 @@ type ListSandboxesParams struct {
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 	Status *Status `form:"status,omitempty" json:"status,omitempty"`
+
+	// Name Only the sandbox of this name.
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// Label key=value; repeat to require several labels. Any query parameter other than limit, cursor, status, name and label is refused with 400 invalid_query.
+	Label *[]string `form:"label,omitempty" json:"label,omitempty"`
 }
 
 // CreateSandboxParams defines parameters for CreateSandbox.
@@ -816,6 +836,12 @@ type UpdateSandboxJSONBody struct {
 
 	// ExtendMinutes Minutes added to the current deadline.
 	ExtendMinutes *int `json:"extend_minutes,omitempty"`
+
+	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
+	Labels *map[string]string `json:"labels,omitempty"`
+
+	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
+	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
 }
 
 // SandboxEventsParams defines parameters for SandboxEvents.
@@ -866,6 +892,9 @@ type IntrospectGrantJSONRequestBody IntrospectGrantJSONBody
 
 // CreateSandboxJSONRequestBody defines body for CreateSandbox for application/json ContentType.
 type CreateSandboxJSONRequestBody = CreateSandbox
+
+// EnsureSandboxJSONRequestBody defines body for EnsureSandbox for application/json ContentType.
+type EnsureSandboxJSONRequestBody = CreateSandbox
 
 // UpdateSandboxJSONRequestBody defines body for UpdateSandbox for application/json ContentType.
 type UpdateSandboxJSONRequestBody UpdateSandboxJSONBody
@@ -1017,6 +1046,24 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/sandboxes (the `CreateSandbox` operationId).
 	CreateSandbox(ctx context.Context, params *CreateSandboxParams, body CreateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EnsureSandboxWithBody Ensure a sandbox of this name exists
+	//
+	// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+	EnsureSandboxWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnsureSandbox Ensure a sandbox of this name exists
+	//
+	// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+	EnsureSandbox(ctx context.Context, name string, body EnsureSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// DeleteSandbox Destroy a sandbox (idempotent)
 	//
 	// Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
@@ -1027,18 +1074,18 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandboxWithBody Extend or set the deadline (7-day cap from creation)
+	// UpdateSandboxWithBody Change the deadline, the wake flag or the labels
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandbox Extend or set the deadline (7-day cap from creation)
+	// UpdateSandbox Change the deadline, the wake flag or the labels
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1149,6 +1196,13 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePort(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ResumeSandbox Start (resume) a stopped sandbox
+	//
+	// Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+	ResumeSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListServices List the sandbox's services and their state
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/services (the `ListServices` operationId).
@@ -1206,6 +1260,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/sandboxes/{id}/ssh_tokens (the `CreateSSHToken` operationId).
 	CreateSSHToken(ctx context.Context, id string, body CreateSSHTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SuspendSandbox Stop (suspend) a sandbox
+	//
+	// Moves a ready sandbox to suspending; once its workspace is snapshotted it is suspended: the compute line closes with reason user_suspend and a storage line opens, the deadline clock pauses. 202 while suspending, 200 once suspended; repeating the call is safe. A pending or restoring sandbox is 409 sandbox_state (retry shortly); an ended one is 409 sandbox_state; a platform that cannot suspend is 409 cannot_stop. A stopped sandbox wakes on traffic unless wake_on_traffic is false.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/suspend (the `SuspendSandbox` operationId).
+	SuspendSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSandboxUsage Every billing ledger line of one sandbox
 	//
@@ -1386,6 +1447,44 @@ func (c *Client) CreateSandbox(ctx context.Context, params *CreateSandboxParams,
 	return c.Client.Do(req)
 }
 
+// EnsureSandboxWithBody Ensure a sandbox of this name exists
+//
+// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+func (c *Client) EnsureSandboxWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnsureSandboxRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnsureSandbox Ensure a sandbox of this name exists
+//
+// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+func (c *Client) EnsureSandbox(ctx context.Context, name string, body EnsureSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnsureSandboxRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // DeleteSandbox Destroy a sandbox (idempotent)
 //
 // Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
@@ -1416,9 +1515,9 @@ func (c *Client) GetSandbox(ctx context.Context, id string, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// UpdateSandboxWithBody Extend or set the deadline (7-day cap from creation)
+// UpdateSandboxWithBody Change the deadline, the wake flag or the labels
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1435,9 +1534,9 @@ func (c *Client) UpdateSandboxWithBody(ctx context.Context, id string, contentTy
 	return c.Client.Do(req)
 }
 
-// UpdateSandbox Extend or set the deadline (7-day cap from creation)
+// UpdateSandbox Change the deadline, the wake flag or the labels
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1678,6 +1777,23 @@ func (c *Client) UnexposePort(ctx context.Context, id string, port int, reqEdito
 	return c.Client.Do(req)
 }
 
+// ResumeSandbox Start (resume) a stopped sandbox
+//
+// Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+func (c *Client) ResumeSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSandboxRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListServices List the sandbox's services and their state
 //
 // Corresponds with GET /api/v1/sandboxes/{id}/services (the `ListServices` operationId).
@@ -1806,6 +1922,23 @@ func (c *Client) CreateSSHTokenWithBody(ctx context.Context, id string, contentT
 // Corresponds with POST /api/v1/sandboxes/{id}/ssh_tokens (the `CreateSSHToken` operationId).
 func (c *Client) CreateSSHToken(ctx context.Context, id string, body CreateSSHTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateSSHTokenRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SuspendSandbox Stop (suspend) a sandbox
+//
+// Moves a ready sandbox to suspending; once its workspace is snapshotted it is suspended: the compute line closes with reason user_suspend and a storage line opens, the deadline clock pauses. 202 while suspending, 200 once suspended; repeating the call is safe. A pending or restoring sandbox is 409 sandbox_state (retry shortly); an ended one is 409 sandbox_state; a platform that cannot suspend is 409 cannot_stop. A stopped sandbox wakes on traffic unless wake_on_traffic is false.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/suspend (the `SuspendSandbox` operationId).
+func (c *Client) SuspendSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSuspendSandboxRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2159,6 +2292,30 @@ func NewListSandboxesRequest(server string, params *ListSandboxesParams) (*http.
 
 		}
 
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Label != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "label", *params.Label, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -2224,6 +2381,53 @@ func NewCreateSandboxRequestWithBody(server string, params *CreateSandboxParams,
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewEnsureSandboxRequest calls the generic EnsureSandbox builder with application/json body
+func NewEnsureSandboxRequest(server string, name string, body EnsureSandboxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEnsureSandboxRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewEnsureSandboxRequestWithBody constructs an http.Request for the EnsureSandbox method, with any body, and a specified content type
+func NewEnsureSandboxRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/by-name/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -2883,6 +3087,40 @@ func NewUnexposePortRequest(server string, id string, port int) (*http.Request, 
 	return req, nil
 }
 
+// NewResumeSandboxRequest constructs an http.Request for the ResumeSandbox method
+func NewResumeSandboxRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListServicesRequest constructs an http.Request for the ListServices method
 func NewListServicesRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -3176,6 +3414,40 @@ func NewCreateSSHTokenRequestWithBody(server string, id string, contentType stri
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSuspendSandboxRequest constructs an http.Request for the SuspendSandbox method
+func NewSuspendSandboxRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/suspend", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -3484,6 +3756,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/sandboxes (the `CreateSandbox` operationId).
 	CreateSandboxWithResponse(ctx context.Context, params *CreateSandboxParams, body CreateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSandboxResponse, error)
 
+	// EnsureSandboxWithBodyWithResponse Ensure a sandbox of this name exists
+	//
+	// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+	EnsureSandboxWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnsureSandboxResponse, error)
+
+	// EnsureSandboxWithResponse Ensure a sandbox of this name exists
+	//
+	// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+	EnsureSandboxWithResponse(ctx context.Context, name string, body EnsureSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*EnsureSandboxResponse, error)
+
 	// DeleteSandboxWithResponse Destroy a sandbox (idempotent)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3498,18 +3788,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
-	// UpdateSandboxWithBodyWithResponse Extend or set the deadline (7-day cap from creation)
+	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag or the labels
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
 
-	// UpdateSandboxWithResponse Extend or set the deadline (7-day cap from creation)
+	// UpdateSandboxWithResponse Change the deadline, the wake flag or the labels
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3634,6 +3924,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePortWithResponse(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*UnexposePortResponse, error)
 
+	// ResumeSandboxWithResponse Start (resume) a stopped sandbox
+	//
+	// Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+	ResumeSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ResumeSandboxResponse, error)
+
 	// ListServicesWithResponse List the sandbox's services and their state
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3699,6 +3998,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/sandboxes/{id}/ssh_tokens (the `CreateSSHToken` operationId).
 	CreateSSHTokenWithResponse(ctx context.Context, id string, body CreateSSHTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSSHTokenResponse, error)
+
+	// SuspendSandboxWithResponse Stop (suspend) a sandbox
+	//
+	// Moves a ready sandbox to suspending; once its workspace is snapshotted it is suspended: the compute line closes with reason user_suspend and a storage line opens, the deadline clock pauses. 202 while suspending, 200 once suspended; repeating the call is safe. A pending or restoring sandbox is 409 sandbox_state (retry shortly); an ended one is 409 sandbox_state; a platform that cannot suspend is 409 cannot_stop. A stopped sandbox wakes on traffic unless wake_on_traffic is false.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/suspend (the `SuspendSandbox` operationId).
+	SuspendSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SuspendSandboxResponse, error)
 
 	// GetSandboxUsageWithResponse Every billing ledger line of one sandbox
 	//
@@ -4061,6 +4369,8 @@ type CreateSandboxResponse struct {
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -4089,6 +4399,11 @@ func (r CreateSandboxResponse) GetApplicationproblemJSON401() *Problem {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r CreateSandboxResponse) GetApplicationproblemJSON403() *Problem {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -4129,6 +4444,103 @@ func (r CreateSandboxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type EnsureSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Sandbox
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnsureSandboxResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r EnsureSandboxResponse) GetJSON201() *Sandbox {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EnsureSandboxResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnsureSandboxResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnsureSandboxResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r EnsureSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r EnsureSandboxResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EnsureSandboxResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EnsureSandboxResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r EnsureSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnsureSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnsureSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnsureSandboxResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5186,6 +5598,89 @@ func (r UnexposePortResponse) ContentType() string {
 	return ""
 }
 
+type ResumeSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeSandboxResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResumeSandboxResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListServicesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5625,6 +6120,82 @@ func (r CreateSSHTokenResponse) ContentType() string {
 	return ""
 }
 
+type SuspendSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Sandbox
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SuspendSandboxResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SuspendSandboxResponse) GetJSON202() *Sandbox {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SuspendSandboxResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SuspendSandboxResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SuspendSandboxResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SuspendSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetBody returns the raw response body bytes
+func (r SuspendSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SuspendSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SuspendSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SuspendSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetSandboxUsageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5993,6 +6564,36 @@ func (c *ClientWithResponses) CreateSandboxWithResponse(ctx context.Context, par
 	return ParseCreateSandboxResponse(rsp)
 }
 
+// EnsureSandboxWithBodyWithResponse Ensure a sandbox of this name exists
+//
+// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+func (c *ClientWithResponses) EnsureSandboxWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EnsureSandboxResponse, error) {
+	rsp, err := c.EnsureSandboxWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnsureSandboxResponse(rsp)
+}
+
+// EnsureSandboxWithResponse Ensure a sandbox of this name exists
+//
+// Returns the account's sandbox of this name that has not ended (200), or creates one from the body (201), which is a CreateSandbox whose name may be left out. Idempotent under concurrency: parallel calls make one sandbox.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/sandboxes/by-name/{name} (the `EnsureSandbox` operationId).
+func (c *ClientWithResponses) EnsureSandboxWithResponse(ctx context.Context, name string, body EnsureSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*EnsureSandboxResponse, error) {
+	rsp, err := c.EnsureSandbox(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnsureSandboxResponse(rsp)
+}
+
 // DeleteSandboxWithResponse Destroy a sandbox (idempotent)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6019,9 +6620,9 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 	return ParseGetSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithBodyWithResponse Extend or set the deadline (7-day cap from creation)
+// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag or the labels
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6034,9 +6635,9 @@ func (c *ClientWithResponses) UpdateSandboxWithBodyWithResponse(ctx context.Cont
 	return ParseUpdateSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithResponse Extend or set the deadline (7-day cap from creation)
+// UpdateSandboxWithResponse Change the deadline, the wake flag or the labels
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6239,6 +6840,21 @@ func (c *ClientWithResponses) UnexposePortWithResponse(ctx context.Context, id s
 	return ParseUnexposePortResponse(rsp)
 }
 
+// ResumeSandboxWithResponse Start (resume) a stopped sandbox
+//
+// Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/resume (the `ResumeSandbox` operationId).
+func (c *ClientWithResponses) ResumeSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ResumeSandboxResponse, error) {
+	rsp, err := c.ResumeSandbox(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSandboxResponse(rsp)
+}
+
 // ListServicesWithResponse List the sandbox's services and their state
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6351,6 +6967,21 @@ func (c *ClientWithResponses) CreateSSHTokenWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseCreateSSHTokenResponse(rsp)
+}
+
+// SuspendSandboxWithResponse Stop (suspend) a sandbox
+//
+// Moves a ready sandbox to suspending; once its workspace is snapshotted it is suspended: the compute line closes with reason user_suspend and a storage line opens, the deadline clock pauses. 202 while suspending, 200 once suspended; repeating the call is safe. A pending or restoring sandbox is 409 sandbox_state (retry shortly); an ended one is 409 sandbox_state; a platform that cannot suspend is 409 cannot_stop. A stopped sandbox wakes on traffic unless wake_on_traffic is false.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/suspend (the `SuspendSandbox` operationId).
+func (c *ClientWithResponses) SuspendSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*SuspendSandboxResponse, error) {
+	rsp, err := c.SuspendSandbox(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSuspendSandboxResponse(rsp)
 }
 
 // GetSandboxUsageWithResponse Every billing ledger line of one sandbox
@@ -6696,6 +7327,13 @@ func ParseCreateSandboxResponse(rsp *http.Response) (*CreateSandboxResponse, err
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6737,6 +7375,88 @@ func ParseCreateSandboxResponse(rsp *http.Response) (*CreateSandboxResponse, err
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEnsureSandboxResponse parses an HTTP response from a EnsureSandboxWithResponse call
+func ParseEnsureSandboxResponse(rsp *http.Response) (*EnsureSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnsureSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	}
 
 	return response, nil
@@ -7642,6 +8362,74 @@ func ParseUnexposePortResponse(rsp *http.Response) (*UnexposePortResponse, error
 	return response, nil
 }
 
+// ParseResumeSandboxResponse parses an HTTP response from a ResumeSandboxWithResponse call
+func ParseResumeSandboxResponse(rsp *http.Response) (*ResumeSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListServicesResponse parses an HTTP response from a ListServicesWithResponse call
 func ParseListServicesResponse(rsp *http.Response) (*ListServicesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7986,6 +8774,67 @@ func ParseCreateSSHTokenResponse(rsp *http.Response) (*CreateSSHTokenResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSuspendSandboxResponse parses an HTTP response from a SuspendSandboxWithResponse call
+func ParseSuspendSandboxResponse(rsp *http.Response) (*SuspendSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SuspendSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	}
 

@@ -33,7 +33,7 @@ func (t *tools) register(c *contract) error {
 		if perr != nil {
 			panic(perr)
 		}
-		id["description"] = "The sandbox's id (sbx-...)."
+		id["description"] = "The sandbox's id (sbx-...) or name."
 		filePath, perr := c.param("/api/v1/sandboxes/{id}/files/{path}", "get", "path")
 		if perr != nil {
 			panic(perr)
@@ -197,6 +197,7 @@ func (t *tools) register(c *contract) error {
 			OutputSchema: sandboxOut,
 			Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.waitReady))
+		t.registerStopStart(c, id, out)
 		if out.err != nil {
 			panic(out.err)
 		}
@@ -208,7 +209,7 @@ func (t *tools) register(c *contract) error {
 // /api/v1/sandboxes.
 func listParams(c *contract) (map[string]any, error) {
 	props := map[string]any{}
-	for _, name := range []string{"limit", "cursor", "status"} {
+	for _, name := range []string{"limit", "cursor", "status", "name", "label"} {
 		s, err := c.param("/api/v1/sandboxes", "get", name)
 		if err != nil {
 			return nil, err

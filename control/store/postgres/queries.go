@@ -111,14 +111,17 @@ func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store
 	for i, s := range opts.States {
 		states[i] = string(s)
 	}
+	labels := (&store.Sandbox{Labels: opts.Labels}).LabelsJSON()
 	// The cursor row is looked up within the same account, so a foreign ID
 	// yields an empty page rather than a peek at another account.
 	return q.sandboxes(ctx, "list sandboxes", `SELECT `+sandboxCols+` FROM sandboxes
 		WHERE account_id = $1
 		  AND (cardinality($2::text[]) = 0 OR state = ANY($2))
 		  AND ($3 = '' OR (created_at, id) < (SELECT c.created_at, c.id FROM sandboxes c WHERE c.id = $3 AND c.account_id = $1))
+		  AND ($5 = '' OR name = $5)
+		  AND labels @> $6::jsonb
 		ORDER BY created_at DESC, id DESC
-		LIMIT $4`, opts.AccountID, states, opts.Before, limit)
+		LIMIT $4`, opts.AccountID, states, opts.Before, limit, opts.Name, labels)
 }
 
 func (q queries) SandboxesInStates(ctx context.Context, states ...store.State) ([]store.Sandbox, error) {

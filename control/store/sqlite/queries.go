@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -209,6 +211,16 @@ func (q queries) Sandboxes(ctx context.Context, opts store.ListOptions) ([]store
 		// account.
 		query += ` AND (created_at, id) < (SELECT c.created_at, c.id FROM sandboxes c WHERE c.id = ? AND c.account_id = ?)`
 		args = append(args, opts.Before, opts.AccountID)
+	}
+	if opts.Name != "" {
+		query += ` AND name = ?`
+		args = append(args, opts.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
+		// The key travels as a bound JSON path, quoted: a key is never
+		// spliced into the statement.
+		query += ` AND json_extract(labels, ?) = ?`
+		args = append(args, `$."`+strings.ReplaceAll(k, `"`, `\"`)+`"`, opts.Labels[k])
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	return q.sandboxes(ctx, "list sandboxes", query, append(args, limit)...)

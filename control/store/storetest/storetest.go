@@ -44,6 +44,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SubscribeEvents", []string{"a"}, testSubscribeEvents},
 		{"RevokeToken", []string{"a"}, testRevokeToken},
 		{"Idle", []string{"a", "b"}, testIdle},
+		{"NamesAndLabels", []string{"a", "b"}, testNamesAndLabels},
+		{"StuckSandboxes", []string{"a"}, testStuckSandboxes},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},
 		{"Jobs", nil, testJobs},

@@ -14,16 +14,22 @@ import (
 func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var state string
-	var grants, consumer []byte
+	var grants, consumer, labels []byte
 	d := q.Dialect
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		d.TimeDest(&sb.CreatedAt), d.TimeDest(&sb.DeadlineAt), d.NullTimeDest(&sb.ReadyAt), d.NullTimeDest(&sb.SuspendedAt), d.NullTimeDest(&sb.TerminatedAt),
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
 		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
 		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts,
-		&sb.ForwardEndpoint)
+		&sb.ForwardEndpoint, &sb.Name, &labels, &sb.NoWakeOnTraffic)
 	if err != nil {
 		return store.Sandbox{}, err
+	}
+	if err := json.Unmarshal(labels, &sb.Labels); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode labels of sandbox %s: %w", sb.ID, err)
+	}
+	if len(sb.Labels) == 0 {
+		sb.Labels = nil
 	}
 	sb.State = store.State(state)
 	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
@@ -63,6 +69,35 @@ func (q Queries) SandboxByIdempotencyKey(ctx context.Context, accountID, key str
 	return sb, nil
 }
 
+// SandboxByName implements store.Reader.
+func (q Queries) SandboxByName(ctx context.Context, accountID, name string) (store.Sandbox, error) {
+	if name == "" {
+		return store.Sandbox{}, fmt.Errorf("sandbox by empty name: %w", store.ErrNotFound)
+	}
+	sb, err := q.ScanSandbox(q.DB.QueryRow(ctx, `SELECT `+SandboxCols+` FROM sandboxes
+		WHERE account_id = $1 AND name = $2 AND state NOT IN ('terminating', 'terminated', 'failed')`, accountID, name))
+	if err != nil {
+		return store.Sandbox{}, NotFound(err, q.Dialect.NoRows, "sandbox named "+name)
+	}
+	return sb, nil
+}
+
+// StuckSandboxes implements store.Reader. state_since is written by
+// InsertSandbox and by every UpdateSandbox that changes the state, on the
+// wall clock: it measures how long a job has been at it, not billing.
+func (q Queries) StuckSandboxes(ctx context.Context, before time.Time, states ...store.State) ([]store.Sandbox, error) {
+	var out []store.Sandbox
+	for _, st := range states {
+		list, err := List(ctx, q.DB, "stuck sandboxes", q.ScanSandbox, `SELECT `+SandboxCols+` FROM sandboxes
+			WHERE state = $1 AND state_since < $2 ORDER BY created_at, id`, string(st), q.Dialect.Time(before))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list...)
+	}
+	return out, nil
+}
+
 // ExpiredSandboxes implements store.Reader.
 func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetime time.Duration, limit int) ([]store.Sandbox, error) {
 	return List(ctx, q.DB, "expired sandboxes", q.ScanSandbox, `SELECT `+SandboxCols+` FROM sandboxes
@@ -76,15 +111,15 @@ func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 // caller can still read the existing row in the same transaction.
 func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	d := q.Dialect
-	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`, state_since)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		q.timeOrNow(sb.CreatedAt), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt), d.NullTime(sb.TerminatedAt),
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
 		d.JSON(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, d.JSON(sb.Consumer.JSON()),
 		sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
-		sb.ForwardEndpoint)
+		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()))
 	return OneRow(n, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
 
@@ -95,11 +130,12 @@ func (q Queries) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 			project_id = $2, state = $3, deadline_at = $4, ready_at = $5, suspended_at = $6,
 			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
 			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16,
-			forward_endpoint = $17
+			forward_endpoint = $17, name = $18, labels = $19, no_wake_on_traffic = $20,
+			state_since = CASE WHEN state = $3 THEN state_since ELSE $21 END
 		WHERE id = $1`,
 		sb.ID, sb.ProjectID, string(sb.State), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt),
 		d.NullTime(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
 		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
-		sb.ForwardEndpoint)
+		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()))
 	return OneRow(n, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }

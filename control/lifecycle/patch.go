@@ -1,0 +1,145 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/sbxedge/sbx/control/store"
+)
+
+// Patch is PATCH /sandboxes/{id} after JSON decoding: any of a deadline
+// change (at most one of its two forms), the wake flag and the labels.
+// Fields left out are left alone.
+type Patch struct {
+	DeadlineChange
+	// WakeOnTraffic false keeps the sandbox suspended when traffic comes
+	// while it is suspended; true (the default) lets traffic wake it.
+	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+	// Labels replaces the sandbox's labels ({} removes them all).
+	Labels *map[string]string `json:"labels,omitempty"`
+}
+
+func (p Patch) hasDeadline() bool {
+	return p.ExtendMinutes != nil || p.DeadlineMinutes != nil || p.AllowShorten
+}
+
+func (p Patch) validate(m *Manager) error {
+	if !p.hasDeadline() && p.WakeOnTraffic == nil && p.Labels == nil {
+		return invalid("extend_minutes", "or deadline_minutes, wake_on_traffic or labels is required")
+	}
+	if p.hasDeadline() {
+		if err := p.DeadlineChange.validate(m); err != nil {
+			return err
+		}
+	}
+	if p.Labels != nil {
+		return validateLabels(*p.Labels)
+	}
+	return nil
+}
+
+// Patch changes what p names of a sandbox that has not ended, in one
+// transaction under its row lock with an event per change.
+func (m *Manager) Patch(ctx context.Context, acct store.Account, idOrName string, p Patch) (store.Sandbox, error) {
+	if err := p.validate(m); err != nil {
+		return store.Sandbox{}, err
+	}
+	cur, err := m.Resolve(ctx, acct, idOrName)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	var out store.Sandbox
+	err = m.store.InTx(ctx, func(tx store.Tx) error {
+		sb, err := tx.SandboxForUpdate(ctx, cur.ID)
+		if err != nil {
+			return err
+		}
+		if p.hasDeadline() {
+			if err := m.changeDeadlineLocked(ctx, tx, acct, &sb, p.DeadlineChange); err != nil {
+				return err
+			}
+		} else if sb.State.Final() || sb.State == store.StateTerminating {
+			return &StateError{State: string(sb.State), Action: "change"}
+		}
+		var changed []string
+		if p.WakeOnTraffic != nil {
+			sb.NoWakeOnTraffic = !*p.WakeOnTraffic
+			changed = append(changed, fmt.Sprintf("wake_on_traffic=%t", *p.WakeOnTraffic))
+		}
+		if p.Labels != nil {
+			sb.Labels = maps.Clone(*p.Labels)
+			changed = append(changed, "labels")
+		}
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		out = sb
+		if len(changed) == 0 {
+			return nil
+		}
+		return tx.InsertEvent(ctx, store.Event{
+			SandboxID: sb.ID, AccountID: sb.AccountID, Type: "settings", State: sb.State,
+			Actor: "account:" + acct.ID, Message: "set " + strings.Join(changed, ", "), At: m.now().UTC(),
+		})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Sandbox{}, ErrNotFound
+	}
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("patch sandbox %s: %w", cur.ID, err)
+	}
+	return out, nil
+}
+
+// Label bounds: a label is a small tag, not a place to store data.
+const (
+	maxLabels        = 32
+	maxLabelKeyLen   = 63
+	maxLabelValueLen = 255
+)
+
+func labelKeyOK(k string) bool {
+	if k == "" || len(k) > maxLabelKeyLen {
+		return false
+	}
+	for _, c := range k {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validateLabels bounds a label map: at most 32 labels, keys of letters,
+// digits and - _ . / (1 to 63 bytes), values of printable text up to 255
+// bytes.
+func validateLabels(labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return invalid("labels", "has %d labels; at most %d are allowed", len(labels), maxLabels)
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if !labelKeyOK(k) {
+			return invalid("labels", "key %q must be 1 to %d letters, digits, '-', '_', '.' or '/'", k, maxLabelKeyLen)
+		}
+		v := labels[k]
+		if len(v) > maxLabelValueLen || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return invalid("labels", "value of %q must be at most %d bytes of printable text", k, maxLabelValueLen)
+		}
+	}
+	return nil
+}
+
+// ParseLabelFilter reads a ?label=k=v query value.
+func ParseLabelFilter(s string) (k, v string, err error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || !labelKeyOK(k) {
+		return "", "", invalid("label", "must be key=value with a label key (letters, digits, '-', '_', '.' or '/')")
+	}
+	return k, v, nil
+}
