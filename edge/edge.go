@@ -106,6 +106,9 @@ type Config struct {
 const (
 	DefaultSSHMaxConns     = 8192
 	DefaultPreviewMaxConns = 8192
+	// The egress gateway holds one connection per open tunnel of every
+	// sandbox behind this edge.
+	DefaultEgressMaxConns = 8192
 	// health and ACME HTTP-01 listeners: probes, challenges, redirects.
 	smallMaxConns = 256
 )

@@ -65,7 +65,7 @@ type egressServer struct {
 // listeners include every one this edge has bound so far.
 func (e *Edge) openEgress() (*egressServer, error) {
 	c := e.cfg.Egress
-	ln, err := listen(c.Listener, c.Addr, "egress gateway")
+	ln, err := e.listen(c.Listener, c.Addr, "egress gateway", DefaultEgressMaxConns)
 	if err != nil {
 		return nil, err
 	}
