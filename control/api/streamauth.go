@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/problem"
@@ -234,8 +235,8 @@ func (s *Server) recheckSandbox(ctx context.Context, streams []*liveStream) {
 				cause = errStreamSandboxEnded
 			case err != nil:
 				s.log.WarnContext(ctx, "re-check of stream failed; kept", "sandbox_id", ls.sandboxID, "err", err)
-			case sb.State == store.StateReady:
-			case sb.State == store.StateSuspending || sb.State == store.StateSuspended:
+			case lifecycle.AdmissionOf(sb) == lifecycle.Ready:
+			case lifecycle.AdmissionOf(sb) == lifecycle.Wakeable:
 				cause = errStreamSandboxSuspended
 			default:
 				cause = errStreamSandboxEnded

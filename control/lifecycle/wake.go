@@ -39,10 +39,15 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("wake %s: %w", id, err)
 		}
-		switch sb.State {
-		case store.StateReady:
+		switch AdmissionOf(sb) {
+		case Ready:
 			return nil
-		case store.StateSuspended:
+		case Ended:
+			return fmt.Errorf("wake %s: %w: %w", id, ErrCannotWake, &StateError{State: string(sb.State), Action: "wake"})
+		}
+		// Starting or Wakeable: only a suspended one needs this waker to
+		// start its restore; the others get there by themselves.
+		if sb.State == store.StateSuspended {
 			l, won, err := m.beginRestore(ctx, id)
 			if err != nil {
 				return err
@@ -51,9 +56,6 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 				m.restoreInline(ctx, l)
 			}
 			continue // re-read: ready now, restoring, or changed again
-		case store.StatePending, store.StateSuspending, store.StateRestoring:
-		default:
-			return fmt.Errorf("wake %s: %w: %w", id, ErrCannotWake, &StateError{State: string(sb.State), Action: "wake"})
 		}
 		t := time.NewTimer(wakeRecheck)
 		select {
@@ -167,7 +169,7 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 	if err != nil {
 		return fmt.Errorf("mark %s ready after restore: %w", l.id, err)
 	}
-	if state == store.StateTerminating || state.Final() {
+	if AdmissionOf(store.Sandbox{State: state}) == Ended {
 		// Deleted while restoring: the terminate job may already have run,
 		// so release what the restore started.
 		if err := m.prov.Destroy(ctx, l.id); err != nil {
