@@ -10,6 +10,7 @@ import (
 	"github.com/sbxedge/sbx/activity/memstore"
 	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/invalidation"
 )
 
 // openActivity builds the activity store: on rdb when Redis is configured,
@@ -36,10 +37,7 @@ func previewPublisher(rdb *redis.Client) func(ctx context.Context, inv edgeapi.I
 		return nil
 	}
 	return func(ctx context.Context, inv edgeapi.Invalidation) error {
-		if err := rdb.Publish(ctx, edgeapi.PreviewInvalidateChannel, inv.Payload()).Err(); err != nil {
-			return fmt.Errorf("publish preview invalidation: %w", err)
-		}
-		return nil
+		return invalidation.Publish(ctx, rdb, inv)
 	}
 }
 

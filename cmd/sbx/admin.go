@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -10,21 +11,24 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/sbxedge/sbx/auth/token"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sbxedge/sbx/control/accounts"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/invalidation"
 )
 
 const adminUsage = `sbx admin: manage accounts, projects and tokens on the control database
 
 Usage:
-  sbx admin [--database-url URL | --data-dir DIR] COMMAND [-o json]
+  sbx admin [--database-url URL | --data-dir DIR] [--redis-url URL] COMMAND [-o json]
 
 Commands:
   account create [--name N] [--limit N] [--disabled] [--platforms P,..] [--monthly-minutes M] ID
@@ -45,7 +49,9 @@ Examples:
 It works on the database directly (SBX_DATABASE_URL, or the SQLite file in
 --data-dir), with the same store code and migrations as control, so it
 runs whether or not control is up. Changes apply to the next request:
-account rules are read inside each create's transaction.
+account rules are read inside each create's transaction. A revoked
+token's open previews and streams end at once when --redis-url names the
+Redis the edges hear, else within control's next check of the database.
 `
 
 // runAdmin is `sbx admin`. Operators hold the database credentials
@@ -56,6 +62,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("sbx admin", flag.ContinueOnError)
 	dbURL := fs.String("database-url", os.Getenv("SBX_DATABASE_URL"), "Postgres URL (default: the SQLite database in --data-dir)")
 	dataDir := fs.String("data-dir", defaultDataDir(), "sbx dev data dir holding sbx.db, when no --database-url")
+	redisURL := fs.String("redis-url", "", "Redis URL the edge hears invalidations on (default: $SBX_REDIS_URL): a token revocation is published there at once")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), adminUsage) }
 	if !helpRequested(args) {
 		// The flag package would print its error and the usage; a
@@ -92,7 +99,12 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	a := &admin{st: st, out: out, now: time.Now, json: output == "json"}
+	publish, closeRedis, err := adminPublisher(cmp.Or(*redisURL, os.Getenv("SBX_REDIS_URL")))
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	a := &admin{st: st, acc: accounts.New(st, publish, time.Now), out: out, json: output == "json"}
 	return explainNotFound(a.run(ctx, noun+" "+verb, rest))
 }
 
@@ -139,6 +151,23 @@ func explainNotFound(err error) error {
 var adminCommands = []string{"account create", "account set", "account show", "account list",
 	"project create", "token mint", "token revoke"}
 
+// adminPublisher publishes invalidations on the Redis at url; none when
+// url is empty.
+func adminPublisher(url string) (accounts.Publish, func(), error) {
+	if url == "" {
+		return nil, func() {}, nil
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		// The URL may hold a password: name the flag, not the value.
+		return nil, nil, adminUsageErr("--redis-url: not a Redis URL")
+	}
+	rdb := redis.NewClient(opts)
+	return func(ctx context.Context, inv edgeapi.Invalidation) error {
+		return invalidation.Publish(ctx, rdb, inv)
+	}, func() { rdb.Close() }, nil
+}
+
 func openAdminStore(ctx context.Context, dbURL, dataDir string) (store.Store, error) {
 	if dbURL != "" {
 		return postgres.Open(ctx, dbURL, nil)
@@ -150,10 +179,16 @@ func openAdminStore(ctx context.Context, dbURL, dataDir string) (store.Store, er
 	return sqlite.Open(ctx, path, nil)
 }
 
+// admin parses and prints; accounts does the work, in process on the
+// database (see runAdmin). A revocation is published on Redis when given
+// one, reaching every edge at once; without, it reaches them through
+// control's watch of revoked tokens (control/previewwatch.go), which is
+// also how a running sbx dev on SQLite, with no channel to this process,
+// hears of it.
 type admin struct {
-	st   store.Store
+	st   store.Store // reads
+	acc  *accounts.Service
 	out  io.Writer
-	now  func() time.Time
 	json bool // -o json
 }
 
@@ -180,16 +215,16 @@ func newAccountFlags(cmd string) *accountFlags {
 	return f
 }
 
-// applyIdle writes the idle timeout override when it was given (always on
-// create). It is its own column, set apart from the account row.
-func (f *accountFlags) applyIdle(ctx context.Context, tx store.Tx, id string, only map[string]bool) error {
+// idleTimeout is the idle timeout override to write: nil when it was not
+// given (on create it always is).
+func (f *accountFlags) idleTimeout(only map[string]bool) (*time.Duration, error) {
 	if only != nil && !only["idle-timeout"] {
-		return nil
+		return nil, nil
 	}
 	if f.idle < 0 || (f.idle > 0 && f.idle < time.Second) {
-		return errors.New("--idle-timeout must be 0 or at least 1s")
+		return nil, errors.New("--idle-timeout must be 0 or at least 1s")
 	}
-	return tx.SetAccountIdleTimeout(ctx, id, f.idle)
+	return &f.idle, nil
 }
 
 func (f *accountFlags) apply(a *store.Account, only map[string]bool) error {
@@ -238,23 +273,20 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	acct := store.Account{ID: id, Name: id, CreatedAt: a.now().UTC()}
+	acct := store.Account{ID: id, Name: id}
 	if err := f.apply(&acct, nil); err != nil {
 		return err
 	}
-	err = a.st.InTx(ctx, func(tx store.Tx) error {
-		if _, err := tx.Account(ctx, id); err == nil {
-			return fmt.Errorf("account %s exists; use `account set`", id)
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if err := tx.UpsertAccount(ctx, acct); err != nil {
-			return err
-		}
-		return f.applyIdle(ctx, tx, id, nil)
-	})
+	idle, err := f.idleTimeout(nil)
 	if err != nil {
 		return fmt.Errorf("create account: %w", err)
+	}
+	acct, err = a.acc.CreateAccount(ctx, acct, *idle)
+	if errors.Is(err, accounts.ErrExists) {
+		return fmt.Errorf("create account: account %s exists; use `account set`", id)
+	}
+	if err != nil {
+		return err
 	}
 	return a.printAccount(acct)
 }
@@ -273,28 +305,13 @@ func (a *admin) accountSet(ctx context.Context, args []string) error {
 	if len(given) == 0 {
 		return adminUsageErr("account set: nothing to change; give a flag such as --limit or --enabled=false")
 	}
-	var acct store.Account
-	err = a.st.InTx(ctx, func(tx store.Tx) error {
-		// The same lock creates take: a change never lands between a
-		// create's count and its insert.
-		if err := tx.LockAccount(ctx, id); err != nil {
-			return err
-		}
-		cur, err := tx.Account(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := f.apply(&cur, given); err != nil {
-			return err
-		}
-		acct = cur
-		if err := tx.UpsertAccount(ctx, cur); err != nil {
-			return err
-		}
-		return f.applyIdle(ctx, tx, id, given)
-	})
+	idle, err := f.idleTimeout(given)
 	if err != nil {
 		return fmt.Errorf("set account %s: %w", id, err)
+	}
+	acct, err := a.acc.UpdateAccount(ctx, id, func(cur *store.Account) error { return f.apply(cur, given) }, idle)
+	if err != nil {
+		return err
 	}
 	return a.printAccount(acct)
 }
@@ -361,22 +378,13 @@ func (a *admin) projectCreate(ctx context.Context, args []string) error {
 	if *id == "" {
 		*id = newUUID()
 	}
-	err := a.st.InTx(ctx, func(tx store.Tx) error {
-		if _, err := tx.Account(ctx, *acctID); err != nil {
-			return err
-		}
-		if _, err := tx.Project(ctx, *id); err == nil {
-			return fmt.Errorf("project %s exists", *id)
-		}
-		return tx.UpsertProject(ctx, store.Project{ID: *id, AccountID: *acctID, Name: *name, CreatedAt: a.now().UTC()})
-	})
-	if err != nil {
-		return fmt.Errorf("create project: %w", err)
+	if _, err := a.acc.CreateProject(ctx, store.Project{ID: *id, AccountID: *acctID, Name: *name}); err != nil {
+		return err
 	}
 	if a.json {
 		return printJSON(a.out, map[string]string{"id": *id, "account_id": *acctID, "name": *name})
 	}
-	_, err = fmt.Fprintln(a.out, *id)
+	_, err := fmt.Fprintln(a.out, *id)
 	return err
 }
 
@@ -400,25 +408,16 @@ func (a *admin) tokenMint(ctx context.Context, args []string) error {
 	if *acctID == "" {
 		return adminUsageErr("token mint: --account is required")
 	}
-	prefix := token.PrefixAgent
 	switch store.TokenKind(*kind) {
-	case store.TokenAgent:
-	case store.TokenProject:
-		prefix = token.PrefixProject
+	case store.TokenAgent, store.TokenProject:
 	default:
 		return adminUsageErr(fmt.Sprintf("token mint: --kind %q: want agent or project", *kind))
 	}
-	secret, hash := token.New(prefix)
-	id := "tok-" + strconv.FormatInt(a.now().UnixNano(), 36) + "-" + fmt.Sprintf("%x", hash[:4])
-	err := a.st.InTx(ctx, func(tx store.Tx) error {
-		if _, err := tx.Account(ctx, *acctID); err != nil {
-			return err
-		}
-		return tx.InsertToken(ctx, store.Token{ID: id, AccountID: *acctID, Kind: store.TokenKind(*kind), Name: *name, Hash: hash, CreatedAt: a.now().UTC()})
-	})
+	minted, err := a.acc.MintToken(ctx, *acctID, store.TokenKind(*kind), *name)
 	if err != nil {
-		return fmt.Errorf("mint token: %w", err)
+		return err
 	}
+	id, secret := minted.ID, minted.Secret
 	// The secret goes to stdout alone, so `TOKEN=$(sbx admin token mint ...)`
 	// works; the ID (for revoking) goes to stderr.
 	fmt.Fprintf(os.Stderr, "minted %s token %s for account %s; the secret is shown once\n", *kind, id, *acctID)
@@ -433,8 +432,7 @@ func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return adminUsageErr("token revoke: want one token ID")
 	}
-	err := a.st.InTx(ctx, func(tx store.Tx) error { return tx.RevokeToken(ctx, args[0], a.now().UTC()) })
-	if err != nil {
+	if err := a.acc.RevokeToken(ctx, args[0]); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return &notFoundError{msg: fmt.Sprintf("no token with ID %q: the ID is the tok-... that `sbx admin token mint` printed on stderr, also named as the caller in audit entries", args[0])}
 		}
@@ -443,7 +441,7 @@ func (a *admin) tokenRevoke(ctx context.Context, args []string) error {
 	if a.json {
 		return printJSON(a.out, map[string]any{"id": args[0], "revoked": true})
 	}
-	_, err = fmt.Fprintf(a.out, "revoked %s\n", args[0])
+	_, err := fmt.Fprintf(a.out, "revoked %s\n", args[0])
 	return err
 }
 

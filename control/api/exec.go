@@ -183,7 +183,7 @@ func (s *Server) sandboxTarget(r *http.Request) (store.Sandbox, podssh.Target, e
 	if sb, err = s.awaken(r, sb); err != nil {
 		return store.Sandbox{}, podssh.Target{}, err
 	}
-	if sb.State != store.StateReady {
+	if lifecycle.AdmissionOf(sb) != lifecycle.Ready {
 		return store.Sandbox{}, podssh.Target{}, &lifecycle.StateError{State: string(sb.State), Action: "reach"}
 	}
 	return sb, podssh.Target{

@@ -80,10 +80,10 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 		v.Consumer = &c
 	}
 	v.Reachability = reachability{PreviewURLs: []string{}, Workspace: v.Workspace}
-	if s.cfg.SSHHost != "" && !sb.State.Final() && sb.State != store.StateTerminating {
+	if s.cfg.SSHHost != "" && lifecycle.AdmissionOf(sb) != lifecycle.Ended {
 		v.Reachability.SSH = &sshReach{Host: s.cfg.SSHHost, Port: s.cfg.SSHPort, Username: sb.ID}
 	}
-	if sb.State == store.StateReady && s.cfg.SSHHost != "" {
+	if lifecycle.AdmissionOf(sb) == lifecycle.Ready && s.cfg.SSHHost != "" {
 		ep := net.JoinHostPort(s.cfg.SSHHost, strconv.Itoa(s.cfg.SSHPort))
 		v.SSHEndpoint = &ep
 	}

@@ -41,11 +41,10 @@ type Pods interface {
 	SFTP(ctx context.Context, t podssh.Target) (*sftp.Client, error)
 }
 
-// Store is the subset of store.Store the API uses: reads, and the one
-// transaction that mints SSH credentials.
+// Store is the subset of store.Store the API uses: reads only. Every
+// write goes through control/lifecycle, which owns the transactions.
 type Store interface {
 	store.Reader
-	InTx(ctx context.Context, fn func(store.Tx) error) error
 	// SubscribeEvents signals new events of a sandbox (event streams).
 	SubscribeEvents(sandboxID string) (<-chan struct{}, func())
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/edgeapi"
@@ -232,8 +233,8 @@ func (s *Server) recheckSandbox(ctx context.Context, streams []stream) {
 				cause = errStreamSandboxEnded
 			case err != nil:
 				s.log.WarnContext(ctx, "re-check of stream failed; kept", "sandbox_id", ls.sandboxID, "err", err)
-			case sb.State == store.StateReady:
-			case sb.State == store.StateSuspending || sb.State == store.StateSuspended:
+			case lifecycle.AdmissionOf(sb) == lifecycle.Ready:
+			case lifecycle.AdmissionOf(sb) == lifecycle.Wakeable:
 				cause = errStreamSandboxSuspended
 			default:
 				cause = errStreamSandboxEnded

@@ -30,9 +30,7 @@ func (s *Server) awaken(r *http.Request, sb store.Sandbox) (store.Sandbox, error
 	if s.activity != nil {
 		context.AfterFunc(r.Context(), s.activity.Open(sb.ID))
 	}
-	switch sb.State {
-	case store.StateSuspended, store.StateSuspending, store.StateRestoring:
-	default:
+	if lifecycle.AdmissionOf(sb) != lifecycle.Wakeable {
 		return sb, nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.WakeTimeout)

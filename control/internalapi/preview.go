@@ -3,6 +3,7 @@ package internalapi
 import (
 	"context"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
@@ -37,7 +38,7 @@ func (s *Server) previewRoute(ctx context.Context, req edgeapi.PreviewRouteReque
 	}
 	out := edgeapi.PreviewRoute{
 		SandboxID: r.SandboxID, AccountID: r.AccountID, Port: r.Port, Access: string(r.Access),
-		HostPolicy: string(r.HostPolicy), State: string(r.State), Addr: r.Addr, User: r.User,
+		HostPolicy: string(r.HostPolicy), State: string(r.State), Admission: wireAdmission(r.Admission), Addr: r.Addr, User: r.User,
 		HostKey: r.HostKey, Workspace: r.Workspace,
 	}
 	if r.Addr != "" {
@@ -46,6 +47,22 @@ func (s *Server) previewRoute(ctx context.Context, req edgeapi.PreviewRouteReque
 		out.ForwardAddr = r.ForwardAddr
 	}
 	return out, nil
+}
+
+// wireAdmission is lifecycle's answer in the seam's words. Ended has
+// none: an ended sandbox's route is a refusal, never a route. Nor has the
+// zero value (a Resolver that did not answer), which leaves the field out
+// as an older control would.
+func wireAdmission(a lifecycle.Admission) edgeapi.Admission {
+	switch a {
+	case lifecycle.Ready:
+		return edgeapi.AdmissionReady
+	case lifecycle.Starting:
+		return edgeapi.AdmissionStarting
+	case lifecycle.Wakeable:
+		return edgeapi.AdmissionWakeable
+	}
+	return ""
 }
 
 func (s *Server) previewToken(ctx context.Context, req edgeapi.PreviewTokenRequest) (edgeapi.PreviewTokenResponse, error) {

@@ -26,23 +26,14 @@ var ErrPortNotFound = errors.New("port not exposed")
 // call.
 const MaxSSHCredentialMinutes = 60
 
-// live reports whether access (an SSH credential, an exposed port) may be
-// granted to a sandbox in state s: every state that is or becomes ready.
-// Traffic to one that is not ready waits for it or wakes it.
-func live(s store.State) bool {
-	switch s {
-	case store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended, store.StateRestoring:
-		return true
-	}
-	return false
-}
-
 // Reachable is nil when a sandbox in sb's state can still be worked in
-// (live, or suspended and woken by the work), else the StateError naming
-// action: for what the API hands out to reach it later, as a terminal
-// stream's ticket, which must not outlive the sandbox unnoticed.
+// (any admission but Ended: a connection to one that is not ready waits
+// for it or wakes it), else the StateError naming action: for what the
+// API hands out to reach it later (an SSH credential, an exposed port, a
+// terminal stream's ticket), which must not outlive the sandbox
+// unnoticed.
 func Reachable(sb store.Sandbox, action string) error {
-	if !live(sb.State) {
+	if AdmissionOf(sb) == Ended {
 		return &StateError{State: string(sb.State), Action: action}
 	}
 	return nil
@@ -56,8 +47,8 @@ type SSHCredential struct {
 }
 
 // MintSSHCredential mints an ed25519 key pair bound to one sandbox of
-// acct, valid for minutes (1 to MaxSSHCredentialMinutes), in any live
-// state: a connection to a sandbox that is not ready waits for it, or
+// acct, valid for minutes (1 to MaxSSHCredentialMinutes), in any state
+// but Ended: a connection to a sandbox that is not ready waits for it, or
 // wakes it. caller is the agent token asking: the credential is refused
 // once that token is revoked.
 func (m *Manager) MintSSHCredential(ctx context.Context, acct store.Account, caller, id string, minutes int) (SSHCredential, error) {

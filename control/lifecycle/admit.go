@@ -36,7 +36,7 @@ func (m *Manager) Admit(ctx context.Context, tx store.Tx, accountID, platform st
 		m.metrics.quotaRefusals.WithLabelValues("platform").Inc()
 		return fmt.Errorf("%w: %s (allowed: %v)", ErrPlatformNotAllowed, platform, acct.AllowedPlatforms)
 	}
-	n, err := tx.CountLive(ctx, accountID)
+	n, err := tx.CountHoldingPods(ctx, accountID)
 	if err != nil {
 		return err
 	}
@@ -45,4 +45,57 @@ func (m *Manager) Admit(ctx context.Context, tx store.Tx, accountID, platform st
 		return fmt.Errorf("%w: %d of %d sandboxes in use", ErrLimit, n, acct.ConcurrentLimit)
 	}
 	return nil
+}
+
+// Admission is the answer to "may a connection to this sandbox proceed,
+// wake it, or be refused", for every surface that opens one (the SSH
+// broker, the preview proxy, the API's exec, files and streams, the
+// credentials and ports handed out to reach it later). It is the one
+// place the states are sorted that way: callers switch on the answer,
+// never on a state.
+type Admission uint8
+
+const (
+	// Ended (terminating, terminated, failed): refuse. Nothing makes the
+	// sandbox ready again; the advice that helps is "create another".
+	Ended Admission = iota + 1
+	// Starting (pending): wait. The sandbox becomes ready by itself once
+	// provisioned; waking it would only wait too.
+	Starting
+	// Wakeable (suspending, suspended, restoring): asleep, or on its way
+	// in or out. Traffic asks for a wake (Manager.Wake) and waits.
+	Wakeable
+	// Ready (ready): proceed now; the sandbox has a running server.
+	Ready
+)
+
+// AdmissionOf answers for sb as it was read. A caller that must not race
+// a concurrent end asks again under the sandbox's row lock (see
+// Reachable).
+func AdmissionOf(sb store.Sandbox) Admission {
+	switch sb.State {
+	case store.StateReady:
+		return Ready
+	case store.StatePending:
+		return Starting
+	case store.StateSuspending, store.StateSuspended, store.StateRestoring:
+		return Wakeable
+	}
+	// Terminating, terminated, failed, and a state this build does not
+	// know (a newer replica's): refusing is the safe reading.
+	return Ended
+}
+
+func (a Admission) String() string {
+	switch a {
+	case Ended:
+		return "ended"
+	case Starting:
+		return "starting"
+	case Wakeable:
+		return "wakeable"
+	case Ready:
+		return "ready"
+	}
+	return fmt.Sprintf("Admission(%d)", uint8(a))
 }

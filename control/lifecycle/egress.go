@@ -89,8 +89,7 @@ func (m *Manager) EgressPolicy(ctx context.Context, sandboxID, secret string) (*
 	if err != nil {
 		return nil, fmt.Errorf("egress policy of %s: %w", sandboxID, err)
 	}
-	live := sb.State.Live() || sb.State == store.StateSuspended
-	if !live || !m.now().Before(sb.DeadlineAt) {
+	if AdmissionOf(sb) == Ended || !m.now().Before(sb.DeadlineAt) {
 		return nil, ErrProxyCredential
 	}
 	return m.ProfileNetwork(sb.Profile), nil

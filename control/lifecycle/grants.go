@@ -198,8 +198,7 @@ func (m *Manager) Introspect(ctx context.Context, secret string) (Introspection,
 	if err != nil {
 		return Introspection{}, fmt.Errorf("introspect grant token: sandbox of %s: %w", g.ID, err)
 	}
-	live := sb.State.Live() || sb.State == store.StateSuspended
-	if !live || !m.now().Before(sb.DeadlineAt) {
+	if AdmissionOf(sb) == Ended || !m.now().Before(sb.DeadlineAt) {
 		return Introspection{}, nil
 	}
 	return Introspection{

@@ -430,7 +430,7 @@ func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.T
 			return err
 		}
 		out = sb
-		if sb.State.Final() || sb.State == store.StateTerminating || (only != nil && !only(sb.State)) {
+		if AdmissionOf(sb) == Ended || (only != nil && !only(sb.State)) {
 			return nil
 		}
 		now := m.now().UTC()

@@ -103,7 +103,7 @@ func (m *Manager) PutService(ctx context.Context, acct store.Account, id string,
 		if sb, err = tx.SandboxForUpdate(ctx, id); err != nil {
 			return err
 		}
-		if sb.State.Final() || sb.State == store.StateTerminating {
+		if AdmissionOf(sb) == Ended {
 			return &StateError{State: string(sb.State), Action: "declare a service of"}
 		}
 		row, err = tx.PutService(ctx, serviceRow(id, sv, m.now().UTC().Truncate(time.Microsecond)))

@@ -46,10 +46,15 @@ func (m *Manager) wake(ctx context.Context, id string, explicit bool) error {
 		if err != nil {
 			return fmt.Errorf("wake %s: %w", id, err)
 		}
-		switch sb.State {
-		case store.StateReady:
+		switch AdmissionOf(sb) {
+		case Ready:
 			return nil
-		case store.StateSuspended:
+		case Ended:
+			return fmt.Errorf("wake %s: %w: %w", id, ErrCannotWake, &StateError{State: string(sb.State), Action: "wake"})
+		}
+		// Starting or Wakeable: only a suspended one needs this waker to
+		// start its restore; the others get there by themselves.
+		if sb.State == store.StateSuspended {
 			if sb.NoWakeOnTraffic && !explicit {
 				return fmt.Errorf("wake %s: %w", id, ErrWakeDisabled)
 			}
@@ -61,9 +66,6 @@ func (m *Manager) wake(ctx context.Context, id string, explicit bool) error {
 				m.restoreInline(ctx, l)
 			}
 			continue // re-read: ready now, restoring, or changed again
-		case store.StatePending, store.StateSuspending, store.StateRestoring:
-		default:
-			return fmt.Errorf("wake %s: %w: %w", id, ErrCannotWake, &StateError{State: string(sb.State), Action: "wake"})
 		}
 		t := time.NewTimer(wakeRecheck)
 		select {
@@ -177,6 +179,9 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 	if err != nil {
 		return fmt.Errorf("mark %s ready after restore: %w", l.id, err)
 	}
+	// Not AdmissionOf: it reads an unknown state as Ended, and with it
+	// here TestIdleSuspendThenWake restored twice under -race (cause not
+	// yet found); this destroys only on a known end.
 	if state == store.StateTerminating || state.Final() {
 		// Deleted while restoring: the terminate job may already have run,
 		// so release what the restore started.

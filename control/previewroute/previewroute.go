@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
@@ -30,7 +31,10 @@ type Route struct {
 	Port       int
 	Access     store.PortAccess
 	HostPolicy store.HostPolicy
-	State      store.State
+	// State is the sandbox's state, still sent for edges older than
+	// Admission, which is what the edge decides on.
+	State     store.State
+	Admission lifecycle.Admission
 	// Addr, User and HostKey reach the sandbox's sshd; empty unless the
 	// sandbox has a running server.
 	Addr    string
@@ -82,14 +86,15 @@ func (r *Resolver) Resolve(ctx context.Context, label string) (Route, error) {
 	if err != nil {
 		return Route{}, fmt.Errorf("look up sandbox %s: %w", p.SandboxID, err)
 	}
-	if sb.State.Final() || sb.State == store.StateTerminating || sb.AccountID != p.AccountID {
+	admission := lifecycle.AdmissionOf(sb)
+	if admission == lifecycle.Ended || sb.AccountID != p.AccountID {
 		return Route{}, ErrUnknownHost
 	}
 	rt := Route{
 		Label: p.Label, SandboxID: sb.ID, AccountID: sb.AccountID, Port: p.Port,
-		Access: p.Access, HostPolicy: p.HostPolicy, State: sb.State, Workspace: sb.Workspace,
+		Access: p.Access, HostPolicy: p.HostPolicy, State: sb.State, Admission: admission, Workspace: sb.Workspace,
 	}
-	if sb.State == store.StateReady {
+	if admission == lifecycle.Ready {
 		rt.Addr, rt.User, rt.HostKey, rt.ForwardAddr = sb.Endpoint, sb.SSHUser, sb.HostKey, sb.ForwardEndpoint
 	}
 	return rt, nil

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
@@ -89,13 +90,15 @@ func (a *Authorizer) Authorize(ctx context.Context, username, fingerprint string
 	}
 	// An ended sandbox is reported before expiry: "create a new sandbox"
 	// is the advice that helps, a new credential would not.
-	if sb.State.Final() || sb.State == store.StateTerminating {
+	admission := lifecycle.AdmissionOf(sb)
+	if admission == lifecycle.Ended {
 		return Route{}, edgeapi.ErrSSHSandboxEnded
 	}
 	if !a.now().Before(cred.ExpiresAt) {
 		return Route{}, edgeapi.ErrSSHExpired
 	}
-	if sb.State != store.StateReady || sb.Endpoint == "" || sb.HostKey == "" {
+	// Starting or Wakeable: the broker wakes it (or waits) and asks again.
+	if admission != lifecycle.Ready || sb.Endpoint == "" || sb.HostKey == "" {
 		return Route{}, fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, edgeapi.ErrSSHNotReady)
 	}
 	return Route{

@@ -49,22 +49,15 @@ const (
 	StateFailed      State = "failed"
 )
 
-// Live reports whether a sandbox in s still holds (or is about to hold)
-// resources; these count against the account's concurrency limit.
-func (s State) Live() bool {
-	switch s {
-	case StatePending, StateReady, StateSuspending, StateRestoring:
-		return true
-	}
-	return false
-}
-
 // Final reports whether s is a terminal state.
 func (s State) Final() bool { return s == StateTerminated || s == StateFailed }
 
-// LiveStates are the states counted against the concurrency limit.
+// PodStates are the states in which a sandbox holds a pod (or is about
+// to, or still does), counted against the account's concurrency limit.
 // Suspended sandboxes do not count: they hold no pod, only a snapshot.
-var LiveStates = []State{StatePending, StateReady, StateSuspending, StateRestoring}
+// This is not whether a connection may reach a sandbox (a suspended one
+// wakes on traffic): that is control/lifecycle's AdmissionOf.
+var PodStates = []State{StatePending, StateReady, StateSuspending, StateRestoring}
 
 // Account owns sandboxes, tokens and the ledger.
 type Account struct {

@@ -147,7 +147,7 @@ type Reader interface {
 	// Accounts lists every account by ID.
 	Accounts(ctx context.Context) ([]Account, error)
 	// LiveCounts counts sandboxes per account, platform and state, over
-	// LiveStates and suspended.
+	// PodStates and suspended.
 	LiveCounts(ctx context.Context) ([]LiveCount, error)
 
 	// IdleCandidates lists ready sandboxes with an open compute session,
@@ -166,8 +166,8 @@ type Tx interface {
 	// (an advisory lock on Postgres; SQLite transactions are already
 	// serialised).
 	LockAccount(ctx context.Context, accountID string) error
-	// CountLive counts the account's sandboxes in LiveStates.
-	CountLive(ctx context.Context, accountID string) (int, error)
+	// CountHoldingPods counts the account's sandboxes in PodStates.
+	CountHoldingPods(ctx context.Context, accountID string) (int, error)
 
 	// SandboxForUpdate reads a sandbox and locks its row until commit.
 	SandboxForUpdate(ctx context.Context, id string) (Sandbox, error)

@@ -23,7 +23,7 @@ func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, erro
 	}
 	rt := preview.Route{
 		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port,
-		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "", State: out.State,
+		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "", Admission: out.Admission,
 	}
 	if rt.Ready {
 		rt.Target = podssh.Target{SandboxID: out.SandboxID, Addr: out.Addr, ForwardAddr: out.ForwardAddr, User: out.User,

@@ -33,9 +33,10 @@ type Route struct {
 	// only then. Otherwise the proxy asks the Waker and resolves again.
 	Ready  bool
 	Target podssh.Target
-	// State is the sandbox's lifecycle state (pending, suspended, ...),
-	// which the waking page names.
-	State string
+	// Admission is control's answer when the route is not Ready: a
+	// starting sandbox is waited for, a wakeable one woken; the waking
+	// page names which. Empty (an older control) reads as wakeable.
+	Admission edgeapi.Admission
 
 	// upstream is upstreamKey of a ready route, computed once when the
 	// route is cached rather than per request.

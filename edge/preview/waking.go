@@ -163,14 +163,7 @@ func (p *Proxy) startWake(label string, rt Route) *wakeState {
 	}
 	w := &wakeState{label: label, sandboxID: rt.SandboxID, port: rt.Port, public: rt.Public,
 		started: p.cfg.Now(), done: make(chan struct{})}
-	step := stepPort
-	switch {
-	case !rt.Ready && rt.State == "pending":
-		step = stepStarting
-	case !rt.Ready:
-		step = stepRestoring
-	}
-	w.set(w.started, step, "")
+	w.set(w.started, firstStep(rt), "")
 	p.wakes.m[label] = w
 	p.wakes.wg.Add(1)
 	p.wakes.running.Add(1)
@@ -181,6 +174,19 @@ func (p *Proxy) startWake(label string, rt Route) *wakeState {
 		p.runWake(w, rt)
 	}()
 	return w
+}
+
+// firstStep is what a wake of rt waits for first, from control's
+// admission: a starting sandbox is being provisioned, any other one that
+// is not ready (an older control sends no admission) is restored.
+func firstStep(rt Route) string {
+	switch {
+	case rt.Ready:
+		return stepPort
+	case rt.Admission == edgeapi.AdmissionStarting:
+		return stepStarting
+	}
+	return stepRestoring
 }
 
 // wakeRunning reports whether a wake of label is in progress.

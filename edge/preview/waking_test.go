@@ -79,7 +79,7 @@ func asleep(t testing.TB, e *env, label, sbx, acct string, port int) preview.Rou
 	e.expose(label, sbx, acct, false, false)
 	ready, _ := e.res.Resolve(t.Context(), label)
 	ready.Port = port
-	e.res.set(label, preview.Route{SandboxID: sbx, AccountID: acct, Port: port, State: "suspended"})
+	e.res.set(label, preview.Route{SandboxID: sbx, AccountID: acct, Port: port})
 	return ready
 }
 
@@ -172,7 +172,7 @@ func TestWakingPageInBrowser(t *testing.T) {
 	// The designed error pages, each with what to do and its code.
 	closedPort := freePort(t)
 	e.res.set("closed", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: closedPort, Ready: true, Target: ready.Target})
-	e.res.set("gone", preview.Route{SandboxID: "sbx-gone", AccountID: "acct-a", Port: appPort, State: "suspended"})
+	e.res.set("gone", preview.Route{SandboxID: "sbx-gone", AccountID: "acct-a", Port: appPort})
 	for _, pg := range []struct {
 		name, label, code, text string
 		status                  int
@@ -217,7 +217,7 @@ func TestWakeStatusStaysWithItsOrigin(t *testing.T) {
 	waker := &gateWaker{gates: map[string]chan struct{}{"sbx-a": make(chan struct{})}, ready: map[string]func(){}}
 	m, cfg := startOIDC(t)
 	e := newEnv(t, newTestApp(), envOptions{waker: waker, oidc: cfg})
-	e.res.set("napping", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: e.upPort, State: "suspended"})
+	e.res.set("napping", preview.Route{SandboxID: "sbx-a", AccountID: "acct-a", Port: e.upPort})
 	m.QueueUser(user("alice"))
 	cookie, _ := login(t, e, "napping", "/")
 	if cookie == nil {

@@ -4,7 +4,9 @@
 package depcheck
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,5 +50,42 @@ func Forbid(t testing.TB, pkg string, forbidden ...string) {
 				t.Errorf("%s links %s (forbidden prefix %s)", pkg, d, f)
 			}
 		}
+	}
+}
+
+// Golden fails t when pkg links a package the allow-list at path (one
+// import path a line, as `go list -deps` prints them) does not name, and
+// prints the difference both ways: a new dependency is a reviewed change
+// to that file, not an accident. Packages the list names that pkg no
+// longer links are reported too, so the list shrinks with the binary.
+// Regenerate with: go list -deps ./cmd/NAME > cmd/NAME/testdata/deps.txt
+func Golden(t testing.TB, pkg, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the allow-list: %v", err)
+	}
+	allowed := map[string]bool{}
+	for _, l := range strings.Fields(string(b)) {
+		allowed[l] = true
+	}
+	linked := map[string]bool{}
+	var added []string
+	for _, d := range Deps(t, pkg) {
+		linked[d] = true
+		if !allowed[d] {
+			added = append(added, "+ "+d)
+		}
+	}
+	var gone []string
+	for d := range allowed {
+		if !linked[d] {
+			gone = append(gone, "- "+d)
+		}
+	}
+	slices.Sort(gone)
+	if len(added) > 0 || len(gone) > 0 {
+		t.Errorf("%s links %d packages not in %s and no longer links %d it names; review, then regenerate it (go list -deps %s > %s):\n%s",
+			pkg, len(added), path, len(gone), pkg, path, strings.Join(append(added, gone...), "\n"))
 	}
 }

@@ -37,14 +37,38 @@ type PreviewRoute struct {
 	Port       int    `json:"port"`
 	Access     string `json:"access"`      // private | public
 	HostPolicy string `json:"host_policy"` // forward | localhost
-	State      string `json:"state"`
-	Addr       string `json:"addr,omitempty"`
-	User       string `json:"user,omitempty"`
-	HostKey    string `json:"host_key,omitempty"`
-	Workspace  string `json:"workspace,omitempty"`
+	// State is the sandbox's lifecycle state. Edges decide on Admission;
+	// State stays on the wire for edges older than it (a rollout upgrades
+	// control and edges in any order).
+	State string `json:"state"`
+	// Admission is control's answer for a connection to the sandbox:
+	// AdmissionReady, AdmissionStarting or AdmissionWakeable (an ended
+	// sandbox is CodePreviewUnknownHost). Empty from a control older than
+	// it; the edge then treats a route without Addr as wakeable.
+	Admission Admission `json:"admission,omitempty"`
+	Addr      string    `json:"addr,omitempty"`
+	User      string    `json:"user,omitempty"`
+	HostKey   string    `json:"host_key,omitempty"`
+	Workspace string    `json:"workspace,omitempty"`
 	// ForwardAddr is host:port of the sandbox's podtcp forwarder.
 	ForwardAddr string `json:"forward_addr,omitempty"`
 }
+
+// Admission is control's answer to "may a connection to this sandbox
+// proceed now, or must it wait", in the words of the seam rather than of
+// control's state machine (control/lifecycle decides it; the edge acts
+// on it).
+type Admission string
+
+const (
+	// AdmissionReady: the sandbox has a running server; proceed.
+	AdmissionReady Admission = "ready"
+	// AdmissionStarting: the sandbox is being provisioned; wait for it.
+	AdmissionStarting Admission = "starting"
+	// AdmissionWakeable: the sandbox is asleep (or on its way in or
+	// out); ask control to wake it, then wait.
+	AdmissionWakeable Admission = "wakeable"
+)
 
 // PreviewTokenRequest carries an account token an API client presented to
 // the proxy.

@@ -7,6 +7,7 @@ package invalidation
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -59,4 +60,14 @@ func Subscribe(rdb *redis.Client, apply func(context.Context, edgeapi.Invalidati
 		cancel()
 		<-done
 	}
+}
+
+// Publish sends inv to every subscriber on every replica: the edge's
+// preview proxies and control's streams. Control publishes what its API
+// changes; `sbx admin` publishes what it changes on the database.
+func Publish(ctx context.Context, rdb *redis.Client, inv edgeapi.Invalidation) error {
+	if err := rdb.Publish(ctx, edgeapi.PreviewInvalidateChannel, inv.Payload()).Err(); err != nil {
+		return fmt.Errorf("publish preview invalidation: %w", err)
+	}
+	return nil
 }

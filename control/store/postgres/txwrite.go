@@ -20,7 +20,7 @@ func orNow(t time.Time) time.Time {
 	return t
 }
 
-func (t *tx) CountLive(ctx context.Context, accountID string) (int, error) {
+func (t *tx) CountHoldingPods(ctx context.Context, accountID string) (int, error) {
 	var n int
 	err := t.q.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE account_id = $1 AND state = ANY($2)`,
 		accountID, liveStates()).Scan(&n)
@@ -31,8 +31,8 @@ func (t *tx) CountLive(ctx context.Context, accountID string) (int, error) {
 }
 
 func liveStates() []string {
-	ss := make([]string, len(store.LiveStates))
-	for i, s := range store.LiveStates {
+	ss := make([]string, len(store.PodStates))
+	for i, s := range store.PodStates {
 		ss[i] = string(s)
 	}
 	return ss

@@ -263,7 +263,7 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 }
 
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
-	in, args := inList(append(append([]store.State{}, store.LiveStates...), store.StateSuspended))
+	in, args := inList(append(append([]store.State{}, store.PodStates...), store.StateSuspended))
 	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state IN `+in+` GROUP BY account_id, platform, state ORDER BY account_id, platform, state`, args...)
 }

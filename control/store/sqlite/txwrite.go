@@ -44,8 +44,8 @@ func affected(res sql.Result) int64 {
 	return n
 }
 
-func (t *tx) CountLive(ctx context.Context, accountID string) (int, error) {
-	in, args := inList(store.LiveStates)
+func (t *tx) CountHoldingPods(ctx context.Context, accountID string) (int, error) {
+	in, args := inList(store.PodStates)
 	var n int
 	err := t.q.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes WHERE account_id = ? AND state IN `+in,
 		append([]any{accountID}, args...)...).Scan(&n)

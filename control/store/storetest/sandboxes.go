@@ -163,13 +163,13 @@ func testStatesAndCountLive(t *testing.T, ctx context.Context, s store.Store) {
 	insertSandboxes(t, s, append(sbs, other)...)
 
 	inTx(t, s, func(tx store.Tx) error {
-		for acct, want := range map[string]int{"a": len(store.LiveStates), "b": 1, "none": 0} {
-			n, err := tx.CountLive(ctx, acct)
+		for acct, want := range map[string]int{"a": len(store.PodStates), "b": 1, "none": 0} {
+			n, err := tx.CountHoldingPods(ctx, acct)
 			if err != nil {
 				return err
 			}
 			if n != want {
-				t.Errorf("CountLive(%s): got %d, want %d", acct, n, want)
+				t.Errorf("CountHoldingPods(%s): got %d, want %d", acct, n, want)
 			}
 		}
 		return nil

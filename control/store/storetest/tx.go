@@ -96,7 +96,7 @@ func testConcurrentLimit(t *testing.T, ctx context.Context, s store.Store) {
 				if err := tx.LockAccount(ctx, "a"); err != nil {
 					return err
 				}
-				n, err := tx.CountLive(ctx, "a")
+				n, err := tx.CountHoldingPods(ctx, "a")
 				if err != nil {
 					return err
 				}
