@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -263,7 +264,7 @@ func (s *Server) ptyInput(ctx context.Context, conn *websocket.Conn, term *podss
 			continue
 		}
 		var m ptyMessage
-		if err := json.Unmarshal(data, &m); err != nil {
+		if err := jsonbody.Decode(data, &m, jsonbody.Options{AllowUnknownFields: true}); err != nil {
 			return fmt.Errorf("client message: %w", err)
 		}
 		switch m.Type {
