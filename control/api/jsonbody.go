@@ -82,6 +82,11 @@ func jsonKind(t reflect.Type) string {
 // article puts "a" or "an" before a JSON value kind as encoding/json
 // names it ("array", "number 1.5", "string", "object", "bool").
 func article(v string) string {
+	// encoding/json quotes the value it refused ("number 9999…"): a
+	// client's 1 MiB number is not sent back whole.
+	if len(v) > 64 {
+		v = strings.ToValidUTF8(v[:64], "") + "…"
+	}
 	if v != "" && strings.ContainsRune("aeiou", rune(v[0])) {
 		return "an " + v
 	}
