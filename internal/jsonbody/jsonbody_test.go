@@ -28,10 +28,6 @@ type createReq struct {
 	Untag   int
 }
 
-func nested(n int) string {
-	return `{"profile":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
-}
-
 func TestDecode(t *testing.T) {
 	cases := []struct {
 		name, body string
