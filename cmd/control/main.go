@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,6 +73,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	kubeconfig := fs.String("kubeconfig", env("SBX_KUBECONFIG", ""), "kubeconfig file (k8s provider; empty: in-cluster service account)")
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", env("SBX_PREVIEW_DOMAIN", ""), "preview base domain, its own registrable domain (empty: POST /ports is 503)")
+	streamOrigins := fs.String("stream-origins", env("SBX_STREAM_ORIGINS", ""), "comma-separated host[:port] patterns of the browser origins that may open terminal streams: the API's public names and the pages that embed terminals (the address a connection comes in on is always allowed; the request's Host never is)")
 	fs.StringVar(&c.PreviewMembersFile, "preview-members", env("SBX_PREVIEW_MEMBERS", ""), "JSON file mapping OIDC identities to accounts, for private previews")
 	apiConns := fs.String("api-max-conns", env("SBX_API_MAX_CONNS", strconv.Itoa(control.DefaultAPIMaxConns)), "most REST API connections held at once; beyond it new ones wait in the kernel's backlog, so no flood takes every file descriptor")
 	internalConns := fs.String("internal-max-conns", env("SBX_INTERNAL_MAX_CONNS", strconv.Itoa(control.DefaultInternalMaxConns)), "most internal API connections held at once")
@@ -98,6 +100,11 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		return c, 0, err
 	}
 	c.PreviewScheme = "https"
+	for o := range strings.SplitSeq(*streamOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.StreamOrigins = append(c.StreamOrigins, o)
+		}
+	}
 	every, err := time.ParseDuration(*reconcile)
 	if err != nil || every <= 0 {
 		return c, 0, fmt.Errorf("--reconcile-interval %q: want a positive duration such as 1m", *reconcile)

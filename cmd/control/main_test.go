@@ -146,3 +146,18 @@ func TestConfigReconcileInterval(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigStreamOrigins: --stream-origins (or SBX_STREAM_ORIGINS) is
+// the list of origins besides the API's listener address that may open
+// terminal streams.
+func TestConfigStreamOrigins(t *testing.T) {
+	t.Parallel()
+	base := []string{"--data-dir", t.TempDir(), "--no-idle-offload"}
+	c, _, err := parseConfig(append(slices.Clone(base), "--stream-origins", "api.example.com, *.tools.example.com:8443,"), secretEnv)
+	if err != nil || !slices.Equal(c.StreamOrigins, []string{"api.example.com", "*.tools.example.com:8443"}) {
+		t.Fatalf("StreamOrigins %q, %v; want the two patterns", c.StreamOrigins, err)
+	}
+	if c, _, err = parseConfig(base, secretEnv); err != nil || c.StreamOrigins != nil {
+		t.Fatalf("default StreamOrigins %q, %v; want none", c.StreamOrigins, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/podssh"
 )
 
 // TestClientGoneIsNoFailure: a request whose client went away mid-call
@@ -76,5 +77,22 @@ func TestStoreFullIs507(t *testing.T) {
 	writeError(w, r, err)
 	if w.Code != 507 || !strings.Contains(w.Body.String(), `"code":"storage_full"`) || strings.Contains(w.Body.String(), "(13)") {
 		t.Errorf("got %d %s; want 507 storage_full without the driver's words", w.Code, w.Body)
+	}
+}
+
+// TestDiskFullIs507 (issue 27 L5): a file write the sandbox's disk had
+// no room for is 507 storage_full, not a 500 logged as ERROR.
+func TestDiskFullIs507(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	r := httptest.NewRequest("PUT", "/api/v1/sandboxes/sbx-x/files/big", nil)
+	r = r.WithContext(context.WithValue(r.Context(), loggerKey, log))
+	w := httptest.NewRecorder()
+	writeFileError(w, r, fmt.Errorf("put /w/big: write: %w (%w)", podssh.ErrNoSpace, errors.New("sftp: \"no space left on device\"")))
+	if w.Code != 507 || !strings.Contains(w.Body.String(), `"storage_full"`) || !strings.Contains(w.Body.String(), "the sandbox's disk is full") {
+		t.Fatalf("got %d %s, want 507 storage_full", w.Code, w.Body.String())
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("logged %q, want no ERROR line", logs.String())
 	}
 }

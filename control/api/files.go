@@ -171,6 +171,9 @@ func writeFileError(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, r, problem.New(http.StatusConflict, "is_directory", "the path is a folder"))
 	case errors.Is(err, podssh.ErrDirNotEmpty):
 		writeProblem(w, r, problem.New(http.StatusConflict, "directory_not_empty", "the folder is not empty; pass ?recursive=true"))
+	case errors.Is(err, podssh.ErrNoSpace):
+		// The sandbox's disk, not ours: the caller can free space there.
+		writeProblem(w, r, problem.New(http.StatusInsufficientStorage, "storage_full", "the sandbox's disk is full"))
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, os.ErrPermission):
 		writeProblem(w, r, problem.New(http.StatusForbidden, "permission_denied", "permission denied inside the sandbox"))
 	default:

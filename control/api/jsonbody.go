@@ -1,60 +1,49 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 
+	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
-// decode reads a bounded JSON body strictly: no unknown fields, one value,
-// and no key twice in one object at any depth (encoding/json would keep
-// the last, so two readers of one body could disagree on what it says).
-// It answers the request itself and returns false on any problem.
+// decode reads a bounded JSON body strictly through jsonbody: no unknown
+// fields, one value, no nesting past jsonbody.MaxDepth, and no key twice
+// in one object at any depth, in any case where encoding/json would take
+// both spellings for one field. It answers the request itself and
+// returns false on any problem.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxJSONBody))
 	if err == nil {
-		if path, ok := duplicateKey(data); ok {
-			p := problem.New(http.StatusBadRequest, "duplicate_key",
-				fmt.Sprintf("request body has the key %s more than once in one object", strconv.Quote(path)))
-			p.Errors = []problem.FieldError{{Field: path, Detail: "appears more than once"}}
-			writeProblem(w, r, p)
-			return false
-		}
-		if string(bytes.TrimSpace(data)) == "null" {
-			// encoding/json takes null into a struct as "nothing to set",
-			// so it would pass for {}: a POST /sandboxes of null created a
-			// sandbox of the default profile.
-			writeProblem(w, r, problem.New(http.StatusUnprocessableEntity, "invalid_request",
-				"the request body must be a JSON object, not null"))
-			return false
-		}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(v)
-		if err == nil {
-			if _, extra := dec.Token(); extra != io.EOF {
-				err = errors.New("body holds more than one JSON value")
-			}
-		}
+		err = jsonbody.Decode(data, v, jsonbody.Options{})
 	}
 	if err == nil {
 		return true
 	}
 	var tooBig *http.MaxBytesError
+	var dup *jsonbody.DuplicateKeyError
+	var depth *jsonbody.DepthError
 	var syntax *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &tooBig):
 		writeProblem(w, r, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
 			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit)))
+	case errors.As(err, &dup):
+		p := problem.New(http.StatusBadRequest, "duplicate_key", dup.Error())
+		p.Errors = []problem.FieldError{{Field: dup.Path, Detail: "appears more than once"}}
+		writeProblem(w, r, p)
+	case errors.As(err, &depth):
+		writeProblem(w, r, problem.New(http.StatusBadRequest, "malformed_json", depth.Error()))
+	case errors.Is(err, jsonbody.ErrNull):
+		writeProblem(w, r, problem.New(http.StatusUnprocessableEntity, "invalid_request",
+			"the request body must be a JSON object, not null"))
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		writeProblem(w, r, problem.New(http.StatusUnprocessableEntity, "invalid_request",
 			"the request body must be a JSON object, not "+article(typeErr.Value)))
@@ -66,88 +55,6 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeProblem(w, r, problem.New(http.StatusBadRequest, "malformed_json", err.Error()))
 	}
 	return false
-}
-
-// jsonFrame is one open object or array while duplicateKey walks a body.
-type jsonFrame struct {
-	path string
-	// seen holds an object's keys so far; nil for an array.
-	seen    map[string]bool
-	key     string // the key whose value comes next
-	wantKey bool
-	index   int // an array's next element
-}
-
-func (f *jsonFrame) child() string {
-	if f.seen == nil {
-		return f.path + "[" + strconv.Itoa(f.index) + "]"
-	}
-	if f.path == "" {
-		return f.key
-	}
-	return f.path + "." + f.key
-}
-
-// valueDone moves f past the value just read.
-func (f *jsonFrame) valueDone() {
-	if f.seen == nil {
-		f.index++
-	} else {
-		f.wantKey = true
-	}
-}
-
-// duplicateKey finds the first key that appears twice in one object of
-// the first JSON value in data, and returns its path (grants[1].scopes).
-// Keys are compared exactly, as JSON defines them. A body that is not
-// valid JSON has no duplicate here; the decoder reports what is wrong.
-func duplicateKey(data []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // no float parsing of numbers only skipped over
-	var stack []*jsonFrame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		var top *jsonFrame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.seen != nil && top.wantKey {
-			if tok == json.Delim('}') {
-				stack = stack[:len(stack)-1]
-			} else {
-				k, _ := tok.(string)
-				top.key, top.wantKey = k, false
-				if top.seen[k] {
-					return top.child(), true
-				}
-				top.seen[k] = true
-				continue
-			}
-		} else {
-			switch tok {
-			case json.Delim('{'), json.Delim('['):
-				f := &jsonFrame{wantKey: true}
-				if tok == json.Delim('{') {
-					f.seen = map[string]bool{}
-				}
-				if top != nil {
-					f.path = top.child()
-				}
-				stack = append(stack, f)
-				continue
-			case json.Delim(']'):
-				stack = stack[:len(stack)-1]
-			}
-		}
-		// A value (scalar, or a container just closed) is complete.
-		if len(stack) == 0 {
-			return "", false
-		}
-		stack[len(stack)-1].valueDone()
-	}
 }
 
 // jsonKind names what JSON value decodes into t, for a client that knows
@@ -175,6 +82,11 @@ func jsonKind(t reflect.Type) string {
 // article puts "a" or "an" before a JSON value kind as encoding/json
 // names it ("array", "number 1.5", "string", "object", "bool").
 func article(v string) string {
+	// encoding/json quotes the value it refused ("number 9999…"): a
+	// client's 1 MiB number is not sent back whole.
+	if len(v) > 64 {
+		v = strings.ToValidUTF8(v[:64], "") + "…"
+	}
 	if v != "" && strings.ContainsRune("aeiou", rune(v[0])) {
 		return "an " + v
 	}

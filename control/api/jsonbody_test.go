@@ -8,8 +8,10 @@ import (
 )
 
 // TestDuplicateKeys: a key twice in one object, at any depth and on any
-// endpoint, is 400 duplicate_key naming the key's path; the same key in
-// different objects is fine. encoding/json alone keeps the last value.
+// endpoint, is 400 duplicate_key naming the key's path, and so are two
+// spellings of one field differing in case; the same key in different
+// objects is fine, and so are a map's keys differing in case.
+// encoding/json alone keeps the last value.
 func TestDuplicateKeys(t *testing.T) {
 	e := newEnv(t, "sqlite", true)
 	sb := e.createDev()
@@ -27,7 +29,13 @@ func TestDuplicateKeys(t *testing.T) {
 		{"escaped spelling of the same key", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"extend_minutes":5,"extend\u005fminutes":50}`, "extend_minutes"},
 		{"same key in sibling objects", "POST", "/api/v1/sandboxes",
 			`{"profile":"tuist-linux-small","grants":[{"project_id":"` + project + `","scopes":["cache:read"]},{"project_id":"` + project + `","scopes":["cache:write"]}]}`, ""},
-		{"keys differing in case", "POST", "/api/v1/sandboxes/" + sb.ID + "/exec", `{"command":"true","env":{"A":"1","a":"2"}}`, ""},
+		{"map keys differing in case", "POST", "/api/v1/sandboxes/" + sb.ID + "/exec", `{"command":"true","env":{"A":"1","a":"2"}}`, ""},
+		// encoding/json matches struct fields without regard to case, so
+		// these set one field twice (issue 27 L2: a large sandbox).
+		{"field differing in case", "POST", "/api/v1/sandboxes", `{"profile":"tuist-linux-small","PROFILE":"tuist-linux-large"}`, "PROFILE"},
+		{"field in mixed case, nested", "POST", "/api/v1/sandboxes",
+			`{"profile":"tuist-linux-small","grants":[{"project_id":"` + project + `","scopes":["cache:read"],"Scopes":["cache:write"]}]}`, "grants[0].Scopes"},
+		{"field differing in case, escaped", "PATCH", "/api/v1/sandboxes/" + sb.ID, `{"extend_minutes":5,"\u0045XTEND_minutes":50}`, "EXTEND_minutes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -44,5 +52,18 @@ func TestDuplicateKeys(t *testing.T) {
 				t.Fatalf("%s %s: %d %s, want 400 duplicate_key naming %q", c.method, c.body, code, b, c.wantKey)
 			}
 		})
+	}
+}
+
+// TestHugeNumber: a number too large for its field is a 422 naming the
+// field, and the answer does not carry the client's number back whole.
+func TestHugeNumber(t *testing.T) {
+	e := newEnv(t, "sqlite", true)
+	sb := e.createDev()
+	code, _, b := e.do("dev", "PATCH", "/api/v1/sandboxes/"+sb.ID, strings.NewReader(`{"extend_minutes":`+strings.Repeat("9", 100000)+`}`))
+	var p problemDoc
+	_ = json.Unmarshal(b, &p)
+	if code != 422 || !strings.Contains(p.Detail, "extend_minutes") || len(b) > 2000 {
+		t.Fatalf("got %d, %d bytes: %.300s; want a short 422 naming extend_minutes", code, len(b), b)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -16,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -75,7 +77,11 @@ func (s *Server) execStreamAuth(w http.ResponseWriter, r *http.Request) {
 }
 
 // originAllowed admits requests without an Origin (not a browser), the
-// API's own origin, and the configured patterns (host[:port] globs).
+// address the connection came in on (sbx dev's page on the API itself),
+// and the configured patterns (host[:port] globs: the API's public names).
+// The request's Host is not the API's origin: whoever sends the request
+// chooses it, so Host: evil.example with Origin: http://evil.example
+// would pass any comparison of the two.
 func (s *Server) originAllowed(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
@@ -85,7 +91,7 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	if strings.EqualFold(u.Host, r.Host) {
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && sameAddr(u, local) {
 		return true
 	}
 	for _, p := range s.cfg.StreamOrigins {
@@ -94,6 +100,21 @@ func (s *Server) originAllowed(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// sameAddr reports whether origin u names the listener address local:
+// its port, and its IP, or "localhost" for a loopback listener.
+func sameAddr(u *url.URL, local net.Addr) bool {
+	tcp, ok := local.(*net.TCPAddr)
+	if !ok || u.Port() != strconv.Itoa(tcp.Port) {
+		return false
+	}
+	host := u.Hostname()
+	if tcp.IP.IsLoopback() && strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.Equal(tcp.IP)
 }
 
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +284,7 @@ func (s *Server) ptyInput(ctx context.Context, conn *websocket.Conn, term *podss
 			continue
 		}
 		var m ptyMessage
-		if err := json.Unmarshal(data, &m); err != nil {
+		if err := jsonbody.Decode(data, &m, jsonbody.Options{AllowUnknownFields: true}); err != nil {
 			return fmt.Errorf("client message: %w", err)
 		}
 		switch m.Type {

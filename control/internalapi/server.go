@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/jsonbody"
 )
 
 // MinSecretLen is the shortest shared secret accepted: 32 bytes of
@@ -142,13 +143,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // jsonEndpoint adapts fn to HTTP: it decodes the JSON body into Req
-// (unknown fields are allowed, so an edge one version ahead still works),
+// through jsonbody, as the public API does (unknown fields are allowed, so an edge one version ahead still works),
 // calls fn, and encodes Resp with 200 or maps the error to a problem.
 func jsonEndpoint[Req, Resp any](s *Server, fn func(context.Context, Req) (Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-		if err := dec.Decode(&req); err != nil {
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err == nil {
+			err = jsonbody.Decode(data, &req, jsonbody.Options{AllowUnknownFields: true})
+		}
+		if err != nil {
 			s.writeError(w, r, badRequest(fmt.Sprintf("decode request body: %v", err)))
 			return
 		}

@@ -138,11 +138,18 @@ func TestSSHAuthorize(t *testing.T) {
 		{"store fault", `{"username":"sb1","fingerprint":"SHA256:broken"}`, 500, edgeapi.CodeInternal},
 		{"missing fields", `{"username":"sb1"}`, 400, edgeapi.CodeInvalidRequest},
 		{"not json", `{"username":`, 400, edgeapi.CodeInvalidRequest},
+		// The edge sends what clients said (a username): the body goes
+		// through the public API's decoding path (issue 27 H1, L2).
+		{"key twice, differing in case", `{"username":"sb1","USERNAME":"sb2","fingerprint":"SHA256:good"}`, 400, edgeapi.CodeInvalidRequest},
+		{"nested past the limit", `{"username":` + strings.Repeat("[", 60000), 400, edgeapi.CodeInvalidRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := do(t, ts, http.MethodPost, edgeapi.PathSSHAuthorize, auth, tc.body)
 			wantProblem(t, resp, body, tc.status, tc.code)
+			if strings.HasPrefix(tc.name, "nested") && !strings.Contains(string(body), "deeper than") {
+				t.Errorf("got %s, want the refusal to name the depth", body)
+			}
 			if strings.Contains(string(body), "secret detail") {
 				t.Errorf("internal detail leaked: %s", body)
 			}

@@ -14,6 +14,7 @@ import (
 var (
 	errUnknownHost  = problem.New(http.StatusNotFound, "preview_not_found", "no preview is exposed at this address")
 	errBadRequest   = problem.New(http.StatusBadRequest, "bad_request", "the request target must be a path on this host")
+	errConnect      = problem.New(http.StatusBadRequest, "bad_request", "CONNECT opens no tunnel here; only a WebSocket (:protocol websocket) may use it")
 	errUnauthorized = problem.New(http.StatusUnauthorized, "preview_unauthenticated", "this preview is private: sign in, or send an account token as 'Authorization: Bearer <token>' or 'X-Sbx-Preview-Token'")
 	errInvalidToken = problem.New(http.StatusUnauthorized, "preview_invalid_token", "the token or session is not valid (unknown, revoked or expired)")
 	errForbidden    = problem.New(http.StatusForbidden, "preview_forbidden", "you are signed in, but not a member of the account that owns this sandbox")

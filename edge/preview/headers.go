@@ -5,29 +5,61 @@ import (
 	"strings"
 )
 
-// forwardingHeaders are request headers through which a client could
-// claim another address, host or scheme to the sandbox's app (Express,
-// Rails, Django and Spring read them behind a trusted proxy). The proxy
-// sets X-Forwarded-For, -Host and -Proto itself; the rest it drops.
+// The app may trust exactly three forwarding headers, all set by the
+// edge from what it knows: X-Forwarded-For (the client's address as the
+// edge saw it), X-Forwarded-Host (the preview host) and
+// X-Forwarded-Proto. Every other header through which a client could
+// claim an address, host, scheme or URL to the app (Express, Rails,
+// Django, Spring, nginx and CDN setups read many) is dropped: not by a
+// list of known names, which misses the next CDN's, but by family.
+//
+// forwardingHeaders are the family's names that follow no pattern.
 var forwardingHeaders = map[string]bool{
-	"Forwarded": true, "X-Real-Ip": true, "Client-Ip": true, "X-Client-Ip": true,
-	"True-Client-Ip": true, "X-Cluster-Client-Ip": true,
+	"Forwarded": true, "Via": true, "Client-Ip": true, "X-Host": true,
+	"X-Url-Scheme": true, "X-Rewrite-Url": true, "Front-End-Https": true,
+}
+
+// forwardingPrefixes and forwardingSuffixes name the rest of the family:
+// X-Forwarded-*, X-Original-* (-Url, -Host, -Forwarded-For), X-Real-Ip,
+// X-Client-Ip, X-Cluster-Client-Ip, X-ProxyUser-Ip, X-Envoy-* (Envoy's
+// External-Address), CF-* (CF-Connecting-IP), Fastly-* (Fastly-Client-IP),
+// True-Client-Ip, and any *-Client-Ip, *-Connecting-Ip, *-Real-Ip.
+var (
+	forwardingPrefixes = []string{"X-Forwarded-", "X-Original-", "X-Real-", "X-Client-", "X-Cluster-Client-",
+		"X-Proxyuser-", "X-Envoy-", "Cf-", "Fastly-", "True-Client-"}
+	forwardingSuffixes = []string{"-Client-Ip", "-Connecting-Ip", "-Real-Ip", "-Forwarded-For", "-Forwarded-Host", "-Forwarded-Proto"}
+)
+
+// isForwarding reports whether canonical header name n is of the family.
+func isForwarding(n string) bool {
+	if forwardingHeaders[n] {
+		return true
+	}
+	for _, p := range forwardingPrefixes {
+		if strings.HasPrefix(n, p) {
+			return true
+		}
+	}
+	for _, s := range forwardingSuffixes {
+		if strings.HasSuffix(n, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // dropClientForwarding removes what the client sent of the forwarding
-// headers: all of forwardingHeaders and every X-Forwarded-*, also when
-// spelled with underscores ("X_Forwarded_For"), which CGI-style servers
-// (WSGI, Rack, PHP) read as the dashed name. It runs before the proxy
-// adds its own.
+// family, also when spelled with underscores ("X_Forwarded_For"), which
+// CGI-style servers (WSGI, Rack, PHP) read as the dashed name. It runs
+// before the proxy adds its own three.
 func dropClientForwarding(h http.Header) {
 	for k := range h {
-		n := k
-		if strings.Contains(k, "_") {
-			n = http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
-		}
-		// The preview-token header too: stripCredentials removes its
-		// dashed spelling.
-		if forwardingHeaders[n] || strings.HasPrefix(n, "X-Forwarded-") || (n != k && n == http.CanonicalHeaderKey(tokenHeader)) {
+		// net/http leaves a name with "_" as sent, and a header map built
+		// by hand may hold any spelling: compare canonical dashed names.
+		n := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+		// The preview-token header too, when not spelled as such:
+		// stripCredentials removes the canonical spelling.
+		if isForwarding(n) || (n != k && n == http.CanonicalHeaderKey(tokenHeader)) {
 			delete(h, k)
 		}
 	}

@@ -64,11 +64,12 @@ func topLevelNavigation(r *http.Request) bool {
 }
 
 // isUpgrade reports whether r asks to become a WebSocket (HTTP/1.1
-// Upgrade, or CONNECT as HTTP/2 carries them); the proxy relays no other
-// protocol switch.
+// Upgrade, or RFC 8441's extended CONNECT with :protocol websocket); the
+// proxy relays no other protocol switch. A plain CONNECT is not one: it
+// asks for a raw tunnel, which ServeHTTP refuses.
 func isUpgrade(r *http.Request) bool {
 	if r.Method == http.MethodConnect {
-		return true
+		return r.ProtoMajor >= 2 && strings.EqualFold(r.Header.Get(":protocol"), "websocket")
 	}
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
 		httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade")

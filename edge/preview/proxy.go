@@ -209,6 +209,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(cw, r, errBadRequest)
 		return
 	}
+	// A CONNECT that is not a WebSocket asks for a raw tunnel to the app,
+	// past every per-request check; h2c carries one to here.
+	if r.Method == http.MethodConnect && !isUpgrade(r) {
+		writeProblem(cw, r, errConnect)
+		return
+	}
 	kind, label, _ := previewhost.Parse(r.Host, p.cfg.Domain)
 	switch kind {
 	case previewhost.Apex:

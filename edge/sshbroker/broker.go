@@ -95,8 +95,9 @@ func New(cfg Config) (*Broker, error) {
 		MaxAuthTries:  cfg.MaxAuthTries,
 		ServerVersion: cfg.ServerVersion,
 	}
+	restrictAlgorithms(&b.base)
 	for _, k := range cfg.HostKeys {
-		b.base.AddHostKey(k)
+		b.base.AddHostKey(hostKeySigner(k))
 	}
 	return b, nil
 }

@@ -5297,6 +5297,8 @@ type WriteSandboxFileResponse struct {
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *WriteSandboxFileResponse503Headers
 }
@@ -5342,6 +5344,11 @@ func (r WriteSandboxFileResponse) GetApplicationproblemJSON413() *Problem {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r WriteSandboxFileResponse) GetApplicationproblemJSON503() *Problem {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r WriteSandboxFileResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
 }
 
 // GetBody returns the raw response body bytes
@@ -6359,17 +6366,26 @@ type McpResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *map[string]interface{}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON405 the response for an HTTP 405 `application/problem+json` response
 	ApplicationproblemJSON405 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r McpResponse) GetJSON200() *map[string]interface{} {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r McpResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -6385,6 +6401,11 @@ func (r McpResponse) GetApplicationproblemJSON404() *Problem {
 // GetApplicationproblemJSON405 returns the response for an HTTP 405 `application/problem+json` response
 func (r McpResponse) GetApplicationproblemJSON405() *Problem {
 	return r.ApplicationproblemJSON405
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r McpResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
 }
 
 // GetBody returns the raw response body bytes
@@ -8163,6 +8184,13 @@ func ParseWriteSandboxFileResponse(rsp *http.Response) (*WriteSandboxFileRespons
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
+
 	}
 
 	switch {
@@ -8975,6 +9003,13 @@ func ParseMcpResponse(rsp *http.Response) (*McpResponse, error) {
 	case rsp.StatusCode == 202:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8996,8 +9031,21 @@ func ParseMcpResponse(rsp *http.Response) (*McpResponse, error) {
 		}
 		response.ApplicationproblemJSON405 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
 	case rsp.StatusCode == 200:
-		// Content-type (text/event-stream) unsupported
+	// Content-type (text/event-stream) unsupported
+
+	case rsp.StatusCode == 400:
+	// Content-type (text/plain) unsupported
+
+	case rsp.StatusCode == 413:
+		// Content-type (text/plain) unsupported
 
 	}
 

@@ -1,12 +1,18 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbxedge/sbx/internal/jsonbody"
+	"github.com/sbxedge/sbx/internal/problem"
 )
 
 // maxRequestBody bounds one MCP message over HTTP: a write_sandbox_file
@@ -41,6 +47,9 @@ func Handler(cfg Config) (http.Handler, error) {
 		Stateless: true, Logger: sdkLogger(cfg.Logger), MaxRequestBodyBytes: maxRequestBody,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !checkBody(w, r) {
+			return
+		}
 		id := live.add(r.Context())
 		defer live.remove(id)
 		r.Header.Set(requestIDHeader, id) // ours: whatever the client sent is replaced
@@ -82,4 +91,33 @@ func (l *liveRequests) lookup(extra *mcp.RequestExtra) context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ctxs[extra.Header.Get(requestIDHeader)]
+}
+
+// checkBody reads a message bounded and refuses, as a problem document,
+// one nested deeper than jsonbody.MaxDepth or with a key twice in one
+// object, before the SDK decodes it: the SDK's decoder takes any depth.
+// The message is handed on as read.
+func checkBody(w http.ResponseWriter, r *http.Request) bool {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		problem.Write(w, r, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
+			"request body exceeds "+strconv.FormatInt(tooBig.Limit, 10)+" bytes"))
+		return false
+	case err != nil:
+		problem.Write(w, r, problem.New(http.StatusBadRequest, "malformed_json", "read request body: "+err.Error()))
+		return false
+	}
+	var dup *jsonbody.DuplicateKeyError
+	switch err := jsonbody.Check(data, nil); {
+	case errors.As(err, &dup):
+		problem.Write(w, r, problem.New(http.StatusBadRequest, "duplicate_key", err.Error()))
+		return false
+	case err != nil:
+		problem.Write(w, r, problem.New(http.StatusBadRequest, "malformed_json", err.Error()))
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	return true
 }

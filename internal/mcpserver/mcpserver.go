@@ -22,6 +22,7 @@ import (
 
 	"github.com/sbxedge/sbx/internal/apiclient"
 	"github.com/sbxedge/sbx/internal/demotelog"
+	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -203,6 +204,9 @@ func resolveSchema(schema any) (*jsonschema.Resolved, error) {
 func checkArgs(in *jsonschema.Resolved, raw json.RawMessage) error {
 	var v any = map[string]any{}
 	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+		if err := jsonbody.Check(t, nil); err != nil {
+			return &argsError{err}
+		}
 		if err := json.Unmarshal(t, &v); err != nil {
 			return &argsError{fmt.Errorf("arguments are not JSON: %w", err)}
 		}
@@ -222,9 +226,7 @@ func decodeArgs(req *mcp.CallToolRequest, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		raw = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonbody.Decode(raw, v, jsonbody.Options{}); err != nil {
 		return &argsError{err}
 	}
 	return nil

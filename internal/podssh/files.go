@@ -169,6 +169,9 @@ func Put(ctx context.Context, c *sftp.Client, p string, r io.Reader, mode fs.Fil
 	// the caller goes away.
 	n, err := f.ReadFrom(ctxReader{ctx, r})
 	if err != nil {
+		if diskFull(c, dir, err) {
+			err = fmt.Errorf("%w (%w)", ErrNoSpace, err)
+		}
 		return n, fmt.Errorf("put %s: write: %w", p, err)
 	}
 	if mode == 0 {
@@ -178,6 +181,9 @@ func Put(ctx context.Context, c *sftp.Client, p string, r io.Reader, mode fs.Fil
 		return n, fmt.Errorf("put %s: chmod: %w", p, err)
 	}
 	if err := f.Close(); err != nil {
+		if diskFull(c, dir, err) {
+			err = fmt.Errorf("%w (%w)", ErrNoSpace, err)
+		}
 		return n, fmt.Errorf("put %s: close: %w", p, err)
 	}
 	if err := rename(c, tmp, p); err != nil {
@@ -268,4 +274,34 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, context.Cause(c.ctx)
 	}
 	return c.r.Read(p)
+}
+
+// ErrNoSpace is a write the sandbox's disk (or its quota, or the file
+// size limit) has no room for.
+var ErrNoSpace = errors.New("the sandbox's disk is full")
+
+// diskFull reports whether a failed write ran out of room. SFTP v3 has
+// no status for it: pkg/sftp's server passes the error's text ("no space
+// left on device"), OpenSSH's says only "Failure", so for a bare failure
+// the file system under dir is asked (statvfs@openssh.com) whether any
+// block is left.
+func diskFull(c *sftp.Client, dir string, err error) bool {
+	var se *sftp.StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	msg := strings.ToLower(se.Error())
+	for _, s := range []string{"no space left", "quota exceeded", "file too large"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	if se.FxCode() != sftp.ErrSSHFxFailure {
+		return false
+	}
+	if dir == "" {
+		dir = "."
+	}
+	vfs, verr := c.StatVFS(dir)
+	return verr == nil && vfs.Bavail == 0
 }

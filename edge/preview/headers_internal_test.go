@@ -1,0 +1,40 @@
+package preview
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestDropClientForwarding (issue 27 L3): every forwarding or identity
+// header a client sends is dropped, in any spelling, and the app's own
+// headers pass.
+func TestDropClientForwarding(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		drop bool
+	}{
+		{"Forwarded", true}, {"Via", true}, {"X-Forwarded-For", true}, {"X-Forwarded-Host", true},
+		{"X-Forwarded-Proto", true}, {"X-Forwarded-Port", true}, {"X-Forwarded-Prefix", true},
+		{"X-Real-IP", true}, {"Client-IP", true}, {"X-Client-IP", true}, {"True-Client-IP", true},
+		{"X-Cluster-Client-IP", true}, {"CF-Connecting-IP", true}, {"Fastly-Client-IP", true},
+		{"X-Envoy-External-Address", true}, {"X-Original-Forwarded-For", true}, {"X-ProxyUser-Ip", true},
+		{"X-Original-URL", true}, {"X-Original-Host", true}, {"X-Rewrite-URL", true}, {"X-Host", true},
+		{"X-Url-Scheme", true}, {"Front-End-Https", true}, {"Akamai-Connecting-IP", true},
+		{"X_Forwarded_For", true}, {"CF_Connecting_IP", true}, {"X_Real_IP", true},
+		{"Accept", false}, {"Content-Type", false}, {"X-Requested-With", false}, {"X-Custom-Header", false},
+		{"User-Agent", false}, {"Origin", false}, {"Referer", false}, {"X-Csrf-Token", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := http.Header{}
+			h[c.name] = []string{"10.9.8.7"} // as sent, not canonicalised
+			h.Set("Accept", "text/html")
+			dropClientForwarding(h)
+			if _, kept := h[c.name]; kept == c.drop {
+				t.Fatalf("%s kept: %v, want %v", c.name, kept, !c.drop)
+			}
+			if h.Get("Accept") != "text/html" {
+				t.Fatal("Accept was dropped")
+			}
+		})
+	}
+}
