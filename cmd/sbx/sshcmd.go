@@ -215,7 +215,9 @@ func newSSHCmd(a *app) *cobra.Command {
 The key lives in a private temporary file for the session only.
 
 Everything after the ID goes to ssh (options, then the remote command), so
-sbx's own flags go before the ID. The broker's host key is pinned per stack
+sbx's own flags go before the ID: sbx ssh --ttl 5 $ID -L 3000:127.0.0.1:3000.
+sbx's -o FORMAT after the ID is refused rather than handed to ssh (whose -o
+takes Key=Value). The broker's host key is pinned per stack
 in ~/.config/sbx/known_hosts on first use; a changed key is refused with what
 to do (after a fresh sbx dev data dir: ssh-keygen -R as the message says).
 A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
@@ -233,6 +235,9 @@ A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
 			if ttl < 0 || ttl > 60 {
 				return usageErrorf(c, "--ttl %d: want minutes from 1 to 60", ttl)
 			}
+			if err := sbxFlagAfterID(got[1:]); err != nil {
+				return usageErrorf(c, "%v", err)
+			}
 			return a.runSSH(c.Context(), got[0], sshRunOptions{ttl: ttl}, got[1:])
 		},
 	}
@@ -240,6 +245,25 @@ A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
 	c.Flags().SetInterspersed(false)
 	c.Flags().IntVar(&ttl, "ttl", 0, "credential lifetime in minutes, 1 to 60 (default 60)")
 	return c
+}
+
+// sbxFlagAfterID refuses sbx's -o FORMAT among ssh's arguments: ssh's -o
+// takes Key=Value, so "-o json" there is sbx's flag in the wrong place,
+// and ssh would fail on it with a message about its own config.
+func sbxFlagAfterID(extra []string) error {
+	for i, arg := range extra {
+		if arg == "--" {
+			return nil
+		}
+		v, ok := strings.CutPrefix(arg, "--output=")
+		if !ok && (arg == "-o" || arg == "--output") && i+1 < len(extra) {
+			v, ok = extra[i+1], true
+		}
+		if ok && (v == "json" || v == "table" || v == "id") {
+			return fmt.Errorf("%q after the ID goes to ssh, whose -o wants Key=Value; sbx's flags go before the ID, and sbx ssh prints ssh's own output whatever -o says", arg+map[bool]string{true: " " + v}[arg == "-o" || arg == "--output"])
+		}
+	}
+	return nil
 }
 
 // shareWindow is how long a key the ssh-config hook minted is handed to
