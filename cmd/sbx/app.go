@@ -140,9 +140,10 @@ func localhostAsIPv4(raw string) string {
 	if err != nil || !strings.EqualFold(u.Hostname(), "localhost") {
 		return raw
 	}
+	port := u.Port()
 	u.Host = "127.0.0.1"
-	if p := u.Port(); p != "" {
-		u.Host = net.JoinHostPort("127.0.0.1", p)
+	if port != "" {
+		u.Host = net.JoinHostPort("127.0.0.1", port)
 	}
 	return u.String()
 }

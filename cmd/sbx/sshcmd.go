@@ -360,10 +360,11 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 
 func newSSHConfigCmd(a *app) *cobra.Command {
 	home, _ := os.UserHomeDir()
-	dir := filepath.Join(home, ".ssh", "sbx")
+	dir := defaultSSHConfigDir()
+	var prune bool
 	userConfig := filepath.Join(home, ".ssh", "config")
 	c := &cobra.Command{
-		Use:   "ssh-config ID",
+		Use:   "ssh-config ID | --prune",
 		Short: "Write a Host entry for VS Code / Cursor Remote-SSH and plain ssh",
 		Long: `Write <dir>/<ID>.conf, a Host entry named after the sandbox, add
 "Include <dir>/*.conf" to your ssh config once, and print the host alias.
@@ -373,12 +374,34 @@ connection, which mints a fresh credential (and waits while the sandbox is
 suspending), so Remote-SSH reconnects hours later. Connections opened within
 30 s of each other share one credential. A suspended sandbox wakes on
 connect and ssh shows the broker's message while it does. The broker's host key
-is pinned in ~/.config/sbx/known_hosts.`,
-		Example: `  sbx ssh-config $ID       # then "Remote-SSH: Connect to Host..." -> sbx-...
+is pinned in ~/.config/sbx/known_hosts.
+
+sbx destroy removes the sandbox's entry and key; --prune removes those of
+sandboxes this API no longer has (ended or unknown) and prints their IDs.`,
+		Example: `  sbx ssh-config --prune
+  sbx ssh-config $ID       # then "Remote-SSH: Connect to Host..." -> sbx-...
   ssh $(sbx ssh-config $ID) uname -a`,
-		Args:              args([]string{"ID"}),
+		Args: func(c *cobra.Command, got []string) error {
+			if prune {
+				return args(nil)(c, got)
+			}
+			return args([]string{"ID"})(c, got)
+		},
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(c *cobra.Command, got []string) error {
+			if prune {
+				pruned, _, err := a.pruneSSHEntries(c.Context(), dir)
+				if err != nil {
+					return err
+				}
+				if a.output == "json" {
+					return printJSON(a.out, map[string]any{"pruned": append([]string{}, pruned...)})
+				}
+				for _, id := range pruned {
+					fmt.Fprintln(a.out, id)
+				}
+				return nil
+			}
 			// One credential now checks the sandbox and pins the broker;
 			// each connection mints its own.
 			tok, err := a.mintPinned(c.Context(), got[0], 0)
@@ -409,6 +432,7 @@ is pinned in ~/.config/sbx/known_hosts.`,
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", dir, "where the Host entry and its key are written")
+	c.Flags().BoolVar(&prune, "prune", false, "remove the entries of sandboxes that no longer exist, instead of writing one")
 	c.Flags().StringVar(&userConfig, "ssh-config", userConfig, `ssh config that gets "Include <dir>/*.conf" if missing (empty: leave it alone)`)
 	c.Flags().Lookup("dir").DefValue = tildePath(dir)
 	c.Flags().Lookup("ssh-config").DefValue = tildePath(userConfig)
