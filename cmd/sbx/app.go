@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,15 +119,40 @@ const defaultAPI = "http://127.0.0.1:8080"
 // apiURL is the API base URL: --api, SBX_API, the config file, the default.
 func (a *app) apiURL() string {
 	if a.apiFlag != "" {
-		return strings.TrimRight(a.apiFlag, "/")
+		return localhostAsIPv4(strings.TrimRight(a.apiFlag, "/"))
 	}
 	if v := os.Getenv("SBX_API"); v != "" {
-		return strings.TrimRight(v, "/")
+		return localhostAsIPv4(strings.TrimRight(v, "/"))
 	}
 	if c, err := readConfig(); err == nil && c.API != "" {
-		return strings.TrimRight(c.API, "/")
+		return localhostAsIPv4(strings.TrimRight(c.API, "/"))
 	}
 	return defaultAPI
+}
+
+// localhostAsIPv4 puts 127.0.0.1 in place of a URL's host "localhost".
+// The token saved for http://127.0.0.1:8080 is then the one for
+// http://localhost:8080 too (apiKey), and it goes to that one socket:
+// localhost also resolves to ::1, where another program may listen on the
+// same port, and a dial to "localhost" could reach it instead.
+func localhostAsIPv4(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.EqualFold(u.Hostname(), "localhost") {
+		return raw
+	}
+	port := u.Port()
+	u.Host = "127.0.0.1"
+	if port != "" {
+		u.Host = net.JoinHostPort("127.0.0.1", port)
+	}
+	return u.String()
+}
+
+// sameAPI reports whether two API URLs name the same API (apiKey form).
+func sameAPI(x, y string) bool {
+	kx, ok1 := apiKey(x)
+	ky, ok2 := apiKey(y)
+	return ok1 && ok2 && kx == ky
 }
 
 // api returns the client, building it on first use.
@@ -225,6 +251,10 @@ func (a *app) explain(err error) (int, string) {
 	if errors.As(err, &ue) {
 		return 2, ue.Error()
 	}
+	var te *timedOutError
+	if errors.As(err, &te) {
+		return exitTimedOut, te.msg
+	}
 	if msg := err.Error(); strings.HasPrefix(msg, "unknown command") {
 		// cobra's suggestion spans lines; one line for us.
 		msg, suggestions, _ := strings.Cut(msg, "\n\nDid you mean this?\n")
@@ -276,7 +306,7 @@ func (a *app) explain(err error) (int, string) {
 		return 3, fmt.Sprintf("cannot reach the API at %s: %v", a.apiURL(), err)
 	}
 	if errors.Is(err, context.Canceled) {
-		return 1, "interrupted"
+		return exitInterrupted, "interrupted"
 	}
 	return 1, err.Error()
 }

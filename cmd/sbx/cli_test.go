@@ -320,6 +320,10 @@ func TestFlagsAndArguments(t *testing.T) {
 		{"unknown command", []string{"destory", fakeID}, "unknown command"},
 		{"bad output", []string{"list", "-o", "yaml"}, "want table, json or id"},
 		{"ssh ttl too long", []string{"ssh", "--ttl", "90", fakeID}, "from 1 to 60"},
+		// Everything after the ID is ssh's; sbx's -o there is a mistake,
+		// not an ssh option.
+		{"ssh -o json after the ID", []string{"ssh", fakeID, "-o", "json", "true"}, `"-o json" after the ID goes to ssh`},
+		{"ssh --output=json after the ID", []string{"ssh", fakeID, "--output=json"}, `"--output=json" after the ID goes to ssh`},
 		{"services without ID", []string{"services"}, "missing ID"},
 		{"service set without command", []string{"services", "set", fakeID, "web"}, "missing COMMAND"},
 		{"service set NAME after --", []string{"services", "set", fakeID, "--", "web", "npm"}, "ID and NAME go before --"},
@@ -405,8 +409,8 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 		time.AfterFunc(200*time.Millisecond, cancel)
 		var out, errb bytes.Buffer
 		code := execute(ctx, []string{"list"}, strings.NewReader(""), &out, &errb)
-		if code != 1 || strings.TrimSpace(errb.String()) != "sbx: interrupted" {
-			t.Errorf("exit %d stderr %q; want 1 and sbx: interrupted", code, errb.String())
+		if code != 130 || strings.TrimSpace(errb.String()) != "sbx: interrupted" {
+			t.Errorf("exit %d stderr %q; want 130 and sbx: interrupted", code, errb.String())
 		}
 	})
 	t.Run("no token anywhere", func(t *testing.T) {

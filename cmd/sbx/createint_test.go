@@ -37,8 +37,8 @@ func TestCreateInterruptedNamesTheSandbox(t *testing.T) {
 	cliEnv(t, srv.URL)
 	var out, errb bytes.Buffer
 	code := execute(ctx, []string{"create", "-o", "id"}, strings.NewReader(""), &out, &errb)
-	if code != 1 || !strings.Contains(errb.String(), "sbx destroy "+fakeID) || !strings.Contains(errb.String(), "interrupted") {
-		t.Errorf("Ctrl-C during create: exit %d, stderr %q; want exit 1 naming %s and how to destroy it", code, errb.String(), fakeID)
+	if code != 130 || !strings.Contains(errb.String(), "sbx destroy "+fakeID) || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("Ctrl-C during create: exit %d, stderr %q; want exit 130 naming %s and how to destroy it", code, errb.String(), fakeID)
 	}
 	if out.Len() != 0 {
 		t.Errorf("Ctrl-C during create -o id: stdout %q, want nothing (the sandbox is not ready)", out.String())

@@ -35,6 +35,11 @@ func apiKey(raw string) (key string, ok bool) {
 	if (scheme != "http" && scheme != "https") || host == "" {
 		return "", false
 	}
+	if host == "localhost" {
+		// apiURL connects to 127.0.0.1 for localhost, so both name one
+		// socket (::1 is another and keeps its own key).
+		host = "127.0.0.1"
+	}
 	port := u.Port()
 	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
 		port = ""

@@ -30,8 +30,9 @@ func newExecCmd(a *app) *cobra.Command {
 
 One word after the ID is a shell line (run by sh -c, so $VARS and ; work);
 two or more are a program and its arguments, passed verbatim. Put the command
-after -- when it has flags of its own. When stdin is not a terminal it is
-sent to the command (up to 8 MiB); --no-stdin sends nothing.
+after -- when it has flags of its own. Stdin is sent to the command only
+with -i (up to 8 MiB), as with docker and kubectl: without it sbx exec reads
+nothing, so it runs once per line inside a shell's "while read" loop.
 
 -it runs the command on a terminal in the sandbox (the API's terminal
 stream): keys go to it as typed, Ctrl-C included, and window resizes follow.
@@ -45,7 +46,7 @@ terminal sbx says so while it waits.
 exit_code, ...) as one JSON object instead of streaming the output.`,
 		Example: `  sbx exec $ID -- ls -la
   sbx exec $ID 'uname -a; echo $HOME'
-  echo hello | sbx exec $ID -- cat
+  echo hello | sbx exec -i $ID -- cat
   sbx exec -it $ID -- bash
   sbx exec --timeout 300 $ID -- make test`,
 		Args: func(c *cobra.Command, got []string) error {
@@ -99,7 +100,7 @@ exit_code, ...) as one JSON object instead of streaming the output.`,
 				args := argv[1:]
 				req.Args = &args
 			}
-			if !noStdin && a.in != nil && (!stdinTTY || interactive) {
+			if interactive && a.in != nil {
 				if stdinTTY {
 					fmt.Fprintln(a.errw, "sbx: reading stdin to its end (Ctrl-D), then running; -it gives an interactive terminal")
 				}
@@ -108,7 +109,7 @@ exit_code, ...) as one JSON object instead of streaming the output.`,
 					return fmt.Errorf("read stdin: %w", err)
 				}
 				if len(b) > maxExecStdin {
-					return fmt.Errorf("stdin is over %s; use sbx files put for large input, or --no-stdin", sizeString(maxExecStdin))
+					return fmt.Errorf("stdin is over %s; use sbx files put for large input", sizeString(maxExecStdin))
 				}
 				if len(b) > 0 {
 					in, enc := string(b), apiclient.ExecRequestStdinEncoding("utf-8")
@@ -126,7 +127,7 @@ exit_code, ...) as one JSON object instead of streaming the output.`,
 				return err
 			}
 			if res.TimedOut {
-				return fmt.Errorf("the command timed out after %gs (--timeout gives it longer)", timeout)
+				return &timedOutError{msg: fmt.Sprintf("the command timed out after %gs and was killed (--timeout gives it longer)", timeout)}
 			}
 			if res.ExitCode != 0 {
 				return &exitStatus{code: res.ExitCode}
@@ -137,7 +138,7 @@ exit_code, ...) as one JSON object instead of streaming the output.`,
 	c.Flags().Float64Var(&timeout, "timeout", 60, "seconds before the command's process group is killed (without -t)")
 	c.Flags().CountVarP(&tty, "tty", "t", "run on a terminal in the sandbox; -tt even when stdin is not a terminal")
 	c.Flags().BoolVarP(&interactive, "interactive", "i", false, "send stdin to the command (with -t: keys as typed)")
-	c.Flags().BoolVar(&noStdin, "no-stdin", false, "do not send stdin to the command")
+	c.Flags().BoolVar(&noStdin, "no-stdin", false, "send no stdin (the default without -i; kept for scripts that pass it)")
 	return c
 }
 
@@ -207,6 +208,9 @@ func (a *app) execJSON(ctx context.Context, gc *apiclient.ClientWithResponses, i
 		}
 		if err := printJSON(a.out, r.JSON200); err != nil {
 			return err
+		}
+		if r.JSON200.TimedOut {
+			return &exitStatus{code: exitTimedOut}
 		}
 		if r.JSON200.ExitCode != 0 {
 			return &exitStatus{code: r.JSON200.ExitCode}

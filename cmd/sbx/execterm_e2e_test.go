@@ -45,7 +45,7 @@ func TestExecStreams(t *testing.T) {
 		terminal bool   // went over the terminal stream
 	}{
 		{"-i sends piped stdin", "hi\n", []string{"exec", "-i", id, "--", "cat"}, 0, "hi\n", "", false},
-		{"piped stdin without -i", "hello\n", []string{"exec", id, "--", "wc", "-c"}, 0, "6", "", false},
+		{"piped stdin without -i is not read", "hello\n", []string{"exec", id, "--", "wc", "-c"}, 0, "0", "", false},
 		{"-it on a pipe runs without a terminal", "hi\n", []string{"exec", "-it", id, "--", "cat"}, 0, "hi\n", "stdin is not a terminal", false},
 		{"-itt forces a terminal on a pipe", "tty\nexit 7\n", []string{"exec", "-itt", id, "--", "sh"}, 7, "/dev/pts/", "", true},
 		{"-itt ends the input with Ctrl-D", "typed", []string{"exec", "-itt", id, "--", "cat"}, 0, "typed", "", true},

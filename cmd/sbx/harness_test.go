@@ -38,6 +38,10 @@ var (
 // process (the CLI commands run in process, the harness) ended every
 // goroutine it started.
 func TestMain(m *testing.M) {
+	if os.Getenv(runAsCLI) == "1" {
+		// The test binary standing in for sbx (cliCommand): no build.
+		os.Exit(execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	code := kubetest.WithCluster(m).Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -49,6 +53,21 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// runAsCLI set to 1 makes the test binary run as sbx itself.
+const runAsCLI = "SBX_TEST_RUN_AS_CLI"
+
+// cliExecutable is a program that runs as sbx, with the environment a
+// child needs for it, for tests that need a process but not the real
+// build (sbxBinary): the test binary itself.
+func cliExecutable(t *testing.T) (path string, env []string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe, append(os.Environ(), runAsCLI+"=1")
 }
 
 // sbxBinary builds the real binary once per test run.

@@ -17,14 +17,18 @@ import (
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
-const exitCodesHelp = `Exit codes:
-  0  success
-  1  the request failed (the API refused it, a sandbox ended, a timeout waiting for it)
-  2  usage: an unknown command or flag, a missing or extra argument
-  3  the API cannot be reached or did not answer in time
-  4  authentication: no token, or the API refused it (401/403)
-  5  not found (404): no such sandbox, file or port for this account
-  sbx exec and sbx ssh exit with the remote command's status.`
+const exitCodesHelp = `Exit codes (the same for every command):
+  0    success
+  1    the request failed (the API refused it, a sandbox ended, a timeout waiting for it)
+  2    usage: an unknown command or flag, a missing or extra argument
+  3    the API cannot be reached or did not answer in time
+  4    authentication: no token, or the API refused it (401/403)
+  5    not found (404): no such sandbox, file or port for this account
+  124  sbx exec: the command outlived --timeout and was killed (the API's timed_out)
+  130  interrupted (Ctrl-C, SIGINT or SIGTERM)
+  Otherwise sbx exec and sbx ssh exit with the remote command's status.
+  With -o json a failure is also a JSON problem object on stderr
+  ({"type","title","status","code","detail","exit_code"}).`
 
 // newRootCmd builds the command tree. Each command group lives in its own
 // file and is added here, in help order.
@@ -51,7 +55,7 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 	root.SetOut(a.out)
 	root.SetErr(a.errw)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf(c, "%s", flagErrorText(c, err))
+		return &usageError{cmd: c.CommandPath(), msg: flagErrorText(c, err), beforeFlags: true}
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.apiFlag, "api", "", "API base URL (default: SBX_API, the config file, or http://127.0.0.1:8080)")
@@ -123,20 +127,30 @@ func execute(ctx context.Context, args []string, in io.Reader, out, errw io.Writ
 	if errors.As(err, &ex) {
 		return ex.code
 	}
+	code, msg := a.explainEnd(ctx, err)
+	// Before its flags are parsed (a usage error) a command's -o json is
+	// found in args.
+	var ue *usageError
+	if a.output == "json" || errors.As(err, &ue) && ue.beforeFlags && jsonRequested(args) {
+		writeProblem(errw, code, msg, err)
+	} else {
+		fmt.Fprintln(errw, "sbx: "+msg)
+	}
+	return code
+}
+
+// explainEnd is explain for a command that may have been stopped by a
+// signal: whatever failed then (a dial cut short reads as an unreachable
+// API) failed because of it, and the exit code says so.
+func (a *app) explainEnd(ctx context.Context, err error) (int, string) {
 	var ie *interruptedError
 	if errors.As(err, &ie) {
-		fmt.Fprintln(errw, "sbx: "+ie.msg)
-		return 1
+		return exitInterrupted, ie.msg
 	}
 	if ctx.Err() != nil {
-		// A signal ended the command: whatever failed then (a dial cut
-		// short reads as an unreachable API) failed because of it.
-		fmt.Fprintln(errw, "sbx: interrupted")
-		return 1
+		return exitInterrupted, "interrupted"
 	}
-	code, msg := a.explain(err)
-	fmt.Fprintln(errw, "sbx: "+msg)
-	return code
+	return a.explain(err)
 }
 
 // interruptedError is a command stopped by a signal that has something
@@ -157,6 +171,9 @@ func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.cod
 type usageError struct {
 	cmd string
 	msg string
+	// beforeFlags: the flags did not parse, so -o json, if given, was
+	// not read into the app.
+	beforeFlags bool
 }
 
 func (e *usageError) Error() string {

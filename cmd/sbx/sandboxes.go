@@ -232,7 +232,13 @@ func newDestroyCmd(a *app) *cobra.Command {
 		Args:              args([]string{"ID"}),
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
-			return a.printAnswer(apiclient.Raw(cl.gen.DeleteSandboxWithResponse(c.Context(), got[0])))
+			if err := a.printAnswer(apiclient.Raw(cl.gen.DeleteSandboxWithResponse(c.Context(), got[0]))); err != nil {
+				return err
+			}
+			// Its sbx ssh-config Host entry would stay in VS Code's list,
+			// pointing at nothing.
+			_, err := removeSSHEntry(defaultSSHConfigDir(), got[0])
+			return err
 		}),
 	}
 }

@@ -215,7 +215,9 @@ func newSSHCmd(a *app) *cobra.Command {
 The key lives in a private temporary file for the session only.
 
 Everything after the ID goes to ssh (options, then the remote command), so
-sbx's own flags go before the ID. The broker's host key is pinned per stack
+sbx's own flags go before the ID: sbx ssh --ttl 5 $ID -L 3000:127.0.0.1:3000.
+sbx's -o FORMAT after the ID is refused rather than handed to ssh (whose -o
+takes Key=Value). The broker's host key is pinned per stack
 in ~/.config/sbx/known_hosts on first use; a changed key is refused with what
 to do (after a fresh sbx dev data dir: ssh-keygen -R as the message says).
 A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
@@ -233,6 +235,9 @@ A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
 			if ttl < 0 || ttl > 60 {
 				return usageErrorf(c, "--ttl %d: want minutes from 1 to 60", ttl)
 			}
+			if err := sbxFlagAfterID(got[1:]); err != nil {
+				return usageErrorf(c, "%v", err)
+			}
 			return a.runSSH(c.Context(), got[0], sshRunOptions{ttl: ttl}, got[1:])
 		},
 	}
@@ -240,6 +245,25 @@ A suspended sandbox wakes on the connection; ssh shows the broker's message.`,
 	c.Flags().SetInterspersed(false)
 	c.Flags().IntVar(&ttl, "ttl", 0, "credential lifetime in minutes, 1 to 60 (default 60)")
 	return c
+}
+
+// sbxFlagAfterID refuses sbx's -o FORMAT among ssh's arguments: ssh's -o
+// takes Key=Value, so "-o json" there is sbx's flag in the wrong place,
+// and ssh would fail on it with a message about its own config.
+func sbxFlagAfterID(extra []string) error {
+	for i, arg := range extra {
+		if arg == "--" {
+			return nil
+		}
+		v, ok := strings.CutPrefix(arg, "--output=")
+		if !ok && (arg == "-o" || arg == "--output") && i+1 < len(extra) {
+			v, ok = extra[i+1], true
+		}
+		if ok && (v == "json" || v == "table" || v == "id") {
+			return fmt.Errorf("%q after the ID goes to ssh, whose -o wants Key=Value; sbx's flags go before the ID, and sbx ssh prints ssh's own output whatever -o says", arg+map[bool]string{true: " " + v}[arg == "-o" || arg == "--output"])
+		}
+	}
+	return nil
 }
 
 // shareWindow is how long a key the ssh-config hook minted is handed to
@@ -336,10 +360,11 @@ sbx ssh-config runs this on every connection, so its host entry never goes stale
 
 func newSSHConfigCmd(a *app) *cobra.Command {
 	home, _ := os.UserHomeDir()
-	dir := filepath.Join(home, ".ssh", "sbx")
+	dir := defaultSSHConfigDir()
+	var prune bool
 	userConfig := filepath.Join(home, ".ssh", "config")
 	c := &cobra.Command{
-		Use:   "ssh-config ID",
+		Use:   "ssh-config ID | --prune",
 		Short: "Write a Host entry for VS Code / Cursor Remote-SSH and plain ssh",
 		Long: `Write <dir>/<ID>.conf, a Host entry named after the sandbox, add
 "Include <dir>/*.conf" to your ssh config once, and print the host alias.
@@ -349,12 +374,34 @@ connection, which mints a fresh credential (and waits while the sandbox is
 suspending), so Remote-SSH reconnects hours later. Connections opened within
 30 s of each other share one credential. A suspended sandbox wakes on
 connect and ssh shows the broker's message while it does. The broker's host key
-is pinned in ~/.config/sbx/known_hosts.`,
-		Example: `  sbx ssh-config $ID       # then "Remote-SSH: Connect to Host..." -> sbx-...
+is pinned in ~/.config/sbx/known_hosts.
+
+sbx destroy removes the sandbox's entry and key; --prune removes those of
+sandboxes this API no longer has (ended or unknown) and prints their IDs.`,
+		Example: `  sbx ssh-config --prune
+  sbx ssh-config $ID       # then "Remote-SSH: Connect to Host..." -> sbx-...
   ssh $(sbx ssh-config $ID) uname -a`,
-		Args:              args([]string{"ID"}),
+		Args: func(c *cobra.Command, got []string) error {
+			if prune {
+				return args(nil)(c, got)
+			}
+			return args([]string{"ID"})(c, got)
+		},
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(c *cobra.Command, got []string) error {
+			if prune {
+				pruned, _, err := a.pruneSSHEntries(c.Context(), dir)
+				if err != nil {
+					return err
+				}
+				if a.output == "json" {
+					return printJSON(a.out, map[string]any{"pruned": append([]string{}, pruned...)})
+				}
+				for _, id := range pruned {
+					fmt.Fprintln(a.out, id)
+				}
+				return nil
+			}
 			// One credential now checks the sandbox and pins the broker;
 			// each connection mints its own.
 			tok, err := a.mintPinned(c.Context(), got[0], 0)
@@ -385,6 +432,7 @@ is pinned in ~/.config/sbx/known_hosts.`,
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", dir, "where the Host entry and its key are written")
+	c.Flags().BoolVar(&prune, "prune", false, "remove the entries of sandboxes that no longer exist, instead of writing one")
 	c.Flags().StringVar(&userConfig, "ssh-config", userConfig, `ssh config that gets "Include <dir>/*.conf" if missing (empty: leave it alone)`)
 	c.Flags().Lookup("dir").DefValue = tildePath(dir)
 	c.Flags().Lookup("ssh-config").DefValue = tildePath(userConfig)
