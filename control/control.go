@@ -31,6 +31,7 @@ import (
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
 	"github.com/sbxedge/sbx/internal/netlimit"
@@ -137,8 +138,8 @@ type Config struct {
 	// DefaultInternalMaxConns).
 	APIMaxConns, InternalMaxConns int
 	// BodyTimeout bounds a request body on both APIs before its sender
-	// authenticated, and any body's stall after (netlimit.BodyDeadline;
-	// 0: netlimit.DefaultBodyTimeout).
+	// authenticated, and any body's stall after (httplimit.BodyDeadline;
+	// 0: httplimit.DefaultBodyTimeout).
 	BodyTimeout time.Duration
 	// AlsoReady, when set, must report true too before /readyz answers
 	// 200: sbx dev waits for the edge it runs next to control.
@@ -356,7 +357,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 		// deadline on them (which moves with an authenticated upload);
 		// no global ReadTimeout or WriteTimeout, which would cut
 		// legitimate long streams.
-		Handler:           netlimit.BodyDeadline{Timeout: s.cfg.BodyTimeout}.Wrap(s.api.Handler()),
+		Handler:           httplimit.BodyDeadline{Timeout: s.cfg.BodyTimeout}.Wrap(s.api.Handler()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

@@ -13,7 +13,7 @@ import (
 	"github.com/sbxedge/sbx/control/internalapi"
 	"github.com/sbxedge/sbx/control/previewroute"
 	"github.com/sbxedge/sbx/control/sshauth"
-	"github.com/sbxedge/sbx/internal/netlimit"
+	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 // internalServer is the /internal/v1 listener the edge talks to. It is
@@ -51,7 +51,7 @@ func (s *Service) startInternal(ctx context.Context) error {
 	s.reserveOwn(ln.Addr(), "internal API")
 	is := &internalServer{ln: ln, done: make(chan error, 1), srv: &http.Server{
 		// The body deadline holds before the secret is checked.
-		Handler: netlimit.BodyDeadline{Timeout: s.cfg.BodyTimeout}.Wrap(api.Handler()),
+		Handler: httplimit.BodyDeadline{Timeout: s.cfg.BodyTimeout}.Wrap(api.Handler()),
 		// The edge keeps connections alive and sends small requests; a
 		// caller slow with its headers is broken, not busy.
 		ReadHeaderTimeout: 5 * time.Second,

@@ -15,6 +15,7 @@ import (
 	"github.com/sbxedge/sbx/edge/preview/previewtls"
 	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
 	"github.com/sbxedge/sbx/edge/preview/redistickets"
+	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/netlimit"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
@@ -64,7 +65,7 @@ type PreviewConfig struct {
 	// MaxConns is the most connections the preview listener holds at
 	// once (0: DefaultPreviewMaxConns); BodyTimeout bounds a request
 	// body before the proxy has authorised its sender, and its stalls
-	// after (netlimit.BodyDeadline; 0: netlimit.DefaultBodyTimeout).
+	// after (httplimit.BodyDeadline; 0: httplimit.DefaultBodyTimeout).
 	MaxConns    int
 	BodyTimeout time.Duration
 }
@@ -201,7 +202,7 @@ func (e *Edge) listen(ln net.Listener, addr, what string, maxConns int) (net.Lis
 
 // start serves previews (and, with TLS, ACME HTTP-01 on HTTPAddr).
 func (ps *previewServer) start(ctx context.Context, log *slog.Logger, serve func(*server)) error {
-	main := preview.NewServerWith(ps.proxy, log, ps.cfg.PlainHTTP, netlimit.BodyDeadline{Timeout: ps.cfg.BodyTimeout})
+	main := preview.NewServerWith(ps.proxy, log, ps.cfg.PlainHTTP, httplimit.BodyDeadline{Timeout: ps.cfg.BodyTimeout})
 	s := &server{name: "previews", ln: ps.ln, serve: main.Serve, closed: http.ErrServerClosed, shutdown: main.Shutdown, close: main.Close}
 	if ps.cfg.PlainHTTP {
 		serve(s)

@@ -64,7 +64,7 @@ type devConfig struct {
 	RedisURL, RedisPrefix string
 	ActivityRetry         time.Duration
 	// BodyTimeout bounds request bodies on the API, the internal API and
-	// the preview proxy (netlimit.BodyDeadline); 0: its default.
+	// the preview proxy (httplimit.BodyDeadline); 0: its default.
 	BodyTimeout time.Duration
 	// DevToken is the dev account's token to seed (SBX_DEV_TOKEN); empty:
 	// a fresh one, or the one in the token file.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/netlimit"
+	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -84,7 +84,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		// An account's upload may take as long as it keeps moving.
-		netlimit.Trust(r)
+		httplimit.Trust(r)
 		next.ServeHTTP(w, s.authenticated(r, acct, tok.ID, expiry(tok.ExpiresAt)))
 	})
 }

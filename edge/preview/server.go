@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/edge/internal/h1"
-	"github.com/sbxedge/sbx/internal/netlimit"
+	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 // Server limits. Each bounds what one client can hold on the edge.
@@ -33,12 +33,12 @@ const (
 // Request bodies have netlimit's default deadline; NewServerWith sets
 // another.
 func NewServer(h http.Handler, log *slog.Logger, h2c bool) *h1.Server {
-	return NewServerWith(h, log, h2c, netlimit.BodyDeadline{})
+	return NewServerWith(h, log, h2c, httplimit.BodyDeadline{})
 }
 
 // NewServerWith is NewServer with body's deadline on request bodies,
 // which holds before the proxy has looked at who is asking.
-func NewServerWith(h http.Handler, log *slog.Logger, h2c bool, body netlimit.BodyDeadline) *h1.Server {
+func NewServerWith(h http.Handler, log *slog.Logger, h2c bool, body httplimit.BodyDeadline) *h1.Server {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,

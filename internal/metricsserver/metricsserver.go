@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
@@ -61,7 +62,7 @@ func Start(addr string, g prometheus.Gatherer, log *slog.Logger, lims Listeners)
 	s := &Server{ln: ln, done: make(chan error, 1), srv: &http.Server{
 		// A scrape has no body: one declared is refused and its
 		// connection closed at once, not read for ReadTimeout.
-		Handler: netlimit.BodyDeadline{Timeout: 5 * time.Second}.Wrap(mux),
+		Handler: httplimit.BodyDeadline{Timeout: 5 * time.Second}.Wrap(mux),
 		// A scrape is one small request from a nearby Prometheus; anything
 		// slow is broken or hostile.
 		ReadHeaderTimeout: 5 * time.Second,

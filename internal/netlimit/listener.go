@@ -1,7 +1,8 @@
 // Package netlimit bounds what clients can hold on a server's listener:
-// a ceiling on open connections, accept errors that are survived rather
-// than fatal (a process out of descriptors backs off and keeps serving),
-// and a deadline on request bodies that holds before authentication.
+// a ceiling on open connections, and accept errors that are survived
+// rather than fatal (a process out of descriptors backs off and keeps
+// serving). It links no net/http, so the sandbox's init can use it; the
+// request-body deadline is internal/httplimit.
 //
 // It links no metrics library: the sandbox's init uses it too. Package
 // netlimit/netlimitprom makes the Prometheus collectors it reports to.

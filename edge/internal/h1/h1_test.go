@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sbxedge/sbx/internal/netlimit"
+	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -104,7 +104,7 @@ func servers(t testing.TB, h http.HandlerFunc) (lean, std string) {
 		return &http.Server{Handler: h, ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 5 * time.Second,
 			ErrorLog: nopLogger()}
 	}
-	s := New(quiet(), true, netlimit.BodyDeadline{})
+	s := New(quiet(), true, httplimit.BodyDeadline{})
 	ln := listen(t)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()

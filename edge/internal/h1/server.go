@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/netlimit"
 )
 
@@ -74,13 +75,13 @@ type Server struct {
 // handed over mid-way keeps its http.Request.TLS. Request bodies on both
 // paths have body's deadline: the lean loop's (small, of a declared
 // length) its Timeout from the end of the head, net/http's the moving
-// one of netlimit.BodyDeadline. Serve with the returned Server, not with
+// one of httplimit.BodyDeadline. Serve with the returned Server, not with
 // srv. Without lean, every connection goes to net/http untouched: the
 // way back, with one code path around it.
-func New(srv *http.Server, lean bool, body netlimit.BodyDeadline) *Server {
+func New(srv *http.Server, lean bool, body httplimit.BodyDeadline) *Server {
 	s := &Server{
 		srv: srv, handler: srv.Handler, logger: srv.ErrorLog, lean: lean,
-		bodyTimeout: cmp.Or(body.Timeout, netlimit.DefaultBodyTimeout),
+		bodyTimeout: cmp.Or(body.Timeout, httplimit.DefaultBodyTimeout),
 		handoff:     newConnQueue(),
 		fbDone:      make(chan struct{}),
 		lns:         map[net.Listener]struct{}{},

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/netlimit"
+	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 // which reports, in an answer header, how a request was served.
@@ -32,7 +32,7 @@ func which(w http.ResponseWriter, r *http.Request) {
 // start serves h on a lean (or not) Server and returns its address.
 func start(t *testing.T, h http.HandlerFunc, lean bool, cfg *tls.Config) (*Server, string, <-chan error) {
 	t.Helper()
-	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}, lean, netlimit.BodyDeadline{})
+	s := New(&http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}, lean, httplimit.BodyDeadline{})
 	ln := listen(t)
 	served, stopped := make(chan error, 1), make(chan struct{})
 	go func() {
@@ -335,7 +335,7 @@ func TestStalledBodyCut(t *testing.T) {
 					readErr <- err
 				}),
 				ReadHeaderTimeout: 2 * time.Second, ErrorLog: log.New(io.Discard, "", 0),
-			}, true, netlimit.BodyDeadline{Timeout: 200 * time.Millisecond})
+			}, true, httplimit.BodyDeadline{Timeout: 200 * time.Millisecond})
 			ln := listen(t)
 			served := make(chan error, 1)
 			go func() { served <- s.Serve(ln) }()

@@ -1,4 +1,4 @@
-package netlimit_test
+package httplimit_test
 
 import (
 	"bufio"
@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/netlimit"
+	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 // serveBody serves h behind d on a real listener; the handler's read
 // error, if any, is reported on the returned channel.
-func serveBody(t *testing.T, d netlimit.BodyDeadline, h http.Handler) string {
+func serveBody(t *testing.T, d httplimit.BodyDeadline, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,7 +33,7 @@ func serveBody(t *testing.T, d netlimit.BodyDeadline, h http.Handler) string {
 func readAll(trust bool, errs chan<- error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if trust {
-			netlimit.Trust(r)
+			httplimit.Trust(r)
 		}
 		n, err := io.Copy(io.Discard, r.Body)
 		errs <- err
@@ -63,7 +63,7 @@ func sendHead(t *testing.T, addr string, n int) net.Conn {
 // timeout: the handler's read fails and the connection ends.
 func TestBodyNeverArrives(t *testing.T) {
 	errs := make(chan error, 1)
-	addr := serveBody(t, netlimit.BodyDeadline{Timeout: 300 * time.Millisecond}, readAll(false, errs))
+	addr := serveBody(t, httplimit.BodyDeadline{Timeout: 300 * time.Millisecond}, readAll(false, errs))
 	c := sendHead(t, addr, 100000)
 	select {
 	case err := <-errs:
@@ -84,7 +84,7 @@ func TestBodyNeverArrives(t *testing.T) {
 // between bytes.
 func TestBodyTrickle(t *testing.T) {
 	errs := make(chan error, 1)
-	addr := serveBody(t, netlimit.BodyDeadline{Timeout: 300 * time.Millisecond, MinRate: 1000}, readAll(false, errs))
+	addr := serveBody(t, httplimit.BodyDeadline{Timeout: 300 * time.Millisecond, MinRate: 1000}, readAll(false, errs))
 	c := sendHead(t, addr, 1000)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -114,7 +114,7 @@ func TestBodyTrickle(t *testing.T) {
 // moving outlives the timeout many times over.
 func TestBodyTrustedMovesWithProgress(t *testing.T) {
 	errs := make(chan error, 1)
-	addr := serveBody(t, netlimit.BodyDeadline{Timeout: 300 * time.Millisecond, MinRate: 1 << 20}, readAll(true, errs))
+	addr := serveBody(t, httplimit.BodyDeadline{Timeout: 300 * time.Millisecond, MinRate: 1 << 20}, readAll(true, errs))
 	const n = 20
 	c := sendHead(t, addr, n)
 	for range n {
@@ -140,7 +140,7 @@ func TestBodyTrustedMovesWithProgress(t *testing.T) {
 // the body (a 401) is answered at once and the connection closed, where
 // net/http would first wait to read up to 256 KiB of it.
 func TestUnreadBodyAnsweredAtOnce(t *testing.T) {
-	addr := serveBody(t, netlimit.BodyDeadline{Timeout: time.Hour}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	addr := serveBody(t, httplimit.BodyDeadline{Timeout: time.Hour}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "who are you", http.StatusUnauthorized)
 	}))
 	c := sendHead(t, addr, 100000)
@@ -162,7 +162,7 @@ func TestUnreadBodyAnsweredAtOnce(t *testing.T) {
 // TestReadBodyKeepsConnection: a body read to its declared length (a
 // JSON decoder stops there without seeing EOF) keeps the connection.
 func TestReadBodyKeepsConnection(t *testing.T) {
-	addr := serveBody(t, netlimit.BodyDeadline{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := serveBody(t, httplimit.BodyDeadline{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 5)
 		_, err := io.ReadFull(r.Body, buf)
 		if err != nil {

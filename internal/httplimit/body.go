@@ -1,4 +1,7 @@
-package netlimit
+// Package httplimit puts a deadline on request bodies that holds before
+// authentication (see BodyDeadline); internal/netlimit bounds the
+// listeners underneath.
+package httplimit
 
 import (
 	"context"
