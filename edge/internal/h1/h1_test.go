@@ -109,11 +109,13 @@ func servers(t testing.TB, h http.HandlerFunc) (lean, std string) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
 	std1 := quiet()
-	// net/http with the one rule New adds to it (closeAfterCoded): the
-	// lean server must match it.
+	// net/http with the rules New adds to it (closeAfterCoded, and the
+	// body deadline's close of a connection answered before its body was
+	// read): the lean server must match it.
+	inner := httplimit.BodyDeadline{}.Wrap(h)
 	std1.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		closeAfterCoded(w, r)
-		h(w, r)
+		inner.ServeHTTP(w, r)
 	})
 	ln2 := listen(t)
 	go func() { _ = std1.Serve(ln2) }()

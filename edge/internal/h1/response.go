@@ -60,7 +60,12 @@ func (w *response) reset(c *conn, r *http.Request) {
 
 func (w *response) Header() http.Header { return w.header }
 
-func (w *response) WriteHeader(code int) {
+func (w *response) WriteHeader(code int) { w.writeHeader(code, true) }
+
+// writeHeader is WriteHeader; byHandler is false for the 200 that finish
+// writes for a handler that wrote nothing, which (as net/http's own
+// implicit answer, which no wrapper sees) keeps the connection.
+func (w *response) writeHeader(code int, byHandler bool) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	}
@@ -80,6 +85,12 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.status = code
 	h := w.header
+	if byHandler && w.c.body != nil && !w.c.body.done() {
+		// The rule New adds to net/http (httplimit's body deadline): an
+		// answer begun before the body was read to its end closes the
+		// connection, rather than first reading the rest to keep it.
+		h.Set("Connection", "close")
+	}
 	if cl := h.Get("Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(strings.TrimSpace(cl), 10, 64); err == nil && v >= 0 {
 			w.declared = v
@@ -242,7 +253,7 @@ func (w *response) FlushError() error {
 // finish completes the answer once the handler has returned.
 func (w *response) finish() error {
 	if w.status == 0 {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK, false)
 	}
 	if err := w.commit(true, nil); err != nil {
 		return err
