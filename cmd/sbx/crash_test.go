@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +174,15 @@ func TestPostgresRestartMidCreate(t *testing.T) {
 	// recovers them; that window is a known limit, not what this test
 	// measures (see the issue 11 note).
 	waitProvisionsTaken(t, dbURL)
+	// A job marked running is not yet a job River's worker has: the fetch
+	// commits before its answer crosses the proxy. Cutting in between is
+	// that same window (CI's loaded run hit it); a sandbox's folder shows
+	// its worker has begun.
+	var ids []string
+	for _, sb := range sbs {
+		ids = append(ids, sb.ID)
+	}
+	waitProvisionsBegun(t, dataDir, ids)
 	px.Stop() // Postgres "restarts"
 	for _, sb := range sbs {
 		cur, err := st.Sandbox(context.Background(), sb.ID)
@@ -274,6 +286,30 @@ func TestCrashMidRestore(t *testing.T) {
 
 // waitProvisionsTaken waits until no provision job waits in River's
 // queue: each has been fetched by a worker (or already finished).
+// waitProvisionsBegun waits until the local provider has made a folder
+// for each sandbox under dataDir, which its Provision does first.
+func waitProvisionsBegun(t *testing.T, dataDir string, ids []string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		seen := map[string]bool{}
+		_ = filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && slices.Contains(ids, d.Name()) {
+				seen[d.Name()] = true
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		if len(seen) == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provisions begun for %v of %v after a minute", seen, ids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func waitProvisionsTaken(t *testing.T, dbURL string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
