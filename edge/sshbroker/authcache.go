@@ -71,6 +71,11 @@ func (c *authCache) Authorize(ctx context.Context, username, fp string) (Route, 
 	}
 	c.m.authCache.WithLabelValues("miss").Inc()
 	ch := c.flight.DoChan(username+"\x00"+fp, func() (any, error) {
+		// A flight that ended between this caller's miss above and its
+		// DoChan has stored its answer: use it rather than ask again.
+		if e, ok := c.lru.Get(k); ok && c.now().Before(e.expires) {
+			return e.route, e.err
+		}
 		c.mu.Lock()
 		gen := c.gen
 		c.mu.Unlock()
