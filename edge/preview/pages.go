@@ -35,7 +35,8 @@ func portClosedPage(port int) problemPage {
 
 func writePage(w http.ResponseWriter, r *http.Request, pg problemPage) { writeProblem(w, r, pg) }
 
-// pageText is what a page says for one problem code.
+// pageText is what a page says for one problem code. In next, text
+// between backticks is a command or a value to copy, shown as code.
 type pageText struct{ headline, next string }
 
 var pageTexts = map[string]pageText{
@@ -54,7 +55,7 @@ var pageTexts = map[string]pageText{
 	"preview_invalid_token": {"That sign-in is no longer valid",
 		"Reload to sign in again, or use a token that has not been revoked or expired."},
 	"sandbox_waking": {"The app did not come up in time",
-		"The sandbox is awake, but its port did not answer within the wake limit. Reload to keep waiting, and check the service's logs: GET /api/v1/sandboxes/<id>/services/<name>/logs."},
+		"The sandbox is awake, but its port did not answer within the wake limit. Reload to keep waiting, and check the service's logs: `sbx services logs <id> <name>`."},
 	"sandbox_not_ready": {"The sandbox could not be woken just now",
 		"Reload in a few seconds. If it keeps failing, check the sandbox's events (`sbx events <id>`)."},
 	"preview_busy": {"This preview is busy",
@@ -71,7 +72,7 @@ type pageData struct {
 	Code     string
 	Headline string
 	Detail   string
-	Next     string
+	Next     template.HTML
 	Refresh  bool
 }
 
@@ -80,8 +81,28 @@ func pageFor(p *problem.Problem) pageData {
 	if !ok {
 		t = pageText{"Something went wrong", "Reload the page; if it persists, quote the code below."}
 	}
-	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: t.next,
+	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: codeSpans(t.next),
 		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code}
+}
+
+// codeSpans escapes s and shows each `quoted` part of it as <code>. An
+// unpaired backtick stays as it is.
+func codeSpans(s string) template.HTML {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '`')
+		j := -1
+		if i >= 0 {
+			j = strings.IndexByte(s[i+1:], '`')
+		}
+		if j < 0 {
+			b.WriteString(template.HTMLEscapeString(s))
+			return template.HTML(b.String())
+		}
+		b.WriteString(template.HTMLEscapeString(s[:i]))
+		b.WriteString("<code>" + template.HTMLEscapeString(s[i+1:i+1+j]) + "</code>")
+		s = s[i+2+j:]
+	}
 }
 
 const pageStyle = `
@@ -90,6 +111,7 @@ const pageStyle = `
 *{box-sizing:border-box}body{margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;background:var(--bg);color:var(--fg);font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
 .card{background:var(--card);border:1px solid var(--line);border-radius:14px;padding:2em 2.2em;max-width:34em;width:calc(100% - 2em);box-shadow:0 8px 30px rgba(0,0,0,.06)}
 h1{font-size:1.35em;margin:0 0 .4em}.meta{color:var(--muted);font-size:.9em;margin:0 0 1.2em}.meta code{font-size:.95em}
+code{font:.9em ui-monospace,monospace;background:color-mix(in srgb,var(--muted) 12%,transparent);border-radius:4px;padding:.05em .3em}
 p{margin:.5em 0}.next{border-left:3px solid var(--accent);padding:.4em .9em;margin:1.2em 0;background:color-mix(in srgb,var(--accent) 7%,transparent);border-radius:0 8px 8px 0}
 .code{display:inline-block;margin-top:1em;font:12px ui-monospace,monospace;color:var(--muted);border:1px solid var(--line);border-radius:6px;padding:.15em .5em}
 ol.steps{list-style:none;padding:0;margin:1.2em 0}ol.steps li{display:flex;align-items:center;gap:.7em;padding:.35em 0;color:var(--muted)}
