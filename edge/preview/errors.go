@@ -38,6 +38,22 @@ var (
 // origin can read (CORS), or, for a top-level browser navigation, a
 // designed page saying the same thing and what to do next (pages.go).
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
+	writeProblemNaming(w, r, p, "")
+}
+
+// writeRouteProblem is writeProblem for a request whose route is known:
+// the page's commands name its sandbox, so they can be copied as they
+// are. A public preview's page does not: its visitors need not learn the
+// id, as its waking status does not tell them either.
+func writeRouteProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem, rt Route) {
+	id := rt.SandboxID
+	if rt.Public {
+		id = ""
+	}
+	writeProblemNaming(w, r, p, id)
+}
+
+func writeProblemNaming(w http.ResponseWriter, r *http.Request, p *problem.Problem, sandboxID string) {
 	cp := *p
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
@@ -55,7 +71,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 		h.Set("Retry-After", strconv.Itoa(int(cp.RetryAfter/time.Second)))
 	}
 	w.WriteHeader(cp.Status)
-	_ = errorPage.Execute(w, pageFor(&cp))
+	_ = errorPage.Execute(w, pageFor(&cp, sandboxID))
 }
 
 // isNavigation reports whether r is a top-level browser page load: the

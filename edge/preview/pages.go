@@ -33,17 +33,16 @@ func portClosedPage(port int) problemPage {
 		fmt.Sprintf("nothing is listening on port %d inside the sandbox, and no service declares it", port))
 }
 
-func writePage(w http.ResponseWriter, r *http.Request, pg problemPage) { writeProblem(w, r, pg) }
-
 // pageText is what a page says for one problem code. In next, text
-// between backticks is a command or a value to copy, shown as code.
+// between backticks is a command or a value to copy, shown as code, and
+// <id> stands for the sandbox's id where the page may name it.
 type pageText struct{ headline, next string }
 
 var pageTexts = map[string]pageText{
 	"preview_not_found": {"No preview at this address",
 		"Check the address. `sbx ports <sandbox>` lists a sandbox's preview URLs; a URL stops working when its port is unexposed or its sandbox ends."},
 	"upstream_unreachable": {"Nothing is listening on this port",
-		"Start your dev server inside the sandbox on this port (bound to localhost, 127.0.0.1, ::1 or 0.0.0.0), then reload. To have it start by itself, also after the sandbox wakes, declare it as a service: PUT /api/v1/sandboxes/<id>/services/<name> with its command and port."},
+		"Start your dev server inside the sandbox on this port (bound to localhost, 127.0.0.1, ::1 or 0.0.0.0), then reload. To have it start by itself, also after the sandbox wakes, declare it as a service: `sbx services set <id> <name> --port <port> -- <command>` (or PUT /api/v1/sandboxes/<id>/services/<name>)."},
 	"sandbox_ended": {"This sandbox has ended",
 		"Its workspace and previews are gone. Create a new sandbox (`sbx create`) and expose the port again (`sbx ports <id> <port>`)."},
 	"preview_forbidden": {"You don't have access to this preview",
@@ -76,12 +75,18 @@ type pageData struct {
 	Refresh  bool
 }
 
-func pageFor(p *problem.Problem) pageData {
+// pageFor is the page for p. sandboxID, when not empty, takes the place
+// of <id> in the page's commands.
+func pageFor(p *problem.Problem, sandboxID string) pageData {
 	t, ok := pageTexts[p.Code]
 	if !ok {
 		t = pageText{"Something went wrong", "Reload the page; if it persists, quote the code below."}
 	}
-	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: codeSpans(t.next),
+	next := t.next
+	if sandboxID != "" {
+		next = strings.ReplaceAll(next, "<id>", sandboxID)
+	}
+	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: codeSpans(next),
 		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code}
 }
 

@@ -604,7 +604,7 @@ func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, up *upstreamC
 		return
 	}
 	p.log.InfoContext(r.Context(), "preview port closed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
-	writeProblem(w, r, portClosedPage(rt.Port))
+	writeRouteProblem(w, r, portClosedPage(rt.Port), rt)
 }
 
 // AllowCertificate is the on-demand TLS gate: a certificate may be ordered
