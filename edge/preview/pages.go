@@ -161,6 +161,7 @@ type wakingData struct {
 	Status    wakeStatus
 	StatusURL string
 	First     string // the first step's words
+	Why       string // why the app is not up yet, from the first step
 }
 
 var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
@@ -170,7 +171,7 @@ var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
 <body><main class="card" id="card" data-step="{{.Status.Step}}">
 <h1 id="headline">Waking up your sandbox</h1>
 <p class="meta">{{if .SandboxID}}<code>{{.SandboxID}}</code> · {{end}}port <code>{{.Port}}</code> · <span class="elapsed" id="elapsed">{{.Status.ElapsedMS}} ms</span></p>
-<p>It was suspended while nobody used it. This page switches to your app by itself the moment port {{.Port}} answers.</p>
+<p>{{.Why}} This page switches to your app by itself the moment port {{.Port}} answers.</p>
 <ol class="steps" id="steps">
 <li id="s0"><span class="dot"></span><span>{{.First}}</span></li>
 <li id="s1"><span class="dot"></span><span id="svc">Starting the dev server</span></li>
@@ -232,12 +233,7 @@ func (p *Proxy) writeWakingPage(w http.ResponseWriter, r *http.Request, ws *wake
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	nonce := base64.RawStdEncoding.EncodeToString(b[:])
-	first := "Restoring the workspace"
-	if len(st.Steps) > 0 && st.Steps[0].Step == stepStarting {
-		first = "Starting the sandbox"
-	} else if len(st.Steps) > 0 && st.Steps[0].Step != stepRestoring {
-		first = "Sandbox running"
-	}
+	first, why := wakeWords(st)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -247,6 +243,25 @@ func (p *Proxy) writeWakingPage(w http.ResponseWriter, r *http.Request, ws *wake
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_ = wakingPage.Execute(w, wakingData{
-		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, Status: st, StatusURL: wakeStatusPath, First: first,
+		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, Status: st, StatusURL: wakeStatusPath, First: first, Why: why,
 	})
+}
+
+// wakeWords names a wake's first step, and says why the app is not up
+// yet, from what control said of the sandbox when the wake began. A
+// suspended sandbox may have been stopped by its owner as well as
+// suspended for idleness, and control does not say which, so the page
+// claims neither.
+func wakeWords(st wakeStatus) (first, why string) {
+	step := stepRestoring
+	if len(st.Steps) > 0 {
+		step = st.Steps[0].Step
+	}
+	switch step {
+	case stepStarting:
+		return "Starting the sandbox", "It is starting for the first time."
+	case stepRestoring:
+		return "Restoring the workspace", "It was suspended, and its workspace is being restored."
+	}
+	return "Sandbox running", "The sandbox is running; its app is not answering yet."
 }

@@ -4,6 +4,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/edge/preview"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // browserNav are the headers a browser sends when a person opens an
@@ -61,5 +66,40 @@ func TestPortClosedPageNamesTheSandbox(t *testing.T) {
 				t.Errorf("API client to a closed port: %d %s, want a 502 upstream_unreachable problem", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestWakingPageSaysWhyTruly: the waking page says the sandbox was
+// suspended only when control said it was asleep; not for a first start,
+// nor for a running sandbox whose service is still starting.
+func TestWakingPageSaysWhyTruly(t *testing.T) {
+	t.Parallel()
+	appPort := freePort(t)
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	waker := &gateWaker{gates: map[string]chan struct{}{"sbx-start": gate, "sbx-sleep": gate}}
+	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute,
+		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+	e.expose("running", "sbx-a", "acct-a", false, false)
+	rt, _ := e.res.Resolve(t.Context(), "running")
+	rt.Port = appPort
+	e.res.set("running", rt)
+	e.res.set("firststart", preview.Route{SandboxID: "sbx-start", AccountID: "acct-a", Port: appPort, Admission: edgeapi.AdmissionStarting})
+	e.res.set("asleep", preview.Route{SandboxID: "sbx-sleep", AccountID: "acct-a", Port: appPort, Admission: edgeapi.AdmissionWakeable})
+	for _, tc := range []struct{ label, want string }{
+		{"running", "The sandbox is running"},
+		{"firststart", "It is starting for the first time"},
+		{"asleep", "It was suspended"},
+	} {
+		resp, body := e.get(tc.label, "/", append([]string{"Authorization", "Bearer " + tokenA}, browserNav...)...)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "Waking up your sandbox") {
+			t.Fatalf("%s: navigation got %d %q, want the waking page", tc.label, resp.StatusCode, body)
+		}
+		if !strings.Contains(body, tc.want) {
+			t.Errorf("%s: the waking page lacks %q: %q", tc.label, tc.want, body)
+		}
+		if strings.Contains(body, "while nobody used it") {
+			t.Errorf("%s: the waking page claims the sandbox was idle, which control does not say: %q", tc.label, body)
+		}
 	}
 }
