@@ -74,6 +74,9 @@ func (p *Proxy) validTarget(ctx context.Context, rd string) (target, error) {
 		return target{}, errBadLogin
 	}
 	rt, err := p.routes.get(ctx, label)
+	if errors.Is(err, ErrHostEnded) {
+		return target{}, errEnded
+	}
 	if errors.Is(err, ErrUnknownHost) {
 		return target{}, errUnknownHost
 	}

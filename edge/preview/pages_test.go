@@ -103,3 +103,26 @@ func TestWakingPageSaysWhyTruly(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedSandboxGetsGonePage: a preview whose sandbox ended answers
+// 410 with the "this sandbox has ended" page to a browser and the
+// sandbox_ended problem to an API client, not the generic 404; a label
+// that never existed still answers 404.
+func TestEndedSandboxGetsGonePage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newTestApp())
+	e.expose("gone", "sbx-a", "acct-a", false, false)
+	e.res.end("gone")
+	resp, body := e.get("gone", "/", browserNav...)
+	if resp.StatusCode != http.StatusGone || !strings.Contains(body, "This sandbox has ended") {
+		t.Errorf("navigation to an ended sandbox's preview: %d %q, want the 410 page", resp.StatusCode, body)
+	}
+	resp, body = e.get("gone", "/", "Accept", "application/json")
+	if resp.StatusCode != http.StatusGone || problemCode(t, body) != "sandbox_ended" {
+		t.Errorf("API client to an ended sandbox's preview: %d %s, want a 410 sandbox_ended problem", resp.StatusCode, body)
+	}
+	resp, body = e.get("neverwas", "/", "Accept", "application/json")
+	if resp.StatusCode != http.StatusNotFound || problemCode(t, body) != "preview_not_found" {
+		t.Errorf("API client to an unknown host: %d %s, want 404 preview_not_found", resp.StatusCode, body)
+	}
+}

@@ -238,6 +238,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rt, err := p.routes.get(r.Context(), label)
+	if errors.Is(err, ErrHostEnded) {
+		writeProblem(cw, r, errEnded)
+		return
+	}
 	if errors.Is(err, ErrUnknownHost) {
 		writeProblem(cw, r, errUnknownHost)
 		return
