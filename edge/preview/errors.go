@@ -54,6 +54,16 @@ func writeRouteProblem(w http.ResponseWriter, r *http.Request, p *problem.Proble
 }
 
 func writeProblemNaming(w http.ResponseWriter, r *http.Request, p *problem.Problem, sandboxID string) {
+	writeProblemAs(w, r, p, sandboxID, isNavigation(r))
+}
+
+// writeFormProblem is writeProblem for a sign-in form's POST: a browser
+// that submitted the form sees the page, a script the problem document.
+func writeFormProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
+	writeProblemAs(w, r, p, "", isNavigation(r) || (r.Method == http.MethodPost && formNavigation(r)))
+}
+
+func writeProblemAs(w http.ResponseWriter, r *http.Request, p *problem.Problem, sandboxID string, page bool) {
 	cp := *p
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
@@ -61,7 +71,7 @@ func writeProblemNaming(w http.ResponseWriter, r *http.Request, p *problem.Probl
 	if cp.Status == http.StatusServiceUnavailable && cp.RetryAfter == 0 {
 		cp.RetryAfter = 2 * time.Second
 	}
-	if !isNavigation(r) {
+	if !page {
 		problem.Write(w, r, &cp)
 		return
 	}

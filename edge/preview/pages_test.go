@@ -1,7 +1,9 @@
 package preview_test
 
 import (
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -121,8 +123,58 @@ func TestEndedSandboxGetsGonePage(t *testing.T) {
 	if resp.StatusCode != http.StatusGone || problemCode(t, body) != "sandbox_ended" {
 		t.Errorf("API client to an ended sandbox's preview: %d %s, want a 410 sandbox_ended problem", resp.StatusCode, body)
 	}
+	// Signing in to it says the same, not that control is away.
+	resp, body = e.get("", "/login?rd="+url.QueryEscape(e.url("gone", "/")), browserNav...)
+	if resp.StatusCode != http.StatusGone || !strings.Contains(body, "This sandbox has ended") {
+		t.Errorf("sign-in for an ended sandbox's preview: %d %q, want the 410 page", resp.StatusCode, body)
+	}
 	resp, body = e.get("neverwas", "/", "Accept", "application/json")
 	if resp.StatusCode != http.StatusNotFound || problemCode(t, body) != "preview_not_found" {
 		t.Errorf("API client to an unknown host: %d %s, want 404 preview_not_found", resp.StatusCode, body)
+	}
+}
+
+// TestSignInFormRefusalIsAPage: a sign-in form whose state does not
+// match (a stale tab, a replayed form) answers the browser that
+// submitted it with a page, and a script with the problem document.
+func TestSignInFormRefusalIsAPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newTestApp())
+	post := func(hdr ...string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", e.url("", "/dev-login"), strings.NewReader(url.Values{"state": {"stale"}}.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		c := e.client()
+		defer c.CloseIdleConnections()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+	}{
+		{"fetch metadata", []string{"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Dest", "document", "Accept", "text/html"}},
+		{"Accept only", []string{"Accept", "text/html,application/xhtml+xml"}},
+	} {
+		resp, body := post(tc.hdr...)
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(body, "That sign-in link has expired") {
+			t.Errorf("%s: browser's sign-in form with a stale state: %d %s %q, want the 400 page", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	resp, body := post("Accept", "application/json")
+	if resp.StatusCode != http.StatusBadRequest || problemCode(t, body) != "login_invalid" {
+		t.Errorf("script's sign-in POST with a stale state: %d %s, want a 400 login_invalid problem", resp.StatusCode, body)
 	}
 }
