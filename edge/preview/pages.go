@@ -35,7 +35,8 @@ func portClosedPage(port int) problemPage {
 
 // pageText is what a page says for one problem code. In next, text
 // between backticks is a command or a value to copy, shown as code, and
-// <id> stands for the sandbox's id where the page may name it.
+// <id> and <port> stand for the sandbox's id and port where the page may
+// name them.
 type pageText struct{ headline, next string }
 
 var pageTexts = map[string]pageText{
@@ -75,16 +76,25 @@ type pageData struct {
 	Refresh  bool
 }
 
-// pageFor is the page for p. sandboxID, when not empty, takes the place
-// of <id> in the page's commands.
-func pageFor(p *problem.Problem, sandboxID string) pageData {
+// pageSubject is what a page may name in its commands: each known one
+// takes the place of its <id> or <port>.
+type pageSubject struct {
+	sandboxID string
+	port      int
+}
+
+// pageFor is the page for p, its commands filled in from s.
+func pageFor(p *problem.Problem, s pageSubject) pageData {
 	t, ok := pageTexts[p.Code]
 	if !ok {
 		t = pageText{"Something went wrong", "Reload the page; if it persists, quote the code below."}
 	}
 	next := t.next
-	if sandboxID != "" {
-		next = strings.ReplaceAll(next, "<id>", sandboxID)
+	if s.sandboxID != "" {
+		next = strings.ReplaceAll(next, "<id>", s.sandboxID)
+	}
+	if s.port != 0 {
+		next = strings.ReplaceAll(next, "<port>", strconv.Itoa(s.port))
 	}
 	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: codeSpans(next),
 		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code}

@@ -1,6 +1,7 @@
 package preview_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -47,8 +48,8 @@ func TestPortClosedPageNamesTheSandbox(t *testing.T) {
 		public      bool
 		want, never string
 	}{
-		{"private", "closedpriv", false, "<code>sbx services set sbx-a &lt;name&gt; --port", "&lt;id&gt;"},
-		{"public", "closedpub", true, "<code>sbx services set &lt;id&gt; &lt;name&gt; --port", "sbx-a"},
+		{"private", "closedpriv", false, fmt.Sprintf("<code>sbx services set sbx-a &lt;name&gt; --port %d -- &lt;command&gt;</code>", closed), "&lt;id&gt;"},
+		{"public", "closedpub", true, fmt.Sprintf("<code>sbx services set &lt;id&gt; &lt;name&gt; --port %d -- &lt;command&gt;</code>", closed), "sbx-a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.expose(tc.label, "sbx-a", "acct-a", tc.public, false)
