@@ -20,6 +20,7 @@ import (
 // Refusals the proxy maps to its responses.
 var (
 	ErrUnknownHost = edgeapi.ErrPreviewUnknownHost
+	ErrEnded       = edgeapi.ErrPreviewSandboxEnded
 	ErrBadToken    = edgeapi.ErrPreviewInvalidToken
 )
 
@@ -69,8 +70,10 @@ func New(r Reader, now func() time.Time) *Resolver {
 }
 
 // Resolve maps a host label to its route. A sandbox that ended resolves
-// to ErrUnknownHost: its previews are gone, and saying so differently
-// would tell a prober which labels once existed.
+// to ErrEnded: its previews are gone, and whoever had one open is told
+// so rather than that the address never led anywhere. A prober learns
+// only that a label it already holds once existed: labels carry 100
+// random bits. A label of another account still reads as unknown.
 func (r *Resolver) Resolve(ctx context.Context, label string) (Route, error) {
 	p, err := r.store.PreviewPortByLabel(ctx, label)
 	if errors.Is(err, store.ErrNotFound) {
@@ -87,8 +90,11 @@ func (r *Resolver) Resolve(ctx context.Context, label string) (Route, error) {
 		return Route{}, fmt.Errorf("look up sandbox %s: %w", p.SandboxID, err)
 	}
 	admission := lifecycle.AdmissionOf(sb)
-	if admission == lifecycle.Ended || sb.AccountID != p.AccountID {
+	if sb.AccountID != p.AccountID {
 		return Route{}, ErrUnknownHost
+	}
+	if admission == lifecycle.Ended {
+		return Route{}, ErrEnded
 	}
 	rt := Route{
 		Label: p.Label, SandboxID: sb.ID, AccountID: sb.AccountID, Port: p.Port,

@@ -24,7 +24,8 @@ func (oneSandbox) AccountByTokenHash(context.Context, []byte, time.Time) (store.
 }
 
 // TestResolveAdmission: a route carries lifecycle's admission and reaches
-// the server only when it is Ready; an ended sandbox has no route.
+// the server only when it is Ready; an ended sandbox has no route, and
+// is refused as ended (the proxy's 410), not as an unknown host.
 func TestResolveAdmission(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -43,8 +44,8 @@ func TestResolveAdmission(t *testing.T) {
 		sb := store.Sandbox{ID: "sb1", AccountID: "a1", State: tc.state, Endpoint: "10.0.0.7:22", HostKey: "ssh-ed25519 AAAA"}
 		rt, err := New(oneSandbox{sb}, nil).Resolve(context.Background(), "label")
 		if tc.want == lifecycle.Ended {
-			if !errors.Is(err, ErrUnknownHost) {
-				t.Errorf("%s: Resolve = %+v, %v; want ErrUnknownHost", tc.state, rt, err)
+			if !errors.Is(err, ErrEnded) {
+				t.Errorf("%s: Resolve = %+v, %v; want ErrEnded", tc.state, rt, err)
 			}
 			continue
 		}

@@ -19,7 +19,7 @@ var (
 func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, error) {
 	var out edgeapi.PreviewRoute
 	if err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewRoute, edgeapi.PreviewRouteRequest{Label: label}, &out); err != nil {
-		return preview.Route{}, err // a refusal is preview.ErrUnknownHost
+		return preview.Route{}, err // a refusal is preview.ErrUnknownHost or preview.ErrHostEnded
 	}
 	rt := preview.Route{
 		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port,

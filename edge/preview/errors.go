@@ -38,6 +38,32 @@ var (
 // origin can read (CORS), or, for a top-level browser navigation, a
 // designed page saying the same thing and what to do next (pages.go).
 func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
+	writeProblemNaming(w, r, p, pageSubject{})
+}
+
+// writeRouteProblem is writeProblem for a request whose route is known:
+// the page's commands name its sandbox, so they can be copied as they
+// are. A public preview's page does not: its visitors need not learn the
+// id, as its waking status does not tell them either.
+func writeRouteProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem, rt Route) {
+	s := pageSubject{sandboxID: rt.SandboxID, port: rt.Port}
+	if rt.Public {
+		s.sandboxID = ""
+	}
+	writeProblemNaming(w, r, p, s)
+}
+
+func writeProblemNaming(w http.ResponseWriter, r *http.Request, p *problem.Problem, s pageSubject) {
+	writeProblemAs(w, r, p, s, isNavigation(r))
+}
+
+// writeFormProblem is writeProblem for a sign-in form's POST: a browser
+// that submitted the form sees the page, a script the problem document.
+func writeFormProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
+	writeProblemAs(w, r, p, pageSubject{}, isNavigation(r) || (r.Method == http.MethodPost && formNavigation(r)))
+}
+
+func writeProblemAs(w http.ResponseWriter, r *http.Request, p *problem.Problem, s pageSubject, page bool) {
 	cp := *p
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
@@ -45,7 +71,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 	if cp.Status == http.StatusServiceUnavailable && cp.RetryAfter == 0 {
 		cp.RetryAfter = 2 * time.Second
 	}
-	if !isNavigation(r) {
+	if !page {
 		problem.Write(w, r, &cp)
 		return
 	}
@@ -55,7 +81,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 		h.Set("Retry-After", strconv.Itoa(int(cp.RetryAfter/time.Second)))
 	}
 	w.WriteHeader(cp.Status)
-	_ = errorPage.Execute(w, pageFor(&cp))
+	_ = errorPage.Execute(w, pageFor(&cp, s))
 }
 
 // isNavigation reports whether r is a top-level browser page load: the

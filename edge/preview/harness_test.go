@@ -79,6 +79,7 @@ const domain = "preview.localhost"
 type fakeResolver struct {
 	mu     sync.Mutex
 	routes map[string]preview.Route
+	ended  map[string]bool // labels whose sandbox ended
 	calls  int
 }
 
@@ -87,6 +88,9 @@ func (f *fakeResolver) Resolve(_ context.Context, label string) (preview.Route, 
 	defer f.mu.Unlock()
 	f.calls++
 	rt, ok := f.routes[label]
+	if f.ended[label] {
+		return preview.Route{}, preview.ErrHostEnded
+	}
 	if !ok {
 		return preview.Route{}, preview.ErrUnknownHost
 	}
@@ -97,6 +101,16 @@ func (f *fakeResolver) set(label string, rt preview.Route) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.routes[label] = rt
+}
+
+// end makes label's sandbox ended, as control then answers.
+func (f *fakeResolver) end(label string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended == nil {
+		f.ended = map[string]bool{}
+	}
+	f.ended[label] = true
 }
 
 func (f *fakeResolver) remove(label string) {

@@ -35,7 +35,7 @@ func (p *Proxy) serveLogin(w http.ResponseWriter, r *http.Request) {
 		// cross-origin POST (a sibling preview is same-site, not
 		// same-origin) is refused before the login cookie is read.
 		if sameOriginPOST.Check(r) != nil {
-			writeProblem(w, r, errBadLogin)
+			writeFormProblem(w, r, errBadLogin)
 			return
 		}
 		p.devLogin(w, r)
@@ -74,6 +74,9 @@ func (p *Proxy) validTarget(ctx context.Context, rd string) (target, error) {
 		return target{}, errBadLogin
 	}
 	rt, err := p.routes.get(ctx, label)
+	if errors.Is(err, ErrHostEnded) {
+		return target{}, errEnded
+	}
 	if errors.Is(err, ErrUnknownHost) {
 		return target{}, errUnknownHost
 	}
@@ -185,7 +188,7 @@ func (p *Proxy) finishLogin(w http.ResponseWriter, r *http.Request, rd string, i
 	subject := id.Issuer + "#" + id.Subject
 	if !member {
 		p.log.InfoContext(r.Context(), "preview login refused: not a member", "subject", subject, "sandbox_id", t.route.SandboxID)
-		writeProblem(w, r, errForbidden)
+		writeFormProblem(w, r, errForbidden)
 		return
 	}
 	tk := ticket{
@@ -206,12 +209,14 @@ func (p *Proxy) finishLogin(w http.ResponseWriter, r *http.Request, rd string, i
 func (p *Proxy) loginError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errBadLogin):
-		writeProblem(w, r, errBadLogin)
+		writeFormProblem(w, r, errBadLogin)
 	case errors.Is(err, errUnknownHost):
-		writeProblem(w, r, errUnknownHost)
+		writeFormProblem(w, r, errUnknownHost)
+	case errors.Is(err, errEnded):
+		writeFormProblem(w, r, errEnded)
 	default:
 		p.log.ErrorContext(r.Context(), "preview login failed", "err", err)
-		writeProblem(w, r, errControl)
+		writeFormProblem(w, r, errControl)
 	}
 }
 

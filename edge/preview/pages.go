@@ -33,16 +33,17 @@ func portClosedPage(port int) problemPage {
 		fmt.Sprintf("nothing is listening on port %d inside the sandbox, and no service declares it", port))
 }
 
-func writePage(w http.ResponseWriter, r *http.Request, pg problemPage) { writeProblem(w, r, pg) }
-
-// pageText is what a page says for one problem code.
+// pageText is what a page says for one problem code. In next, text
+// between backticks is a command or a value to copy, shown as code, and
+// <id> and <port> stand for the sandbox's id and port where the page may
+// name them.
 type pageText struct{ headline, next string }
 
 var pageTexts = map[string]pageText{
 	"preview_not_found": {"No preview at this address",
 		"Check the address. `sbx ports <sandbox>` lists a sandbox's preview URLs; a URL stops working when its port is unexposed or its sandbox ends."},
 	"upstream_unreachable": {"Nothing is listening on this port",
-		"Start your dev server inside the sandbox on this port (bound to localhost, 127.0.0.1, ::1 or 0.0.0.0), then reload. To have it start by itself, also after the sandbox wakes, declare it as a service: PUT /api/v1/sandboxes/<id>/services/<name> with its command and port."},
+		"Start your dev server inside the sandbox on this port (bound to localhost, 127.0.0.1, ::1 or 0.0.0.0), then reload. To have it start by itself, also after the sandbox wakes, declare it as a service: `sbx services set <id> <name> --port <port> -- <command>` (or PUT /api/v1/sandboxes/<id>/services/<name>)."},
 	"sandbox_ended": {"This sandbox has ended",
 		"Its workspace and previews are gone. Create a new sandbox (`sbx create`) and expose the port again (`sbx ports <id> <port>`)."},
 	"preview_forbidden": {"You don't have access to this preview",
@@ -54,7 +55,7 @@ var pageTexts = map[string]pageText{
 	"preview_invalid_token": {"That sign-in is no longer valid",
 		"Reload to sign in again, or use a token that has not been revoked or expired."},
 	"sandbox_waking": {"The app did not come up in time",
-		"The sandbox is awake, but its port did not answer within the wake limit. Reload to keep waiting, and check the service's logs: GET /api/v1/sandboxes/<id>/services/<name>/logs."},
+		"The sandbox is awake, but its port did not answer within the wake limit. Reload to keep waiting, and check the service's logs: `sbx services logs <id> <name>`."},
 	"sandbox_not_ready": {"The sandbox could not be woken just now",
 		"Reload in a few seconds. If it keeps failing, check the sandbox's events (`sbx events <id>`)."},
 	"preview_busy": {"This preview is busy",
@@ -71,17 +72,52 @@ type pageData struct {
 	Code     string
 	Headline string
 	Detail   string
-	Next     string
+	Next     template.HTML
 	Refresh  bool
 }
 
-func pageFor(p *problem.Problem) pageData {
+// pageSubject is what a page may name in its commands: each known one
+// takes the place of its <id> or <port>.
+type pageSubject struct {
+	sandboxID string
+	port      int
+}
+
+// pageFor is the page for p, its commands filled in from s.
+func pageFor(p *problem.Problem, s pageSubject) pageData {
 	t, ok := pageTexts[p.Code]
 	if !ok {
 		t = pageText{"Something went wrong", "Reload the page; if it persists, quote the code below."}
 	}
-	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: t.next,
+	next := t.next
+	if s.sandboxID != "" {
+		next = strings.ReplaceAll(next, "<id>", s.sandboxID)
+	}
+	if s.port != 0 {
+		next = strings.ReplaceAll(next, "<port>", strconv.Itoa(s.port))
+	}
+	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: codeSpans(next),
 		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code}
+}
+
+// codeSpans escapes s and shows each `quoted` part of it as <code>. An
+// unpaired backtick stays as it is.
+func codeSpans(s string) template.HTML {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '`')
+		j := -1
+		if i >= 0 {
+			j = strings.IndexByte(s[i+1:], '`')
+		}
+		if j < 0 {
+			b.WriteString(template.HTMLEscapeString(s))
+			return template.HTML(b.String())
+		}
+		b.WriteString(template.HTMLEscapeString(s[:i]))
+		b.WriteString("<code>" + template.HTMLEscapeString(s[i+1:i+1+j]) + "</code>")
+		s = s[i+2+j:]
+	}
 }
 
 const pageStyle = `
@@ -90,6 +126,7 @@ const pageStyle = `
 *{box-sizing:border-box}body{margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;background:var(--bg);color:var(--fg);font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
 .card{background:var(--card);border:1px solid var(--line);border-radius:14px;padding:2em 2.2em;max-width:34em;width:calc(100% - 2em);box-shadow:0 8px 30px rgba(0,0,0,.06)}
 h1{font-size:1.35em;margin:0 0 .4em}.meta{color:var(--muted);font-size:.9em;margin:0 0 1.2em}.meta code{font-size:.95em}
+code{font:.9em ui-monospace,monospace;background:color-mix(in srgb,var(--muted) 12%,transparent);border-radius:4px;padding:.05em .3em}
 p{margin:.5em 0}.next{border-left:3px solid var(--accent);padding:.4em .9em;margin:1.2em 0;background:color-mix(in srgb,var(--accent) 7%,transparent);border-radius:0 8px 8px 0}
 .code{display:inline-block;margin-top:1em;font:12px ui-monospace,monospace;color:var(--muted);border:1px solid var(--line);border-radius:6px;padding:.15em .5em}
 ol.steps{list-style:none;padding:0;margin:1.2em 0}ol.steps li{display:flex;align-items:center;gap:.7em;padding:.35em 0;color:var(--muted)}
@@ -134,6 +171,7 @@ type wakingData struct {
 	Status    wakeStatus
 	StatusURL string
 	First     string // the first step's words
+	Why       string // why the app is not up yet, from the first step
 }
 
 var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
@@ -143,7 +181,7 @@ var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
 <body><main class="card" id="card" data-step="{{.Status.Step}}">
 <h1 id="headline">Waking up your sandbox</h1>
 <p class="meta">{{if .SandboxID}}<code>{{.SandboxID}}</code> · {{end}}port <code>{{.Port}}</code> · <span class="elapsed" id="elapsed">{{.Status.ElapsedMS}} ms</span></p>
-<p>It was suspended while nobody used it. This page switches to your app by itself the moment port {{.Port}} answers.</p>
+<p>{{.Why}} This page switches to your app by itself the moment port {{.Port}} answers.</p>
 <ol class="steps" id="steps">
 <li id="s0"><span class="dot"></span><span>{{.First}}</span></li>
 <li id="s1"><span class="dot"></span><span id="svc">Starting the dev server</span></li>
@@ -205,12 +243,7 @@ func (p *Proxy) writeWakingPage(w http.ResponseWriter, r *http.Request, ws *wake
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	nonce := base64.RawStdEncoding.EncodeToString(b[:])
-	first := "Restoring the workspace"
-	if len(st.Steps) > 0 && st.Steps[0].Step == stepStarting {
-		first = "Starting the sandbox"
-	} else if len(st.Steps) > 0 && st.Steps[0].Step != stepRestoring {
-		first = "Sandbox running"
-	}
+	first, why := wakeWords(st)
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -220,6 +253,25 @@ func (p *Proxy) writeWakingPage(w http.ResponseWriter, r *http.Request, ws *wake
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_ = wakingPage.Execute(w, wakingData{
-		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, Status: st, StatusURL: wakeStatusPath, First: first,
+		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, Status: st, StatusURL: wakeStatusPath, First: first, Why: why,
 	})
+}
+
+// wakeWords names a wake's first step, and says why the app is not up
+// yet, from what control said of the sandbox when the wake began. A
+// suspended sandbox may have been stopped by its owner as well as
+// suspended for idleness, and control does not say which, so the page
+// claims neither.
+func wakeWords(st wakeStatus) (first, why string) {
+	step := stepRestoring
+	if len(st.Steps) > 0 {
+		step = st.Steps[0].Step
+	}
+	switch step {
+	case stepStarting:
+		return "Starting the sandbox", "It is starting for the first time."
+	case stepRestoring:
+		return "Restoring the workspace", "It was suspended, and its workspace is being restored."
+	}
+	return "Sandbox running", "The sandbox is running; its app is not answering yet."
 }

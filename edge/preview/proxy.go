@@ -238,6 +238,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rt, err := p.routes.get(r.Context(), label)
+	if errors.Is(err, ErrHostEnded) {
+		writeProblem(cw, r, errEnded)
+		return
+	}
 	if errors.Is(err, ErrUnknownHost) {
 		writeProblem(cw, r, errUnknownHost)
 		return
@@ -604,7 +608,7 @@ func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, up *upstreamC
 		return
 	}
 	p.log.InfoContext(r.Context(), "preview port closed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
-	writeProblem(w, r, portClosedPage(rt.Port))
+	writeRouteProblem(w, r, portClosedPage(rt.Port), rt)
 }
 
 // AllowCertificate is the on-demand TLS gate: a certificate may be ordered

@@ -75,7 +75,7 @@ func (p *Proxy) signOut(w http.ResponseWriter, r *http.Request, label string) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	_ = errorPage.Execute(w, pageData{Status: http.StatusOK, Code: "signed_out", Headline: "Signed out of this preview",
 		Detail: "this browser's session for " + p.hostFor(label) + " is cleared",
-		Next:   "Open the preview's address again to sign in."})
+		Next:   codeSpans("Open the preview's address again to sign in.")})
 
 }
 

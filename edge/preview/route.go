@@ -44,8 +44,18 @@ type Route struct {
 }
 
 // ErrUnknownHost is what a Resolver returns for a label that leads nowhere
-// (never existed, removed, or its sandbox ended).
+// (never existed, or removed).
 var ErrUnknownHost = edgeapi.ErrPreviewUnknownHost
+
+// ErrHostEnded is what a Resolver returns for a label whose sandbox
+// ended. The route cache answers it joined with ErrUnknownHost, so that
+// everything that drops an unknown host (connections, certificates,
+// sign-in) drops it too, and only the answer to the request tells them
+// apart.
+var ErrHostEnded = edgeapi.ErrPreviewSandboxEnded
+
+// errHostEnded is the cache's answer for an ended label.
+var errHostEnded = errors.Join(ErrUnknownHost, ErrHostEnded)
 
 // Resolver maps a host label to its route. Implementations talk to
 // control; the proxy caches their answers briefly.
@@ -93,6 +103,7 @@ type routeCache struct {
 type cacheEntry struct {
 	route   Route
 	unknown bool
+	ended   bool // with unknown: the label's sandbox ended
 	expires time.Time
 }
 
@@ -107,7 +118,10 @@ func (c *routeCache) get(ctx context.Context, label string) (Route, error) {
 	gen := c.gen[label]
 	c.mu.Unlock()
 	if ok && c.now().Before(e.expires) {
-		if e.unknown {
+		switch {
+		case e.ended:
+			return Route{}, errHostEnded
+		case e.unknown:
 			return Route{}, ErrUnknownHost
 		}
 		return e.route, nil
@@ -120,6 +134,10 @@ func (c *routeCache) get(ctx context.Context, label string) (Route, error) {
 		rt, err := c.res.Resolve(lctx, label)
 		if err == nil && rt.Ready {
 			rt.upstream = upstreamKey(rt)
+		}
+		ended := errors.Is(err, ErrHostEnded)
+		if ended {
+			err = errHostEnded
 		}
 		unknown := errors.Is(err, ErrUnknownHost)
 		if err != nil && !unknown {
@@ -134,7 +152,7 @@ func (c *routeCache) get(ctx context.Context, label string) (Route, error) {
 			if len(c.entries) >= c.max {
 				clear(c.entries) // crude, but bounded and rare
 			}
-			c.entries[label] = cacheEntry{route: rt, unknown: unknown, expires: c.now().Add(ttl)}
+			c.entries[label] = cacheEntry{route: rt, unknown: unknown, ended: ended, expires: c.now().Add(ttl)}
 		}
 		c.mu.Unlock()
 		return rt, err

@@ -395,7 +395,7 @@ func (p *Proxy) awaitWake(w http.ResponseWriter, r *http.Request, label string, 
 	if err != nil {
 		pg := wakeProblem(err, rt.Port)
 		p.log.InfoContext(r.Context(), "preview not up", "sandbox_id", rt.SandboxID, "port", rt.Port, "code", pg.Code, "err", err)
-		writePage(w, r, pg)
+		writeRouteProblem(w, r, pg, rt)
 		return Route{}, false
 	}
 	return nrt, true

@@ -9,7 +9,7 @@ import (
 // Preview endpoints: the preview proxy's questions to control.
 const (
 	// PathPreviewRoute: POST PreviewRouteRequest → 200 PreviewRoute, or a
-	// problem with CodePreviewUnknownHost.
+	// problem with CodePreviewUnknownHost or CodePreviewSandboxEnded.
 	PathPreviewRoute = Prefix + "/preview/route"
 	// PathPreviewToken: POST PreviewTokenRequest → 200
 	// PreviewTokenResponse, or a problem with CodePreviewInvalidToken.
@@ -18,7 +18,10 @@ const (
 	// PreviewMemberResponse.
 	PathPreviewMember = Prefix + "/preview/member"
 
-	CodePreviewUnknownHost  = "preview_unknown_host"
+	CodePreviewUnknownHost = "preview_unknown_host"
+	// CodePreviewSandboxEnded: the label's sandbox ended (deleted, past
+	// its deadline, or failed); its previews are gone for good.
+	CodePreviewSandboxEnded = "preview_sandbox_ended"
 	CodePreviewInvalidToken = "preview_invalid_token"
 )
 

@@ -35,6 +35,10 @@ var (
 	// ErrPreviewUnknownHost: no exposed port has this label (never had,
 	// was removed, or its sandbox ended).
 	ErrPreviewUnknownHost = &Refusal{CodePreviewUnknownHost, http.StatusNotFound, "unknown preview host"}
+	// ErrPreviewSandboxEnded: the label led to a sandbox that has ended,
+	// which a person who had it open is told (410) rather than "no such
+	// address". An edge that predates it answers it as a control fault.
+	ErrPreviewSandboxEnded = &Refusal{CodePreviewSandboxEnded, http.StatusGone, "preview's sandbox ended"}
 	// ErrPreviewInvalidToken: the token is malformed, unknown, revoked,
 	// expired or not an account's agent token.
 	ErrPreviewInvalidToken = &Refusal{CodePreviewInvalidToken, http.StatusForbidden, "invalid token"}
@@ -51,7 +55,7 @@ var refusals = map[string]*Refusal{}
 func init() {
 	for _, r := range []*Refusal{
 		ErrSSHUnknownKey, ErrSSHExpired, ErrSSHSandboxEnded, ErrSSHWrongSandbox, ErrSSHUnknownSandbox, ErrSSHNotReady,
-		ErrPreviewUnknownHost, ErrPreviewInvalidToken, ErrWakeSandboxEnded, ErrEgressUnauthorized,
+		ErrPreviewUnknownHost, ErrPreviewSandboxEnded, ErrPreviewInvalidToken, ErrWakeSandboxEnded, ErrEgressUnauthorized,
 	} {
 		refusals[r.Code] = r
 	}
