@@ -95,6 +95,7 @@ func newFilesLsCmd(a *app) *cobra.Command {
 					Name    string    `json:"name"`
 					Size    int64     `json:"size"`
 					Mode    uint32    `json:"mode"`
+					Type    string    `json:"type"`
 					IsDir   bool      `json:"is_dir"`
 					ModTime time.Time `json:"mod_time"`
 				} `json:"entries"`
@@ -107,7 +108,7 @@ func newFilesLsCmd(a *app) *cobra.Command {
 					if e.IsDir {
 						name += "/"
 					}
-					t.row(modeString(e.Mode), e.Size, localTime(e.ModTime), name)
+					t.row(modeString(e.Type, e.Mode), e.Size, localTime(e.ModTime), name)
 				}
 				return t.flush()
 			})
