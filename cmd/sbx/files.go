@@ -223,8 +223,10 @@ created. An absolute PATH is refused.`,
 func newFilesRmCmd(a *app) *cobra.Command {
 	var recursive bool
 	c := &cobra.Command{
-		Use:               "rm ID PATH",
-		Short:             "Delete a file, or a folder with --recursive",
+		Use:   "rm ID PATH",
+		Short: "Delete a file, or a folder with --recursive",
+		Long: `Delete a file, or a folder with --recursive. Prints nothing on success;
+with -o json, {"removed": PATH, "recursive": BOOL}.`,
 		Example:           "  sbx files rm $ID notes.txt\n  sbx files rm --recursive $ID build",
 		Args:              args([]string{"ID", "PATH"}),
 		ValidArgsFunction: a.completeSandboxes,
@@ -241,7 +243,15 @@ func newFilesRmCmd(a *app) *cobra.Command {
 				}
 				return err
 			}
-			return resp.Body.Close()
+			if err := resp.Body.Close(); err != nil {
+				return err
+			}
+			// Silent on success as rm is; -o json still answers something a
+			// script can parse.
+			if a.output == "json" {
+				return printJSON(a.out, map[string]any{"removed": p, "recursive": recursive})
+			}
+			return nil
 		}),
 	}
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "delete a folder and everything in it")
