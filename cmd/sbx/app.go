@@ -246,6 +246,10 @@ func localError(err error) bool {
 
 // explain turns an error into an exit code and one line that says what
 // to do about it.
+// previewNotFound is the problem code the preview proxy (edge/preview)
+// answers a host it serves no preview at with; the API never uses it.
+const previewNotFound = "preview_not_found"
+
 func (a *app) explain(err error) (int, string) {
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -276,6 +280,12 @@ func (a *app) explain(err error) (int, string) {
 	var pe *apiError
 	if errors.As(err, &pe) {
 		switch {
+		case pe.Code == previewNotFound:
+			// The preview proxy speaks problem documents too, but its 404
+			// for a host it serves no preview at means --api names the
+			// preview port (sbx dev's 8081), not the API.
+			return 3, fmt.Sprintf("the server at %s is not the sbx API: it is the preview proxy (it answered %d %s): check --api / SBX_API (sbx dev serves the API on 127.0.0.1:8080 by default, previews on 8081)",
+				a.apiURL(), pe.Status, pe.Code)
 		case pe.Status == http.StatusUnauthorized:
 			return 4, fmt.Sprintf("the API at %s refused the token (%s): check SBX_TOKEN, or run `sbx login` with a valid token", a.apiURL(), pe.Detail)
 		case pe.Status == http.StatusForbidden && pe.Code != "permission_denied":

@@ -95,6 +95,7 @@ func newFilesLsCmd(a *app) *cobra.Command {
 					Name    string    `json:"name"`
 					Size    int64     `json:"size"`
 					Mode    uint32    `json:"mode"`
+					Type    string    `json:"type"`
 					IsDir   bool      `json:"is_dir"`
 					ModTime time.Time `json:"mod_time"`
 				} `json:"entries"`
@@ -107,7 +108,7 @@ func newFilesLsCmd(a *app) *cobra.Command {
 					if e.IsDir {
 						name += "/"
 					}
-					t.row(modeString(e.Mode), e.Size, localTime(e.ModTime), name)
+					t.row(modeString(e.Type, e.Mode), e.Size, localTime(e.ModTime), name)
 				}
 				return t.flush()
 			})
@@ -222,8 +223,10 @@ created. An absolute PATH is refused.`,
 func newFilesRmCmd(a *app) *cobra.Command {
 	var recursive bool
 	c := &cobra.Command{
-		Use:               "rm ID PATH",
-		Short:             "Delete a file, or a folder with --recursive",
+		Use:   "rm ID PATH",
+		Short: "Delete a file, or a folder with --recursive",
+		Long: `Delete a file, or a folder with --recursive. Prints nothing on success;
+with -o json, {"removed": PATH, "recursive": BOOL}.`,
 		Example:           "  sbx files rm $ID notes.txt\n  sbx files rm --recursive $ID build",
 		Args:              args([]string{"ID", "PATH"}),
 		ValidArgsFunction: a.completeSandboxes,
@@ -240,7 +243,15 @@ func newFilesRmCmd(a *app) *cobra.Command {
 				}
 				return err
 			}
-			return resp.Body.Close()
+			if err := resp.Body.Close(); err != nil {
+				return err
+			}
+			// Silent on success as rm is; -o json still answers something a
+			// script can parse.
+			if a.output == "json" {
+				return printJSON(a.out, map[string]any{"removed": p, "recursive": recursive})
+			}
+			return nil
 		}),
 	}
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "delete a folder and everything in it")

@@ -94,3 +94,72 @@ func TestJSONOutputEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONOutputRmAndLogs: `files rm` printed nothing and `services logs`
+// printed text whatever -o said; under -o json, rm answers an object and
+// logs answers JSON lines, one {"text"} (plus "at" with -f) a line.
+func TestJSONOutputRmAndLogs(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == "DELETE" && strings.Contains(r.URL.Path, "/files/"):
+			w.WriteHeader(http.StatusNoContent)
+		case strings.HasSuffix(r.URL.Path, "/logs") && r.URL.Query().Get("follow") == "true":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "event: line\ndata: {\"at\":\"2030-01-01T00:00:00Z\",\"text\":\"listening <on> 3000\"}\n\n")
+		case strings.HasSuffix(r.URL.Path, "/logs"):
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprint(w, "sbx-init: starting web\nlistening \"here\"\n")
+		default:
+			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusTeapot)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cliEnv(t, srv.URL)
+	for _, c := range []struct {
+		args []string
+		want []map[string]any // one object per line
+	}{
+		{[]string{"files", "rm", fakeID, "build/out.txt", "-o", "json"},
+			[]map[string]any{{"removed": "build/out.txt", "recursive": false}}},
+		{[]string{"files", "rm", "-r", fakeID, "build", "-o", "json"},
+			[]map[string]any{{"removed": "build", "recursive": true}}},
+		{[]string{"services", "logs", fakeID, "web", "-o", "json"},
+			[]map[string]any{{"text": "sbx-init: starting web"}, {"text": `listening "here"`}}},
+		{[]string{"services", "logs", fakeID, "web", "-f", "-o", "json"},
+			[]map[string]any{{"at": "2030-01-01T00:00:00Z", "text": "listening <on> 3000"}}},
+	} {
+		name := strings.Join(c.args, " ")
+		code, out, errOut := runCLI(t, "", c.args...)
+		if code != 0 {
+			t.Errorf("sbx %s: exit %d, stderr %q", name, code, errOut)
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(out))
+		var got []map[string]any
+		for dec.More() {
+			var m map[string]any
+			if err := dec.Decode(&m); err != nil {
+				t.Fatalf("sbx %s: stdout %q is not JSON objects: %v", name, out, err)
+			}
+			got = append(got, m)
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("sbx %s: %d objects, want %d: %q", name, len(got), len(c.want), out)
+			continue
+		}
+		for i, w := range c.want {
+			if len(got[i]) != len(w) {
+				t.Errorf("sbx %s: object %d = %v, want %v", name, i, got[i], w)
+			}
+			for k, v := range w {
+				if got[i][k] != v {
+					t.Errorf("sbx %s: object %d: %s = %v, want %v", name, i, k, got[i][k], v)
+				}
+			}
+		}
+		// JSON lines: each object on a line of its own.
+		if strings.Count(strings.TrimSpace(out), "\n") != len(c.want)-1 && c.args[0] == "services" {
+			t.Errorf("sbx %s: want one object a line, got %q", name, out)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sbxedge/sbx/internal/problem"
 )
 
 // TestNotTheAPI: --api naming some other web server (or a failing proxy)
@@ -32,6 +34,28 @@ func TestNotTheAPI(t *testing.T) {
 		}
 		if strings.Count(stderr, "\n") != 1 || len(stderr) > 400 {
 			t.Errorf("%d from a non-API server: want one short line, got %d bytes:\n%s", tc.status, len(stderr), stderr)
+		}
+	}
+}
+
+// TestPreviewPortIsNotTheAPI: --api naming the preview port (sbx dev's
+// 8081) got the proxy's problem document, a well-formed 404, and said
+// "no preview is exposed at this address" with exit 5; it is a wrong
+// --api like any other, exit 3.
+func TestPreviewPortIsNotTheAPI(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What edge/preview's errUnknownHost answers, through the same
+		// encoder.
+		problem.Write(w, r, problem.New(http.StatusNotFound, "preview_not_found", "no preview is exposed at this address"))
+	}))
+	t.Cleanup(srv.Close)
+	cliEnv(t, srv.URL)
+	for _, args := range [][]string{{"get", fakeID}, {"list"}} {
+		code, _, stderr := runCLI(t, "", args...)
+		if code != 3 || !strings.Contains(stderr, "is not the sbx API") || !strings.Contains(stderr, "preview proxy") ||
+			!strings.Contains(stderr, "--api") || strings.Contains(stderr, "no preview is exposed") {
+			t.Errorf("sbx %s against the preview port: exit %d, %q; want exit 3 saying it is the preview proxy, not the API",
+				strings.Join(args, " "), code, stderr)
 		}
 	}
 }

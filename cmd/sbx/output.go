@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -107,6 +106,36 @@ func sizeString(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// modeString renders a Go os.FileMode as the API sends it (a number) the
-// way ls does: drwxr-xr-x.
-func modeString(m uint32) string { return os.FileMode(m).String() }
+// modeString renders an entry's type and POSIX mode, as the files API
+// sends them, the way ls does: drwxr-xr-x, -rwsr-xr-x, drwxrwxrwt.
+func modeString(typ string, m uint32) string {
+	b := []byte("?rwxrwxrwx")
+	switch typ {
+	case "file":
+		b[0] = '-'
+	case "dir":
+		b[0] = 'd'
+	case "symlink":
+		b[0] = 'l'
+	}
+	for i := range 9 {
+		if m&(1<<(8-i)) == 0 {
+			b[1+i] = '-'
+		}
+	}
+	// The special bits take the execute column, lower-case over x.
+	for _, sp := range []struct {
+		bit uint32
+		at  int
+		c   byte
+	}{{0o4000, 3, 's'}, {0o2000, 6, 's'}, {0o1000, 9, 't'}} {
+		if m&sp.bit != 0 {
+			if b[sp.at] == 'x' {
+				b[sp.at] = sp.c
+			} else {
+				b[sp.at] = sp.c - 'a' + 'A'
+			}
+		}
+	}
+	return string(b)
+}

@@ -32,3 +32,24 @@ func TestTableEscapesControlCharacters(t *testing.T) {
 		})
 	}
 }
+
+// The files API sends a POSIX mode and a type; ls's rendering needs both.
+func TestModeString(t *testing.T) {
+	for _, tc := range []struct {
+		typ  string
+		mode uint32
+		want string
+	}{
+		{"dir", 0o755, "drwxr-xr-x"},
+		{"file", 0o640, "-rw-r-----"},
+		{"symlink", 0o777, "lrwxrwxrwx"},
+		{"file", 0o4755, "-rwsr-xr-x"},
+		{"file", 0o2644, "-rw-r-Sr--"},
+		{"dir", 0o1777, "drwxrwxrwt"},
+		{"other", 0o600, "?rw-------"},
+	} {
+		if got := modeString(tc.typ, tc.mode); got != tc.want {
+			t.Errorf("modeString(%q, %#o) = %q, want %q", tc.typ, tc.mode, got, tc.want)
+		}
+	}
+}

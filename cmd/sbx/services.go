@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -153,7 +155,10 @@ func newServiceLogsCmd(a *app) *cobra.Command {
 		Short: "Print a service's output (its last lines; -f follows)",
 		Long: `Print the last --tail lines of the service's stdout and stderr, merged,
 with the sandbox init's own lines (starts, exits, restarts). -f keeps
-printing new lines until interrupted. The sandbox must be ready.`,
+printing new lines until interrupted. The sandbox must be ready.
+
+With -o json, JSON lines: one object a line, {"text": LINE}; with -f each
+also has "at", when the line was read.`,
 		Example:           "  sbx services logs $ID web\n  sbx services logs $ID web -f --tail 20",
 		Args:              args([]string{"ID", "NAME"}),
 		ValidArgsFunction: a.completeSandboxes,
@@ -170,11 +175,26 @@ printing new lines until interrupted. The sandbox must be ready.`,
 				if err != nil {
 					return err
 				}
-				_, err = a.out.Write(body)
-				return err
+				if a.output != "json" {
+					_, err = a.out.Write(body)
+					return err
+				}
+				enc := json.NewEncoder(a.out)
+				for line := range strings.Lines(string(body)) {
+					if err := enc.Encode(logLineJSON{Text: strings.TrimSuffix(line, "\n")}); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
+			enc := json.NewEncoder(a.out)
 			return apiclient.FollowServiceLogs(c.Context(), cl.gen, got[0], got[1], &tail, func(l apiclient.LogLine) (bool, error) {
-				_, err := fmt.Fprintln(a.out, l.Text)
+				var err error
+				if a.output == "json" {
+					err = enc.Encode(logLineJSON{At: &l.At, Text: l.Text})
+				} else {
+					_, err = fmt.Fprintln(a.out, l.Text)
+				}
 				return err == nil, err
 			})
 		},
@@ -182,4 +202,11 @@ printing new lines until interrupted. The sandbox must be ready.`,
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until interrupted")
 	c.Flags().IntVar(&tail, "tail", 100, "how many of the last lines to print first")
 	return c
+}
+
+// logLineJSON is one line of sbx services logs -o json. The plain answer
+// carries no times, so At is there only when following.
+type logLineJSON struct {
+	At   *time.Time `json:"at,omitempty"`
+	Text string     `json:"text"`
 }

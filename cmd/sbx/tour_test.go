@@ -11,27 +11,38 @@ import (
 )
 
 // tourScript is the README's tour as one shell script: every ```sh block
-// from "## A five-minute tour" up to "### Accounts, grants and events",
-// with the default addresses replaced by the test stack's.
+// from "## A five-minute tour" up to "### Accounts, grants and events"
+// (which needs an operator's database), then the "### Agents" part, with
+// the default addresses replaced by the test stack's.
 func tourScript(t *testing.T, readme, api, ssh, preview string) string {
 	t.Helper()
-	start := strings.Index(readme, "## A five-minute tour")
-	end := strings.Index(readme, "### Accounts, grants and events")
-	if start < 0 || end < start {
-		t.Fatal("README: tour section not found")
-	}
 	var b strings.Builder
 	b.WriteString("set -eux\n")
 	blocks := 0
-	for _, part := range strings.Split(readme[start:end], "```sh\n")[1:] {
-		code, _, ok := strings.Cut(part, "```")
-		if !ok {
-			t.Fatal("README: unterminated code block")
+	for _, sec := range [][2]string{
+		{"## A five-minute tour", "### Accounts, grants and events"},
+		{"### Agents: MCP tools, streamed output, terminals", "### A repository cloned at create"},
+	} {
+		start := strings.Index(readme, sec[0])
+		end := strings.Index(readme, sec[1])
+		if start < 0 || end < start {
+			t.Fatalf("README: section %q up to %q not found", sec[0], sec[1])
 		}
-		b.WriteString(code)
-		blocks++
+		n := 0
+		for _, part := range strings.Split(readme[start:end], "```sh\n")[1:] {
+			code, _, ok := strings.Cut(part, "```")
+			if !ok {
+				t.Fatal("README: unterminated code block")
+			}
+			b.WriteString(code)
+			n++
+		}
+		if n == 0 {
+			t.Fatalf("README: no sh block in %q", sec[0])
+		}
+		blocks += n
 	}
-	if blocks < 5 {
+	if blocks < 6 {
 		t.Fatalf("README tour has %d sh blocks, want the whole tour", blocks)
 	}
 	r := strings.NewReplacer("127.0.0.1:8080", api, "-p 2222", "-p "+ssh, "-P 2222", "-P "+ssh,
@@ -88,7 +99,11 @@ func TestREADMETour(t *testing.T) {
 	if after := gitStatus(); after != before {
 		t.Errorf("the tour changed the checkout: git status was %q, is %q", before, after)
 	}
-	for _, want := range []string{"hello", "it's $HOME, not expanded", "explicit_delete", "-rw-r--r--", "<!DOCTYPE HTML>"} {
+	// The Agents part streams its command's output and exit from a live
+	// sandbox (it once used the one the part before deleted, and ran
+	// make test where there is no Makefile).
+	for _, want := range []string{"hello", "it's $HOME, not expanded", "explicit_delete", "-rw-r--r--", "<!DOCTYPE HTML>",
+		`"data":"step 3\n"`, `"exit_code":0`, `"ticket"`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tour output lacks %q:\n%s", want, out)
 		}

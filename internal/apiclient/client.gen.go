@@ -111,6 +111,30 @@ func (e ExecResultStdoutEncoding) Valid() bool {
 	}
 }
 
+// Defines values for FileInfoType.
+const (
+	Dir     FileInfoType = "dir"
+	File    FileInfoType = "file"
+	Other   FileInfoType = "other"
+	Symlink FileInfoType = "symlink"
+)
+
+// Valid indicates whether the value is a known member of the FileInfoType enum.
+func (e FileInfoType) Valid() bool {
+	switch e {
+	case Dir:
+		return true
+	case File:
+		return true
+	case Other:
+		return true
+	case Symlink:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GrantScopes.
 const (
 	CacheRead     GrantScopes = "cache:read"
@@ -476,10 +500,18 @@ type ExecResultStdoutEncoding string
 type FileInfo struct {
 	IsDir   bool      `json:"is_dir"`
 	ModTime time.Time `json:"mod_time"`
-	Mode    int       `json:"mode"`
-	Name    string    `json:"name"`
-	Size    int       `json:"size"`
+
+	// Mode POSIX permission bits as stat(2) numbers them, with setuid 04000, setgid 02000 and sticky 01000 (0755 is 493). The kind of entry is `type`.
+	Mode int    `json:"mode"`
+	Name string `json:"name"`
+	Size int    `json:"size"`
+
+	// Type `other` is a socket, pipe or device. A symlink is reported as itself, not followed.
+	Type FileInfoType `json:"type"`
 }
+
+// FileInfoType `other` is a socket, pipe or device. A symlink is reported as itself, not followed.
+type FileInfoType string
 
 // Grant A (project, scopes) pair. The project must belong to the sandbox's account. One token per grant is minted at provisioning and written inside the sandbox at `~/.config/tuist/grants.json` (mode 0600) before it turns ready; the API never returns it.
 type Grant struct {

@@ -77,17 +77,52 @@ func ResolvePath(workspace, rel string) (string, error) {
 	return full, nil
 }
 
-// FileInfo is one directory entry as the files API reports it.
+// FileInfo is one directory entry as the files API reports it. Mode is the
+// POSIX permission bits (0755 is 493, with setuid 04000, setgid 02000 and
+// sticky 01000), not Go's fs.FileMode, whose type bits sit in the high
+// word and mean nothing to a client in another language; Type says what
+// kind of entry it is.
 type FileInfo struct {
-	Name    string      `json:"name"`
-	Size    int64       `json:"size"`
-	Mode    fs.FileMode `json:"mode"`
-	IsDir   bool        `json:"is_dir"`
-	ModTime time.Time   `json:"mod_time"`
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"`
+	Type    string    `json:"type"`
+	IsDir   bool      `json:"is_dir"`
+	ModTime time.Time `json:"mod_time"`
 }
 
 func toFileInfo(fi fs.FileInfo) FileInfo {
-	return FileInfo{Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode(), IsDir: fi.IsDir(), ModTime: fi.ModTime()}
+	return FileInfo{Name: fi.Name(), Size: fi.Size(), Mode: posixMode(fi.Mode()), Type: fileType(fi.Mode()),
+		IsDir: fi.IsDir(), ModTime: fi.ModTime()}
+}
+
+// posixMode is m's permission and special bits as stat(2) numbers them.
+func posixMode(m fs.FileMode) uint32 {
+	p := uint32(m.Perm())
+	for _, b := range []struct {
+		bit   fs.FileMode
+		posix uint32
+	}{{fs.ModeSetuid, 0o4000}, {fs.ModeSetgid, 0o2000}, {fs.ModeSticky, 0o1000}} {
+		if m&b.bit != 0 {
+			p |= b.posix
+		}
+	}
+	return p
+}
+
+// fileType is the entry kind the files API names: file, dir, symlink or
+// other (sockets, pipes, devices).
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "file"
+	case m.IsDir():
+		return "dir"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	default:
+		return "other"
+	}
 }
 
 // List returns the entries of dir sorted by name. Symlinks are reported as
