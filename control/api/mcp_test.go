@@ -255,7 +255,7 @@ func TestMCPTools(t *testing.T) {
 		}{
 			{"unknown sandbox", "get_sandbox", map[string]any{"sandbox_id": "sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa"}, "sandbox_not_found", ""},
 			{"bad arguments", "create_sandbox", map[string]any{"profile": "tuist-linux-small", "colour": "red"}, "invalid_arguments", "colour"},
-			{"unknown profile", "create_sandbox", map[string]any{"profile": "nope"}, "unknown_profile", ""},
+			{"unknown profile", "create_sandbox", map[string]any{"profile": "nope"}, "unknown_profile", `"nope"; profiles: tuist-linux-large, tuist-linux-medium, tuist-linux-small`},
 			{"large write", "write_sandbox_file", map[string]any{"sandbox_id": id, "path": "big", "content": big}, "file_too_large", "PUT /api/v1/sandboxes/{id}/files/{path}"},
 			{"read a folder", "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir"}, "is_a_folder", "list_sandbox_files"},
 		} {
