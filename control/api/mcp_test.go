@@ -212,6 +212,43 @@ func TestMCPTools(t *testing.T) {
 	if got, isErr := call(t, s, "expose_sandbox_port", map[string]any{"sandbox_id": id, "port": 8080}); isErr || !strings.Contains(got["url"].(string), "preview.test") {
 		t.Fatalf("expose_sandbox_port: %v", got)
 	}
+	// The tools for the rest of the REST API, each answer checked against
+	// its output schema by call.
+	if got, isErr := call(t, s, "list_sandbox_ports", map[string]any{"sandbox_id": id}); isErr || len(got["ports"].([]any)) != 1 {
+		t.Fatalf("list_sandbox_ports: %v", got)
+	}
+	if got, isErr := call(t, s, "unexpose_sandbox_port", map[string]any{"sandbox_id": id, "port": 8080}); isErr || got["unexposed"] != true {
+		t.Fatalf("unexpose_sandbox_port: %v", got)
+	}
+	if got, isErr := call(t, s, "list_sandbox_ports", map[string]any{"sandbox_id": id}); isErr || len(got["ports"].([]any)) != 0 {
+		t.Fatalf("list_sandbox_ports after unexpose: %v", got)
+	}
+	if got, isErr := call(t, s, "delete_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/b.bin"}); isErr || got["deleted"] != true {
+		t.Fatalf("delete_sandbox_file: %v", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/b.bin"}); !isErr || got["status"] != float64(404) {
+		t.Fatalf("read a deleted file: %v, want a 404 problem", got)
+	}
+	if got, isErr := call(t, s, "list_profiles", nil); isErr || len(got["profiles"].([]any)) == 0 {
+		t.Fatalf("list_profiles: %v", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_events", map[string]any{"sandbox_id": id, "limit": 1}); isErr || len(got["events"].([]any)) != 1 || got["next_after"] == nil {
+		t.Fatalf("read_sandbox_events limit 1: %v, want one event and next_after", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_events", map[string]any{"sandbox_id": id}); isErr || len(got["events"].([]any)) < 2 || got["next_after"] != nil {
+		t.Fatalf("read_sandbox_events: %v, want every event and no next_after", got)
+	}
+	if got, isErr := call(t, s, "get_usage", map[string]any{"from": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}); isErr {
+		t.Fatalf("get_usage: %v", got)
+	}
+	if got, isErr := call(t, s, "get_sandbox_usage", map[string]any{"sandbox_id": id}); isErr {
+		t.Fatalf("get_sandbox_usage: %v", got)
+	}
+	key, isErr := call(t, s, "create_ssh_credential", map[string]any{"sandbox_id": id, "ttl_minutes": 5})
+	if pem, _ := key["private_key_pem"].(string); isErr || !strings.Contains(pem, "PRIVATE KEY") {
+		t.Fatalf("create_ssh_credential: isError %v, %d fields, want a private key", isErr, len(key))
+	}
+
 	// Services: declared, listed with their state, their output read, removed.
 	if got, isErr := call(t, s, "set_sandbox_service", map[string]any{"sandbox_id": id, "name": "web", "command": "echo hello from $SBX_SERVICE; sleep 600",
 		"port": 3000, "env": map[string]any{"A": "1"}}); isErr || got["name"] != "web" || got["port"] != float64(3000) {
