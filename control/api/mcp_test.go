@@ -269,11 +269,17 @@ func TestMCPTools(t *testing.T) {
 			t.Fatalf("read_sandbox_service_logs: %v, want the service's line", got)
 		}
 	}
+	// A wrong name is told which names are right.
+	if got, isErr := call(t, s, "read_sandbox_service_logs", map[string]any{"sandbox_id": id, "name": "wbe"}); !isErr || got["code"] != "service_not_found" ||
+		got["detail"] != `this sandbox declares no service named "wbe"; its services: web` {
+		t.Fatalf("read_sandbox_service_logs of a misspelt service: %v, want service_not_found naming web", got)
+	}
 	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); isErr || got["deleted"] != true {
 		t.Fatalf("delete_sandbox_service: %v", got)
 	}
-	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); !isErr || got["code"] != "service_not_found" {
-		t.Fatalf("delete_sandbox_service again: %v, want service_not_found", got)
+	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); !isErr || got["code"] != "service_not_found" ||
+		got["detail"] != `this sandbox declares no service named "web"; it declares none` {
+		t.Fatalf("delete_sandbox_service again: %v, want service_not_found saying there are none", got)
 	}
 
 	if got, isErr := call(t, s, "extend_sandbox", map[string]any{"sandbox_id": id, "deadline_minutes": 90}); isErr || got["id"] != id {
