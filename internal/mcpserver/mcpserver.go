@@ -79,7 +79,7 @@ func (c *Config) Validate() error {
 }
 
 const instructions = `Tools to drive cloud development sandboxes. A typical flow:
-create_sandbox (profile from the API's profiles), wait_sandbox_ready, write_sandbox_file / exec_in_sandbox
+create_sandbox (profile: one of list_profiles), wait_sandbox_ready, write_sandbox_file / exec_in_sandbox
 (output arrives as progress notifications while the command runs), expose_sandbox_port for a preview URL,
 destroy_sandbox when done. Errors are tool errors carrying the API's problem document (type, status, code, detail).`
 
