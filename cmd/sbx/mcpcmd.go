@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -11,19 +13,37 @@ import (
 	"github.com/sbxedge/sbx/internal/mcpserver"
 )
 
+const mcpLong = `sbx mcp is an MCP (Model Context Protocol) server on stdin and stdout, for an
+agent host to launch as a subprocess. Its tools mirror the REST API and act with
+this CLI's API and token (--api, SBX_API, SBX_TOKEN, sbx login); a refused call is
+a tool error carrying the API's problem (type, status, detail).
+
+The same tools are served over Streamable HTTP by the API itself at /mcp.`
+
+// mcpHelp is the long help with the tools the server registers, read from
+// the server itself so the list cannot fall behind it.
+func mcpHelp() string {
+	tools, err := mcpserver.Tools(controlapi.OpenAPI())
+	if err != nil {
+		return mcpLong + "\n\n(the tool list could not be built: " + err.Error() + ")"
+	}
+	width := 0
+	for _, t := range tools {
+		width = max(width, len(t.Name))
+	}
+	var b strings.Builder
+	b.WriteString(mcpLong + "\n\nTools:\n")
+	for _, t := range tools {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, t.Name, t.Title)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 func newMCPCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the sandbox tools to an agent over MCP on stdin/stdout",
-		Long: `sbx mcp is an MCP (Model Context Protocol) server on stdin and stdout, for an
-agent host to launch as a subprocess. Its tools mirror the REST API: create_sandbox,
-get_sandbox, list_sandboxes, exec_in_sandbox (output as progress notifications),
-read_sandbox_file, write_sandbox_file, list_sandbox_files, expose_sandbox_port,
-destroy_sandbox, extend_sandbox and wait_sandbox_ready. They act with this CLI's
-API and token (--api, SBX_API, SBX_TOKEN, sbx login); a refused call is a tool
-error carrying the API's problem (type, status, detail).
-
-The same tools are served over Streamable HTTP by the API itself at /mcp.`,
+		Long:  mcpLong,
 		Example: `  # In an agent host's MCP configuration:
   {"command": "sbx", "args": ["mcp"], "env": {"SBX_API": "https://api.example.com"}}`,
 		Args: args(nil),
@@ -46,6 +66,13 @@ The same tools are served over Streamable HTTP by the API itself at /mcp.`,
 			return srv.Run(c.Context(), &mcp.IOTransport{Reader: io.NopCloser(a.in), Writer: nopWriteCloser{a.out}})
 		},
 	}
+	// The tool list is built only when help is shown: it parses the
+	// contract, which no other command run should pay for.
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		c.Long = mcpHelp()
+		c.Parent().HelpFunc()(c, args)
+	})
+	return cmd
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -99,7 +99,12 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 		return problem.New(http.StatusTooManyRequests, "concurrency_limit", refusal(err, lifecycle.ErrLimit))
 	case errors.Is(err, lifecycle.ErrUnknownProfile):
 		p := problem.New(http.StatusUnprocessableEntity, "unknown_profile", err.Error())
-		p.Errors = []problem.FieldError{{Field: "profile", Detail: "unknown profile"}}
+		field := "unknown profile"
+		var upe *lifecycle.UnknownProfileError
+		if errors.As(err, &upe) && len(upe.Known) > 0 {
+			field += "; one of: " + strings.Join(upe.Known, ", ")
+		}
+		p.Errors = []problem.FieldError{{Field: "profile", Detail: field}}
 		return p
 	case errors.Is(err, lifecycle.ErrDisabled):
 		return problem.New(http.StatusForbidden, "feature_disabled", refusal(err, lifecycle.ErrDisabled))

@@ -138,9 +138,10 @@ func TestMCPTools(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	want := []string{"create_sandbox", "delete_sandbox_service", "destroy_sandbox", "ensure_sandbox", "exec_in_sandbox", "expose_sandbox_port", "extend_sandbox", "get_sandbox",
-		"list_sandbox_files", "list_sandbox_services", "list_sandboxes", "read_sandbox_file", "read_sandbox_service_logs", "resume_sandbox", "set_sandbox_service",
-		"suspend_sandbox", "wait_sandbox_ready", "write_sandbox_file"}
+	want := []string{"create_sandbox", "create_ssh_credential", "delete_sandbox_file", "delete_sandbox_service", "destroy_sandbox", "ensure_sandbox", "exec_in_sandbox", "expose_sandbox_port",
+		"extend_sandbox", "get_sandbox", "get_sandbox_usage", "get_usage", "list_profiles", "list_sandbox_files", "list_sandbox_ports", "list_sandbox_services",
+		"list_sandboxes", "read_sandbox_events", "read_sandbox_file", "read_sandbox_service_logs", "resume_sandbox", "set_sandbox_service", "suspend_sandbox", "unexpose_sandbox_port",
+		"wait_sandbox_ready", "write_sandbox_file"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -211,6 +212,43 @@ func TestMCPTools(t *testing.T) {
 	if got, isErr := call(t, s, "expose_sandbox_port", map[string]any{"sandbox_id": id, "port": 8080}); isErr || !strings.Contains(got["url"].(string), "preview.test") {
 		t.Fatalf("expose_sandbox_port: %v", got)
 	}
+	// The tools for the rest of the REST API, each answer checked against
+	// its output schema by call.
+	if got, isErr := call(t, s, "list_sandbox_ports", map[string]any{"sandbox_id": id}); isErr || len(got["ports"].([]any)) != 1 {
+		t.Fatalf("list_sandbox_ports: %v", got)
+	}
+	if got, isErr := call(t, s, "unexpose_sandbox_port", map[string]any{"sandbox_id": id, "port": 8080}); isErr || got["unexposed"] != true {
+		t.Fatalf("unexpose_sandbox_port: %v", got)
+	}
+	if got, isErr := call(t, s, "list_sandbox_ports", map[string]any{"sandbox_id": id}); isErr || len(got["ports"].([]any)) != 0 {
+		t.Fatalf("list_sandbox_ports after unexpose: %v", got)
+	}
+	if got, isErr := call(t, s, "delete_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/b.bin"}); isErr || got["deleted"] != true {
+		t.Fatalf("delete_sandbox_file: %v", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir/b.bin"}); !isErr || got["status"] != float64(404) {
+		t.Fatalf("read a deleted file: %v, want a 404 problem", got)
+	}
+	if got, isErr := call(t, s, "list_profiles", nil); isErr || len(got["profiles"].([]any)) == 0 {
+		t.Fatalf("list_profiles: %v", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_events", map[string]any{"sandbox_id": id, "limit": 1}); isErr || len(got["events"].([]any)) != 1 || got["next_after"] == nil {
+		t.Fatalf("read_sandbox_events limit 1: %v, want one event and next_after", got)
+	}
+	if got, isErr := call(t, s, "read_sandbox_events", map[string]any{"sandbox_id": id}); isErr || len(got["events"].([]any)) < 2 || got["next_after"] != nil {
+		t.Fatalf("read_sandbox_events: %v, want every event and no next_after", got)
+	}
+	if got, isErr := call(t, s, "get_usage", map[string]any{"from": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}); isErr {
+		t.Fatalf("get_usage: %v", got)
+	}
+	if got, isErr := call(t, s, "get_sandbox_usage", map[string]any{"sandbox_id": id}); isErr {
+		t.Fatalf("get_sandbox_usage: %v", got)
+	}
+	key, isErr := call(t, s, "create_ssh_credential", map[string]any{"sandbox_id": id, "ttl_minutes": 5})
+	if pem, _ := key["private_key_pem"].(string); isErr || !strings.Contains(pem, "PRIVATE KEY") {
+		t.Fatalf("create_ssh_credential: isError %v, %d fields, want a private key", isErr, len(key))
+	}
+
 	// Services: declared, listed with their state, their output read, removed.
 	if got, isErr := call(t, s, "set_sandbox_service", map[string]any{"sandbox_id": id, "name": "web", "command": "echo hello from $SBX_SERVICE; sleep 600",
 		"port": 3000, "env": map[string]any{"A": "1"}}); isErr || got["name"] != "web" || got["port"] != float64(3000) {
@@ -231,11 +269,17 @@ func TestMCPTools(t *testing.T) {
 			t.Fatalf("read_sandbox_service_logs: %v, want the service's line", got)
 		}
 	}
+	// A wrong name is told which names are right.
+	if got, isErr := call(t, s, "read_sandbox_service_logs", map[string]any{"sandbox_id": id, "name": "wbe"}); !isErr || got["code"] != "service_not_found" ||
+		got["detail"] != `this sandbox declares no service named "wbe"; its services: web` {
+		t.Fatalf("read_sandbox_service_logs of a misspelt service: %v, want service_not_found naming web", got)
+	}
 	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); isErr || got["deleted"] != true {
 		t.Fatalf("delete_sandbox_service: %v", got)
 	}
-	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); !isErr || got["code"] != "service_not_found" {
-		t.Fatalf("delete_sandbox_service again: %v, want service_not_found", got)
+	if got, isErr := call(t, s, "delete_sandbox_service", map[string]any{"sandbox_id": id, "name": "web"}); !isErr || got["code"] != "service_not_found" ||
+		got["detail"] != `this sandbox declares no service named "web"; it declares none` {
+		t.Fatalf("delete_sandbox_service again: %v, want service_not_found saying there are none", got)
 	}
 
 	if got, isErr := call(t, s, "extend_sandbox", map[string]any{"sandbox_id": id, "deadline_minutes": 90}); isErr || got["id"] != id {
@@ -255,7 +299,7 @@ func TestMCPTools(t *testing.T) {
 		}{
 			{"unknown sandbox", "get_sandbox", map[string]any{"sandbox_id": "sbx-aaaaaaaaaaaaaaaaaaaaaaaaaa"}, "sandbox_not_found", ""},
 			{"bad arguments", "create_sandbox", map[string]any{"profile": "tuist-linux-small", "colour": "red"}, "invalid_arguments", "colour"},
-			{"unknown profile", "create_sandbox", map[string]any{"profile": "nope"}, "unknown_profile", ""},
+			{"unknown profile", "create_sandbox", map[string]any{"profile": "nope"}, "unknown_profile", `"nope"; profiles: tuist-linux-large, tuist-linux-medium, tuist-linux-small`},
 			{"large write", "write_sandbox_file", map[string]any{"sandbox_id": id, "path": "big", "content": big}, "file_too_large", "PUT /api/v1/sandboxes/{id}/files/{path}"},
 			{"read a folder", "read_sandbox_file", map[string]any{"sandbox_id": id, "path": "dir"}, "is_a_folder", "list_sandbox_files"},
 		} {

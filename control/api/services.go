@@ -13,11 +13,17 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/problem"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 var errServiceNotFound = problem.New(http.StatusNotFound, "service_not_found", "this sandbox declares no service with that name")
+
+// serviceNotFound is service_not_found naming the declared services.
+func serviceNotFound(e *lifecycle.UnknownServiceError) *problem.Problem {
+	return problem.New(http.StatusNotFound, "service_not_found", e.Error())
+}
 
 type serviceRequest struct {
 	Command string            `json:"command"`
@@ -95,13 +101,15 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	rows := make([]store.Service, 0, len(list))
 	for _, st := range list {
 		if st.Name == chi.URLParam(r, "name") {
 			writeJSON(w, http.StatusOK, viewService(st))
 			return
 		}
+		rows = append(rows, st.Service)
 	}
-	writeProblem(w, r, errServiceNotFound)
+	writeProblem(w, r, serviceNotFound(lifecycle.UnknownService(chi.URLParam(r, "name"), rows)))
 }
 
 func (s *Server) deleteService(w http.ResponseWriter, r *http.Request) {
@@ -230,6 +238,11 @@ func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, tail 
 }
 
 func writeServiceError(w http.ResponseWriter, r *http.Request, err error) {
+	var use *lifecycle.UnknownServiceError
+	if errors.As(err, &use) {
+		writeProblem(w, r, serviceNotFound(use))
+		return
+	}
 	if errors.Is(err, lifecycle.ErrUnknownService) {
 		writeProblem(w, r, errServiceNotFound)
 		return

@@ -118,6 +118,11 @@ func testServicesLifecycle(t *testing.T, e *env) {
 	e.waitService(t, id, "crash", "restarted with exit code 7", func(s serviceDoc) bool {
 		return s.Starts >= 2 && s.ExitCode != nil && *s.ExitCode == 7 && (s.State == "restarting" || s.State == "running")
 	})
+	// A misspelt name is told the declared ones.
+	if code, _, b := e.do("dev", "GET", "/api/v1/sandboxes/"+id+"/services/crsh", nil); code != 404 ||
+		!strings.Contains(string(b), `no service named \"crsh\"; its services: crash, ticker, web`) {
+		t.Fatalf("get a misspelt service: %d %s, want service_not_found naming crash, ticker and web", code, b)
+	}
 	if code, _, b := e.do("dev", "DELETE", "/api/v1/sandboxes/"+id+"/services/crash", nil); code != 204 {
 		t.Fatalf("delete crash: %d %s", code, b)
 	}

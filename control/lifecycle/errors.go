@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sbxedge/sbx/control/store"
 )
@@ -35,6 +36,26 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 func invalid(field, format string, args ...any) error {
 	return &FieldError{Field: field, Detail: fmt.Sprintf(format, args...)}
 }
+
+// UnknownProfileError is an ErrUnknownProfile naming the profiles that
+// exist, so whoever asked (an agent, mostly) can pick one without
+// another call.
+type UnknownProfileError struct {
+	Name string
+	// Known is the names of the profiles that exist, sorted; nil when
+	// they could not be read.
+	Known []string
+}
+
+func (e *UnknownProfileError) Error() string {
+	if len(e.Known) == 0 {
+		return fmt.Sprintf("unknown profile: %q", e.Name)
+	}
+	return fmt.Sprintf("unknown profile: %q; profiles: %s", e.Name, strings.Join(e.Known, ", "))
+}
+
+// Unwrap lets errors.Is(err, ErrUnknownProfile) match.
+func (e *UnknownProfileError) Unwrap() error { return ErrUnknownProfile }
 
 // StateError is an ErrState carrying the state that forbade the call.
 type StateError struct {

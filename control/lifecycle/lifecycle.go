@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -269,7 +270,7 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	}
 	profile, err := m.store.Profile(ctx, req.Profile)
 	if errors.Is(err, store.ErrNotFound) {
-		return sb, false, fmt.Errorf("%w: %q", ErrUnknownProfile, req.Profile)
+		return sb, false, m.unknownProfile(ctx, req.Profile)
 	}
 	if err != nil {
 		return sb, false, fmt.Errorf("look up profile %q: %w", req.Profile, err)
@@ -511,4 +512,21 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// unknownProfile is the refusal of a profile that does not exist, naming
+// those that do. A failure to list them still refuses, without the list:
+// the request is wrong either way.
+func (m *Manager) unknownProfile(ctx context.Context, name string) error {
+	e := &UnknownProfileError{Name: name}
+	profiles, err := m.store.Profiles(ctx)
+	if err != nil {
+		m.log.WarnContext(ctx, "list profiles for an unknown profile's refusal", "err", err)
+		return e
+	}
+	for _, p := range profiles {
+		e.Known = append(e.Known, p.Name)
+	}
+	slices.Sort(e.Known)
+	return e
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -46,6 +48,34 @@ const (
 // ErrUnknownService is returned for a service name a sandbox does not
 // declare.
 var ErrUnknownService = errors.New("service not found")
+
+// UnknownServiceError is an ErrUnknownService naming the services the
+// sandbox does declare, so the caller can correct the name at once.
+type UnknownServiceError struct {
+	Name     string
+	Declared []string // sorted
+}
+
+func (e *UnknownServiceError) Error() string {
+	if len(e.Declared) == 0 {
+		return fmt.Sprintf("this sandbox declares no service named %q; it declares none", e.Name)
+	}
+	return fmt.Sprintf("this sandbox declares no service named %q; its services: %s", e.Name, strings.Join(e.Declared, ", "))
+}
+
+// Unwrap lets errors.Is(err, ErrUnknownService) match.
+func (e *UnknownServiceError) Unwrap() error { return ErrUnknownService }
+
+// UnknownService is the refusal of name among rows, the sandbox's
+// declared services.
+func UnknownService(name string, rows []store.Service) *UnknownServiceError {
+	e := &UnknownServiceError{Name: name}
+	for _, r := range rows {
+		e.Declared = append(e.Declared, r.Name)
+	}
+	slices.Sort(e.Declared)
+	return e
+}
 
 // Pods is the part of the pod connection pool that reaches a sandbox's
 // SSH server, over which control calls the sandbox's init.
@@ -135,7 +165,11 @@ func (m *Manager) DeleteService(ctx context.Context, acct store.Account, id, nam
 	}
 	err = m.store.InTx(ctx, func(tx store.Tx) error { return tx.DeleteService(ctx, id, name) })
 	if errors.Is(err, store.ErrNotFound) {
-		return ErrUnknownService
+		rows, lerr := m.store.Services(ctx, id)
+		if lerr != nil {
+			m.log.WarnContext(ctx, "list services for an unknown service's refusal", "sandbox_id", id, "err", lerr)
+		}
+		return UnknownService(name, rows)
 	}
 	if err != nil {
 		return fmt.Errorf("delete service %s of %s: %w", name, id, err)
@@ -253,7 +287,7 @@ func (m *Manager) logsInit(ctx context.Context, acct store.Account, id, name str
 		declared = declared || r.Name == name
 	}
 	if !declared {
-		return sandboxinit.Client{}, ErrUnknownService
+		return sandboxinit.Client{}, UnknownService(name, rows)
 	}
 	if sb.State != store.StateReady {
 		return sandboxinit.Client{}, &StateError{State: string(sb.State), Action: "read service logs of"}

@@ -79,7 +79,7 @@ func (c *Config) Validate() error {
 }
 
 const instructions = `Tools to drive cloud development sandboxes. A typical flow:
-create_sandbox (profile from the API's profiles), wait_sandbox_ready, write_sandbox_file / exec_in_sandbox
+create_sandbox (profile: one of list_profiles), wait_sandbox_ready, write_sandbox_file / exec_in_sandbox
 (output arrives as progress notifications while the command runs), expose_sandbox_port for a preview URL,
 destroy_sandbox when done. Errors are tool errors carrying the API's problem document (type, status, code, detail).`
 
@@ -102,11 +102,33 @@ func New(cfg Config) (*mcp.Server, error) {
 	return srv, nil
 }
 
+// Tools is the tools a server built from this contract offers, in the
+// order they are registered: what `sbx mcp --help` lists, so the help
+// cannot drift from the server.
+func Tools(openAPI []byte) ([]*mcp.Tool, error) {
+	cfg := Config{OpenAPI: openAPI, API: &apiclient.ClientWithResponses{}} // never called: no tool runs
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := newContract(cfg.OpenAPI)
+	if err != nil {
+		return nil, err
+	}
+	t := &tools{cfg: cfg, api: cfg.API, srv: mcp.NewServer(&mcp.Implementation{Name: "sbx", Version: cfg.Version}, nil)}
+	if err := t.register(c); err != nil {
+		return nil, err
+	}
+	return t.added, nil
+}
+
 // tools holds what the tool handlers share.
 type tools struct {
 	cfg Config
 	api *apiclient.ClientWithResponses
 	srv *mcp.Server
+	// added is every tool registered, in order.
+	added []*mcp.Tool
 }
 
 // handler runs one tool call; auth authenticates its API requests. It
@@ -136,6 +158,7 @@ func (t *tools) add(tool *mcp.Tool, h handler) {
 	if err != nil {
 		panic(fmt.Errorf("tool %s: input schema: %w", tool.Name, err)) // register recovers it
 	}
+	t.added = append(t.added, tool)
 	t.srv.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if err := checkArgs(in, req.Params.Arguments); err != nil {
 			return toolError(err), nil
