@@ -188,13 +188,14 @@ func testPorts(t *testing.T, backend string) {
 			t.Errorf("DELETE %s: %d %s, want 404 port_not_found", p, code, b)
 		}
 	}
-	// Deleting the sandbox ends its previews.
+	// Deleting the sandbox ends its previews: the label answers that its
+	// sandbox ended (the edge's 410 page), no longer a route.
 	if code, _, b := e.do("dev", "DELETE", "/api/v1/sandboxes/"+sb.ID, nil); code >= 300 {
 		t.Fatalf("delete sandbox: %d %s", code, b)
 	}
 	otherLabel := strings.TrimSuffix(strings.TrimPrefix(other.URL, "https://"), ".preview.test")
-	if _, err := res.Resolve(t.Context(), otherLabel); !errors.Is(err, previewroute.ErrUnknownHost) {
-		t.Errorf("Resolve after the sandbox was deleted: %v, want ErrUnknownHost", err)
+	if _, err := res.Resolve(t.Context(), otherLabel); !errors.Is(err, previewroute.ErrEnded) {
+		t.Errorf("Resolve after the sandbox was deleted: %v, want ErrEnded", err)
 	}
 }
 
