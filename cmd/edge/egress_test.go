@@ -22,7 +22,7 @@ import (
 // loopback: refused ones are never dialed.
 func TestEgressAgainstControl(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl not installed")
+		t.Fatal("curl is required (apt-get install curl; .ci/run installs it)")
 	}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "upstream says hi") }))
 	t.Cleanup(up.Close)
