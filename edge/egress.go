@@ -14,6 +14,7 @@ import (
 	"github.com/sbxedge/sbx/edge/egress"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
+	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 // EgressConfig configures the egress gateway, the forward proxy
@@ -38,6 +39,11 @@ type EgressConfig struct {
 	// PolicyTTL is how long control's answer about a credential is kept
 	// (default 2 s): the longest a new connection follows an old policy.
 	PolicyTTL time.Duration
+	// BodyTimeout bounds a proxied request's body like the API's and the
+	// previews' (httplimit.BodyDeadline; 0: its default): a request with
+	// no proxy credential whose body never arrives is refused at once and
+	// closed, never held.
+	BodyTimeout time.Duration
 }
 
 func (c EgressConfig) enabled() bool { return c.Addr != "" || c.Listener != nil }
@@ -95,7 +101,7 @@ func (e *Edge) openEgress() (*egressServer, error) {
 		return nil, err
 	}
 	es.srv = &http.Server{
-		Handler: es.gw,
+		Handler: httplimit.BodyDeadline{Timeout: c.BodyTimeout}.Wrap(es.gw),
 		// A proxy request is a line and a few headers; a client slower
 		// than this is holding a connection, not sending. No read or
 		// write timeout: tunnels live as long as their transfers.

@@ -44,7 +44,7 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 	errs = append(errs, durationFlag(fs, &c.UpstreamTimeout, "upstream-timeout", env("SBX_EDGE_UPSTREAM_TIMEOUT", "10s"), "bound on the dial and SSH handshake to a sandbox"))
 	errs = append(errs, intFlag(fs, &c.SSHMaxConns, "ssh-max-conns", env("SBX_EDGE_SSH_MAX_CONNS", fmt.Sprint(edge.DefaultSSHMaxConns)), "most SSH client connections held at once; beyond it new ones wait in the kernel's backlog, so no flood takes every file descriptor"))
 	errs = append(errs, intFlag(fs, &p.MaxConns, "preview-max-conns", env("SBX_PREVIEW_MAX_CONNS", fmt.Sprint(edge.DefaultPreviewMaxConns)), "most preview connections held at once (each proxied one costs a second descriptor upstream)"))
-	errs = append(errs, durationFlag(fs, &p.BodyTimeout, "preview-body-timeout", env("SBX_PREVIEW_BODY_TIMEOUT", httplimit.DefaultBodyTimeout.String()), "how long a preview request body may take to start or stall; it must also average 1 KiB/s (a body that never arrives is cut after this)"))
+	errs = append(errs, durationFlag(fs, &p.BodyTimeout, "preview-body-timeout", env("SBX_PREVIEW_BODY_TIMEOUT", httplimit.DefaultBodyTimeout.String()), "how long a preview or egress-gateway request body may take to start or stall; before its sender authenticates it must also average 1 KiB/s (a body that never arrives is cut after this)"))
 	errs = append(errs, level.UnmarshalText([]byte(env("SBX_LOG_LEVEL", "info"))))
 	fs.TextVar(&level, "log-level", level, "debug, info, warn or error")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis for activity, preview invalidations, login tickets, certificates and ACME locks, shared with control and other replicas (default: $SBX_REDIS_URL)")
@@ -78,6 +78,7 @@ func parseConfig(args []string, getenv func(string) string) (edge.Config, slog.L
 		return c, 0, err
 	}
 	errs = append(errs, egressEnv(fs, getenv))
+	eg.BodyTimeout = p.BodyTimeout
 	// Not a flag default: -help would print it (a URL's password).
 	if err := flagenv.Unshown(fs, getenv, map[string]string{"redis-url": "SBX_REDIS_URL"}); err != nil {
 		return c, 0, err

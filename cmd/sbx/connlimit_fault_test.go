@@ -50,13 +50,13 @@ func (p *devProc) metric(name string) (float64, error) {
 }
 
 // TestStalledBodiesAreCut (issue 27, M1): on every HTTP listener of sbx
-// dev, a request whose declared body never arrives is cut once the body
+// dev (API, previews, sign-in, metrics, egress gateway), a request whose declared body never arrives is cut once the body
 // timeout passes, where it was held for good; refusals that never read
 // the body (no token, a method /metrics does not take) are answered
 // first. Many of them cost goroutines only until they are cut.
 func TestStalledBodiesAreCut(t *testing.T) {
-	previewAddr := freeAddr(t)
-	p := startDev(t, t.TempDir(), "", "--preview-addr", previewAddr, "--body-timeout", "1s")
+	previewAddr, egressAddr := freeAddr(t), freeAddr(t)
+	p := startDev(t, t.TempDir(), "", "--preview-addr", previewAddr, "--egress-addr", egressAddr, "--body-timeout", "1s")
 	api := strings.TrimPrefix(p.API, "http://")
 	metrics := strings.TrimPrefix(p.Metrics, "http://")
 	for _, tc := range []struct {
@@ -67,6 +67,10 @@ func TestStalledBodiesAreCut(t *testing.T) {
 		{"preview host", previewAddr, stalledHead("POST", "app-1.preview.localhost", "/")},
 		{"sign-in host", previewAddr, stalledHead("POST", "preview.localhost", "/dev-login")},
 		{"metrics", metrics, stalledHead("POST", "x", "/metrics")},
+		// A plain-HTTP proxy request with no proxy credential: refused
+		// (407) without reading the body, then closed, where net/http
+		// would first wait for the 100,000 bytes.
+		{"egress gateway", egressAddr, stalledHead("POST", "upstream.example", "http://upstream.example/upload")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := net.Dial("tcp", tc.addr)
@@ -136,13 +140,14 @@ func isReset(err error) bool {
 
 // TestDescriptorExhaustion (issue 27, H2, fault): sbx dev with its
 // RLIMIT_NOFILE lowered, held at twice that many half-sent connections on
-// its previews, API and SSH ports, keeps running, and serves a
+// its previews, API, SSH, egress gateway and metrics ports, keeps running, and serves a
 // well-behaved client on each once they drop. It exited before ("serve
 // previews: accept4: too many open files", then "edge shutting down").
 func TestDescriptorExhaustion(t *testing.T) {
-	previewAddr, sshAddr := freeAddr(t), freeAddr(t)
-	p := startDev(t, t.TempDir(), "", "--preview-addr", previewAddr, "--ssh-addr", sshAddr)
+	previewAddr, sshAddr, egressAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	p := startDev(t, t.TempDir(), "", "--preview-addr", previewAddr, "--ssh-addr", sshAddr, "--egress-addr", egressAddr)
 	api := strings.TrimPrefix(p.API, "http://")
+	metrics := strings.TrimPrefix(p.Metrics, "http://")
 	pid := p.cmd.Process.Pid
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
@@ -166,6 +171,10 @@ func TestDescriptorExhaustion(t *testing.T) {
 		{previewAddr, stalledHead("POST", "preview.localhost", "/dev-login")},
 		{api, stalledHead("POST", "x", "/api/v1/grants/introspect")},
 		{sshAddr, ""},
+		// Heads that never end: the egress gateway and /metrics answer
+		// a complete head at once, so only an unfinished one holds.
+		{egressAddr, "CONNECT upstream.example:443 HTTP/1.1\r\nHost: upstream.example:443\r\n"},
+		{metrics, "GET /metrics HTTP/1.1\r\nHost: x\r\n"},
 	}
 	for i := range 2 * int(limit) {
 		tg := targets[i%len(targets)]
@@ -190,22 +199,23 @@ func TestDescriptorExhaustion(t *testing.T) {
 	default:
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
+	getOK := func(url string) error {
+		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %d", url, resp.StatusCode)
+		}
+		return nil
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, check := range []struct {
 		name string
 		ok   func() error
 	}{
-		{"API", func() error {
-			resp, err := client.Get(p.API + "/readyz")
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("readyz: %d", resp.StatusCode)
-			}
-			return nil
-		}},
+		{"API", func() error { return getOK(p.API + "/readyz") }},
 		{"previews", func() error {
 			req, _ := http.NewRequest("GET", "http://"+previewAddr+"/", nil)
 			req.Host = "preview.localhost"
@@ -219,6 +229,27 @@ func TestDescriptorExhaustion(t *testing.T) {
 			}
 			return nil
 		}},
+		{"egress gateway", func() error {
+			c, err := net.DialTimeout("tcp", egressAddr, 5*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.WriteString(c, "CONNECT upstream.example:443 HTTP/1.1\r\nHost: upstream.example:443\r\n\r\n"); err != nil {
+				return err
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusProxyAuthRequired {
+				return fmt.Errorf("CONNECT without a proxy credential: %d, want 407", resp.StatusCode)
+			}
+			return nil
+		}},
+		{"metrics", func() error { return getOK(p.Metrics + "/metrics") }},
 		{"SSH broker", func() error {
 			c, err := net.DialTimeout("tcp", sshAddr, 5*time.Second)
 			if err != nil {

@@ -305,7 +305,7 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 				own = append(own, ap)
 			}
 		}
-		cfg.Egress = edge.EgressConfig{Listener: egressLn, Trust: c.EgressTrust, Own: own}
+		cfg.Egress = edge.EgressConfig{Listener: egressLn, Trust: c.EgressTrust, Own: own, BodyTimeout: c.BodyTimeout}
 	}
 	cfg.Logger, cfg.Registry = log, svc.Registry
 	e, err := edge.Open(ctx, cfg)

@@ -41,6 +41,7 @@ import (
 
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
+	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 // ReasonHeader carries a refusal's reason in words, for tools that show
@@ -243,6 +244,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.sandboxID, req.secret, req.policy = sandboxID, secret, policy
+	// An authenticated sandbox's upload may take as long as it moves.
+	httplimit.Trust(r)
 
 	target, err := requestTarget(r)
 	if err != nil {
