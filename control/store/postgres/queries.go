@@ -143,17 +143,40 @@ func scanUsageRow(r backend.Row) (store.UsageRow, error) {
 }
 
 func (q queries) Usage(ctx context.Context, accountID string, from, to, now time.Time) ([]store.UsageRow, error) {
-	// Each session is clipped to [from, to) and an open one runs until
-	// now; the WHERE clause keeps only intervals that stay positive.
-	return list(ctx, q.q, "usage of "+accountID, scanUsageRow, `SELECT platform, kind,
-			sum(extract(epoch FROM least(coalesce(ended_at, $4), $3) - greatest(started_at, $2)))::float8
-		FROM sandbox_sessions
-		WHERE account_id = $1
-		  AND started_at < $3
-		  AND coalesce(ended_at, $4) > $2
-		  AND coalesce(ended_at, $4) > started_at
+	// Whole UTC hours of the window come from the rollup of closed
+	// sessions (usage_hourly, migration 0020); the partial hours at its
+	// edges from closed sessions overlapping them (the span index); open
+	// sessions run until now. Each session is clipped to its piece of
+	// [from, to), so the pieces add up to what one pass over the ledger
+	// gives (TestUsageRollupMatchesLedger).
+	from, to = from.UTC(), to.UTC()
+	first, last := from.Truncate(time.Hour), to.Truncate(time.Hour)
+	if first.Before(from) {
+		first = first.Add(time.Hour)
+	}
+	if !first.Before(last) {
+		first, last = to, to // no whole hour: the edges cover the window
+	}
+	return list(ctx, q.q, "usage of "+accountID, scanUsageRow, `SELECT platform, kind, sum(s)::float8 FROM (
+			SELECT platform, kind, seconds AS s FROM usage_hourly
+			WHERE account_id = $1 AND hour >= $5::timestamptz AT TIME ZONE 'UTC' AND hour < $6::timestamptz AT TIME ZONE 'UTC'
+		UNION ALL
+			SELECT platform, kind, extract(epoch FROM least(ended_at, $5) - greatest(started_at, $2))
+			FROM sandbox_sessions
+			WHERE account_id = $1 AND ended_at > started_at AND $2 < $5
+				AND tstzrange(started_at, ended_at) && tstzrange($2, $5)
+		UNION ALL
+			SELECT platform, kind, extract(epoch FROM least(ended_at, $3) - greatest(started_at, $6))
+			FROM sandbox_sessions
+			WHERE account_id = $1 AND ended_at > started_at AND $6 < $3
+				AND tstzrange(started_at, ended_at) && tstzrange($6, $3)
+		UNION ALL
+			SELECT platform, kind, extract(epoch FROM least($4, $3) - greatest(started_at, $2))
+			FROM sandbox_sessions
+			WHERE account_id = $1 AND ended_at IS NULL AND started_at < least($4, $3) AND $4 > $2
+		) AS u
 		GROUP BY platform, kind
-		ORDER BY platform, kind`, accountID, from, to, now)
+		ORDER BY platform, kind`, accountID, from, to, now, first, last)
 }
 
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {

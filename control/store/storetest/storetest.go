@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ExpiredSandboxes", []string{"a"}, testExpiredSandboxes},
 		{"Sessions", []string{"a"}, testSessions},
 		{"Usage", []string{"a", "b"}, testUsage},
+		{"UsageMatchesLedger", []string{"a"}, testUsageMatchesLedger},
 		{"Events", []string{"a"}, testEvents},
 		{"SSHCredentials", []string{"a"}, testSSHCredentials},
 		{"PreviewPorts", []string{"a"}, testPreviewPorts},
