@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
 )
 
@@ -207,4 +208,29 @@ func TestRecreate(t *testing.T) {
 			t.Fatalf("name now resolves to %s, %v; want %s", named.ID, err, next.ID)
 		}
 	})
+}
+
+// plainProvider hides every optional interface of the provider it wraps:
+// a backend that cannot take snapshots.
+type plainProvider struct{ provider.Provider }
+
+// TestSnapshotsUnsupported: on a provider without snapshots, a snapshot,
+// a fork and a restore are refused with ErrSnapshotsUnsupported, and
+// nothing is written.
+func TestSnapshotsUnsupported(t *testing.T) {
+	h := newHarness(t, "sqlite", lifecycle.Config{}, func(p provider.Provider) provider.Provider { return plainProvider{p} })
+	ctx := context.Background()
+	sb := h.create(t, 30)
+	if _, err := h.m.TakeSnapshot(ctx, h.acct, sb.ID, lifecycle.SnapshotRequest{}); !errors.Is(err, lifecycle.ErrSnapshotsUnsupported) {
+		t.Errorf("snapshot: %v; want ErrSnapshotsUnsupported", err)
+	}
+	if _, _, err := h.m.Create(ctx, h.acct, lifecycle.CreateRequest{FromSnapshot: "snap-x"}); !errors.Is(err, lifecycle.ErrSnapshotsUnsupported) {
+		t.Errorf("fork: %v; want ErrSnapshotsUnsupported", err)
+	}
+	if _, err := h.m.RestoreSnapshot(ctx, h.acct, sb.ID, "snap-x"); !errors.Is(err, lifecycle.ErrSnapshotsUnsupported) {
+		t.Errorf("restore: %v; want ErrSnapshotsUnsupported", err)
+	}
+	if list, err := h.st.Snapshots(ctx, store.SnapshotListOptions{AccountID: h.acct.ID}); err != nil || len(list) != 0 {
+		t.Errorf("snapshots written: %v, %v", list, err)
+	}
 }
