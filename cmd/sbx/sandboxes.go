@@ -57,6 +57,7 @@ func newCreateCmd(a *app) *cobra.Command {
 	var deadline int
 	var wait time.Duration
 	var repo repoFlags
+	var fromSnapshot string
 	c := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox and wait until it is ready",
@@ -70,6 +71,7 @@ the file --repo-token-file names ("-" for stdin), never from a flag's value:
 those show in ps and in shell history.`,
 		Example: `  sbx create
   sbx create --profile tuist-linux-medium --deadline 120
+  sbx create --from-snapshot snap-...   # a fork (also: sbx fork SNAP)
   ID=$(sbx create -o id)
   sbx create --repo https://github.com/tuist/tuist.git --ref main --depth 1
   gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -`,
@@ -78,6 +80,9 @@ those show in ps and in shell history.`,
 			var body apiclient.CreateSandbox
 			if profileName != "" {
 				body.Profile = &profileName // else the server's default
+			}
+			if fromSnapshot != "" {
+				body.FromSnapshot = &fromSnapshot
 			}
 			if c.Flags().Changed("deadline") {
 				if deadline < 1 {
@@ -115,6 +120,7 @@ those show in ps and in shell history.`,
 	c.Flags().StringVar(&profileName, "profile", "", "sandbox profile (default: the server's, marked in sbx profiles)")
 	c.Flags().IntVar(&deadline, "deadline", 0, "minutes until the sandbox is ended (default: the server's, 60)")
 	c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for ready (0: return at once, pending)")
+	c.Flags().StringVar(&fromSnapshot, "from-snapshot", "", "fork: start the workspace as this snapshot (snap-...; see sbx snapshots)")
 	repo.register(c)
 	_ = c.RegisterFlagCompletionFunc("profile", a.completeProfiles)
 	return c

@@ -40,6 +40,12 @@ type sandboxView struct {
 	// Consumer is null when the create named none.
 	Consumer     *store.Consumer `json:"consumer"`
 	Reachability reachability    `json:"reachability"`
+	// FromSnapshot is the snapshot a fork started as; RecreatedFrom and
+	// RecreatedAs link a recreated sandbox and its successor. Null when
+	// none.
+	FromSnapshot  *string `json:"from_snapshot"`
+	RecreatedFrom *string `json:"recreated_from"`
+	RecreatedAs   *string `json:"recreated_as"`
 }
 
 // reachability tells a client every way into the sandbox.
@@ -72,6 +78,7 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 		v.Grants = []store.Grant{}
 	}
 	v.Name, v.Labels, v.WakeOnTraffic = optional(sb.Name), sb.Labels, !sb.NoWakeOnTraffic
+	v.FromSnapshot, v.RecreatedFrom, v.RecreatedAs = optional(sb.FromSnapshot), optional(sb.RecreatedFrom), optional(sb.RecreatedAs)
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
 	}

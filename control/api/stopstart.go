@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -80,6 +81,18 @@ func lifecycleProblem(err error) (*problem.Problem, bool) {
 		return problem.New(http.StatusConflict, "sandbox_stopped", lifecycle.ErrWakeDisabled.Error()), true
 	case errors.Is(err, lifecycle.ErrCannotStop):
 		return problem.New(http.StatusConflict, "cannot_stop", lifecycle.ErrCannotStop.Error()), true
+	case errors.Is(err, lifecycle.ErrSnapshotsUnsupported):
+		return problem.New(http.StatusConflict, "snapshots_unsupported", lifecycle.ErrSnapshotsUnsupported.Error()), true
+	case errors.Is(err, lifecycle.ErrSnapshotNotFound):
+		return problem.New(http.StatusNotFound, "snapshot_not_found", "no snapshot with that id in this account"), true
+	case errors.Is(err, lifecycle.ErrNoCreateRequest):
+		return problem.New(http.StatusConflict, "cannot_recreate", lifecycle.ErrNoCreateRequest.Error()), true
+	case errors.As(err, new(*lifecycle.SnapshotQuotaError)):
+		var qe *lifecycle.SnapshotQuotaError
+		errors.As(err, &qe)
+		p := problem.New(http.StatusConflict, "snapshot_quota", qe.Error())
+		p.Errors = []problem.FieldError{{Field: "snapshots", Detail: fmt.Sprintf("at most %d per account", qe.Limit)}}
+		return p, true
 	case errors.Is(err, lifecycle.ErrNameTaken):
 		var nt *lifecycle.NameTakenError
 		detail := err.Error()

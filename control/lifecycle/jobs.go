@@ -60,6 +60,8 @@ func (m *Manager) Jobs() store.JobsConfig {
 	river.AddWorker(w, newTickWorker[IdleCheckArgs]("idle check", m.CheckIdle, m.log))
 	river.AddWorker(w, &suspendWorker{m: m})
 	river.AddWorker(w, newTickWorker[RestoreSweepArgs]("restore sweep", m.SweepRestores, m.log))
+	river.AddWorker(w, &snapshotWorker{m: m})
+	river.AddWorker(w, &deleteSnapshotWorker{m: m})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(m.cfg.ReapInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
@@ -153,6 +155,7 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 	if err != nil {
 		return err
 	}
+	spec.FromSnapshot = sb.FromSnapshot // a fork starts as its snapshot
 	ep, err := m.prov.Provision(ctx, spec)
 	if err != nil {
 		m.log.WarnContext(ctx, "provision attempt failed", "sandbox_id", sb.ID, "attempt", job.Attempt, "err", err)

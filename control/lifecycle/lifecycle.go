@@ -69,6 +69,9 @@ type Config struct {
 	// before the sweep settles it (see SettleStuck): past every attempt
 	// its job may make (default five provisioning timeouts and a minute).
 	SettleAfter time.Duration
+	// MaxSnapshots is how many snapshots (creating or ready) one account
+	// may keep (default 20); a snapshot past it is refused, naming it.
+	MaxSnapshots int
 	// DefaultProfile is what a create that names no profile gets (the k8s
 	// catalog's defaultProfile; sbx dev: devseed.DefaultProfile). Empty:
 	// such a create is refused, naming the field.
@@ -104,6 +107,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SettleAfter <= 0 {
 		c.SettleAfter = 5*c.ProvisionTimeout + time.Minute
+	}
+	if c.MaxSnapshots <= 0 {
+		c.MaxSnapshots = 20
 	}
 	if c.ReconcileInterval <= 0 {
 		c.ReconcileInterval = time.Minute
@@ -203,13 +209,31 @@ type CreateRequest struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// WakeOnTraffic false keeps a suspended sandbox suspended until it is
 	// resumed; default true.
-	WakeOnTraffic  *bool  `json:"wake_on_traffic,omitempty"`
+	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+	// FromSnapshot makes the sandbox a fork: its workspace starts as the
+	// snapshot's (snap-...); the profile defaults to the snapshot's.
+	FromSnapshot   string `json:"from_snapshot,omitempty"`
 	IdempotencyKey string `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
 	// grant audit; "account:<id>" when unset.
 	Caller string `json:"-"`
+	// recreate is the sandbox a recreate replaces: it ends in the
+	// create's transaction (see Recreate).
+	recreate *store.Sandbox
+}
+
+// stored is the request as a recreate reads it back: no token, only
+// whether there was one (repo_auth).
+func (r CreateRequest) stored() []byte {
+	auth := r.Repo != nil && r.Repo.Token != ""
+	r.Repo = r.Repo.withoutToken()
+	b, _ := json.Marshal(struct {
+		CreateRequest
+		RepoAuth bool `json:"repo_auth,omitempty"`
+	}{r, auth})
+	return b
 }
 
 // hash identifies the request body for idempotent replays. The token is
@@ -230,6 +254,15 @@ var idempotencyKeyRE = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
 func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequest) (sb store.Sandbox, replayed bool, err error) {
 	if req.IdempotencyKey != "" && !idempotencyKeyRE.MatchString(req.IdempotencyKey) {
 		return sb, false, invalid("Idempotency-Key", "must be 1 to 255 printable ASCII characters")
+	}
+	var fork store.Snapshot
+	if req.FromSnapshot != "" {
+		if fork, err = m.usableSnapshot(ctx, acct, req.FromSnapshot, "from_snapshot"); err != nil {
+			return sb, false, err
+		}
+		if req.Profile == "" {
+			req.Profile = fork.Profile
+		}
 	}
 	if req.Profile == "" {
 		req.Profile = m.cfg.DefaultProfile
@@ -275,6 +308,9 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err != nil {
 		return sb, false, fmt.Errorf("look up profile %q: %w", req.Profile, err)
 	}
+	if req.FromSnapshot != "" && profile.Platform != fork.Platform {
+		return sb, false, invalid("from_snapshot", "snapshot %s is of a %s sandbox; profile %s is %s", fork.ID, fork.Platform, profile.Name, profile.Platform)
+	}
 
 	reqHash := req.hash()
 	if req.IdempotencyKey != "" {
@@ -302,6 +338,11 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		Name:            req.Name,
 		Labels:          req.Labels,
 		NoWakeOnTraffic: req.WakeOnTraffic != nil && !*req.WakeOnTraffic,
+		FromSnapshot:    req.FromSnapshot,
+		CreateRequest:   req.stored(),
+	}
+	if req.recreate != nil {
+		sb.RecreatedFrom = req.recreate.ID
 	}
 	actor := req.Actor
 	if actor == "" {
@@ -320,6 +361,13 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		jobOpts = &river.InsertOpts{Queue: m.queue}
 	}
 	err = m.store.InTx(ctx, func(tx store.Tx) error {
+		if req.recreate != nil {
+			// Ended first: its pod no longer counts against the limit,
+			// and its name is free for the successor.
+			if err := m.endRecreated(ctx, tx, req.recreate.ID, sb.ID, actor, now); err != nil {
+				return err
+			}
+		}
 		if err := m.Admit(ctx, tx, acct.ID, profile.Platform); err != nil {
 			return err
 		}
@@ -354,6 +402,9 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	}
 	if err != nil {
 		return store.Sandbox{}, false, fmt.Errorf("create sandbox: %w", err)
+	}
+	if req.recreate != nil {
+		m.publish(ctx, req.recreate.ID)
 	}
 	m.metrics.created.WithLabelValues(sb.Platform).Inc()
 	m.log.InfoContext(ctx, "sandbox created", "sandbox_id", sb.ID, "account_id", acct.ID, "profile", sb.Profile, "grants", len(grants))
@@ -439,28 +490,8 @@ func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.T
 		if !at.IsZero() {
 			closeAt = at.UTC()
 		}
-		if sb.ReadyAt != nil && closeAt.Before(*sb.ReadyAt) {
-			closeAt = *sb.ReadyAt // a skewed node clock must not make a negative interval
-		}
-		// Close both lines: at most one is open, and closing a line that
-		// is not open is a no-op.
-		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionCompute, closeAt, reason); err != nil {
-			return err
-		}
-		if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionStorage, closeAt, reason); err != nil {
-			return err
-		}
-		sb.State = store.StateTerminating
-		sb.EndReason = reason
-		clearLease(&sb) // a restore in flight finds the sandbox ended
-		if err := tx.UpdateSandbox(ctx, sb); err != nil {
-			return err
-		}
-		out = sb
-		if err := tx.InsertEvent(ctx, stateEvent(sb, reason, actor, now)); err != nil {
-			return err
-		}
-		return tx.Enqueue(ctx, TerminateArgs{SandboxID: sb.ID}, nil)
+		out, err = endLocked(ctx, tx, sb, reason, actor, closeAt, now)
+		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Sandbox{}, ErrNotFound
@@ -470,6 +501,33 @@ func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.T
 	}
 	m.publish(ctx, id) // waiters for a wake learn it will not come
 	return out, nil
+}
+
+// endLocked moves sb, locked in tx and live, to terminating: whichever
+// line is open closes at closeAt with reason, and the teardown is
+// enqueued.
+func endLocked(ctx context.Context, tx store.Tx, sb store.Sandbox, reason, actor string, closeAt, now time.Time) (store.Sandbox, error) {
+	if sb.ReadyAt != nil && closeAt.Before(*sb.ReadyAt) {
+		closeAt = *sb.ReadyAt // a skewed node clock must not make a negative interval
+	}
+	// Close both lines: at most one is open, and closing a line that
+	// is not open is a no-op.
+	if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionCompute, closeAt, reason); err != nil {
+		return sb, err
+	}
+	if _, err := tx.CloseSessions(ctx, sb.ID, store.SessionStorage, closeAt, reason); err != nil {
+		return sb, err
+	}
+	sb.State = store.StateTerminating
+	sb.EndReason = reason
+	clearLease(&sb) // a restore in flight finds the sandbox ended
+	if err := tx.UpdateSandbox(ctx, sb); err != nil {
+		return sb, err
+	}
+	if err := tx.InsertEvent(ctx, stateEvent(sb, reason, actor, now)); err != nil {
+		return sb, err
+	}
+	return sb, tx.Enqueue(ctx, TerminateArgs{SandboxID: sb.ID}, nil)
 }
 
 func stateEvent(sb store.Sandbox, reason, actor string, at time.Time) store.Event {

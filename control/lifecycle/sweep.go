@@ -123,6 +123,7 @@ func (m *Manager) settleRestoring(ctx context.Context, id, why string) error {
 			message: why + "; its server runs",
 			apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
 				clearLease(cur)
+				cur.RestoreSnapshot = ""
 				return m.resume(ctx, tx, cur, in.Endpoint, now, ReasonRestored)
 			},
 		})

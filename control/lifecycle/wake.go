@@ -134,6 +134,7 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 	if err != nil {
 		return m.restoreAttemptFailed(ctx, l, err)
 	}
+	spec.FromSnapshot = sb.RestoreSnapshot // set for an in-place restore
 	sus, can := m.suspender()
 	if !can {
 		return m.restoreAttemptFailed(ctx, l, errors.New("provider cannot restore"))
@@ -167,6 +168,7 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 			from: store.StateRestoring, to: store.StateReady, reason: ReasonWake, actor: "restorer",
 			apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
 				clearLease(cur)
+				cur.RestoreSnapshot = ""
 				return m.resume(ctx, tx, cur, ep, now, ReasonRestored)
 			},
 		})

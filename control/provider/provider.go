@@ -38,6 +38,11 @@ type Spec struct {
 	// may carry a secret (the proxy credential); providers must not log
 	// them. Values hold no spaces or quotes.
 	Env []string
+	// FromSnapshot, when set, names a snapshot (see Snapshotter) the
+	// workspace starts as: Provision makes a fork from it, and Restore
+	// replaces the workspace of a sandbox, running or not, with it (an
+	// in-place restore).
+	FromSnapshot string
 }
 
 // File is a file placed inside the sandbox at provisioning.
@@ -138,4 +143,16 @@ type StopWatcher interface {
 type Suspender interface {
 	Suspend(ctx context.Context, sandboxID string) error
 	Restore(ctx context.Context, spec Spec) (Endpoint, error)
+}
+
+// Snapshotter is implemented by providers that take point-in-time copies
+// of a running sandbox's workspace. A snapshot is the account's, not the
+// sandbox's: it outlives the sandbox, and Destroy leaves it. Both methods
+// are idempotent.
+type Snapshotter interface {
+	// Snapshot copies sandboxID's workspace as snapshotID while the
+	// sandbox keeps running, and returns once the copy is complete.
+	Snapshot(ctx context.Context, sandboxID, snapshotID string) error
+	// DeleteSnapshot removes snapshotID; an unknown one succeeds.
+	DeleteSnapshot(ctx context.Context, snapshotID string) error
 }

@@ -173,6 +173,19 @@ type Sandbox struct {
 	// NoWakeOnTraffic keeps a suspended sandbox suspended when traffic
 	// comes for it: only an explicit resume brings it back.
 	NoWakeOnTraffic bool
+
+	// FromSnapshot is the snapshot a fork's workspace started as.
+	FromSnapshot string
+	// RestoreSnapshot is the snapshot an in-place restore under way
+	// brings back; empty outside such a restore.
+	RestoreSnapshot string
+	// RecreatedFrom and RecreatedAs link a recreated sandbox and its
+	// successor.
+	RecreatedFrom string
+	RecreatedAs   string
+	// CreateRequest is the create request as it was asked, without any
+	// repository token, JSON encoded: what a recreate provisions again.
+	CreateRequest []byte
 }
 
 // LabelsJSON encodes the labels for storage.
@@ -209,9 +222,12 @@ type Session struct {
 	AccountID string
 	Platform  string
 	Kind      SessionKind
-	StartedAt time.Time
-	EndedAt   *time.Time
-	EndReason string
+	// SnapshotID names the snapshot a storage line bills; empty for the
+	// sandbox's own lines.
+	SnapshotID string
+	StartedAt  time.Time
+	EndedAt    *time.Time
+	EndReason  string
 }
 
 // Event is a lifecycle or audit record.

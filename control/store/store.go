@@ -83,6 +83,7 @@ type ListOptions struct {
 
 // Reader holds the queries that need no lock.
 type Reader interface {
+	SnapshotReader
 	// AccountByTokenHash finds a token by the SHA-256 of its secret and
 	// the account it belongs to. Revoked or expired tokens are
 	// ErrNotFound.
@@ -161,6 +162,7 @@ type Reader interface {
 // Tx is a transaction. It is valid only inside the InTx callback.
 type Tx interface {
 	Reader
+	SnapshotWriter
 
 	// LockAccount serialises transactions on one account until commit
 	// (an advisory lock on Postgres; SQLite transactions are already

@@ -390,6 +390,9 @@ type CreateSandbox struct {
 	Consumer        *Consumer `json:"consumer,omitempty"`
 	DeadlineMinutes *int      `json:"deadline_minutes,omitempty"`
 
+	// FromSnapshot Fork: the workspace starts as this snapshot's copy (snap-...). The profile defaults to the snapshot's and must be of its platform. Many forks of one snapshot are fine; the snapshot of a deleted sandbox forks too.
+	FromSnapshot *string `json:"from_snapshot,omitempty"`
+
 	// Grants Scoped credentials for code inside the sandbox. Any bad entry is 422 naming it (`grants[i].project_id`, `grants[i].scopes[j]`), and nothing is created.
 	Grants *[]Grant `json:"grants,omitempty"`
 
@@ -648,6 +651,12 @@ type RepoSource struct {
 	Url string `json:"url"`
 }
 
+// RestoreRequest defines model for RestoreRequest.
+type RestoreRequest struct {
+	// Snapshot The snapshot to roll back to (snap-...), of this account and the sandbox's platform; one of a deleted sandbox works.
+	Snapshot string `json:"snapshot"`
+}
+
 // SSHToken defines model for SSHToken.
 type SSHToken struct {
 	// ExpiresAt New connections are refused after this time.
@@ -680,10 +689,13 @@ type Sandbox struct {
 	DeadlineAt time.Time `json:"deadline_at"`
 
 	// EndReason explicit_delete, deadline, provision_failed, idle_offload, node_loss, oom_killed, repo_auth_failed, repo_unknown_ref, repo_not_found, repo_unreachable, repo_clone_failed, ...
-	EndReason *string           `json:"end_reason"`
-	Grants    []Grant           `json:"grants"`
-	Id        string            `json:"id"`
-	Labels    map[string]string `json:"labels"`
+	EndReason *string `json:"end_reason"`
+
+	// FromSnapshot The snapshot this sandbox was forked from, or null.
+	FromSnapshot *string           `json:"from_snapshot"`
+	Grants       []Grant           `json:"grants"`
+	Id           string            `json:"id"`
+	Labels       map[string]string `json:"labels"`
 
 	// Name The sandbox's name, or null.
 	Name      *string         `json:"name"`
@@ -694,6 +706,12 @@ type Sandbox struct {
 	// Reachability Every way into the sandbox.
 	Reachability Reachability `json:"reachability"`
 	ReadyAt      *time.Time   `json:"ready_at"`
+
+	// RecreatedAs The sandbox that replaced this one in a recreate, or null.
+	RecreatedAs *string `json:"recreated_as"`
+
+	// RecreatedFrom The sandbox this one was recreated from, or null.
+	RecreatedFrom *string `json:"recreated_from"`
 
 	// SshEndpoint host:port of the SSH broker once ready.
 	SshEndpoint   *string    `json:"ssh_endpoint"`
@@ -793,6 +811,45 @@ type ServiceRequest struct {
 
 	// Port Where the service answers. It is `running` only once something accepts on 127.0.0.1 or ::1 at this port, and a preview of this port waits for it after a wake.
 	Port *int `json:"port,omitempty"`
+}
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	CreatedAt time.Time  `json:"created_at"`
+	DeletedAt *time.Time `json:"deleted_at"`
+
+	// Id snap- and 26 base32 characters.
+	Id     string            `json:"id"`
+	Labels map[string]string `json:"labels"`
+
+	// Name The snapshot's name, or null.
+	Name     *string    `json:"name"`
+	Platform string     `json:"platform"`
+	Profile  string     `json:"profile"`
+	ReadyAt  *time.Time `json:"ready_at"`
+
+	// Reason Why it failed or was deleted, or null.
+	Reason *string `json:"reason"`
+
+	// SandboxId The sandbox it was taken of (which may since have ended).
+	SandboxId string `json:"sandbox_id"`
+
+	// Status One of creating (the copy is being made), ready (usable; billed as its own storage line until deleted), failed (the copy could not be made; never billed), deleted.
+	Status string `json:"status"`
+}
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// SnapshotRequest defines model for SnapshotRequest.
+type SnapshotRequest struct {
+	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
+	Labels *map[string]string `json:"labels,omitempty"`
+
+	// Name A DNS label naming the snapshot (not unique).
+	Name *string `json:"name,omitempty"`
 }
 
 // Status defines model for Status.
@@ -937,8 +994,14 @@ type ExecInSandboxJSONRequestBody = ExecRequest
 // ExposePortJSONRequestBody defines body for ExposePort for application/json ContentType.
 type ExposePortJSONRequestBody = PortRequest
 
+// RestoreSandboxJSONRequestBody defines body for RestoreSandbox for application/json ContentType.
+type RestoreSandboxJSONRequestBody = RestoreRequest
+
 // PutServiceJSONRequestBody defines body for PutService for application/json ContentType.
 type PutServiceJSONRequestBody = ServiceRequest
+
+// CreateSnapshotJSONRequestBody defines body for CreateSnapshot for application/json ContentType.
+type CreateSnapshotJSONRequestBody = SnapshotRequest
 
 // CreateSSHTokenJSONRequestBody defines body for CreateSSHToken for application/json ContentType.
 type CreateSSHTokenJSONRequestBody = SSHTokenRequest
@@ -1228,6 +1291,31 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePort(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RecreateSandbox Destroy and reprovision a sandbox
+	//
+	// Ends the sandbox (its open line closes with reason recreate) and creates its successor from the stored create request, in one transaction: a new ID, the same name, labels, grants, services and profile; recreated_from on the new one, recreated_as on the old. A repository that needed a token is refused (tokens are never kept). Recreating an already recreated sandbox answers its successor.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/recreate (the `RecreateSandbox` operationId).
+	RecreateSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RestoreSandboxWithBody Roll a sandbox back to a snapshot in place
+	//
+	// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+	RestoreSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RestoreSandbox Roll a sandbox back to a snapshot in place
+	//
+	// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+	RestoreSandbox(ctx context.Context, id string, body RestoreSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResumeSandbox Start (resume) a stopped sandbox
 	//
 	// Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
@@ -1275,6 +1363,31 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
 	ServiceLogs(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSandboxSnapshots List a sandbox's snapshots
+	//
+	// The sandbox's snapshots that were not deleted, newest first (a deleted sandbox's too, by ID).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/snapshots (the `ListSandboxSnapshots` operationId).
+	ListSandboxSnapshots(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSnapshotWithBody Snapshot a sandbox's workspace
+	//
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSnapshot Snapshot a sandbox's workspace
+	//
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshot(ctx context.Context, id string, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateSSHTokenWithBody Mint an SSH credential for the sandbox
 	//
 	// Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -1306,6 +1419,25 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/usage (the `GetSandboxUsage` operationId).
 	GetSandboxUsage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSnapshots List the account's snapshots
+	//
+	// Every snapshot of the account that was not deleted, newest first, those of ended sandboxes included.
+	//
+	// Corresponds with GET /api/v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshots(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSnapshot Delete a snapshot
+	//
+	// Its storage line closes with reason snapshot_deleted and the copy is removed; forks already made are not affected. Deleting it again answers the deleted snapshot.
+	//
+	// Corresponds with DELETE /api/v1/snapshots/{snap} (the `DeleteSnapshot` operationId).
+	DeleteSnapshot(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSnapshot Get a snapshot
+	//
+	// Corresponds with GET /api/v1/snapshots/{snap} (the `GetSnapshot` operationId).
+	GetSnapshot(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetUsage Billable seconds from the ledger
 	//
@@ -1809,6 +1941,61 @@ func (c *Client) UnexposePort(ctx context.Context, id string, port int, reqEdito
 	return c.Client.Do(req)
 }
 
+// RecreateSandbox Destroy and reprovision a sandbox
+//
+// Ends the sandbox (its open line closes with reason recreate) and creates its successor from the stored create request, in one transaction: a new ID, the same name, labels, grants, services and profile; recreated_from on the new one, recreated_as on the old. A repository that needed a token is refused (tokens are never kept). Recreating an already recreated sandbox answers its successor.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/recreate (the `RecreateSandbox` operationId).
+func (c *Client) RecreateSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecreateSandboxRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RestoreSandboxWithBody Roll a sandbox back to a snapshot in place
+//
+// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+func (c *Client) RestoreSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRestoreSandboxRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RestoreSandbox Roll a sandbox back to a snapshot in place
+//
+// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+func (c *Client) RestoreSandbox(ctx context.Context, id string, body RestoreSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRestoreSandboxRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResumeSandbox Start (resume) a stopped sandbox
 //
 // Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
@@ -1926,6 +2113,61 @@ func (c *Client) ServiceLogs(ctx context.Context, id string, name string, params
 	return c.Client.Do(req)
 }
 
+// ListSandboxSnapshots List a sandbox's snapshots
+//
+// The sandbox's snapshots that were not deleted, newest first (a deleted sandbox's too, by ID).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/snapshots (the `ListSandboxSnapshots` operationId).
+func (c *Client) ListSandboxSnapshots(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSandboxSnapshotsRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSnapshotWithBody Snapshot a sandbox's workspace
+//
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *Client) CreateSnapshotWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSnapshotRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSnapshot Snapshot a sandbox's workspace
+//
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *Client) CreateSnapshot(ctx context.Context, id string, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSnapshotRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateSSHTokenWithBody Mint an SSH credential for the sandbox
 //
 // Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -1988,6 +2230,55 @@ func (c *Client) SuspendSandbox(ctx context.Context, id string, reqEditors ...Re
 // Corresponds with GET /api/v1/sandboxes/{id}/usage (the `GetSandboxUsage` operationId).
 func (c *Client) GetSandboxUsage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSandboxUsageRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSnapshots List the account's snapshots
+//
+// Every snapshot of the account that was not deleted, newest first, those of ended sandboxes included.
+//
+// Corresponds with GET /api/v1/snapshots (the `ListSnapshots` operationId).
+func (c *Client) ListSnapshots(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSnapshotsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSnapshot Delete a snapshot
+//
+// Its storage line closes with reason snapshot_deleted and the copy is removed; forks already made are not affected. Deleting it again answers the deleted snapshot.
+//
+// Corresponds with DELETE /api/v1/snapshots/{snap} (the `DeleteSnapshot` operationId).
+func (c *Client) DeleteSnapshot(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSnapshotRequest(c.Server, snap)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSnapshot Get a snapshot
+//
+// Corresponds with GET /api/v1/snapshots/{snap} (the `GetSnapshot` operationId).
+func (c *Client) GetSnapshot(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSnapshotRequest(c.Server, snap)
 	if err != nil {
 		return nil, err
 	}
@@ -3119,6 +3410,87 @@ func NewUnexposePortRequest(server string, id string, port int) (*http.Request, 
 	return req, nil
 }
 
+// NewRecreateSandboxRequest constructs an http.Request for the RecreateSandbox method
+func NewRecreateSandboxRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/recreate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRestoreSandboxRequest calls the generic RestoreSandbox builder with application/json body
+func NewRestoreSandboxRequest(server string, id string, body RestoreSandboxJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRestoreSandboxRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRestoreSandboxRequestWithBody constructs an http.Request for the RestoreSandbox method, with any body, and a specified content type
+func NewRestoreSandboxRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/restore", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewResumeSandboxRequest constructs an http.Request for the ResumeSandbox method
 func NewResumeSandboxRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -3403,6 +3775,87 @@ func NewServiceLogsRequest(server string, id string, name string, params *Servic
 	return req, nil
 }
 
+// NewListSandboxSnapshotsRequest constructs an http.Request for the ListSandboxSnapshots method
+func NewListSandboxSnapshotsRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/snapshots", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateSnapshotRequest calls the generic CreateSnapshot builder with application/json body
+func NewCreateSnapshotRequest(server string, id string, body CreateSnapshotJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSnapshotRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCreateSnapshotRequestWithBody constructs an http.Request for the CreateSnapshot method, with any body, and a specified content type
+func NewCreateSnapshotRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/snapshots", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewCreateSSHTokenRequest calls the generic CreateSSHToken builder with application/json body
 func NewCreateSSHTokenRequest(server string, id string, body CreateSSHTokenJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3501,6 +3954,101 @@ func NewGetSandboxUsageRequest(server string, id string) (*http.Request, error) 
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/usage", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSnapshotsRequest constructs an http.Request for the ListSnapshots method
+func NewListSnapshotsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/snapshots")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteSnapshotRequest constructs an http.Request for the DeleteSnapshot method
+func NewDeleteSnapshotRequest(server string, snap string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "snap", snap, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/snapshots/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSnapshotRequest constructs an http.Request for the GetSnapshot method
+func NewGetSnapshotRequest(server string, snap string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "snap", snap, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/snapshots/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3956,6 +4504,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePortWithResponse(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*UnexposePortResponse, error)
 
+	// RecreateSandboxWithResponse Destroy and reprovision a sandbox
+	//
+	// Ends the sandbox (its open line closes with reason recreate) and creates its successor from the stored create request, in one transaction: a new ID, the same name, labels, grants, services and profile; recreated_from on the new one, recreated_as on the old. A repository that needed a token is refused (tokens are never kept). Recreating an already recreated sandbox answers its successor.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/recreate (the `RecreateSandbox` operationId).
+	RecreateSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RecreateSandboxResponse, error)
+
+	// RestoreSandboxWithBodyWithResponse Roll a sandbox back to a snapshot in place
+	//
+	// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+	RestoreSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RestoreSandboxResponse, error)
+
+	// RestoreSandboxWithResponse Roll a sandbox back to a snapshot in place
+	//
+	// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+	RestoreSandboxWithResponse(ctx context.Context, id string, body RestoreSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*RestoreSandboxResponse, error)
+
 	// ResumeSandboxWithResponse Start (resume) a stopped sandbox
 	//
 	// Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
@@ -4013,6 +4588,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id}/services/{name}/logs (the `ServiceLogs` operationId).
 	ServiceLogsWithResponse(ctx context.Context, id string, name string, params *ServiceLogsParams, reqEditors ...RequestEditorFn) (*ServiceLogsResponse, error)
 
+	// ListSandboxSnapshotsWithResponse List a sandbox's snapshots
+	//
+	// The sandbox's snapshots that were not deleted, newest first (a deleted sandbox's too, by ID).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/snapshots (the `ListSandboxSnapshots` operationId).
+	ListSandboxSnapshotsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListSandboxSnapshotsResponse, error)
+
+	// CreateSnapshotWithBodyWithResponse Snapshot a sandbox's workspace
+	//
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+
+	// CreateSnapshotWithResponse Snapshot a sandbox's workspace
+	//
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithResponse(ctx context.Context, id string, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+
 	// CreateSSHTokenWithBodyWithResponse Mint an SSH credential for the sandbox
 	//
 	// Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -4048,6 +4650,31 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/usage (the `GetSandboxUsage` operationId).
 	GetSandboxUsageWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxUsageResponse, error)
+
+	// ListSnapshotsWithResponse List the account's snapshots
+	//
+	// Every snapshot of the account that was not deleted, newest first, those of ended sandboxes included.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshotsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error)
+
+	// DeleteSnapshotWithResponse Delete a snapshot
+	//
+	// Its storage line closes with reason snapshot_deleted and the copy is removed; forks already made are not affected. Deleting it again answers the deleted snapshot.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/snapshots/{snap} (the `DeleteSnapshot` operationId).
+	DeleteSnapshotWithResponse(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*DeleteSnapshotResponse, error)
+
+	// GetSnapshotWithResponse Get a snapshot
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/snapshots/{snap} (the `GetSnapshot` operationId).
+	GetSnapshotWithResponse(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error)
 
 	// GetUsageWithResponse Billable seconds from the ledger
 	//
@@ -5637,6 +6264,179 @@ func (r UnexposePortResponse) ContentType() string {
 	return ""
 }
 
+type RecreateSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Sandbox
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RecreateSandboxResponse) GetJSON201() *Sandbox {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RecreateSandboxResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RecreateSandboxResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RecreateSandboxResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RecreateSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RecreateSandboxResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RecreateSandboxResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r RecreateSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RecreateSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RecreateSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RecreateSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RestoreSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RestoreSandboxResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RestoreSandboxResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RestoreSandboxResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RestoreSandboxResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RestoreSandboxResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RestoreSandboxResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RestoreSandboxResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RestoreSandboxResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RestoreSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RestoreSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RestoreSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RestoreSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ResumeSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6062,6 +6862,158 @@ func (r ServiceLogsResponse) ContentType() string {
 	return ""
 }
 
+type ListSandboxSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SnapshotList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSandboxSnapshotsResponse) GetJSON200() *SnapshotList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSandboxSnapshotsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSandboxSnapshotsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListSandboxSnapshotsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSandboxSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSandboxSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSandboxSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSandboxSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Snapshot
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Snapshot
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSnapshotResponse) GetJSON201() *Snapshot {
+	return r.JSON201
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r CreateSnapshotResponse) GetJSON202() *Snapshot {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CreateSSHTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6291,6 +7243,185 @@ func (r GetSandboxUsageResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetSandboxUsageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SnapshotList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSnapshotsResponse) GetJSON200() *SnapshotList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Snapshot
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteSnapshotResponse) GetJSON200() *Snapshot {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Snapshot
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSnapshotResponse) GetJSON200() *Snapshot {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSnapshotResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6893,6 +8024,51 @@ func (c *ClientWithResponses) UnexposePortWithResponse(ctx context.Context, id s
 	return ParseUnexposePortResponse(rsp)
 }
 
+// RecreateSandboxWithResponse Destroy and reprovision a sandbox
+//
+// Ends the sandbox (its open line closes with reason recreate) and creates its successor from the stored create request, in one transaction: a new ID, the same name, labels, grants, services and profile; recreated_from on the new one, recreated_as on the old. A repository that needed a token is refused (tokens are never kept). Recreating an already recreated sandbox answers its successor.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/recreate (the `RecreateSandbox` operationId).
+func (c *ClientWithResponses) RecreateSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RecreateSandboxResponse, error) {
+	rsp, err := c.RecreateSandbox(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRecreateSandboxResponse(rsp)
+}
+
+// RestoreSandboxWithBodyWithResponse Roll a sandbox back to a snapshot in place
+//
+// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+func (c *ClientWithResponses) RestoreSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RestoreSandboxResponse, error) {
+	rsp, err := c.RestoreSandboxWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRestoreSandboxResponse(rsp)
+}
+
+// RestoreSandboxWithResponse Roll a sandbox back to a snapshot in place
+//
+// Replaces the workspace of a ready or stopped sandbox with the snapshot's, keeping its ID, name, grants and ports, and answers once it is ready again (held like a start; past the wait, 503 with Retry-After while the restore goes on). Billing: the compute line closes with reason snapshot_restore and a storage line runs while restoring; ready again, storage closes and compute opens. Processes and sessions in the sandbox end; services start again.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/restore (the `RestoreSandbox` operationId).
+func (c *ClientWithResponses) RestoreSandboxWithResponse(ctx context.Context, id string, body RestoreSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*RestoreSandboxResponse, error) {
+	rsp, err := c.RestoreSandbox(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRestoreSandboxResponse(rsp)
+}
+
 // ResumeSandboxWithResponse Start (resume) a stopped sandbox
 //
 // Restores a suspended sandbox and answers once it is ready: the storage line closes and a compute line opens. Works whatever wake_on_traffic says. A ready sandbox answers 200 at once; one still suspending is resumed once its suspend finishes. Held up to the server's wake limit, then 503 sandbox_waking with Retry-After while the restore goes on. An ended sandbox is 409 sandbox_state; the account's concurrency limit is 429.
@@ -6992,6 +8168,51 @@ func (c *ClientWithResponses) ServiceLogsWithResponse(ctx context.Context, id st
 	return ParseServiceLogsResponse(rsp)
 }
 
+// ListSandboxSnapshotsWithResponse List a sandbox's snapshots
+//
+// The sandbox's snapshots that were not deleted, newest first (a deleted sandbox's too, by ID).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/snapshots (the `ListSandboxSnapshots` operationId).
+func (c *ClientWithResponses) ListSandboxSnapshotsWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListSandboxSnapshotsResponse, error) {
+	rsp, err := c.ListSandboxSnapshots(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSandboxSnapshotsResponse(rsp)
+}
+
+// CreateSnapshotWithBodyWithResponse Snapshot a sandbox's workspace
+//
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *ClientWithResponses) CreateSnapshotWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
+	rsp, err := c.CreateSnapshotWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSnapshotResponse(rsp)
+}
+
+// CreateSnapshotWithResponse Snapshot a sandbox's workspace
+//
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/snapshots (the `CreateSnapshot` operationId).
+func (c *ClientWithResponses) CreateSnapshotWithResponse(ctx context.Context, id string, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
+	rsp, err := c.CreateSnapshot(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSnapshotResponse(rsp)
+}
+
 // CreateSSHTokenWithBodyWithResponse Mint an SSH credential for the sandbox
 //
 // Generates a fresh ed25519 key pair bound to this one sandbox and returns the private key once, in OpenSSH PEM format. Only the public key's fingerprint is stored. Connect to the SSH broker at host:port as `username` with that key: stock OpenSSH, VS Code and Cursor Remote-SSH work. Allowed while the sandbox is pending, ready or suspended.
@@ -7050,6 +8271,49 @@ func (c *ClientWithResponses) GetSandboxUsageWithResponse(ctx context.Context, i
 		return nil, err
 	}
 	return ParseGetSandboxUsageResponse(rsp)
+}
+
+// ListSnapshotsWithResponse List the account's snapshots
+//
+// Every snapshot of the account that was not deleted, newest first, those of ended sandboxes included.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/snapshots (the `ListSnapshots` operationId).
+func (c *ClientWithResponses) ListSnapshotsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error) {
+	rsp, err := c.ListSnapshots(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSnapshotsResponse(rsp)
+}
+
+// DeleteSnapshotWithResponse Delete a snapshot
+//
+// Its storage line closes with reason snapshot_deleted and the copy is removed; forks already made are not affected. Deleting it again answers the deleted snapshot.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/snapshots/{snap} (the `DeleteSnapshot` operationId).
+func (c *ClientWithResponses) DeleteSnapshotWithResponse(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*DeleteSnapshotResponse, error) {
+	rsp, err := c.DeleteSnapshot(ctx, snap, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSnapshotResponse(rsp)
+}
+
+// GetSnapshotWithResponse Get a snapshot
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/snapshots/{snap} (the `GetSnapshot` operationId).
+func (c *ClientWithResponses) GetSnapshotWithResponse(ctx context.Context, snap string, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error) {
+	rsp, err := c.GetSnapshot(ctx, snap, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSnapshotResponse(rsp)
 }
 
 // GetUsageWithResponse Billable seconds from the ledger
@@ -8422,6 +9686,149 @@ func ParseUnexposePortResponse(rsp *http.Response) (*UnexposePortResponse, error
 	return response, nil
 }
 
+// ParseRecreateSandboxResponse parses an HTTP response from a RecreateSandboxWithResponse call
+func ParseRecreateSandboxResponse(rsp *http.Response) (*RecreateSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RecreateSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRestoreSandboxResponse parses an HTTP response from a RestoreSandboxWithResponse call
+func ParseRestoreSandboxResponse(rsp *http.Response) (*RestoreSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RestoreSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseResumeSandboxResponse parses an HTTP response from a ResumeSandboxWithResponse call
 func ParseResumeSandboxResponse(rsp *http.Response) (*ResumeSandboxResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8758,6 +10165,128 @@ func ParseServiceLogsResponse(rsp *http.Response) (*ServiceLogsResponse, error) 
 	return response, nil
 }
 
+// ParseListSandboxSnapshotsResponse parses an HTTP response from a ListSandboxSnapshotsWithResponse call
+func ParseListSandboxSnapshotsResponse(rsp *http.Response) (*ListSandboxSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSandboxSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SnapshotList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateSnapshotResponse parses an HTTP response from a CreateSnapshotWithResponse call
+func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseCreateSSHTokenResponse parses an HTTP response from a CreateSSHTokenWithResponse call
 func ParseCreateSSHTokenResponse(rsp *http.Response) (*CreateSSHTokenResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8917,6 +10446,140 @@ func ParseGetSandboxUsageResponse(rsp *http.Response) (*GetSandboxUsageResponse,
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest SandboxUsage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSnapshotsResponse parses an HTTP response from a ListSnapshotsWithResponse call
+func ParseListSnapshotsResponse(rsp *http.Response) (*ListSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SnapshotList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSnapshotResponse parses an HTTP response from a DeleteSnapshotWithResponse call
+func ParseDeleteSnapshotResponse(rsp *http.Response) (*DeleteSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSnapshotResponse parses an HTTP response from a GetSnapshotWithResponse call
+func ParseGetSnapshotResponse(rsp *http.Response) (*GetSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Snapshot
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

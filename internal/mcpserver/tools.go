@@ -198,6 +198,7 @@ func (t *tools) register(c *contract) error {
 			Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 		}, withArgs(t.waitReady))
 		t.registerStopStart(c, id, out)
+		t.registerSnapshots(c, id, out)
 		t.registerMore(c, id, out)
 		if out.err != nil {
 			panic(out.err)

@@ -216,6 +216,14 @@ func (p *Provider) Provision(ctx context.Context, spec provider.Spec) (provider.
 				return provider.Endpoint{}, err
 			}
 		}
+	} else if spec.FromSnapshot != "" {
+		// A fork: its own PVC from the snapshot, never a warm pod's.
+		if err := p.userSnapshot(ctx, spec.FromSnapshot); err != nil {
+			return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)
+		}
+		if err := p.createObjects(ctx, namesFor(spec.SandboxID), shape, spec, spec.FromSnapshot); err != nil {
+			return provider.Endpoint{}, err
+		}
 	} else if claimed, ok, err := p.claimWarm(ctx, shape, spec); err != nil {
 		return provider.Endpoint{}, err
 	} else if ok {

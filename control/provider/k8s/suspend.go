@@ -183,6 +183,9 @@ func (p *Provider) deleteSnapshots(ctx context.Context, sandboxID, keep string) 
 // snapshot and a new pod, never a warm pod (the workspace is the
 // sandbox's own). A sandbox whose pod runs already is just waited on.
 func (p *Provider) Restore(ctx context.Context, spec provider.Spec) (provider.Endpoint, error) {
+	if spec.FromSnapshot != "" {
+		return p.restoreInPlace(ctx, spec)
+	}
 	shape, pinned, pod, err := p.current(ctx, spec)
 	if err != nil {
 		return provider.Endpoint{}, err

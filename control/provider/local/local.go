@@ -267,14 +267,30 @@ func (l *Local) provision(ctx context.Context, spec provider.Spec, restore bool)
 		return provider.Endpoint{}, err
 	}
 	defer unlock()
-	if ep, ok := l.runningEndpoint(spec.SandboxID); ok {
+	inPlace := restore && spec.FromSnapshot != ""
+	if inPlace {
+		// An in-place restore replaces the workspace of a sandbox that
+		// may be running: stop it first, as a pod is deleted first.
+		if err := l.stopLocked(spec.SandboxID); err != nil {
+			return provider.Endpoint{}, fmt.Errorf("restore %s: %w", spec.SandboxID, err)
+		}
+	} else if ep, ok := l.runningEndpoint(spec.SandboxID); ok {
 		return ep, nil
 	}
-	if dir := l.dir(spec.SandboxID); restore && !exists(filepath.Join(dir, "workspace")) && !exists(filepath.Join(dir, snapshotName)) {
+	dir := l.dir(spec.SandboxID)
+	if restore && !inPlace && !exists(filepath.Join(dir, "workspace")) && !exists(filepath.Join(dir, snapshotName)) {
 		return provider.Endpoint{}, fmt.Errorf("restore %s: %w", spec.SandboxID, provider.ErrSnapshotGone)
 	}
 	if err := l.writeSpec(spec); err != nil {
 		return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)
+	}
+	// A fork starts as its snapshot once: a retried provision finds the
+	// workspace made.
+	fork := !restore && spec.FromSnapshot != "" && !exists(filepath.Join(dir, "workspace")) && !exists(filepath.Join(dir, snapshotName))
+	if inPlace || fork {
+		if err := l.workspaceFromSnapshot(ctx, spec.SandboxID, spec.FromSnapshot); err != nil {
+			return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)
+		}
 	}
 	if err := l.restoreWorkspace(spec.SandboxID); err != nil {
 		return provider.Endpoint{}, fmt.Errorf("provision %s: %w", spec.SandboxID, err)

@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Idle", []string{"a", "b"}, testIdle},
 		{"NamesAndLabels", []string{"a", "b"}, testNamesAndLabels},
 		{"StuckSandboxes", []string{"a"}, testStuckSandboxes},
+		{"Snapshots", []string{"a", "b"}, testSnapshots},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},
 		{"Jobs", nil, testJobs},

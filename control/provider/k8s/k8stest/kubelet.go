@@ -606,7 +606,9 @@ func (k *Kubelet) mountWorkspace(ctx context.Context, pod *corev1.Pod) (string, 
 	if err != nil {
 		return "", fmt.Errorf("pvc %s: %w", claim, err)
 	}
-	vol := filepath.Join(k.dir, "volumes", claim)
+	// Keyed by the claim's UID, as a CSI driver makes a new volume for
+	// a new claim of the same name (an in-place restore's).
+	vol := k.volumeDir(pvc)
 	if _, err := os.Stat(vol); errors.Is(err, os.ErrNotExist) {
 		if ds := pvc.Spec.DataSource; ds != nil && ds.Kind == "VolumeSnapshot" {
 			if err := os.CopyFS(vol, os.DirFS(filepath.Join(k.dir, "snapshots", ds.Name))); err != nil {
@@ -631,6 +633,11 @@ func (k *Kubelet) mountWorkspace(ctx context.Context, pod *corev1.Pod) (string, 
 	return vol, nil
 }
 
+// volumeDir is where the claim's volume lives on this node.
+func (k *Kubelet) volumeDir(pvc *corev1.PersistentVolumeClaim) string {
+	return filepath.Join(k.dir, "volumes", pvc.Name+"-"+string(pvc.UID))
+}
+
 // syncSnapshots takes each new snapshot (a copy of its PVC's directory) and
 // marks it ready to use.
 func (k *Kubelet) syncSnapshots(ctx context.Context) error {
@@ -644,11 +651,15 @@ func (k *Kubelet) syncSnapshots(ctx context.Context) error {
 		if ready, _, _ := unstructured.NestedBool(s.Object, "status", "readyToUse"); ready {
 			continue
 		}
-		pvc, _, _ := unstructured.NestedString(s.Object, "spec", "source", "persistentVolumeClaimName")
+		claim, _, _ := unstructured.NestedString(s.Object, "spec", "source", "persistentVolumeClaimName")
+		pvc, err := k.client.CoreV1().PersistentVolumeClaims(k.ns).Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("snapshot %s of %s: %w", s.GetName(), claim, err)
+		}
 		dst := filepath.Join(k.dir, "snapshots", s.GetName())
 		_ = os.RemoveAll(dst)
-		if err := os.CopyFS(dst, os.DirFS(filepath.Join(k.dir, "volumes", pvc))); err != nil {
-			return fmt.Errorf("snapshot %s of %s: %w", s.GetName(), pvc, err)
+		if err := os.CopyFS(dst, os.DirFS(k.volumeDir(pvc))); err != nil {
+			return fmt.Errorf("snapshot %s of %s: %w", s.GetName(), claim, err)
 		}
 		if err := unstructured.SetNestedField(s.Object, true, "status", "readyToUse"); err != nil {
 			return err

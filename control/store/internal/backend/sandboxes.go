@@ -14,14 +14,15 @@ import (
 func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var state string
-	var grants, consumer, labels []byte
+	var grants, consumer, labels, createReq []byte
 	d := q.Dialect
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		d.TimeDest(&sb.CreatedAt), d.TimeDest(&sb.DeadlineAt), d.NullTimeDest(&sb.ReadyAt), d.NullTimeDest(&sb.SuspendedAt), d.NullTimeDest(&sb.TerminatedAt),
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
 		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
 		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts,
-		&sb.ForwardEndpoint, &sb.Name, &labels, &sb.NoWakeOnTraffic)
+		&sb.ForwardEndpoint, &sb.Name, &labels, &sb.NoWakeOnTraffic,
+		&sb.FromSnapshot, &sb.RestoreSnapshot, &sb.RecreatedFrom, &sb.RecreatedAs, &createReq)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -30,6 +31,9 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	}
 	if len(sb.Labels) == 0 {
 		sb.Labels = nil
+	}
+	if string(createReq) != "{}" {
+		sb.CreateRequest = createReq
 	}
 	sb.State = store.State(state)
 	sb.CreatedAt, sb.DeadlineAt = sb.CreatedAt.UTC(), sb.DeadlineAt.UTC()
@@ -112,14 +116,16 @@ func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	d := q.Dialect
 	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`, state_since)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		q.timeOrNow(sb.CreatedAt), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt), d.NullTime(sb.TerminatedAt),
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
 		d.JSON(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, d.JSON(sb.Consumer.JSON()),
 		sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
-		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()))
+		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic,
+		sb.FromSnapshot, sb.RestoreSnapshot, sb.RecreatedFrom, sb.RecreatedAs, d.JSON(createRequestJSON(sb.CreateRequest)),
+		d.Time(time.Now()))
 	return OneRow(n, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
 
@@ -131,11 +137,21 @@ func (q Queries) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
 			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16,
 			forward_endpoint = $17, name = $18, labels = $19, no_wake_on_traffic = $20,
-			state_since = CASE WHEN state = $3 THEN state_since ELSE $21 END
+			state_since = CASE WHEN state = $3 THEN state_since ELSE $21 END,
+			restore_snapshot = $22, recreated_as = $23
 		WHERE id = $1`,
 		sb.ID, sb.ProjectID, string(sb.State), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt),
 		d.NullTime(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
 		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
-		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()))
+		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()),
+		sb.RestoreSnapshot, sb.RecreatedAs)
 	return OneRow(n, err, "update sandbox "+sb.ID, store.ErrNotFound)
+}
+
+// createRequestJSON is the stored create request, "{}" for none.
+func createRequestJSON(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("{}")
+	}
+	return b
 }

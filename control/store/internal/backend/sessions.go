@@ -13,7 +13,7 @@ import (
 func (q Queries) scanSession(r Row) (store.Session, error) {
 	var s store.Session
 	var kind string
-	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind,
+	err := r.Scan(&s.ID, &s.SandboxID, &s.AccountID, &s.Platform, &kind, &s.SnapshotID,
 		q.Dialect.TimeDest(&s.StartedAt), q.Dialect.NullTimeDest(&s.EndedAt), &s.EndReason)
 	s.Kind = store.SessionKind(kind)
 	s.StartedAt, s.EndedAt = s.StartedAt.UTC(), store.UTCPtr(s.EndedAt)
@@ -22,17 +22,38 @@ func (q Queries) scanSession(r Row) (store.Session, error) {
 
 // Sessions implements store.Reader.
 func (q Queries) Sessions(ctx context.Context, sandboxID string) ([]store.Session, error) {
-	return List(ctx, q.DB, "sessions of "+sandboxID, q.scanSession, `SELECT id, sandbox_id, account_id, platform, kind, started_at, ended_at, end_reason
-		FROM sandbox_sessions WHERE sandbox_id = $1 ORDER BY started_at, id`, sandboxID)
+	return List(ctx, q.DB, "sessions of "+sandboxID, q.scanSession, `SELECT `+sessionCols+`
+		FROM sandbox_sessions WHERE sandbox_id = $1 AND snapshot_id = '' ORDER BY started_at, id`, sandboxID)
+}
+
+const sessionCols = `id, sandbox_id, account_id, platform, kind, snapshot_id, started_at, ended_at, end_reason`
+
+// SnapshotSessions implements store.Reader.
+func (q Queries) SnapshotSessions(ctx context.Context, snapshotID string) ([]store.Session, error) {
+	return List(ctx, q.DB, "sessions of "+snapshotID, q.scanSession, `SELECT `+sessionCols+`
+		FROM sandbox_sessions WHERE snapshot_id = $1 ORDER BY started_at, id`, snapshotID)
+}
+
+// CloseSnapshotSession implements store.Tx.
+func (q Queries) CloseSnapshotSession(ctx context.Context, snapshotID string, at time.Time, reason string) (int, error) {
+	if snapshotID == "" {
+		return 0, errors.New("close snapshot session: no snapshot named")
+	}
+	n, err := q.DB.Exec(ctx, `UPDATE sandbox_sessions SET ended_at = $2, end_reason = $3
+		WHERE snapshot_id = $1 AND ended_at IS NULL`, snapshotID, q.Dialect.Time(at), reason)
+	if err != nil {
+		return 0, fmt.Errorf("close storage session of %s: %w", snapshotID, err)
+	}
+	return int(n), nil
 }
 
 // OpenSession implements store.Tx.
 func (q Queries) OpenSession(ctx context.Context, s store.Session) (int64, error) {
 	var id int64
-	err := q.DB.QueryRow(ctx, `INSERT INTO sandbox_sessions (sandbox_id, account_id, platform, kind, started_at)
-		VALUES ($1, $2, $3, $4, $5)
+	err := q.DB.QueryRow(ctx, `INSERT INTO sandbox_sessions (sandbox_id, account_id, platform, kind, started_at, snapshot_id)
+		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT DO NOTHING
-		RETURNING id`, s.SandboxID, s.AccountID, s.Platform, string(s.Kind), q.Dialect.Time(s.StartedAt)).Scan(&id)
+		RETURNING id`, s.SandboxID, s.AccountID, s.Platform, string(s.Kind), q.Dialect.Time(s.StartedAt), s.SnapshotID).Scan(&id)
 	if errors.Is(err, q.Dialect.NoRows) {
 		return 0, fmt.Errorf("open %s session of %s: already open: %w", s.Kind, s.SandboxID, store.ErrConflict)
 	}
@@ -45,7 +66,7 @@ func (q Queries) OpenSession(ctx context.Context, s store.Session) (int64, error
 // CloseSessions implements store.Tx.
 func (q Queries) CloseSessions(ctx context.Context, sandboxID string, kind store.SessionKind, at time.Time, reason string) (int, error) {
 	n, err := q.DB.Exec(ctx, `UPDATE sandbox_sessions SET ended_at = $3, end_reason = $4
-		WHERE sandbox_id = $1 AND kind = $2 AND ended_at IS NULL`, sandboxID, string(kind), q.Dialect.Time(at), reason)
+		WHERE sandbox_id = $1 AND kind = $2 AND snapshot_id = '' AND ended_at IS NULL`, sandboxID, string(kind), q.Dialect.Time(at), reason)
 	if err != nil {
 		return 0, fmt.Errorf("close %s sessions of %s: %w", kind, sandboxID, err)
 	}
