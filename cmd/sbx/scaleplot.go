@@ -79,9 +79,11 @@ func writePlot(w io.Writer, rec *scaleRecorder, title string, seconds int) error
 	seconds = max(seconds, 1)
 	x := func(sec float64) float64 { return d.X0 + (d.X1-d.X0)*sec/float64(seconds) }
 	y := func(v float64) float64 { return d.Y1 - (d.Y1-d.Y0)*v/yMax }
+	step := niceCeil(float64(seconds) / 6)
+	for sec := 0.0; sec <= float64(seconds); sec += step {
+		d.XTicks = append(d.XTicks, plotTick{Pos: round1(x(sec)), Label: fmt.Sprintf("%g", sec)})
+	}
 	for i := 0; i <= 5; i++ {
-		sec := float64(seconds) * float64(i) / 5
-		d.XTicks = append(d.XTicks, plotTick{Pos: round1(x(sec)), Label: fmt.Sprintf("%g", round1(sec))})
 		v := yMax * float64(i) / 5
 		d.YTicks = append(d.YTicks, plotTick{Pos: round1(y(v)), Label: fmt.Sprintf("%g", round1(v))})
 	}
