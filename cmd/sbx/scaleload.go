@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
@@ -256,9 +258,9 @@ func (w echoWriter) Write(p []byte) (int, error) {
 // byte sent reaches cat at once and comes back once, from cat.
 const terminalCommand = "stty raw -echo && echo READY && exec cat"
 
-// websocket holds one terminal stream (the API's WebSocket) running cat
+// terminal holds one terminal stream (the API's WebSocket) running cat
 // on a raw terminal: a byte every interval, timed until it comes back.
-func (l *scaleLoad) websocket(ctx context.Context, id string) {
+func (l *scaleLoad) terminal(ctx context.Context, id string) {
 	cols, rows := 80, 24
 	params := apiclient.ExecTerminalStreamParams{Command: ptr(terminalCommand), Cols: &cols, Rows: &rows}
 	start := time.Now()
@@ -266,11 +268,11 @@ func (l *scaleLoad) websocket(ctx context.Context, id string) {
 	t, err := apiclient.DialTerminal(dctx, &http.Client{Transport: l.a.transport()}, l.cl.base, l.token, id, params)
 	cancel()
 	if err != nil {
-		l.failUnlessDone(ctx, kindWSConn, err)
+		l.failUnlessDone(ctx, kindTermConn, err)
 		return
 	}
 	defer t.Close()
-	l.rec.add(kindWSConn, time.Since(start))
+	l.rec.add(kindTermConn, time.Since(start))
 
 	start = time.Now()
 	got := make(chan []byte, 16)
@@ -316,10 +318,10 @@ func (l *scaleLoad) websocket(ctx context.Context, id string) {
 		}
 	}()
 	if err := await([]byte("READY")); err != nil {
-		l.failUnlessDone(ctx, kindWSFirst, err)
+		l.failUnlessDone(ctx, kindTermFirst, err)
 		return
 	}
-	l.rec.add(kindWSFirst, time.Since(start))
+	l.rec.add(kindTermFirst, time.Since(start))
 	for sleepCtx(ctx, l.interval) {
 		t0 := time.Now()
 		err := t.Input(ctx, []byte{'x'})
@@ -327,10 +329,10 @@ func (l *scaleLoad) websocket(ctx context.Context, id string) {
 			err = await([]byte{'x'})
 		}
 		if err != nil {
-			l.failUnlessDone(ctx, kindWSEcho, err)
+			l.failUnlessDone(ctx, kindTermEcho, err)
 			return
 		}
-		l.rec.add(kindWSEcho, time.Since(t0))
+		l.rec.add(kindTermEcho, time.Since(t0))
 	}
 }
 
@@ -386,14 +388,66 @@ func (l *scaleLoad) previewURL(ctx context.Context, gc *apiclient.ClientWithResp
 	}
 }
 
-// previewServerScript starts python3's HTTP server on a port of its
-// choosing, serving a three-byte page, and prints the port.
-const previewServerScript = `d=$(mktemp -d) && cd "$d" && echo ok > index.html &&
+//go:embed scaleserve.py
+var previewServerPy string
+
+// previewServerScript starts scaleserve.py on a loopback port of its
+// choosing and prints the port.
+var previewServerScript = `d=$(mktemp -d) && cd "$d" && echo ok > index.html && cat > serve.py <<'SBX_SCALETEST_EOF'
+` + previewServerPy + `SBX_SCALETEST_EOF
 S=; command -v setsid >/dev/null && S=setsid
-$S nohup python3 -u -m http.server --bind 127.0.0.1 0 > "$d/log" 2>&1 < /dev/null &
+$S nohup python3 serve.py > "$d/log" 2>&1 < /dev/null &
 i=0; while [ $i -lt 100 ]; do
-  p=$(sed -n 's/.* port \([0-9][0-9]*\) .*/\1/p' "$d/log")
+  p=$(sed -n 's/^port \([0-9][0-9]*\)$/\1/p' "$d/log")
   if [ -n "$p" ]; then echo "$p"; exit 0; fi
   i=$((i+1)); sleep 0.1
 done
 cat "$d/log" >&2; exit 1`
+
+// previewWebSocket holds one WebSocket through the preview proxy to the
+// sandbox's echo server: a one-byte message every interval, timed until
+// it comes back.
+func (l *scaleLoad) previewWebSocket(ctx context.Context, u string) {
+	wsURL, err := url.Parse(u)
+	if err != nil {
+		l.failUnlessDone(ctx, kindWSConn, err)
+		return
+	}
+	wsURL.Scheme = map[string]string{"http": "ws", "https": "wss"}[wsURL.Scheme]
+	wsURL.Path = "/ws"
+	tr := previewTransport()
+	defer tr.CloseIdleConnections()
+	start := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, echoTimeout)
+	conn, _, err := websocket.Dial(dctx, wsURL.String(), &websocket.DialOptions{
+		HTTPClient: &http.Client{Transport: tr}, HTTPHeader: http.Header{"Authorization": {"Bearer " + l.token}},
+	})
+	cancel()
+	if err != nil {
+		l.failUnlessDone(ctx, kindWSConn, err)
+		return
+	}
+	defer conn.CloseNow()
+	l.rec.add(kindWSConn, time.Since(start))
+	for sleepCtx(ctx, l.interval) {
+		t0 := time.Now()
+		ectx, cancel := context.WithTimeout(ctx, echoTimeout)
+		err := conn.Write(ectx, websocket.MessageBinary, []byte{'x'})
+		var b []byte
+		if err == nil {
+			_, b, err = conn.Read(ectx)
+		}
+		cancel()
+		if err == nil && string(b) != "x" {
+			err = fmt.Errorf("websocket echo: got %q, want %q", b, "x")
+		}
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				err = fmt.Errorf("%w: %w", errEchoTimeout, err)
+			}
+			l.failUnlessDone(ctx, kindWSEcho, err)
+			return
+		}
+		l.rec.add(kindWSEcho, time.Since(t0))
+	}
+}

@@ -26,15 +26,17 @@ const (
 	kindPrevFirst = "preview first byte"
 	kindPrevReq   = "preview request"
 	kindWSConn    = "websocket connect"
-	kindWSFirst   = "websocket first byte"
 	kindWSEcho    = "websocket echo"
+	kindTermConn  = "terminal connect"
+	kindTermFirst = "terminal first byte"
+	kindTermEcho  = "terminal echo"
 )
 
 var scaleKinds = []string{kindReady, kindSSHConn, kindSSHFirst, kindSSHEcho, kindPrevConn, kindPrevFirst, kindPrevReq,
-	kindWSConn, kindWSFirst, kindWSEcho}
+	kindWSConn, kindWSEcho, kindTermConn, kindTermFirst, kindTermEcho}
 
 // plottedKinds are the steady traffic's latencies, drawn over time.
-var plottedKinds = []string{kindSSHEcho, kindPrevReq, kindWSEcho}
+var plottedKinds = []string{kindSSHEcho, kindPrevReq, kindWSEcho, kindTermEcho}
 
 // scaleRecorder keeps every sample by kind and by second since start
 // (the plot's buckets), and the errors by kind. Safe for concurrent use.

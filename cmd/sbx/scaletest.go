@@ -25,10 +25,10 @@ const (
 )
 
 type scaleOptions struct {
-	sandboxes, sshSessions, previews, websockets int
-	duration, ramp, interval                     time.Duration
-	profile, plot, metrics                       string
-	cleanup                                      bool
+	sandboxes, sshSessions, previews, websockets, terminals int
+	duration, ramp, interval                                time.Duration
+	profile, plot, metrics                                  string
+	cleanup                                                 bool
 }
 
 func newScaleTestCmd(a *app) *cobra.Command {
@@ -40,9 +40,11 @@ func newScaleTestCmd(a *app) *cobra.Command {
 sessions through the broker (the credential sbx ssh uses; each runs cat and
 gets a keystroke every --interval), --previews HTTP clients on a tiny python3
 HTTP server in each sandbox (exposed as a private preview; a small request
-every --interval on a keep-alive connection), and --websockets terminal
-streams (the API's WebSocket, running cat on a raw terminal; a keystroke
-every --interval). Clients are spread over --ramp, then held for --duration.
+every --interval on a keep-alive connection), --websockets WebSockets to the
+same server through the preview proxy (it echoes a message sent every
+--interval), and --terminals terminal streams (the API's WebSocket, running
+cat on a raw terminal; a keystroke every --interval). Clients are spread
+over --ramp, then held for --duration.
 
 It prints p50/p95/p99 of each latency measured at the client (connect, first
 byte, keystroke echo, request), the errors by kind and, with --metrics, the
@@ -72,7 +74,8 @@ ends, on Ctrl-C too, and --cleanup destroys what a crashed run left.`,
 	f.IntVar(&o.sandboxes, "sandboxes", 1, "sandboxes to create")
 	f.IntVar(&o.sshSessions, "ssh-sessions", 1, "SSH sessions to hold, spread over the sandboxes")
 	f.IntVar(&o.previews, "previews", 1, "preview HTTP clients, spread over the sandboxes")
-	f.IntVar(&o.websockets, "websockets", 1, "terminal WebSockets to hold, spread over the sandboxes")
+	f.IntVar(&o.websockets, "websockets", 1, "preview WebSockets to hold (an echo in the sandbox), spread over the sandboxes")
+	f.IntVar(&o.terminals, "terminals", 0, "terminal streams (the API's WebSocket) to hold, spread over the sandboxes")
 	f.DurationVar(&o.duration, "duration", 30*time.Second, "how long the load is held once every client started")
 	f.DurationVar(&o.ramp, "ramp", 0, "time over which the clients start, evenly")
 	f.DurationVar(&o.interval, "interval", 100*time.Millisecond, "time between one client's keystrokes or requests")
@@ -88,8 +91,8 @@ func (o scaleOptions) check(c *cobra.Command) error {
 	switch {
 	case o.sandboxes < 1:
 		return usageErrorf(c, "--sandboxes %d: want at least 1", o.sandboxes)
-	case o.sshSessions < 0 || o.previews < 0 || o.websockets < 0:
-		return usageErrorf(c, "--ssh-sessions, --previews and --websockets: want 0 or more")
+	case o.sshSessions < 0 || o.previews < 0 || o.websockets < 0 || o.terminals < 0:
+		return usageErrorf(c, "--ssh-sessions, --previews, --websockets and --terminals: want 0 or more")
 	case o.duration <= 0 || o.ramp < 0:
 		return usageErrorf(c, "--duration: want more than 0; --ramp: 0 or more")
 	case o.interval < time.Millisecond:
@@ -110,6 +113,7 @@ type scaleReport struct {
 	SSHSessions int                      `json:"ssh_sessions"`
 	Previews    int                      `json:"previews"`
 	WebSockets  int                      `json:"websockets"`
+	Terminals   int                      `json:"terminals"`
 	Interval    float64                  `json:"interval_seconds"`
 	Ramp        float64                  `json:"ramp_seconds"`
 	Duration    float64                  `json:"duration_seconds"`
@@ -158,7 +162,7 @@ func (a *app) runScaleTest(ctx context.Context, cl *apiClient, o scaleOptions) (
 		return err
 	}
 	var urls []string
-	if o.previews > 0 {
+	if o.previews > 0 || o.websockets > 0 {
 		gc, err := a.generated(wakeHold)
 		if err != nil {
 			return err
@@ -172,7 +176,7 @@ func (a *app) runScaleTest(ctx context.Context, cl *apiClient, o scaleOptions) (
 			return err
 		}
 	}
-	total := o.sshSessions + o.previews + o.websockets
+	total := o.sshSessions + o.previews + o.websockets + o.terminals
 	fmt.Fprintf(a.errw, "scaletest %s: starting %d clients over %s, then holding for %s\n", runID, total, o.ramp, o.duration)
 	loadStart := time.Now()
 	rctx, cancel := context.WithDeadline(ctx, loadStart.Add(o.ramp+o.duration))
@@ -197,7 +201,8 @@ func (a *app) runScaleTest(ctx context.Context, cl *apiClient, o scaleOptions) (
 	}
 	launch(o.sshSessions, func(ctx context.Context, i int) { l.sshSession(ctx, ids[i%len(ids)]) })
 	launch(o.previews, func(ctx context.Context, i int) { l.previewClient(ctx, urls[i%len(urls)]) })
-	launch(o.websockets, func(ctx context.Context, i int) { l.websocket(ctx, ids[i%len(ids)]) })
+	launch(o.websockets, func(ctx context.Context, i int) { l.previewWebSocket(ctx, urls[i%len(urls)]) })
+	launch(o.terminals, func(ctx context.Context, i int) { l.terminal(ctx, ids[i%len(ids)]) })
 
 	// The server is read with the load held, just before the run ends.
 	var loaded map[string]float64
@@ -215,7 +220,7 @@ func (a *app) runScaleTest(ctx context.Context, cl *apiClient, o scaleOptions) (
 	}
 	fmt.Fprintf(a.errw, "scaletest %s: load done; destroying the sandboxes\n", runID)
 
-	rep := scaleReport{RunID: runID, Sandboxes: o.sandboxes, SSHSessions: o.sshSessions, Previews: o.previews, WebSockets: o.websockets,
+	rep := scaleReport{RunID: runID, Sandboxes: o.sandboxes, SSHSessions: o.sshSessions, Previews: o.previews, WebSockets: o.websockets, Terminals: o.terminals,
 		Interval: o.interval.Seconds(), Ramp: o.ramp.Seconds(), Duration: o.duration.Seconds(),
 		Latencies: rec.rows(), Errors: rec.errorRows(), PerSecond: map[string][]secondPoint{}}
 	if start != nil && loaded != nil {
@@ -227,7 +232,7 @@ func (a *app) runScaleTest(ctx context.Context, cl *apiClient, o scaleOptions) (
 		}
 	}
 	if o.plot != "" {
-		title := fmt.Sprintf("sbx scaletest: %d sandboxes, %d SSH, %d preview, %d WebSocket clients", o.sandboxes, o.sshSessions, o.previews, o.websockets)
+		title := fmt.Sprintf("sbx scaletest: %d sandboxes, %d SSH, %d preview, %d WebSocket, %d terminal clients", o.sandboxes, o.sshSessions, o.previews, o.websockets, o.terminals)
 		if err := writeFileWith(o.plot, func(w io.Writer) error {
 			return writePlot(w, rec, title, int((time.Since(rec.start)+time.Second-1)/time.Second))
 		}); err != nil {
@@ -372,8 +377,8 @@ func (a *app) printScaleReport(rep scaleReport) error {
 	if a.output == "json" {
 		return printJSON(a.out, rep)
 	}
-	fmt.Fprintf(a.out, "scaletest %s: %d sandboxes, %d SSH sessions, %d preview clients, %d WebSockets; a keystroke or request every %s per client; %s ramp, %s held\n\n",
-		rep.RunID, rep.Sandboxes, rep.SSHSessions, rep.Previews, rep.WebSockets, time.Duration(rep.Interval*float64(time.Second)),
+	fmt.Fprintf(a.out, "scaletest %s: %d sandboxes, %d SSH sessions, %d preview clients, %d preview WebSockets, %d terminals; a keystroke or request every %s per client; %s ramp, %s held\n\n",
+		rep.RunID, rep.Sandboxes, rep.SSHSessions, rep.Previews, rep.WebSockets, rep.Terminals, time.Duration(rep.Interval*float64(time.Second)),
 		time.Duration(rep.Ramp*float64(time.Second)), time.Duration(rep.Duration*float64(time.Second)))
 	t := newTable(a.out, "LATENCY", "SAMPLES", "ERRORS", "P50 ms", "P95 ms", "P99 ms", "MAX ms")
 	for _, r := range rep.Latencies {

@@ -94,8 +94,9 @@ func startedScale(t *testing.T, cmd *exec.Cmd) (runID string, wait func() error)
 }
 
 // TestScaleTestAgainstDev runs sbx scaletest against a real sbx dev (small
-// N): every latency it reports has samples and no error, the server's
-// figures are read, the plot is SVG, and no labelled sandbox is left
+// N): every latency it reports has samples and no error (SSH through the
+// broker, preview requests and WebSockets through the preview proxy to a
+// server in the sandbox, a terminal stream), the server's figures are read, the plot is SVG, and no labelled sandbox is left
 // live, whether the run ends by itself, is interrupted (SIGINT) or is
 // killed and cleaned up after with --cleanup.
 func TestScaleTestAgainstDev(t *testing.T) {
@@ -106,7 +107,7 @@ func TestScaleTestAgainstDev(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "scale.svg")
 
 	cmd := p.scaleCmd("--sandboxes", "2", "--ssh-sessions", "2", "--previews", "2", "--websockets", "1",
-		"--duration", "5s", "--ramp", "1s", "--metrics", p.Metrics+"/metrics", "--plot", plot, "-o", "json")
+		"--terminals", "1", "--duration", "5s", "--ramp", "1s", "--metrics", p.Metrics+"/metrics", "--plot", plot, "-o", "json")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -140,6 +141,9 @@ func TestScaleTestAgainstDev(t *testing.T) {
 	if s := server["sbx_sshbroker_connections_open"]; s.Loaded < 2 {
 		t.Errorf("server: %+v, want the broker holding the 2 sessions with the load held", s)
 	}
+	if s := server["sbx_preview_websockets_open"]; s.Loaded < 1 {
+		t.Errorf("server: %+v, want the preview proxy relaying the WebSocket with the load held", s)
+	}
 	if s := server["go_goroutines"]; s.Start <= 0 || s.Loaded <= s.Start {
 		t.Errorf("server goroutines: %+v, want more with the load held", s)
 	}
@@ -163,7 +167,7 @@ func TestScaleTestAgainstDev(t *testing.T) {
 	}
 
 	// Ctrl-C mid-run: exit 130, its sandboxes destroyed.
-	cmd = p.scaleCmd("--sandboxes", "2", "--ssh-sessions", "1", "--previews", "1", "--websockets", "1", "--duration", "60s")
+	cmd = p.scaleCmd("--sandboxes", "2", "--ssh-sessions", "1", "--previews", "1", "--websockets", "1", "--terminals", "1", "--duration", "60s")
 	runID, wait := startedScale(t, cmd)
 	time.Sleep(time.Second)
 	if live := p.liveLabelled(scaleRunLabel + "=" + runID); len(live) != 2 {
