@@ -98,12 +98,12 @@ var liveStatuses = []apiclient.Status{apiclient.Pending, apiclient.Ready, apicli
 // for state by state so that a long history of ended ones is not read.
 func (c *apiClient) sandboxes(ctx context.Context, live bool) ([]sandbox, error) {
 	if !live {
-		return c.sandboxPages(ctx, nil)
+		return c.sandboxPages(ctx, apiclient.ListSandboxesParams{})
 	}
 	var all []sandbox
 	seen := map[string]bool{}
 	for _, st := range liveStatuses {
-		list, err := c.sandboxPages(ctx, &st)
+		list, err := c.sandboxPages(ctx, apiclient.ListSandboxesParams{Status: &st})
 		if err != nil {
 			return nil, err
 		}
@@ -121,11 +121,12 @@ func (c *apiClient) sandboxes(ctx context.Context, live bool) ([]sandbox, error)
 	return all, nil
 }
 
-// sandboxPages follows next_cursor to the last page of GET /sandboxes.
-func (c *apiClient) sandboxPages(ctx context.Context, status *apiclient.Status) ([]sandbox, error) {
+// sandboxPages follows next_cursor to the last page of GET /sandboxes
+// with the filters params names.
+func (c *apiClient) sandboxPages(ctx context.Context, params apiclient.ListSandboxesParams) ([]sandbox, error) {
 	var all []sandbox
 	limit := 200
-	params := apiclient.ListSandboxesParams{Limit: &limit, Status: status}
+	params.Limit = &limit
 	for {
 		var page struct {
 			Sandboxes  []sandbox `json:"sandboxes"`

@@ -87,7 +87,7 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 		c.GroupID = "account"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newDevCmd(a), newAdminCmd(a)} {
+	for _, c := range []*cobra.Command{newDevCmd(a), newAdminCmd(a), newScaleTestCmd(a)} {
 		c.GroupID = "stack"
 		root.AddCommand(c)
 	}
