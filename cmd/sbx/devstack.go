@@ -27,11 +27,14 @@ import (
 
 // devConfig is `sbx dev`'s configuration, filled from its flags.
 type devConfig struct {
-	DataDir     string // SQLite database, keys and sandbox workspaces
-	APIAddr     string // REST API
-	MetricsAddr string // GET /metrics of the whole stack; empty: off
-	SSHAddr     string // SSH broker
-	PreviewAddr string // preview proxy (plain HTTP and h2c)
+	DataDir string // SQLite database, keys and sandbox workspaces
+	APIAddr string // REST API
+	// MCPExecBound: how long /mcp's exec calls wait before answering with
+	// a running command's handle.
+	MCPExecBound time.Duration
+	MetricsAddr  string // GET /metrics of the whole stack; empty: off
+	SSHAddr      string // SSH broker
+	PreviewAddr  string // preview proxy (plain HTTP and h2c)
 	// EgressAddr is the egress gateway sandboxes' proxy-aware tools go
 	// through (HTTP_PROXY); empty: off, and no proxy environment.
 	EgressAddr string
@@ -166,7 +169,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		AlsoReady: func() bool { e := running.Load(); return e != nil && e.Ready() },
 		Lifecycle: lifecycle.Config{ReapInterval: c.ReapInterval, IdleTimeout: c.IdleTimeout, DefaultProfile: devseed.DefaultProfile},
 		RedisURL:  c.RedisURL, RedisPrefix: c.RedisPrefix, ActivityRetry: c.ActivityRetry,
-		BodyTimeout: c.BodyTimeout, Logger: log,
+		BodyTimeout: c.BodyTimeout, Logger: log, MCPExecBound: c.MCPExecBound,
 	}
 	if egressLn != nil {
 		h, p := publicAddr(egressLn.Addr())
