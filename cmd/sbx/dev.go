@@ -47,6 +47,9 @@ func tildePath(p string) string {
 	return p
 }
 
+// freePortsExample runs sbx dev with every listener on a free port.
+const freePortsExample = `sbx dev --data-dir /tmp/sbx2 --api-addr 127.0.0.1:0 --ssh-addr 127.0.0.1:0 --preview-addr 127.0.0.1:0 --egress-addr 127.0.0.1:0 --metrics-addr ''`
+
 const devUsage = `sbx dev: run the whole stack (API, SSH broker, previews) in one process
 
 Usage:
@@ -55,7 +58,7 @@ Usage:
 Examples:
   sbx dev
   sbx dev --data-dir /tmp/sbx --idle-timeout 10s
-  sbx dev --api-addr 127.0.0.1:0 --ssh-addr 127.0.0.1:0 --preview-addr 127.0.0.1:0 --metrics-addr ''
+  ` + freePortsExample + `
       (free ports when the defaults are taken; the banner says which, and what to export)
 
 Flags:

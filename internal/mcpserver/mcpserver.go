@@ -125,7 +125,7 @@ func Tools(openAPI []byte) ([]*mcp.Tool, error) {
 
 // tools holds what the tool handlers share.
 type tools struct {
-	cfg Config
+	cfg   Config
 	api   *apiclient.ClientWithResponses
 	srv   *mcp.Server
 	execs *Execs
