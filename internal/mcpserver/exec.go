@@ -17,7 +17,10 @@ import (
 // exec starts the command under t.execs and waits for it up to the
 // bound: its result when it ended, else its handle with the output so
 // far. Each piece of output becomes a progress notification as it
-// arrives (when the caller asked for progress).
+// arrives (when the caller asked for progress). A call that ends (is
+// cancelled, or its HTTP request goes) before it answered ends the
+// command: nobody holds its handle. Once answered, the command is the
+// registry's, and outlives every call.
 func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, args struct {
 	sandboxArgs
 	apiclient.ExecRequest
@@ -28,7 +31,12 @@ func (t *tools) exec(ctx context.Context, req *mcp.CallToolRequest, args struct 
 	if err != nil {
 		return nil, err
 	}
-	return r.wait(ctx, t.execs.Bound(), [2]int{}, progressTo(ctx, req))
+	st, err := r.wait(ctx, t.execs.Bound(), [2]int{}, progressTo(ctx, req))
+	if ctx.Err() != nil {
+		r.cancel(context.Cause(ctx))
+		return nil, context.Cause(ctx)
+	}
+	return st, err
 }
 
 // execRef names a command and the output already seen.
@@ -165,8 +173,8 @@ func (t *tools) registerExec(exec, id map[string]any, out *outputs) {
 	bound := t.execs.Bound().Round(time.Second)
 	flow := fmt.Sprintf("Every call answers within %s, below the 60 s request timeout MCP clients default to, so no client setting is "+
 		"needed: a command still running then answers running: true with an exec_id; call wait_exec with it (and the *_next_offset "+
-		"values, to get only new output) until running is false. The command keeps running between calls and when a call is cancelled; "+
-		"kill_exec ends it. A client may instead set resetTimeoutOnProgress (TypeScript SDK) and a longer timeout: the answers still "+
+		"values, to get only new output) until running is false. Once answered with its exec_id, the command keeps running between calls "+
+		"(a cancelled wait_exec does not end it) until kill_exec ends it; an exec_in_sandbox call cancelled before it answered ends its command. A client may instead set resetTimeoutOnProgress (TypeScript SDK) and a longer timeout: the answers still "+
 		"come within %s. ", bound, bound)
 	t.add(&mcp.Tool{Name: "exec_in_sandbox", Title: "Run a command in a sandbox",
 		Description: "Run a command in the sandbox's workspace (POST /api/v1/sandboxes/{id}/exec, streamed). " + flow +

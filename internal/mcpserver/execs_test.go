@@ -161,10 +161,11 @@ func TestLongExecFlow(t *testing.T) {
 	}
 }
 
-// TestLongExecOutlivesCall: a call cancelled by its client leaves the
-// command running (wait_exec still finds it); kill_exec ends it in the
-// sandbox; at the cap a new exec is refused while the others run; Close
-// ends what still runs and leaves no goroutine behind.
+// TestLongExecOutlivesCall: an exec call cancelled before it answered
+// ends its command (nobody holds its handle); a wait_exec call cancelled
+// does not; kill_exec ends it in the sandbox; at the cap a new exec is
+// refused while the others run; Close ends what still runs and leaves no
+// goroutine behind.
 func TestLongExecOutlivesCall(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // registered first: runs after every other cleanup
 	fake := &slowExec{release: make(chan struct{})}
@@ -176,21 +177,30 @@ func TestLongExecOutlivesCall(t *testing.T) {
 	if err == nil {
 		t.Fatal("the call outlived its client's 200ms timeout")
 	}
+	if fake.waitEnded(1) != 1 {
+		t.Fatalf("an exec call cancelled before it answered left its command running")
+	}
 	ctx := context.Background()
-	// The handle was never answered: the second command is the probe.
 	second, _ := callExec(t, ctx, cs, "exec_in_sandbox", map[string]any{"sandbox_id": "sbx-1", "command": "slow"})
-	if !second.Running {
-		t.Fatalf("second exec: %+v", second)
+	third, _ := callExec(t, ctx, cs, "exec_in_sandbox", map[string]any{"sandbox_id": "sbx-1", "command": "slow"})
+	if !second.Running || !third.Running {
+		t.Fatalf("second and third exec: %+v %+v", second, third)
 	}
 	refused, isErr := callExec(t, ctx, cs, "exec_in_sandbox", map[string]any{"sandbox_id": "sbx-1", "command": "slow"})
 	if !isErr || refused.Code != "too_many_execs" {
-		t.Fatalf("third exec at the cap of 2: %+v (error %v), want too_many_execs: the cancelled call's command still counts", refused, isErr)
+		t.Fatalf("exec at the cap of 2: %+v (error %v), want too_many_execs", refused, isErr)
 	}
-	if fake.endedCount() != 0 {
-		t.Fatalf("a cancelled call ended its command (%d ended)", fake.endedCount())
+	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = cs.CallTool(wctx, &mcp.CallToolParams{Name: "wait_exec", Arguments: map[string]any{"exec_id": second.ExecID}})
+	wcancel()
+	if err == nil {
+		t.Fatal("wait_exec outlived its client's 200ms timeout")
+	}
+	if still, _ := callExec(t, ctx, cs, "wait_exec", map[string]any{"exec_id": second.ExecID, "wait_seconds": 0.1}); !still.Running || fake.endedCount() != 1 {
+		t.Fatalf("after a cancelled wait_exec: %+v, %d ended; want the command still running", still, fake.endedCount())
 	}
 	killed, _ := callExec(t, ctx, cs, "kill_exec", map[string]any{"exec_id": second.ExecID})
-	if killed.Running || !killed.Killed || killed.ExitCode != nil || fake.waitEnded(1) != 1 {
+	if killed.Running || !killed.Killed || killed.ExitCode != nil || fake.waitEnded(2) != 2 {
 		t.Fatalf("kill_exec: %+v, %d requests ended; want it killed and its request ended", killed, fake.endedCount())
 	}
 	other, isErr := callExec(t, ctx, cs, "wait_exec", map[string]any{"exec_id": "exec-000000000000000000000000"})
@@ -198,7 +208,7 @@ func TestLongExecOutlivesCall(t *testing.T) {
 		t.Errorf("wait_exec on an unknown handle: %+v", other)
 	}
 	execs.Close()
-	if fake.waitEnded(2) != 2 {
-		t.Errorf("after Close %d commands were ended, want both", fake.endedCount())
+	if fake.waitEnded(3) != 3 {
+		t.Errorf("after Close %d commands were ended, want all 3", fake.endedCount())
 	}
 }
