@@ -168,7 +168,7 @@ func (e *Execs) start(ctx context.Context, who, sandbox string,
 // forgetLocked drops ended commands kept longer than Keep and, at the
 // cap, the oldest ended one.
 func (e *Execs) forgetLocked() {
-	var oldest *run
+	oldest, oldestAt := "", time.Time{}
 	for id, r := range e.runs {
 		r.mu.Lock()
 		ended, at := r.ended, r.endedAt
@@ -177,12 +177,12 @@ func (e *Execs) forgetLocked() {
 		case !ended:
 		case time.Since(at) > e.cfg.Keep:
 			delete(e.runs, id)
-		case oldest == nil || at.Before(oldest.endedAt):
-			oldest = r
+		case oldest == "" || at.Before(oldestAt):
+			oldest, oldestAt = id, at
 		}
 	}
-	if len(e.runs) >= e.cfg.Max && oldest != nil {
-		delete(e.runs, oldest.id)
+	if len(e.runs) >= e.cfg.Max && oldest != "" {
+		delete(e.runs, oldest)
 	}
 }
 

@@ -203,12 +203,20 @@ func TestLongExecOutlivesCall(t *testing.T) {
 	if killed.Running || !killed.Killed || killed.ExitCode != nil || fake.waitEnded(2) != 2 {
 		t.Fatalf("kill_exec: %+v, %d requests ended; want it killed and its request ended", killed, fake.endedCount())
 	}
+	// At the cap the oldest ended command is forgotten to make room (the
+	// third exec above took the cancelled one's place the same way).
+	if fourth, isErr := callExec(t, ctx, cs, "exec_in_sandbox", map[string]any{"sandbox_id": "sbx-1", "command": "slow"}); isErr || !fourth.Running {
+		t.Fatalf("exec after a kill freed a place: %+v (error %v)", fourth, isErr)
+	}
+	if gone, isErr := callExec(t, ctx, cs, "wait_exec", map[string]any{"exec_id": second.ExecID}); !isErr || gone.Code != "exec_not_found" {
+		t.Errorf("the killed command, forgotten at the cap: %+v (error %v), want exec_not_found", gone, isErr)
+	}
 	other, isErr := callExec(t, ctx, cs, "wait_exec", map[string]any{"exec_id": "exec-000000000000000000000000"})
 	if !isErr || other.Code != "exec_not_found" {
 		t.Errorf("wait_exec on an unknown handle: %+v", other)
 	}
 	execs.Close()
-	if fake.waitEnded(3) != 3 {
-		t.Errorf("after Close %d commands were ended, want all 3", fake.endedCount())
+	if fake.waitEnded(4) != 4 {
+		t.Errorf("after Close %d commands were ended, want all 4", fake.endedCount())
 	}
 }
