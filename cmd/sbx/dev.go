@@ -14,6 +14,7 @@ import (
 	"github.com/sbxedge/sbx/internal/egresspolicy"
 	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/httplimit"
+	"github.com/sbxedge/sbx/internal/mcpserver"
 )
 
 func defaultDataDir() string {
@@ -46,6 +47,9 @@ func tildePath(p string) string {
 	return p
 }
 
+// freePortsExample runs sbx dev with every listener on a free port.
+const freePortsExample = `sbx dev --data-dir /tmp/sbx2 --api-addr 127.0.0.1:0 --ssh-addr 127.0.0.1:0 --preview-addr 127.0.0.1:0 --egress-addr 127.0.0.1:0 --metrics-addr ''`
+
 const devUsage = `sbx dev: run the whole stack (API, SSH broker, previews) in one process
 
 Usage:
@@ -54,7 +58,7 @@ Usage:
 Examples:
   sbx dev
   sbx dev --data-dir /tmp/sbx --idle-timeout 10s
-  sbx dev --api-addr 127.0.0.1:0 --ssh-addr 127.0.0.1:0 --preview-addr 127.0.0.1:0 --metrics-addr ''
+  ` + freePortsExample + `
       (free ports when the defaults are taken; the banner says which, and what to export)
 
 Flags:
@@ -93,6 +97,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL for activity and wake notifications (default: $SBX_REDIS_URL, else in memory, this process only)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "sbx:activity:", "prefix of every activity key in Redis, to share one Redis")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", httplimit.DefaultBodyTimeout, "how long a request body (API, internal API, previews) may take to start or stall; before its sender authenticates it must also average 1 KiB/s")
+	fs.DurationVar(&c.MCPExecBound, "mcp-exec-bound", mcpserver.DefaultExecBound, "how long an MCP exec_in_sandbox or wait_exec call waits on its command before answering with the command's handle (below MCP clients' 60 s request timeout)")
 	fs.DurationVar(&c.ActivityRetry, "activity-retry", 30*time.Second, "how long activity marks are retried while Redis is unreachable before they are dropped (and counted)")
 	if !helpRequested(args) {
 		// The flag package would print its error and all 20 flags; a

@@ -11,10 +11,12 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sbxedge/sbx/control"
@@ -27,11 +29,14 @@ import (
 
 // devConfig is `sbx dev`'s configuration, filled from its flags.
 type devConfig struct {
-	DataDir     string // SQLite database, keys and sandbox workspaces
-	APIAddr     string // REST API
-	MetricsAddr string // GET /metrics of the whole stack; empty: off
-	SSHAddr     string // SSH broker
-	PreviewAddr string // preview proxy (plain HTTP and h2c)
+	DataDir string // SQLite database, keys and sandbox workspaces
+	APIAddr string // REST API
+	// MCPExecBound: how long /mcp's exec calls wait before answering with
+	// a running command's handle.
+	MCPExecBound time.Duration
+	MetricsAddr  string // GET /metrics of the whole stack; empty: off
+	SSHAddr      string // SSH broker
+	PreviewAddr  string // preview proxy (plain HTTP and h2c)
 	// EgressAddr is the egress gateway sandboxes' proxy-aware tools go
 	// through (HTTP_PROXY); empty: off, and no proxy environment.
 	EgressAddr string
@@ -166,7 +171,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		AlsoReady: func() bool { e := running.Load(); return e != nil && e.Ready() },
 		Lifecycle: lifecycle.Config{ReapInterval: c.ReapInterval, IdleTimeout: c.IdleTimeout, DefaultProfile: devseed.DefaultProfile},
 		RedisURL:  c.RedisURL, RedisPrefix: c.RedisPrefix, ActivityRetry: c.ActivityRetry,
-		BodyTimeout: c.BodyTimeout, Logger: log,
+		BodyTimeout: c.BodyTimeout, Logger: log, MCPExecBound: c.MCPExecBound,
 	}
 	if egressLn != nil {
 		h, p := publicAddr(egressLn.Addr())
@@ -214,7 +219,8 @@ func (d *devStack) shutdown() error {
 // what a banner shows), nor put in SBX_TOKEN: the CLI reads the token file
 // and sends it only to this stack's API, where SBX_TOKEN would go to any
 // API named later. Only what differs from the CLI's defaults is exported.
-func devTryText(apiURL, dataDir string) string {
+// self is how to run this sbx (cliName).
+func devTryText(apiURL, dataDir, self string) string {
 	var env []string
 	if key, _ := apiKey(apiURL); key != defaultAPI {
 		env = append(env, "SBX_API="+apiURL)
@@ -229,8 +235,40 @@ func devTryText(apiURL, dataDir string) string {
 	if len(env) > 0 {
 		b.WriteString("  export " + strings.Join(env, " ") + "\n")
 	}
-	b.WriteString("  sbx create && sbx list\n  sbx ssh <id>\n\n")
+	fmt.Fprintf(&b, "  %[1]s create && %[1]s list\n  %[1]s ssh <id>\n\n", self)
 	return b.String()
+}
+
+// cliName is how the banner names this sbx: "sbx" when that is what
+// PATH finds, else the running binary's path (sbx dev started with go
+// run, or from a folder not on PATH), so the hints work as printed.
+func cliName(lookPath func(string) (string, error)) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "sbx"
+	}
+	if p, err := lookPath("sbx"); err == nil && sameFile(p, exe) {
+		return "sbx"
+	}
+	return shellQuote(exe)
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// portTaken adds to a listen failure on a taken port how to run a second
+// stack beside the first.
+func portTaken(err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return fmt.Errorf("%w\n\nAnother sbx dev (or another program) has that port. To run this one beside it, on free ports:\n  %s", err, freePortsExample)
 }
 
 // runDevStack runs the stack until ctx ends.
@@ -238,7 +276,7 @@ func runDevStack(ctx context.Context, c devConfig) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
 	d, err := startDevStack(ctx, c, log, nil)
 	if err != nil {
-		return err
+		return portTaken(err)
 	}
 	sshHost, sshPort := publicAddr(d.edge.SSHAddr())
 	_, previewPort := publicAddr(d.edge.PreviewAddr())
@@ -247,7 +285,7 @@ func runDevStack(ctx context.Context, c devConfig) error {
 	if m := d.svc.MetricsAddr(); m != nil {
 		fmt.Fprintf(os.Stderr, "  metrics:    http://%s/metrics\n", m)
 	}
-	fmt.Fprint(os.Stderr, devTryText(d.svc.URL(), c.DataDir))
+	fmt.Fprint(os.Stderr, devTryText(d.svc.URL(), c.DataDir, cliName(exec.LookPath)))
 	select {
 	case <-ctx.Done():
 	case err = <-d.edge.Failed():

@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +23,9 @@ const mcpClientDir = "testdata/mcp-client"
 // wait ready, write a file, exec a command that reads it with its output
 // arriving as progress notifications before it ends, expose a port and
 // fetch it through the preview proxy, destroy; then the sandbox's ledger
-// holds one closed compute interval. A quota refusal and a bad token are
+// holds one closed compute interval. A command longer than the client's
+// default 60 s request timeout runs to its end with the client's default
+// options, through exec_in_sandbox's handle and wait_exec. A quota refusal and a bad token are
 // tool errors carrying the problem type.
 func TestMCPThroughDev(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
@@ -34,12 +38,20 @@ func TestMCPThroughDev(t *testing.T) {
 	p.admin("account", "create", "--name", "Limited", "--limit", "0", "acct-limited")
 	limited := p.admin("token", "mint", "--account", "acct-limited", "--name", "mcp-e2e")
 
+	// The long command: over HTTP the issue's 90 s one under control's
+	// default 45 s bound; over stdio an 8 s one under a 3 s --exec-bound,
+	// so the bound is seen to be the server's setting.
+	long := map[string]struct {
+		seconds int
+		bound   string
+	}{"http": {90, "45s"}, "stdio": {8, "3s"}}
 	for _, mode := range []string{"http", "stdio"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command("node", "e2e.mjs", mode)
 			cmd.Dir = mcpClientDir
 			cmd.Env = append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_LIMITED_TOKEN="+strings.TrimSpace(limited),
-				"SBX_BIN="+sbxBinary(t), "PREVIEW_PORT_IN_SANDBOX="+strings.Split(freeAddr(t), ":")[1])
+				"SBX_BIN="+sbxBinary(t), "PREVIEW_PORT_IN_SANDBOX="+strings.Split(freeAddr(t), ":")[1],
+				"LONG_SECONDS="+strconv.Itoa(long[mode].seconds), "EXEC_BOUND="+long[mode].bound)
 			var stderr lockedBuffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -61,6 +73,13 @@ func TestMCPThroughDev(t *testing.T) {
 					Status int    `json:"status"`
 					Detail string `json:"detail"`
 				} `json:"quota"`
+				Long struct {
+					Seconds      float64 `json:"seconds"`
+					Calls        int     `json:"calls"`
+					LongestCallS float64 `json:"longest_call_s"`
+					Stdout       string  `json:"stdout"`
+					ExitCode     *int    `json:"exit_code"`
+				} `json:"long"`
 				BadToken struct {
 					Type   string `json:"type"`
 					Status int    `json:"status"`
@@ -69,10 +88,11 @@ func TestMCPThroughDev(t *testing.T) {
 			if err := json.Unmarshal(out, &seen); err != nil {
 				t.Fatalf("client output %q: %v", out, err)
 			}
-			want := []string{"create_sandbox", "create_ssh_credential", "delete_sandbox_file", "delete_sandbox_service", "delete_snapshot", "destroy_sandbox", "ensure_sandbox", "exec_in_sandbox", "expose_sandbox_port",
-				"extend_sandbox", "fork_snapshot", "get_sandbox", "get_sandbox_usage", "get_usage", "list_profiles", "list_sandbox_files", "list_sandbox_ports", "list_sandbox_services",
-				"list_sandboxes", "list_snapshots", "read_sandbox_events", "read_sandbox_file", "read_sandbox_service_logs", "recreate_sandbox", "restore_sandbox", "resume_sandbox", "set_sandbox_service", "snapshot_sandbox", "suspend_sandbox", "unexpose_sandbox_port",
-				"wait_sandbox_ready", "write_sandbox_file"}
+			want := []string{"create_sandbox", "create_ssh_credential", "delete_sandbox_file", "delete_sandbox_service", "delete_snapshot", "destroy_sandbox", "ensure_sandbox", "exec_in_sandbox",
+				"expose_sandbox_port", "extend_sandbox", "fork_snapshot", "get_sandbox", "get_sandbox_usage", "get_usage", "kill_exec", "list_profiles",
+				"list_sandbox_files", "list_sandbox_ports", "list_sandbox_services", "list_sandboxes", "list_snapshots", "read_exec_output", "read_sandbox_events", "read_sandbox_file",
+				"read_sandbox_service_logs", "recreate_sandbox", "restore_sandbox", "resume_sandbox", "set_sandbox_service", "snapshot_sandbox", "suspend_sandbox", "unexpose_sandbox_port",
+				"wait_exec", "wait_sandbox_ready", "write_sandbox_file"}
 			if !slices.Equal(seen.Tools, want) {
 				t.Errorf("tools %v, want %v", seen.Tools, want)
 			}
@@ -87,6 +107,18 @@ func TestMCPThroughDev(t *testing.T) {
 			if seen.FirstProgress != "hello from the agent\n" || seen.PreviewBody != "served to the agent" {
 				t.Errorf("first progress %q, preview body %q", seen.FirstProgress, seen.PreviewBody)
 			}
+			// Every tick arrived once, in order, across the calls; no call
+			// came near the client's 60 s default; the exit was seen.
+			lg, n := seen.Long, long[mode].seconds
+			var ticks strings.Builder
+			for i := 1; i <= n; i++ {
+				fmt.Fprintf(&ticks, "tick %d\n", i)
+			}
+			if lg.ExitCode == nil || *lg.ExitCode != 0 || lg.Stdout != ticks.String()+"long done\n" || lg.Seconds < float64(n) ||
+				lg.Calls < 2 || lg.LongestCallS >= 60 {
+				t.Errorf("the %d s command through exec_in_sandbox and wait_exec: %+v", n, lg)
+			}
+			t.Logf("%s: the %d s command took %.1f s over %d calls, the longest %.1f s", mode, n, lg.Seconds, lg.Calls, lg.LongestCallS)
 			if seen.Quota.Type != "https://sbx.dev/problems/concurrency_limit" || seen.Quota.Status != 429 {
 				t.Errorf("quota refusal %+v, want the concurrency_limit problem", seen.Quota)
 			}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -40,6 +41,7 @@ func mcpHelp() string {
 }
 
 func newMCPCmd(a *app) *cobra.Command {
+	var execBound time.Duration
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the sandbox tools to an agent over MCP on stdin/stdout",
@@ -58,7 +60,9 @@ func newMCPCmd(a *app) *cobra.Command {
 			if a.debug {
 				level = slog.LevelDebug
 			}
-			srv, err := mcpserver.New(mcpserver.Config{API: client, OpenAPI: controlapi.OpenAPI(), Version: version,
+			execs := mcpserver.NewExecs(mcpserver.ExecsConfig{Bound: execBound})
+			defer execs.Close() // commands still running end with the server
+			srv, err := mcpserver.New(mcpserver.Config{API: client, OpenAPI: controlapi.OpenAPI(), Version: version, Execs: execs,
 				Logger: slog.New(slog.NewTextHandler(a.errw, &slog.HandlerOptions{Level: level}))})
 			if err != nil {
 				return err
@@ -66,6 +70,8 @@ func newMCPCmd(a *app) *cobra.Command {
 			return srv.Run(c.Context(), &mcp.IOTransport{Reader: io.NopCloser(a.in), Writer: nopWriteCloser{a.out}})
 		},
 	}
+	cmd.Flags().DurationVar(&execBound, "exec-bound", mcpserver.DefaultExecBound,
+		"how long exec_in_sandbox and wait_exec wait on a command before answering with its handle (keep it below the client's request timeout)")
 	// The tool list is built only when help is shown: it parses the
 	// contract, which no other command run should pay for.
 	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {

@@ -21,7 +21,7 @@ func TestMCPHelpListsEveryTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Config{API: api, OpenAPI: controlapi.OpenAPI()})
+	srv, err := mcpserver.New(mcpserver.Config{API: api, OpenAPI: controlapi.OpenAPI(), Execs: mcpserver.NewExecs(mcpserver.ExecsConfig{})})
 	if err != nil {
 		t.Fatal(err)
 	}

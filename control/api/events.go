@@ -45,13 +45,15 @@ type eventListView struct {
 // load balancers with idle timeouts (commonly 60 s) keep it open.
 const keepAlive = 15 * time.Second
 
-// StopStreams ends every open event stream (they are long-lived and would
+// StopStreams ends every open event stream and every command an MCP call
+// left running (they are long-lived and would
 // otherwise hold http.Server.Shutdown until its deadline). Call it from
 // the server's RegisterOnShutdown. Later calls do nothing.
 func (s *Server) StopStreams() {
 	s.stopStreamsOnce.Do(func() {
 		close(s.stopStreams)
-		s.streams.Close() // every stream is ending now; no expiry timer is left behind
+		s.streams.Close()  // every stream is ending now; no expiry timer is left behind
+		s.mcpExecs.Close() // commands MCP calls left running hold their exec streams
 	})
 }
 

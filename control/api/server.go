@@ -24,6 +24,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/mcpserver"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
@@ -77,6 +78,10 @@ type Config struct {
 	// streams; a page elsewhere cannot drive a terminal with a ticket it
 	// got hold of.
 	StreamOrigins []string
+	// MCPExecBound is how long an MCP exec_in_sandbox or wait_exec call
+	// waits on its command before it answers with the command's handle
+	// (default mcpserver.DefaultExecBound).
+	MCPExecBound time.Duration
 	// WakeTimeout is how long an exec or files call on a suspended
 	// sandbox is held while it wakes before 503 with Retry-After
 	// (default 60 s).
@@ -125,6 +130,10 @@ type Server struct {
 	// stopStreams is closed by StopStreams to end event streams.
 	stopStreams     chan struct{}
 	stopStreamsOnce sync.Once
+
+	// mcpExecs holds the commands /mcp's calls left running; StopStreams
+	// ends them.
+	mcpExecs *mcpserver.Execs
 }
 
 // Deps are the Server's collaborators.
@@ -180,6 +189,7 @@ func New(cfg Config, d Deps) *Server {
 		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
 		streams: authority.New[*liveStream](d.Now),
 		tickets: d.Tickets, ticketKey: d.TicketKey,
+		mcpExecs: mcpserver.NewExecs(mcpserver.ExecsConfig{Bound: cfg.MCPExecBound, MaxOutput: cfg.ExecOutputLimit}),
 	}
 }
 

@@ -45,10 +45,15 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 // the page's commands name its sandbox, so they can be copied as they
 // are. A public preview's page does not: its visitors need not learn the
 // id, as its waking status does not tell them either.
-func writeRouteProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem, rt Route) {
-	s := pageSubject{sandboxID: rt.SandboxID, port: rt.Port}
+func writeRouteProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem, rt Route, service string) {
+	s := pageSubject{sandboxID: rt.SandboxID, port: rt.Port, service: service}
 	if rt.Public {
+		// Its visitors are not the sandbox's owner: neither its id nor
+		// its service's log is theirs to read.
 		s.sandboxID = ""
+		cp := *p
+		cp.Logs = nil
+		p = &cp
 	}
 	writeProblemNaming(w, r, p, s)
 }

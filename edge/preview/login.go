@@ -220,13 +220,21 @@ func (p *Proxy) loginError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// devLoginPage is styled as the error pages are (pageStyle): the sign-in
+// and every refusal after it read as one product.
 var devLoginPage = template.Must(template.New("dev-login").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>sbx dev sign-in</title>
-<style>body{font:16px system-ui,sans-serif;margin:4em auto;max-width:36em;color:#222}</style></head>
-<body><h1>sbx dev sign-in</h1>
-<p>This is the development sign-in of <code>sbx dev</code>; production edges use an OIDC provider.</p>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>Sign in to preview {{.Host}}</title>
+<style>` + pageStyle + `
+button#signin{background:var(--accent);border-color:var(--accent);color:#fff;font-weight:600;padding:.6em 1.2em;margin-top:.6em}
+</style></head>
+<body><main class="card" data-page="dev-sign-in">
+<h1>Sign in to preview <code>{{.Host}}</code></h1>
+<p class="meta">sbx dev · development sign-in</p>
+<p>You are signing in as <strong>{{.User}}</strong>, the account <code>sbx dev</code> made for you. Production edges sign in with an OIDC provider instead.</p>
 <form method="post" action="/dev-login">
 <input type="hidden" name="state" value="{{.State}}">
-<button id="signin" type="submit">Sign in as {{.User}} to preview {{.Host}}</button>
-</form></body></html>
+<button id="signin" type="submit">Sign in as {{.User}}</button>
+</form>
+</main></body></html>
 `))

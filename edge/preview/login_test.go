@@ -1,8 +1,10 @@
 package preview_test
 
 import (
+	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +227,65 @@ func TestDevSignInPageRefusesFrames(t *testing.T) {
 	}
 	if xfo := resp.Header.Get("X-Frame-Options"); xfo != "DENY" {
 		t.Errorf("X-Frame-Options %q, want DENY (browsers without CSP frame-ancestors)", xfo)
+	}
+}
+
+// TestDevSignInPageIsDesigned: the dev sign-in page wears the error
+// pages' design (their stylesheet, a card), and submitting it after its
+// port was unexposed answers the browser with a designed page, not the
+// problem document a script gets.
+func TestDevSignInPageIsDesigned(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newTestApp())
+	e.expose("soon-gone", "sbx-a", "acct-a", false, false)
+	resp, page := e.get("", "/login?rd="+url.QueryEscape(e.url("soon-gone", "/")), browserNav...)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("dev sign-in page: %d %q", resp.StatusCode, page)
+	}
+	_, errPage := e.get("neverwas", "/", browserNav...)
+	style := func(html string) string {
+		i, j := strings.Index(html, "<style>"), strings.Index(html, "</style>")
+		if i < 0 || j < i {
+			return ""
+		}
+		return html[i+len("<style>") : j]
+	}
+	if es := style(errPage); es == "" || !strings.HasPrefix(style(page), es) || !strings.Contains(page, `<main class="card"`) {
+		t.Errorf("the sign-in page does not wear the error pages' stylesheet and card:\n%s", page)
+	}
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "__Host-sbx-login" {
+			cookie = c
+		}
+	}
+	m := regexp.MustCompile(`name="state" value="([^"]+)"`).FindStringSubmatch(page)
+	if cookie == nil || m == nil {
+		t.Fatalf("sign-in page: cookie %v, state %v", cookie, m)
+	}
+	e.res.remove("soon-gone") // the port is unexposed while the page is open
+	e.proxy.Invalidate("soon-gone")
+	post := func(hdr ...string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", e.url("", "/dev-login"), strings.NewReader(url.Values{"state": {m[1]}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(cookie)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		c := e.client()
+		defer c.CloseIdleConnections()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := post("Sec-Fetch-Mode", "navigate", "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Dest", "document", "Accept", "text/html")
+	if resp.StatusCode != http.StatusNotFound || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(body, `<main class="card"`) || strings.Contains(body, `"type":`) {
+		t.Errorf("browser submitting sign-in after the port was unexposed: %d %s %q, want the designed 404 page",
+			resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 }

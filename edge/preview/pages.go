@@ -3,6 +3,7 @@ package preview
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -33,6 +34,24 @@ func portClosedPage(port int) problemPage {
 		fmt.Sprintf("nothing is listening on port %d inside the sandbox, and no service declares it", port))
 }
 
+// crashLoopPage is the answer for a port whose service keeps exiting:
+// 502, as for a port nothing listens on, with its own code, the exit code
+// and the service's last lines.
+func crashLoopPage(e *crashLoopError) problemPage {
+	p := problem.New(http.StatusBadGateway, "service_crashing", e.Error())
+	p.Logs = e.logs
+	return p
+}
+
+// crashService names the service a wake gave up on, if that is why.
+func crashService(err error) string {
+	var crash *crashLoopError
+	if errors.As(err, &crash) {
+		return crash.service
+	}
+	return ""
+}
+
 // pageText is what a page says for one problem code. In next, text
 // between backticks is a command or a value to copy, shown as code, and
 // <id> and <port> stand for the sandbox's id and port where the page may
@@ -56,6 +75,8 @@ var pageTexts = map[string]pageText{
 		"Reload to sign in again, or use a token that has not been revoked or expired."},
 	"sandbox_waking": {"The app did not come up in time",
 		"The sandbox is awake, but its port did not answer within the wake limit. Reload to keep waiting, and check the service's logs: `sbx services logs <id> <name>`."},
+	"service_crashing": {"The app keeps crashing",
+		"Read its log (`sbx services logs <id> <name>`), fix the command, then declare it again: `sbx services set <id> <name> --port <port> -- <command>`."},
 	"sandbox_not_ready": {"The sandbox could not be woken just now",
 		"Reload in a few seconds. If it keeps failing, check the sandbox's events (`sbx events <id>`)."},
 	"preview_busy": {"This preview is busy",
@@ -74,6 +95,7 @@ type pageData struct {
 	Detail   string
 	Next     template.HTML
 	Refresh  bool
+	Logs     []string
 }
 
 // pageSubject is what a page may name in its commands: each known one
@@ -81,23 +103,36 @@ type pageData struct {
 type pageSubject struct {
 	sandboxID string
 	port      int
+	service   string // <name>
 }
 
-// pageFor is the page for p, its commands filled in from s.
-func pageFor(p *problem.Problem, s pageSubject) pageData {
-	t, ok := pageTexts[p.Code]
-	if !ok {
-		t = pageText{"Something went wrong", "Reload the page; if it persists, quote the code below."}
+// pageText is the page text for code.
+func pageTextOf(code string) pageText {
+	if t, ok := pageTexts[code]; ok {
+		return t
 	}
-	next := t.next
+	return pageText{"Something went wrong", "Reload the page; if it persists, quote the code below."}
+}
+
+// pageNext is what to do for code, its commands filled in from s.
+func pageNext(code string, s pageSubject) string {
+	next := pageTextOf(code).next
 	if s.sandboxID != "" {
 		next = strings.ReplaceAll(next, "<id>", s.sandboxID)
 	}
 	if s.port != 0 {
 		next = strings.ReplaceAll(next, "<port>", strconv.Itoa(s.port))
 	}
-	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: codeSpans(next),
-		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code}
+	if s.service != "" {
+		next = strings.ReplaceAll(next, "<name>", s.service)
+	}
+	return next
+}
+
+// pageFor is the page for p, its commands filled in from s.
+func pageFor(p *problem.Problem, s pageSubject) pageData {
+	return pageData{Status: p.Status, Code: p.Code, Headline: pageTextOf(p.Code).headline, Detail: p.Detail, Next: codeSpans(pageNext(p.Code, s)),
+		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code, Logs: p.Logs}
 }
 
 // codeSpans escapes s and shows each `quoted` part of it as <code>. An
@@ -135,6 +170,7 @@ ol.steps li.done{color:var(--fg)}ol.steps li.done .dot{background:var(--ok);bord
 ol.steps li.now{color:var(--fg);font-weight:600}ol.steps li.now .dot{border-color:var(--accent);border-top-color:transparent;animation:spin .8s linear infinite}
 ol.steps li.bad .dot{background:var(--bad);border-color:var(--bad)}
 @keyframes spin{to{transform:rotate(360deg)}}.elapsed{font-variant-numeric:tabular-nums;color:var(--muted);font-size:.9em}
+pre.logs{font:12px/1.45 ui-monospace,monospace;background:color-mix(in srgb,var(--muted) 10%,transparent);border:1px solid var(--line);border-radius:8px;padding:.7em .9em;margin:1em 0;overflow-x:auto;white-space:pre-wrap;max-height:16em;overflow-y:auto}
 button{font:inherit;padding:.4em 1em;border-radius:8px;border:1px solid var(--line);background:var(--card);color:var(--fg);cursor:pointer}
 `
 
@@ -150,14 +186,16 @@ func sentence(s string) string {
 	return s
 }
 
-var errorPage = template.Must(template.New("error").Funcs(template.FuncMap{"sentence": sentence}).Parse(`<!doctype html>
+var errorPage = template.Must(template.New("error").Funcs(template.FuncMap{"sentence": sentence, "spans": codeSpans}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{{.Headline}}</title>
 {{if .Refresh}}<meta http-equiv="refresh" content="5">{{end}}
 <style>` + pageStyle + `</style></head>
 <body><main class="card" data-code="{{.Code}}">
 <h1>{{.Headline}}</h1>
-<p>{{sentence .Detail}}</p>
+<p>{{sentence .Detail | spans}}</p>
+{{if .Logs}}<pre class="logs" id="logs">{{range .Logs}}{{.}}
+{{end}}</pre>{{end}}
 <p class="next"><strong>What to do:</strong> {{.Next}}</p>
 <span class="code">{{.Status}} · {{.Code}}</span>
 </main></body></html>
@@ -187,7 +225,7 @@ var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
 <li id="s1"><span class="dot"></span><span id="svc">Starting the dev server</span></li>
 <li id="s2"><span class="dot"></span><span>Waiting for port {{.Port}}</span></li>
 </ol>
-<div id="failed" hidden><p class="next"><strong>What to do:</strong> <span id="next"></span></p>
+<div id="failed" hidden><pre class="logs" id="logs" hidden></pre><p class="next"><strong>What to do:</strong> <span id="next"></span></p>
 <p><button id="retry" type="button">Try again</button></p><span class="code" id="code"></span></div>
 </main>
 <script nonce="{{.Nonce}}">
@@ -195,6 +233,15 @@ var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
   var url = {{.StatusURL}}, order = {"starting_sandbox":0,"restoring":0,"starting_service":1,"waiting_for_port":2,"ready":3};
   var next = {"sandbox_ended":"Create a new sandbox and expose the port again.","upstream_unreachable":"Start your dev server on this port, or declare it as a service with its port so it starts after every wake.","sandbox_waking":"Reload to keep waiting, and check the service's logs."};
   var base = Date.now() - {{.Status.ElapsedMS}}, stopped = false, lastIdx = 0;
+  // spans sets el's text, each part between backticks as code (as the
+  // error pages do).
+  function spans(el, text){
+    el.textContent = "";
+    text.split("\x60").forEach(function(part, i){
+      if (i % 2) { var c = document.createElement("code"); c.textContent = part; el.appendChild(c); }
+      else el.appendChild(document.createTextNode(part));
+    });
+  }
   function show(st){
     var idx = order[st.step];
     if (idx === undefined) idx = lastIdx; else lastIdx = idx;
@@ -212,8 +259,11 @@ var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
     }
     if (st.step === "failed") {
       stopped = true;
-      document.getElementById("headline").textContent = st.detail ? st.detail.charAt(0).toUpperCase() + st.detail.slice(1) : "The sandbox could not be woken";
-      document.getElementById("next").textContent = next[st.code] || "Reload in a few seconds.";
+      spans(document.getElementById("headline"), st.detail ? st.detail.charAt(0).toUpperCase() + st.detail.slice(1) : "The sandbox could not be woken");
+      spans(document.getElementById("next"), st.next || next[st.code] || "Reload in a few seconds.");
+      var logs = document.getElementById("logs");
+      logs.textContent = (st.logs || []).join("\n");
+      logs.hidden = !(st.logs && st.logs.length);
       document.getElementById("code").textContent = st.code;
       document.getElementById("failed").hidden = false;
     }

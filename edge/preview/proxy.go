@@ -591,10 +591,18 @@ func (p *Proxy) relayError(w http.ResponseWriter, r *http.Request, up *upstreamC
 // from the caller, not from r's context: the lean relay's r carries none.
 func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, up *upstreamCall, err error) {
 	rt := up.route
-	name, state, askErr := p.portService(r.Context(), rt)
+	svc, askErr := p.portService(r.Context(), rt)
+	name, state := svc.Name, svc.State
 	if askErr != nil {
 		// The port refused just now; that is what the answer says.
 		p.log.DebugContext(r.Context(), "ask sandbox init", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", askErr)
+	}
+	if name != "" && svc.QuickExits >= crashLoopExits && svc.ExitCode != nil {
+		// It keeps exiting: waiting would only hold the caller.
+		crash := &crashLoopError{service: name, code: *svc.ExitCode, logs: p.serviceTail(r.Context(), rt, name)}
+		p.log.InfoContext(r.Context(), "preview service crashing", "sandbox_id", rt.SandboxID, "port", rt.Port, "service", name, "code", *svc.ExitCode)
+		writeRouteProblem(w, r, crashLoopPage(crash), rt, name)
+		return
 	}
 	if name != "" && state != sandboxinit.StateExited {
 		if isNavigation(r) {
@@ -608,7 +616,7 @@ func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, up *upstreamC
 		return
 	}
 	p.log.InfoContext(r.Context(), "preview port closed", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", err)
-	writeRouteProblem(w, r, portClosedPage(rt.Port), rt)
+	writeRouteProblem(w, r, portClosedPage(rt.Port), rt, "")
 }
 
 // AllowCertificate is the on-demand TLS gate: a certificate may be ordered

@@ -110,6 +110,10 @@ type wakeStatus struct {
 	// Code and Detail say why a failed wake failed (a problem code).
 	Code   string `json:"code,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Next is what to do, its commands between backticks; Logs the
+	// failing service's last lines (private previews only).
+	Next string   `json:"next,omitempty"`
+	Logs []string `json:"logs,omitempty"`
 }
 
 func (w *wakeState) status(now time.Time) wakeStatus {
@@ -123,8 +127,13 @@ func (w *wakeState) status(now time.Time) wakeStatus {
 		st.SandboxID = w.sandboxID
 	}
 	if w.err != nil {
-		st.Code = w.problem
-		st.Detail = wakeProblem(w.err, w.port).Detail
+		pg := wakeProblem(w.err, w.port)
+		st.Code, st.Detail = w.problem, pg.Detail
+		s := pageSubject{sandboxID: st.SandboxID, port: w.port, service: crashService(w.err)}
+		st.Next = pageNext(pg.Code, s)
+		if !w.public {
+			st.Logs = pg.Logs
+		}
 	}
 	return st
 }
@@ -263,7 +272,8 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 		// the wake's deadline; the pool redials.
 		if now := p.cfg.Now(); errors.Is(err, errPortClosed) && now.Sub(lastAsk) >= 500*time.Millisecond {
 			lastAsk = now
-			name, state, askErr := p.portService(ctx, rt)
+			svc, askErr := p.portService(ctx, rt)
+			name, state := svc.Name, svc.State
 			switch {
 			case askErr != nil:
 				// Not knowing is not "nothing declares it": keep the
@@ -273,6 +283,11 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 				// Nothing will come up by itself: say so now rather
 				// than hold the caller for the whole wake timeout.
 				fail(fmt.Errorf("port %d of sandbox %s: %w, and no service declares it", rt.Port, rt.SandboxID, errPortClosed))
+				return
+			case svc.QuickExits >= crashLoopExits && svc.ExitCode != nil:
+				// It will not come up by itself either: say why, with
+				// its last words, rather than hold the caller.
+				fail(&crashLoopError{service: name, code: *svc.ExitCode, logs: p.serviceTail(ctx, rt, name)})
 				return
 			case state == sandboxinit.StateStarting || state == sandboxinit.StateRestarting:
 				w.set(now, stepService, name)
@@ -298,26 +313,67 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 // a sandbox whose init is not running). An error means the init could not
 // be asked (no connection, no answer in time), which says nothing about
 // the port.
-func (p *Proxy) portService(ctx context.Context, rt Route) (name, state string, err error) {
+func (p *Proxy) portService(ctx context.Context, rt Route) (sandboxinit.Status, error) {
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
-		return "", "", err
+		return sandboxinit.Status{}, err
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	list, err := (sandboxinit.Client{SSH: c}).List(ictx)
 	switch {
 	case errors.Is(err, sandboxinit.ErrNoInit), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "", "", nil
+		return sandboxinit.Status{}, nil
 	case err != nil:
-		return "", "", err
+		return sandboxinit.Status{}, err
 	}
 	for _, s := range list {
 		if s.Port == rt.Port {
-			return s.Name, s.State, nil
+			return s, nil
 		}
 	}
-	return "", "", nil
+	return sandboxinit.Status{}, nil
+}
+
+// crashLoopExits is how many quick exits in a row make a service one
+// that keeps crashing: its preview stops waiting for it.
+const crashLoopExits = 3
+
+// crashLogLines is how many of its last log lines a crash-looping
+// service's page and problem show.
+const crashLogLines = 12
+
+// crashLoopError is a wake given up on because the service declaring the
+// port keeps exiting.
+type crashLoopError struct {
+	service string
+	code    int
+	logs    []string
+}
+
+func (e *crashLoopError) Error() string {
+	return fmt.Sprintf("service `%s` keeps exiting (code %d)", e.service, e.code)
+}
+
+// serviceTail is the last lines of a service's log, none when the init
+// cannot be asked: the page says what it knows without them.
+func (p *Proxy) serviceTail(ctx context.Context, rt Route, name string) []string {
+	c, err := p.cfg.Pods.Client(ctx, rt.Target)
+	if err != nil {
+		return nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lines, err := (sandboxinit.Client{SSH: c}).Logs(ictx, name, crashLogLines)
+	if err != nil {
+		p.log.DebugContext(ctx, "read service log", "sandbox_id", rt.SandboxID, "service", name, "err", err)
+		return nil
+	}
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, l.Text)
+	}
+	return out
 }
 
 // isRefused reports whether a direct-tcpip open failed because the
@@ -330,7 +386,10 @@ func isRefused(err error) bool {
 
 // wakeProblem is the problem a failed wake is answered with.
 func wakeProblem(err error, port int) problemPage {
+	var crash *crashLoopError
 	switch {
+	case errors.As(err, &crash):
+		return crashLoopPage(crash)
 	case errors.Is(err, ErrSandboxEnded):
 		return pageEnded
 	case errors.Is(err, errPortClosed) && errors.Is(err, context.DeadlineExceeded):
@@ -395,7 +454,7 @@ func (p *Proxy) awaitWake(w http.ResponseWriter, r *http.Request, label string, 
 	if err != nil {
 		pg := wakeProblem(err, rt.Port)
 		p.log.InfoContext(r.Context(), "preview not up", "sandbox_id", rt.SandboxID, "port", rt.Port, "code", pg.Code, "err", err)
-		writeRouteProblem(w, r, pg, rt)
+		writeRouteProblem(w, r, pg, rt, crashService(err))
 		return Route{}, false
 	}
 	return nrt, true

@@ -40,9 +40,9 @@ type Config struct {
 	// way (default 1 MiB): larger files are refused with the REST endpoint
 	// that carries them.
 	MaxFileBytes int64
-	// MaxExecOutput caps the stdout and stderr a finished exec returns,
-	// each (default 1 MiB); progress notifications carry all of it.
-	MaxExecOutput int
+	// Execs holds the commands exec_in_sandbox starts, which outlive the
+	// call; its owner closes it. Required.
+	Execs *Execs
 	// Version is reported to clients.
 	Version string
 	Logger  *slog.Logger
@@ -55,9 +55,6 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxFileBytes == 0 {
 		c.MaxFileBytes = 1 << 20
-	}
-	if c.MaxExecOutput == 0 {
-		c.MaxExecOutput = 1 << 20
 	}
 	if c.Version == "" {
 		c.Version = "dev"
@@ -74,14 +71,17 @@ func (c *Config) Validate() error {
 		return errors.New("mcpserver: API is required")
 	case len(c.OpenAPI) == 0:
 		return errors.New("mcpserver: OpenAPI is required")
+	case c.Execs == nil:
+		return errors.New("mcpserver: Execs is required")
 	}
 	return nil
 }
 
 const instructions = `Tools to drive cloud development sandboxes. A typical flow:
 create_sandbox (profile: one of list_profiles), wait_sandbox_ready, write_sandbox_file / exec_in_sandbox
-(output arrives as progress notifications while the command runs), expose_sandbox_port for a preview URL,
-destroy_sandbox when done. Errors are tool errors carrying the API's problem document (type, status, code, detail).`
+(output arrives as progress notifications while the command runs; a command still running after the bound
+answers with running: true and an exec_id: call wait_exec until running is false), expose_sandbox_port for
+a preview URL, destroy_sandbox when done. Errors are tool errors carrying the API's problem document (type, status, code, detail).`
 
 // New builds the MCP server.
 func New(cfg Config) (*mcp.Server, error) {
@@ -95,7 +95,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sbx", Title: "sbx sandboxes", Version: cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: sdkLogger(cfg.Logger)})
-	t := &tools{cfg: cfg, api: cfg.API, srv: srv}
+	t := &tools{cfg: cfg, api: cfg.API, srv: srv, execs: cfg.Execs}
 	if err := t.register(c); err != nil {
 		return nil, err
 	}
@@ -106,7 +106,8 @@ func New(cfg Config) (*mcp.Server, error) {
 // order they are registered: what `sbx mcp --help` lists, so the help
 // cannot drift from the server.
 func Tools(openAPI []byte) ([]*mcp.Tool, error) {
-	cfg := Config{OpenAPI: openAPI, API: &apiclient.ClientWithResponses{}} // never called: no tool runs
+	// Never called: no tool runs.
+	cfg := Config{OpenAPI: openAPI, API: &apiclient.ClientWithResponses{}, Execs: NewExecs(ExecsConfig{})}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -115,7 +116,7 @@ func Tools(openAPI []byte) ([]*mcp.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tools{cfg: cfg, api: cfg.API, srv: mcp.NewServer(&mcp.Implementation{Name: "sbx", Version: cfg.Version}, nil)}
+	t := &tools{cfg: cfg, api: cfg.API, execs: cfg.Execs, srv: mcp.NewServer(&mcp.Implementation{Name: "sbx", Version: cfg.Version}, nil)}
 	if err := t.register(c); err != nil {
 		return nil, err
 	}
@@ -124,9 +125,10 @@ func Tools(openAPI []byte) ([]*mcp.Tool, error) {
 
 // tools holds what the tool handlers share.
 type tools struct {
-	cfg Config
-	api *apiclient.ClientWithResponses
-	srv *mcp.Server
+	cfg   Config
+	api   *apiclient.ClientWithResponses
+	srv   *mcp.Server
+	execs *Execs
 	// added is every tool registered, in order.
 	added []*mcp.Tool
 }

@@ -73,16 +73,7 @@ func (t *tools) register(c *contract) error {
 
 		exec := schema("#/components/schemas/ExecRequest")
 		delete(exec["properties"].(map[string]any), "stream")
-		t.add(&mcp.Tool{Name: "exec_in_sandbox", Title: "Run a command in a sandbox",
-			Description: "Run a command in the sandbox's workspace (POST /api/v1/sandboxes/{id}/exec, streamed). " +
-				"With a progress token, stdout and stderr arrive as progress notifications while the command runs " +
-				"(message: the output; _meta.stream: stdout or stderr; _meta.encoding: utf-8 or base64). " +
-				"The result is how it ended with its output (each stream capped at 1 MiB; truncated says when). " +
-				"A suspended sandbox is woken first. Cancelling the call ends the command.",
-			InputSchema:  object(exec, map[string]any{"sandbox_id": id}, "sandbox_id"),
-			OutputSchema: out.api("/api/v1/sandboxes/{id}/exec", "post", "200"),
-			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes},
-		}, withArgs(t.exec))
+		t.registerExec(exec, id, out)
 
 		pathArg := func(desc string) map[string]any {
 			p := map[string]any{}

@@ -77,7 +77,9 @@ func TestMoreToolsCoverREST(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	srv, err := mcpserver.New(mcpserver.Config{API: api, OpenAPI: controlapi.OpenAPI(),
+	execs := mcpserver.NewExecs(mcpserver.ExecsConfig{})
+	defer execs.Close()
+	srv, err := mcpserver.New(mcpserver.Config{API: api, OpenAPI: controlapi.OpenAPI(), Execs: execs,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +154,19 @@ func TestMoreToolsCoverREST(t *testing.T) {
 		fake.mu.Unlock()
 		if len(seen) != 1 || strings.TrimSpace(seen[0]) != strings.TrimSpace(c.request) {
 			t.Errorf("%s: the API saw %q, want %q", c.tool, seen, c.request)
+		}
+	}
+	// Long commands: exec_in_sandbox and the tools that follow a command
+	// it left running, each naming the streamed exec they drive, and the
+	// flow and client setting documented where an agent reads them.
+	for _, tool := range []string{"exec_in_sandbox", "wait_exec", "read_exec_output", "kill_exec"} {
+		if d, ok := desc[tool]; !ok || !strings.Contains(d, "POST /api/v1/sandboxes/{id}/exec") {
+			t.Errorf("long-command tool %s: present %v, description %q does not name the exec endpoint", tool, ok, d)
+		}
+	}
+	for _, want := range []string{"resetTimeoutOnProgress", "wait_exec", "exec_id", "kill_exec", "timeout_seconds"} {
+		if !strings.Contains(desc["exec_in_sandbox"], want) {
+			t.Errorf("exec_in_sandbox's description does not mention %s: %q", want, desc["exec_in_sandbox"])
 		}
 	}
 	if strings.Contains(logs.String(), "FAKE0PRIVATE0KEY0MATERIAL") {

@@ -24,6 +24,9 @@ type Problem struct {
 	Code string `json:"code"`
 	// Errors lists per-field problems for 422 responses.
 	Errors []FieldError `json:"errors,omitempty"`
+	// Logs are the last log lines of what failed (a preview's service
+	// that keeps exiting), oldest first.
+	Logs []string `json:"logs,omitempty"`
 	// RetryAfter, when set, is also sent as the Retry-After header.
 	RetryAfter time.Duration `json:"-"`
 }

@@ -64,7 +64,11 @@ type Status struct {
 	// before the first exit.
 	ExitCode *int `json:"exit_code,omitempty"`
 	// Starts counts starts since the init began supervising it.
-	Starts      int        `json:"starts"`
+	Starts int `json:"starts"`
+	// QuickExits counts its exits in a row, each sooner than StableAfter
+	// after its start, while it is not running: a service that keeps
+	// crashing, which a preview stops waiting for.
+	QuickExits  int        `json:"quick_exits,omitempty"`
 	LastStartAt *time.Time `json:"last_start_at,omitempty"`
 	LastExitAt  *time.Time `json:"last_exit_at,omitempty"`
 	PID         int        `json:"pid,omitempty"`
@@ -334,6 +338,7 @@ type proc struct {
 	lastStart *time.Time
 	lastExit  *time.Time
 	pid       int
+	inARow    int // quick exits in a row
 }
 
 func newProc(cfg Config, sv Service) *proc {
@@ -348,6 +353,9 @@ func (p *proc) status() Status {
 	defer p.mu.Unlock()
 	st := Status{Service: p.svc, State: p.state, Starts: p.starts, PID: p.pid, ExitCode: p.exitCode,
 		LastStartAt: p.lastStart, LastExitAt: p.lastExit}
+	if p.state != StateRunning {
+		st.QuickExits = p.inARow
+	}
 	return st
 }
 
@@ -385,7 +393,11 @@ func (p *proc) run() {
 		}
 		inARow++
 		wait := p.cfg.Backoff(inARow)
-		p.set(func() { p.state = StateRestarting })
+		quick := 0
+		if time.Since(began) < p.cfg.StableAfter {
+			quick = inARow
+		}
+		p.set(func() { p.state, p.inARow = StateRestarting, quick })
 		p.logs.add(fmt.Sprintf("sbx-init: %s exited with code %d; restarting in %s", p.svc.Name, code, wait))
 		t := time.NewTimer(wait)
 		select {

@@ -65,6 +65,9 @@ func TestCrashingServiceRestartsWithItsExitCode(t *testing.T) {
 	if st.LastStartAt == nil || st.LastExitAt == nil {
 		t.Errorf("status %+v: want last start and exit times", st)
 	}
+	// Its quick exits are counted, which is what a preview stops
+	// waiting on.
+	waitFor(t, s, "with 3 quick exits in a row", func(st Status) bool { return st.QuickExits >= 3 })
 	var lines []string
 	_ = s.Logs(t.Context(), "crash", 100, false, func(l Line) error { lines = append(lines, l.Text); return nil })
 	all := strings.Join(lines, "\n")

@@ -6,7 +6,8 @@
 // Environment: SBX_API (the API base URL), SBX_TOKEN (an account agent
 // token), SBX_LIMITED_TOKEN (a token of an account whose concurrency limit
 // is 0), SBX_BIN (the sbx binary, for stdio), PREVIEW_PORT_IN_SANDBOX (a
-// free port for the dev server inside the sandbox).
+// free port for the dev server inside the sandbox), LONG_SECONDS (how long
+// the long command runs), EXEC_BOUND (stdio: sbx mcp's --exec-bound).
 //
 // It prints one JSON line with what it saw; the Go test checks it and the
 // ledger. Any failed expectation exits non-zero with the reason.
@@ -34,7 +35,7 @@ async function connect(tok) {
   } else if (mode === "stdio") {
     transport = new StdioClientTransport({
       command: process.env.SBX_BIN,
-      args: ["mcp"],
+      args: ["mcp", "--exec-bound", process.env.EXEC_BOUND ?? "45s"],
       env: { PATH: process.env.PATH, HOME: process.env.HOME, SBX_API: api, SBX_TOKEN: tok },
       stderr: "inherit",
     });
@@ -118,10 +119,51 @@ const exec = await ok(
     },
   },
 );
+// Under a short bound (stdio's) a loaded machine may answer before the
+// end: follow the handle.
+for (let st = exec; st.running; ) {
+  st = await ok(client, "wait_exec", { exec_id: st.exec_id, stdout_offset: st.stdout_next_offset, stderr_offset: st.stderr_next_offset });
+  exec.stdout += st.stdout;
+  exec.exit_code = st.exit_code;
+  exec.running = st.running;
+}
 if (exec.exit_code !== 0 || exec.stdout !== "hello from the agent\nfinished\n") fail(`exec result ${JSON.stringify(exec)}`);
 if (progress.length === 0 || progress[0] !== "hello from the agent\n") fail(`progress ${JSON.stringify(progress)}`);
 seen.first_progress = progress[0];
 seen.exec_stdout = exec.stdout;
+
+// A command longer than the client's default 60 s request timeout, run
+// with the client's DEFAULT request options (no timeout, no
+// resetTimeoutOnProgress) through the flow the tool descriptions give:
+// exec_in_sandbox answers within the bound with an exec_id while it runs,
+// then wait_exec from the offsets seen until running is false.
+{
+  const secs = Number(process.env.LONG_SECONDS);
+  const began = Date.now();
+  const answers = [];
+  let res = await client.callTool({
+    name: "exec_in_sandbox",
+    arguments: { sandbox_id: sb.id, command: `for i in $(seq 1 ${secs}); do echo tick $i; sleep 1; done; echo long done`, timeout_seconds: secs + 60 },
+  });
+  for (;;) {
+    const st = res.structuredContent ?? {};
+    if (res.isError) fail(`long command: ${JSON.stringify(st)}`);
+    answers.push({ after_s: (Date.now() - began) / 1000, running: st.running, stdout: st.stdout, exit_code: st.exit_code });
+    if (!st.running) break;
+    if (!st.exec_id || answers.length > 100) fail(`long command: ${JSON.stringify(answers)}`);
+    res = await client.callTool({
+      name: "wait_exec",
+      arguments: { exec_id: st.exec_id, stdout_offset: st.stdout_next_offset, stderr_offset: st.stderr_next_offset },
+    });
+  }
+  seen.long = {
+    seconds: (Date.now() - began) / 1000,
+    calls: answers.length,
+    longest_call_s: Math.max(...answers.map((a, i) => a.after_s - (i ? answers[i - 1].after_s : 0))),
+    stdout: answers.map((a) => a.stdout).join(""),
+    exit_code: answers.at(-1).exit_code,
+  };
+}
 
 // A dev server bound to loopback inside the sandbox, exposed and fetched
 // through the preview proxy.
