@@ -166,6 +166,10 @@ type Reader interface {
 	WebhookDeliveries(ctx context.Context, webhookID string, limit int) ([]WebhookDelivery, error)
 	// WebhookDelivery finds a delivery by ID.
 	WebhookDelivery(ctx context.Context, id string) (WebhookDelivery, error)
+	// PendingDeliveryBefore reports whether the webhook has a pending
+	// delivery of the sandbox's created before `before`: one sandbox's
+	// events reach a webhook in the order they happened.
+	PendingDeliveryBefore(ctx context.Context, webhookID, sandboxID string, before time.Time) (bool, error)
 }
 
 // Tx is a transaction. It is valid only inside the InTx callback.

@@ -40,6 +40,23 @@ func testWebhooks(t *testing.T, ctx context.Context, s store.Store) {
 	wantRead(t, "wh-1's deliveries, newest first", []store.WebhookDelivery{d2, d1})(s.WebhookDeliveries(ctx, "wh-1", 0))
 	wantRead(t, "a page of one", []store.WebhookDelivery{d2})(s.WebhookDeliveries(ctx, "wh-1", 1))
 
+	// Order: d2 waits while d1, its sandbox's earlier event, is pending.
+	for _, c := range []struct {
+		webhook, sandbox string
+		before           time.Time
+		want             bool
+	}{
+		{"wh-1", "sb-1", d2.CreatedAt, true},
+		{"wh-1", "sb-1", d1.CreatedAt, false},
+		{"wh-1", "sb-2", d2.CreatedAt, false},
+		{"wh-2", "sb-1", d3.CreatedAt, false},
+	} {
+		got, err := s.PendingDeliveryBefore(ctx, c.webhook, c.sandbox, c.before)
+		if err != nil || got != c.want {
+			t.Errorf("PendingDeliveryBefore(%s, %s, %v) = %v, %v; want %v", c.webhook, c.sandbox, c.before, got, err, c.want)
+		}
+	}
+
 	// A failed attempt, then a successful one: attempts count, the last
 	// one's outcome is what the row says.
 	retry := t0.Add(time.Minute)
@@ -60,6 +77,9 @@ func testWebhooks(t *testing.T, ctx context.Context, s store.Store) {
 	ok.Attempts, ok.LastAttemptAt, ok.LastStatusCode, ok.LastDuration = 2, &retry, 204, 7*time.Millisecond
 	ok.LastError, ok.Status, ok.NextRetryAt, ok.DeliveredAt = "", store.DeliveryDelivered, nil, &retry
 	wantRead(t, "after a delivered attempt", ok)(s.WebhookDelivery(ctx, "whd-1"))
+	if got, err := s.PendingDeliveryBefore(ctx, "wh-1", "sb-1", d2.CreatedAt); err != nil || got {
+		t.Errorf("PendingDeliveryBefore after d1 was delivered = %v, %v; want false", got, err)
+	}
 
 	again := retry.Add(time.Hour)
 	inTx(t, s, func(tx store.Tx) error { return tx.RequeueWebhookDelivery(ctx, "whd-1", again) })

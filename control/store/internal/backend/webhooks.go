@@ -119,3 +119,15 @@ func (q Queries) RequeueWebhookDelivery(ctx context.Context, id string, at time.
 		id, q.timeOrNow(at))
 	return OneRow(n, err, "requeue webhook delivery "+id, store.ErrNotFound)
 }
+
+// PendingDeliveryBefore implements store.Reader.
+func (q Queries) PendingDeliveryBefore(ctx context.Context, webhookID, sandboxID string, before time.Time) (bool, error) {
+	var n int
+	err := q.DB.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries
+		WHERE webhook_id = $1 AND sandbox_id = $2 AND status = 'pending' AND created_at < $3`,
+		webhookID, sandboxID, q.Dialect.Time(before)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("pending deliveries of %s before %s: %w", sandboxID, before, err)
+	}
+	return n > 0, nil
+}

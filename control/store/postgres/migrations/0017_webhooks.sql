@@ -30,3 +30,4 @@ CREATE TABLE webhook_deliveries (
     delivered_at     timestamptz
 );
 CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries (webhook_id, created_at);
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (webhook_id, sandbox_id, created_at) WHERE status = 'pending';
