@@ -42,7 +42,9 @@ func (w *worker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
 }
 
 // Timeout leaves the attempt its own timeout and the store its writes.
-func (w *worker) Timeout(*river.Job[DeliverArgs]) time.Duration { return w.h.cfg.AttemptTimeout + 30*time.Second }
+func (w *worker) Timeout(*river.Job[DeliverArgs]) time.Duration {
+	return w.h.cfg.AttemptTimeout + 30*time.Second
+}
 
 // retryDelay is the wait after failed attempt n (1-based).
 func (h *Hub) retryDelay(n int) time.Duration {

@@ -87,7 +87,9 @@ func testWebhooks(t *testing.T, ctx context.Context, s store.Store) {
 	requeued.Status, requeued.NextRetryAt = store.DeliveryPending, &again
 	wantRead(t, "requeued for a redelivery", requeued)(s.WebhookDelivery(ctx, "whd-1"))
 
-	err = s.InTx(ctx, func(tx store.Tx) error { return tx.RecordWebhookAttempt(ctx, "whd-none", store.WebhookAttempt{Status: store.DeliveryFailed}) })
+	err = s.InTx(ctx, func(tx store.Tx) error {
+		return tx.RecordWebhookAttempt(ctx, "whd-none", store.WebhookAttempt{Status: store.DeliveryFailed})
+	})
 	wantErr(t, "RecordWebhookAttempt(missing)", err, store.ErrNotFound)
 	err = s.InTx(ctx, func(tx store.Tx) error { return tx.RequeueWebhookDelivery(ctx, "whd-none", t0) })
 	wantErr(t, "RequeueWebhookDelivery(missing)", err, store.ErrNotFound)
