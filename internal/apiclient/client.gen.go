@@ -320,97 +320,34 @@ func (e ServiceState) Valid() bool {
 
 // Defines values for Status.
 const (
-	StatusFailed      Status = "failed"
-	StatusPending     Status = "pending"
-	StatusReady       Status = "ready"
-	StatusRestoring   Status = "restoring"
-	StatusSuspended   Status = "suspended"
-	StatusSuspending  Status = "suspending"
-	StatusTerminated  Status = "terminated"
-	StatusTerminating Status = "terminating"
+	Failed      Status = "failed"
+	Pending     Status = "pending"
+	Ready       Status = "ready"
+	Restoring   Status = "restoring"
+	Suspended   Status = "suspended"
+	Suspending  Status = "suspending"
+	Terminated  Status = "terminated"
+	Terminating Status = "terminating"
 )
 
 // Valid indicates whether the value is a known member of the Status enum.
 func (e Status) Valid() bool {
 	switch e {
-	case StatusFailed:
+	case Failed:
 		return true
-	case StatusPending:
+	case Pending:
 		return true
-	case StatusReady:
+	case Ready:
 		return true
-	case StatusRestoring:
+	case Restoring:
 		return true
-	case StatusSuspended:
+	case Suspended:
 		return true
-	case StatusSuspending:
+	case Suspending:
 		return true
-	case StatusTerminated:
+	case Terminated:
 		return true
-	case StatusTerminating:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for WebhookDeliveryStatus.
-const (
-	WebhookDeliveryStatusDelivered WebhookDeliveryStatus = "delivered"
-	WebhookDeliveryStatusFailed    WebhookDeliveryStatus = "failed"
-	WebhookDeliveryStatusPending   WebhookDeliveryStatus = "pending"
-)
-
-// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
-func (e WebhookDeliveryStatus) Valid() bool {
-	switch e {
-	case WebhookDeliveryStatusDelivered:
-		return true
-	case WebhookDeliveryStatusFailed:
-		return true
-	case WebhookDeliveryStatusPending:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for WebhookRequestEvents.
-const (
-	WebhookRequestEventsAsterisk           WebhookRequestEvents = "*"
-	WebhookRequestEventsSandbox            WebhookRequestEvents = "sandbox.*"
-	WebhookRequestEventsSandboxFailed      WebhookRequestEvents = "sandbox.failed"
-	WebhookRequestEventsSandboxPending     WebhookRequestEvents = "sandbox.pending"
-	WebhookRequestEventsSandboxReady       WebhookRequestEvents = "sandbox.ready"
-	WebhookRequestEventsSandboxRestoring   WebhookRequestEvents = "sandbox.restoring"
-	WebhookRequestEventsSandboxSuspended   WebhookRequestEvents = "sandbox.suspended"
-	WebhookRequestEventsSandboxSuspending  WebhookRequestEvents = "sandbox.suspending"
-	WebhookRequestEventsSandboxTerminated  WebhookRequestEvents = "sandbox.terminated"
-	WebhookRequestEventsSandboxTerminating WebhookRequestEvents = "sandbox.terminating"
-)
-
-// Valid indicates whether the value is a known member of the WebhookRequestEvents enum.
-func (e WebhookRequestEvents) Valid() bool {
-	switch e {
-	case WebhookRequestEventsAsterisk:
-		return true
-	case WebhookRequestEventsSandbox:
-		return true
-	case WebhookRequestEventsSandboxFailed:
-		return true
-	case WebhookRequestEventsSandboxPending:
-		return true
-	case WebhookRequestEventsSandboxReady:
-		return true
-	case WebhookRequestEventsSandboxRestoring:
-		return true
-	case WebhookRequestEventsSandboxSuspended:
-		return true
-	case WebhookRequestEventsSandboxSuspending:
-		return true
-	case WebhookRequestEventsSandboxTerminated:
-		return true
-	case WebhookRequestEventsSandboxTerminating:
+	case Terminating:
 		return true
 	default:
 		return false
@@ -922,12 +859,11 @@ type WebhookDelivery struct {
 	// Payload The exact JSON body sent.
 	Payload   map[string]interface{} `json:"payload"`
 	SandboxId string                 `json:"sandbox_id"`
-	Status    WebhookDeliveryStatus  `json:"status"`
-	WebhookId string                 `json:"webhook_id"`
-}
 
-// WebhookDeliveryStatus defines model for WebhookDelivery.Status.
-type WebhookDeliveryStatus string
+	// Status pending, delivered or failed.
+	Status    string `json:"status"`
+	WebhookId string `json:"webhook_id"`
+}
 
 // WebhookDeliveryList defines model for WebhookDeliveryList.
 type WebhookDeliveryList struct {
@@ -942,14 +878,11 @@ type WebhookList struct {
 // WebhookRequest defines model for WebhookRequest.
 type WebhookRequest struct {
 	// Events Event types to receive, or sandbox.* / * for all. Another value is 422 naming the valid ones.
-	Events []WebhookRequestEvents `json:"events"`
+	Events []string `json:"events"`
 
 	// Url Where deliveries are POSTed: https, or http to an address in a range the operator trusts (--webhook-trust). Loopback, RFC 1918, CGNAT, link-local and the cloud metadata endpoint are refused (422), at create and again at each delivery's dial.
 	Url string `json:"url"`
 }
-
-// WebhookRequestEvents defines model for WebhookRequest.Events.
-type WebhookRequestEvents string
 
 // IntrospectGrantJSONBody defines parameters for IntrospectGrant.
 type IntrospectGrantJSONBody struct {
