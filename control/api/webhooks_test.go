@@ -234,12 +234,21 @@ type deliveryDoc struct {
 // refused at create, and a name that resolves to the metadata endpoint
 // only at delivery is refused at dial, with no packet sent.
 func TestWebhooks(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testWebhooks(t, backend)
+		})
+	}
+}
+
+func testWebhooks(t *testing.T, backend string) {
 	rcv := newReceiver(t, 2)
 	dns := &answers{m: map[string][]string{
 		"private.test": {"10.9.8.7"},
 		"rebind.test":  {"93.184.216.34", "169.254.169.254"},
 	}, n: map[string]int{}}
-	e := newEnv(t, "sqlite", false, func(c *control.Config) {
+	e := newEnv(t, backend, false, func(c *control.Config) {
 		c.Webhook.Trust = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 		c.Webhook.Retry = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}
 		c.Webhook.OrderWait = 20 * time.Millisecond
