@@ -235,7 +235,9 @@ func TestStateEventInTransaction(t *testing.T) {
 		Consumer: store.Consumer{Actor: "agent", RunID: "r-9"}}
 	err = s.InTx(ctx, func(tx store.Tx) error {
 		for _, step := range []func() error{
-			func() error { return tx.UpsertAccount(ctx, store.Account{ID: "a", Name: "a", SandboxesEnabled: true, CreatedAt: now}) },
+			func() error {
+				return tx.UpsertAccount(ctx, store.Account{ID: "a", Name: "a", SandboxesEnabled: true, CreatedAt: now})
+			},
 			func() error { return tx.InsertSandbox(ctx, sb) },
 			func() error {
 				return tx.InsertWebhook(ctx, store.Webhook{ID: "wh-all", AccountID: "a", URL: "https://public.test/", Events: []string{"sandbox.*"}, CreatedAt: now})
