@@ -312,8 +312,11 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	wcfg := cfg.Webhook
 	wcfg.SSHHost, wcfg.SSHPort = cfg.SSHHost, cfg.SSHPort
 	wcfg.Provider, wcfg.Host = providerName(cfg, s.Provider)
+	// Own reads the Manager's reserved ports, filled in below and as
+	// listeners bind: s.Life is set before any delivery runs.
+	own := func(port int) (string, bool) { return s.Life.ReservedPort(port) }
 	if s.Hooks, err = webhook.New(wcfg, webhook.Deps{
-		Store: s.Store, Secrets: hostKeys, Resolver: cfg.WebhookResolver, Dialer: cfg.WebhookDialer, Logger: cfg.Logger,
+		Store: s.Store, Secrets: hostKeys, Resolver: cfg.WebhookResolver, Dialer: cfg.WebhookDialer, Logger: cfg.Logger, Own: own,
 	}); err != nil {
 		return nil, err
 	}

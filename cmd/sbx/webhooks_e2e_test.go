@@ -55,10 +55,16 @@ func TestWebhooksCLI(t *testing.T) {
 	if ls := p.cli("webhooks", "ls"); !strings.Contains(ls, m[1]) || !strings.Contains(ls, "sandbox.pending,sandbox.ready") || strings.Contains(ls, "whsec_") {
 		t.Fatalf("sbx webhooks ls:\n%s\nwant the webhook and no secret", ls)
 	}
-	cmd := exec.Command(sbxBinary(t), "webhooks", "add", strings.Replace(rcv.URL, "127.0.0.1", "127.0.0.2", 1))
-	cmd.Env = append(cmd.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+filepath.Join(p.DataDir, "cli-config"))
-	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "loopback") {
-		t.Fatalf("sbx webhooks add to untrusted loopback: %v %s, want a refusal naming loopback", err, b)
+	for _, c := range []struct{ url, says string }{
+		{strings.Replace(rcv.URL, "127.0.0.1", "127.0.0.2", 1), "loopback"},
+		// Trusted loopback, but sbx dev's own API.
+		{p.API + "/api/v1/sandboxes", "sbx dev's own REST API"},
+	} {
+		cmd := exec.Command(sbxBinary(t), "webhooks", "add", c.url)
+		cmd.Env = append(cmd.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+filepath.Join(p.DataDir, "cli-config"))
+		if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), c.says) {
+			t.Fatalf("sbx webhooks add %s: %v %s, want a refusal saying %q", c.url, err, b, c.says)
+		}
 	}
 
 	var sb sbView

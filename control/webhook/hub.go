@@ -94,8 +94,12 @@ type Deps struct {
 	// that fails the test outside loopback.
 	Resolver Resolver
 	Dialer   Dialer
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Own names this host's own server on a port (sbx dev's API, SSH
+	// broker, metrics), which a webhook on loopback must never reach,
+	// trusted or not; nil: none.
+	Own    func(port int) (string, bool)
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Hub is webhooks' domain: registration, the fan-out of lifecycle events
@@ -107,6 +111,7 @@ type Hub struct {
 	resolver Resolver
 	dialer   Dialer
 	ranges   *egresspolicy.Ranges
+	own      func(port int) (string, bool)
 	client   *http.Client
 	log      *slog.Logger
 	now      func() time.Time
@@ -120,7 +125,7 @@ func New(cfg Config, d Deps) (*Hub, error) {
 		return nil, fmt.Errorf("webhook trust: %w", err)
 	}
 	h := &Hub{cfg: cfg, store: d.Store, secrets: d.Secrets, resolver: d.Resolver, dialer: d.Dialer,
-		ranges: ranges, log: d.Logger, now: d.Now}
+		ranges: ranges, own: d.Own, log: d.Logger, now: d.Now}
 	if h.resolver == nil {
 		h.resolver = net.DefaultResolver
 	}

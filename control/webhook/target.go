@@ -58,7 +58,7 @@ func (h *Hub) checkURL(ctx context.Context, raw string) (*url.URL, error) {
 	}
 	host := u.Hostname()
 	if a, err := netip.ParseAddr(host); err == nil {
-		why := h.ranges.Check(netip.AddrPortFrom(a, port))
+		why := h.check(netip.AddrPortFrom(a, port))
 		if why != "" {
 			return nil, &TargetError{"is refused: " + why}
 		}
@@ -76,7 +76,7 @@ func (h *Hub) checkURL(ctx context.Context, raw string) (*url.URL, error) {
 	}
 	var whys []string
 	for _, a := range addrs {
-		why := h.ranges.Check(netip.AddrPortFrom(a, port))
+		why := h.check(netip.AddrPortFrom(a, port))
 		if why == "" {
 			return u, nil
 		}
@@ -114,6 +114,18 @@ func (h *Hub) trusted(a netip.Addr) bool {
 	return false
 }
 
+// check says why a delivery must not reach ap, or "" when it may: the
+// refused ranges unless trusted, and on loopback this host's own servers
+// whatever the trust.
+func (h *Hub) check(ap netip.AddrPort) string {
+	if a := ap.Addr().Unmap(); (a.IsLoopback() || a.IsUnspecified()) && h.own != nil {
+		if what, ok := h.own(int(ap.Port())); ok {
+			return fmt.Sprintf("%s is %s", netip.AddrPortFrom(a, ap.Port()), what)
+		}
+	}
+	return h.ranges.Check(ap)
+}
+
 // dial is the delivery transport's only way out: it resolves the name
 // itself, checks every address against the refused ranges, and dials
 // only an address it checked, so a name that resolves to a public
@@ -138,7 +150,7 @@ func (h *Hub) dial(ctx context.Context, network, address string) (net.Conn, erro
 	var dialErr error
 	for _, a := range addrs {
 		ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
-		if why := h.ranges.Check(ap); why != "" {
+		if why := h.check(ap); why != "" {
 			whys = append(whys, why)
 			continue
 		}

@@ -114,6 +114,9 @@ func (tb table) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, er
 	return out, nil
 }
 
+// ownPort is this host's own server in the tests.
+const ownPort = 8081
+
 func newTestHub(t *testing.T, trust ...string) (*Hub, *guard) {
 	t.Helper()
 	g := &guard{t: t}
@@ -127,7 +130,7 @@ func newTestHub(t *testing.T, trust ...string) (*Hub, *guard) {
 		"mixed.test":   {"10.0.0.7", "93.184.216.34"},
 		"meta.test":    {"169.254.169.254"},
 		"local.test":   {"192.168.0.9", "127.0.0.1"},
-	}})
+	}, Own: func(port int) (string, bool) { return "sbx dev's own preview proxy", port == ownPort }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +151,7 @@ func TestCheckURL(t *testing.T) {
 		{"http://127.0.0.1:8080/hook", []string{"127.0.0.1/32"}, ""},
 		{"http://[::1]:8080/hook", []string{"127.0.0.1/32"}, "loopback"},
 		{"http://[::1]:8080/hook", []string{"::1/128"}, ""},
+		{"http://127.0.0.1:8081/hook", []string{"127.0.0.1/32"}, "own preview proxy"},
 		{"http://169.254.169.254/latest/meta-data/", nil, "cloud metadata"},
 		{"http://169.254.169.254/latest/meta-data/", []string{"127.0.0.0/8"}, "cloud metadata"},
 		{"https://10.1.2.3/", nil, "RFC 1918"},
@@ -197,6 +201,7 @@ func TestDialChecksEveryAddress(t *testing.T) {
 		{"127.0.0.1:8080", nil, nil, "loopback"},
 		{"local.test:8080", []string{"127.0.0.1/32"}, []string{"127.0.0.1:8080"}, ""},
 		{"127.0.0.1:8080", []string{"127.0.0.1/32"}, []string{"127.0.0.1:8080"}, ""},
+		{"local.test:8081", []string{"127.0.0.1/32"}, nil, "own preview proxy"},
 	} {
 		h, g := newTestHub(t, c.trust...)
 		_, err := h.dial(t.Context(), "tcp", c.addr)
