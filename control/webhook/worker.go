@@ -70,7 +70,9 @@ func (w *worker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
 	if err != nil {
 		return err
 	}
-	if earlier {
+	// An earlier delivery settles within Window (delivered or given up);
+	// past it, one stuck pending (its job lost) no longer holds the rest.
+	if earlier && h.now().Sub(d.CreatedAt) < h.cfg.Window {
 		return river.JobSnooze(h.cfg.OrderWait)
 	}
 	hook, err := h.store.Webhook(ctx, d.WebhookID)
