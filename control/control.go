@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
 
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/auth/hostkey"
@@ -30,6 +31,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
+	"github.com/sbxedge/sbx/control/webhook"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/invalidation"
@@ -143,6 +145,14 @@ type Config struct {
 	// authenticated, and any body's stall after (httplimit.BodyDeadline;
 	// 0: httplimit.DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// Webhook tunes webhook delivery: the ranges trusted as receivers
+	// (--webhook-trust), the retry schedule. SSHHost, SSHPort, Provider
+	// and Host are filled in from the rest of the config.
+	Webhook webhook.Config
+	// WebhookResolver and WebhookDialer replace the system's for webhook
+	// deliveries (tests: a dialer that refuses to leave loopback).
+	WebhookResolver webhook.Resolver
+	WebhookDialer   webhook.Dialer
 	// AlsoReady, when set, must report true too before /readyz answers
 	// 200: sbx dev waits for the edge it runs next to control.
 	AlsoReady func() bool
@@ -200,6 +210,7 @@ type Service struct {
 	Provider provider.Provider
 	Pool     *podssh.Pool
 	Life     *lifecycle.Manager
+	Hooks    *webhook.Hub
 	Registry *prometheus.Registry
 	// Activity is shared with the edge run in the same process (sbx dev).
 	Activity activity.Store
@@ -300,11 +311,22 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return edgeChanged(ctx, inv)
 	}
 	s.previewChanged = previewChanged
+	wcfg := cfg.Webhook
+	wcfg.SSHHost, wcfg.SSHPort = cfg.SSHHost, cfg.SSHPort
+	wcfg.Provider, wcfg.Host = providerName(cfg, s.Provider)
+	// Own reads the Manager's reserved ports, filled in below and as
+	// listeners bind: s.Life is set before any delivery runs.
+	own := func(port int) (string, bool) { return s.Life.ReservedPort(port) }
+	if s.Hooks, err = webhook.New(wcfg, webhook.Deps{
+		Store: s.Store, Secrets: hostKeys, Resolver: cfg.WebhookResolver, Dialer: cfg.WebhookDialer, Logger: cfg.Logger, Own: own,
+	}); err != nil {
+		return nil, err
+	}
 	lifeActivity := stateNotifier{Activity: s.Activity, changed: previewChanged, log: cfg.Logger}
 	s.Life = lifecycle.New(cfg.Lifecycle, lifecycle.Deps{
 		Store: s.Store, Provider: s.Provider, HostKeys: hostKeys, UserCAKey: s.CA.AuthorizedKey(),
 		Conns: s.Pool, Pods: s.Pool, Logger: cfg.Logger, Metrics: lifecycle.NewMetrics(cfg.Registry),
-		Activity: lifeActivity,
+		Activity: lifeActivity, Events: s.Hooks,
 	})
 	cfg.Registry.MustRegister(s.Life.NewGauges())
 	for port, what := range cfg.ReservedPorts {
@@ -317,7 +339,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
 		Registry: cfg.Registry, Ready: s.isReady, PreviewChanged: previewChanged,
-		Activity: s.Activity, Tickets: streamTickets(s.rdb), TicketKey: ticketKey,
+		Activity: s.Activity, Tickets: streamTickets(s.rdb), TicketKey: ticketKey, Webhooks: s.Hooks,
 	})
 	return s, nil
 }
@@ -388,6 +410,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	s.watchers.Go(func() { s.Life.ReconcileEvery(wctx) })
 	if !s.cfg.NoJobs {
 		jobs := s.Life.Jobs()
+		river.AddWorker(jobs.Workers, s.Hooks.Worker())
 		jobs.Instance = s.cfg.JobsInstance
 		if err := s.Store.StartJobs(ctx, jobs); err != nil {
 			return fmt.Errorf("start job queue: %w", err)
@@ -478,6 +501,9 @@ func (s *Service) shutdown(ctx context.Context) error {
 
 func (s *Service) closeParts() error {
 	var errs []error
+	if s.Hooks != nil {
+		s.Hooks.Close()
+	}
 	if s.Pool != nil {
 		errs = append(errs, s.Pool.Close())
 	}

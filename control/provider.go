@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,4 +54,18 @@ func (s *Service) startProvider(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// providerName is what webhook messages say sandboxes run on: the local
+// provider on this machine (named as its host), or what an injected
+// provider calls itself (a Name method), with no single host.
+func providerName(cfg Config, p provider.Provider) (name, host string) {
+	if cfg.Provider == nil {
+		h, _ := os.Hostname()
+		return "local", h
+	}
+	if n, ok := p.(interface{ Name() string }); ok {
+		return n.Name(), ""
+	}
+	return "external", ""
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
@@ -78,6 +79,13 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	apiConns := fs.String("api-max-conns", env("SBX_API_MAX_CONNS", strconv.Itoa(control.DefaultAPIMaxConns)), "most REST API connections held at once; beyond it new ones wait in the kernel's backlog, so no flood takes every file descriptor")
 	internalConns := fs.String("internal-max-conns", env("SBX_INTERNAL_MAX_CONNS", strconv.Itoa(control.DefaultInternalMaxConns)), "most internal API connections held at once")
 	bodyTimeout := fs.String("body-timeout", env("SBX_BODY_TIMEOUT", httplimit.DefaultBodyTimeout.String()), "how long a request body may take to start or stall (both APIs); before its sender authenticates it must also average 1 KiB/s, so a body that never arrives is cut after this")
+	webhookTrust := (*egresspolicy.PrefixList)(&c.Webhook.Trust)
+	if v := env("SBX_WEBHOOK_TRUST", ""); v != "" {
+		if err := webhookTrust.Set(v); err != nil {
+			return c, 0, fmt.Errorf("SBX_WEBHOOK_TRUST: %w", err)
+		}
+	}
+	fs.Var(webhookTrust, "webhook-trust", "an internal range (CIDR or address) webhook deliveries may reach, for a receiver on the operator's own network; repeatable (default: $SBX_WEBHOOK_TRUST)")
 	if err := fs.Parse(args); err != nil {
 		return c, 0, err
 	}

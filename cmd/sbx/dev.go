@@ -88,6 +88,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.PreviewAddr, "preview-addr", "127.0.0.1:8081", "preview proxy listen address (plain HTTP and h2c)")
 	fs.StringVar(&c.EgressAddr, "egress-addr", "127.0.0.1:8082", "egress gateway listen address: sandboxes get HTTP_PROXY/HTTPS_PROXY pointing here with their own credential (empty: off)")
 	fs.Var((*egresspolicy.PrefixList)(&c.EgressTrust), "egress-trust", "a private range (CIDR or address) the egress gateway may reach, for a local upstream; repeatable (sbx dev's own listeners stay refused)")
+	fs.Var((*egresspolicy.PrefixList)(&c.WebhookTrust), "webhook-trust", "an internal range (CIDR or address) webhook deliveries may reach, for a receiver on this machine (127.0.0.1); repeatable")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", "preview.localhost", "preview base domain: ports are served at <label>.<domain>, sign-in at <domain>")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", os.Getenv("SBX_OIDC_ISSUER"), "OIDC issuer for preview sign-in (empty: a local dev sign-in for the dev account)")
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", os.Getenv("SBX_OIDC_CLIENT_ID"), "OIDC client id")

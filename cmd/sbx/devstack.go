@@ -22,6 +22,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/webhook"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/edgeapi"
@@ -43,7 +44,10 @@ type devConfig struct {
 	// EgressTrust are private ranges the gateway may reach (a local
 	// package mirror); the stack's own listeners stay refused.
 	EgressTrust []netip.Prefix
-	DatabaseURL string // Postgres; empty: SQLite in DataDir
+	// WebhookTrust are internal ranges webhook deliveries may reach (a
+	// receiver on this machine).
+	WebhookTrust []netip.Prefix
+	DatabaseURL  string // Postgres; empty: SQLite in DataDir
 	// SandboxServer is the local provider's SSH server: embedded or sshd.
 	SandboxServer string
 	// SandboxInit is the sbx-init binary sshd runs for the sandbox's
@@ -158,6 +162,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 			previewLn.Addr().(*net.TCPAddr).Port: "sbx dev's own preview proxy",
 		},
 		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs, JobsInstance: instance,
+		Webhook:     webhook.Config{Trust: c.WebhookTrust},
 		SandboxInit: c.SandboxInit, SandboxInitFallback: c.SandboxInitFallback,
 		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,
 		// One process: invalidations reach the edge directly.

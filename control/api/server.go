@@ -122,6 +122,7 @@ type Server struct {
 	activity       Activity
 	tickets        Tickets
 	ticketKey      []byte
+	hooks          Webhooks
 
 	// streams are the open streams, ended when their authority goes or
 	// their token expires.
@@ -159,6 +160,9 @@ type Deps struct {
 	// TicketKey seals stream tickets; replicas must share it. Nil makes a
 	// random key for this process.
 	TicketKey []byte
+	// Webhooks registers and reports webhooks; nil answers their routes
+	// with 404.
+	Webhooks Webhooks
 }
 
 // New builds the API server.
@@ -188,7 +192,7 @@ func New(cfg Config, d Deps) *Server {
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
 		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
 		streams: authority.New[*liveStream](d.Now),
-		tickets: d.Tickets, ticketKey: d.TicketKey,
+		tickets: d.Tickets, ticketKey: d.TicketKey, hooks: d.Webhooks,
 		mcpExecs: mcpserver.NewExecs(mcpserver.ExecsConfig{Bound: cfg.MCPExecBound, MaxOutput: cfg.ExecOutputLimit}),
 	}
 }
@@ -272,6 +276,11 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/api/v1/snapshots", s.listSnapshots)
 		r.Get("/api/v1/snapshots/{snap}", s.getSnapshot)
 		r.Delete("/api/v1/snapshots/{snap}", s.deleteSnapshot)
+		r.Post("/api/v1/webhooks", s.createWebhook)
+		r.Get("/api/v1/webhooks", s.listWebhooks)
+		r.Delete("/api/v1/webhooks/{id}", s.deleteWebhook)
+		r.Get("/api/v1/webhooks/{id}/deliveries", s.listDeliveries)
+		r.Post("/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.redeliver)
 		r.Get("/api/v1/usage", s.usage)
 		r.Get("/api/v1/profiles", s.listProfiles)
 		r.Get("/api/v1/projects/{id}/audit", s.projectAudit)

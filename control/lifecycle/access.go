@@ -198,6 +198,10 @@ func (m *Manager) ReservePort(port int, what string) {
 	m.reserved.ports[port] = what
 }
 
+// ReservedPort names the host's own server on port, if ReservePort
+// reserved it (webhook deliveries refuse it on loopback too).
+func (m *Manager) ReservedPort(port int) (string, bool) { return m.reserved.what(port) }
+
 // reservedPorts are the ports of ReservePort; mu guards ports.
 type reservedPorts struct {
 	mu    sync.RWMutex

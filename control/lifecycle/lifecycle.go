@@ -166,6 +166,9 @@ type Deps struct {
 	Activity Activity
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// Events is told of every event written, in its transaction
+	// (webhook deliveries); nil: none.
+	Events EventHook
 }
 
 // New builds a Manager.
@@ -179,6 +182,9 @@ func New(cfg Config, d Deps) *Manager {
 	}
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(nil)
+	}
+	if d.Events != nil {
+		d.Store = hookedStore{d.Store, d.Events}
 	}
 	return &Manager{
 		cfg: cfg, store: d.Store, prov: d.Provider, hostKeys: d.HostKeys,

@@ -157,6 +157,20 @@ type Reader interface {
 	// AccountIdleTimeout is the account's idle timeout override; 0 means
 	// none (the deployment default applies).
 	AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error)
+
+	// Webhooks lists an account's webhooks, oldest first.
+	Webhooks(ctx context.Context, accountID string) ([]Webhook, error)
+	// Webhook finds a webhook by ID regardless of account.
+	Webhook(ctx context.Context, id string) (Webhook, error)
+	// WebhookDeliveries lists a webhook's deliveries, newest first, at
+	// most limit (0: a default page).
+	WebhookDeliveries(ctx context.Context, webhookID string, limit int) ([]WebhookDelivery, error)
+	// WebhookDelivery finds a delivery by ID.
+	WebhookDelivery(ctx context.Context, id string) (WebhookDelivery, error)
+	// PendingDeliveryBefore reports whether the webhook has a pending
+	// delivery of the sandbox's created before `before`: one sandbox's
+	// events reach a webhook in the order they happened.
+	PendingDeliveryBefore(ctx context.Context, webhookID, sandboxID string, before time.Time) (bool, error)
 }
 
 // Tx is a transaction. It is valid only inside the InTx callback.
@@ -225,6 +239,20 @@ type Tx interface {
 	// RevokeToken revokes an API token by ID (idempotent: an already
 	// revoked token keeps its first revocation time).
 	RevokeToken(ctx context.Context, id string, at time.Time) error
+
+	// InsertWebhook stores a webhook; a duplicate ID is ErrConflict.
+	InsertWebhook(ctx context.Context, w Webhook) error
+	// DeleteWebhook removes a webhook and its deliveries; none is
+	// ErrNotFound.
+	DeleteWebhook(ctx context.Context, id string) error
+	// InsertWebhookDelivery stores a pending delivery.
+	InsertWebhookDelivery(ctx context.Context, d WebhookDelivery) error
+	// RecordWebhookAttempt counts one attempt at a delivery and records
+	// its outcome; a missing delivery is ErrNotFound.
+	RecordWebhookAttempt(ctx context.Context, deliveryID string, a WebhookAttempt) error
+	// RequeueWebhookDelivery makes a delivery pending again, due at `at`
+	// (a redelivery); its attempts keep counting.
+	RequeueWebhookDelivery(ctx context.Context, deliveryID string, at time.Time) error
 
 	// Enqueue inserts a durable job that becomes visible when the
 	// transaction commits.

@@ -503,3 +503,6 @@ func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
 func (p *Provider) workspaceDir(podName string) string {
 	return expandPod(p.cfg.WorkspaceDir, podName)
 }
+
+// Name is what webhook messages call this provider.
+func (p *Provider) Name() string { return "k8s" }
