@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SSHCredentials", []string{"a"}, testSSHCredentials},
 		{"PreviewPorts", []string{"a"}, testPreviewPorts},
 		{"Services", []string{"a"}, testServices},
+		{"Connections", []string{"a", "b"}, testConnections},
 		{"GrantTokens", []string{"a", "b"}, testGrantTokens},
 		{"Audit", []string{"a", "b"}, testAudit},
 		{"Consumer", []string{"a"}, testConsumer},
