@@ -23,6 +23,7 @@ import (
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/authority"
+	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podssh"
@@ -117,6 +118,7 @@ type Server struct {
 	activity       Activity
 	tickets        Tickets
 	ticketKey      []byte
+	conns          *connlog.Recorder
 
 	// streams are the open streams, ended when their authority goes or
 	// their token expires.
@@ -150,6 +152,9 @@ type Deps struct {
 	// TicketKey seals stream tickets; replicas must share it. Nil makes a
 	// random key for this process.
 	TicketKey []byte
+	// Connections records the terminal and exec streams in the
+	// connection log; nil records nothing.
+	Connections *connlog.Recorder
 }
 
 // New builds the API server.
@@ -179,7 +184,7 @@ func New(cfg Config, d Deps) *Server {
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
 		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
 		streams: authority.New[*liveStream](d.Now),
-		tickets: d.Tickets, ticketKey: d.TicketKey,
+		tickets: d.Tickets, ticketKey: d.TicketKey, conns: d.Connections,
 	}
 }
 

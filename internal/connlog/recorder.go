@@ -50,7 +50,8 @@ type RecorderConfig struct {
 	// promises, and many intervals long so one slow call loses nothing.
 	Lease time.Duration
 	// MaxBatch bounds the records in one call; more are sent in several.
-	// Default 500.
+	// Default 64, which keeps a call well inside the internal API's 64 KiB
+	// body limit.
 	MaxBatch int
 	// Source labels this recorder's gauge ("edge", "control"), so two
 	// recorders can share a registry (sbx dev).
@@ -87,7 +88,7 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 		cfg.Lease = 30 * time.Second
 	}
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 500
+		cfg.MaxBatch = 64
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -121,7 +122,13 @@ func NewID() string {
 
 // Open starts recording rec (ID and StartedAt are filled in when empty).
 // The caller must Close the returned Conn.
+//
+// A nil Recorder records nothing and returns a nil Conn, whose methods do
+// nothing: a surface built without a log needs no checks.
 func (r *Recorder) Open(rec Record) *Conn {
+	if r == nil {
+		return nil
+	}
 	if rec.ID == "" {
 		rec.ID = NewID()
 	}
@@ -242,17 +249,33 @@ type Conn struct {
 }
 
 // ID is the connection's ID.
-func (c *Conn) ID() string { return c.rec.ID }
+func (c *Conn) ID() string {
+	if c == nil {
+		return ""
+	}
+	return c.rec.ID
+}
 
 // AddIn counts bytes from the client to the sandbox.
-func (c *Conn) AddIn(n int64) { c.in.Add(n) }
+func (c *Conn) AddIn(n int64) {
+	if c != nil {
+		c.in.Add(n)
+	}
+}
 
 // AddOut counts bytes from the sandbox to the client.
-func (c *Conn) AddOut(n int64) { c.out.Add(n) }
+func (c *Conn) AddOut(n int64) {
+	if c != nil {
+		c.out.Add(n)
+	}
+}
 
 // SetClient records the client's kind once learned (an SSH env request
 // comes after the connection opened).
 func (c *Conn) SetClient(kind, detail string) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if kind != c.rec.ClientKind || (detail != "" && detail != c.rec.ClientDetail) {
@@ -266,6 +289,9 @@ func (c *Conn) SetClient(kind, detail string) {
 
 // ClientKind is the kind recorded so far.
 func (c *Conn) ClientKind() string {
+	if c == nil {
+		return ""
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rec.ClientKind
@@ -273,6 +299,9 @@ func (c *Conn) ClientKind() string {
 
 // AddChannel records that the connection carried a channel of kind.
 func (c *Conn) AddChannel(kind string) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(c.rec.Channels)
@@ -282,6 +311,9 @@ func (c *Conn) AddChannel(kind string) {
 
 // Close ends the connection with reason; later calls do nothing.
 func (c *Conn) Close(reason string) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
