@@ -199,6 +199,7 @@ func (t *tools) register(c *contract) error {
 		}, withArgs(t.waitReady))
 		t.registerStopStart(c, id, out)
 		t.registerMore(c, id, out)
+		t.registerConnections(id, out)
 		if out.err != nil {
 			panic(out.err)
 		}
