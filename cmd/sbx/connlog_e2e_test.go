@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,6 +206,21 @@ func TestConnectionLogSettlesAKilledEdge(t *testing.T) {
 	live := p.waitConnections(t, path+"?live=true", 20*time.Second, func(rows []connRow) bool {
 		return len(rows) == 1 && rows[0].Kind == "ssh" && rows[0].Live
 	})[0]
+	// The edge's gauge counts it, by kind and without a sandbox ID.
+	resp, err := http.Get(p.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `sbx_connections_live{kind="ssh",source="edge"} 1`; !strings.Contains(string(metrics), want) {
+		t.Errorf("metrics do not show %s", want)
+	}
+	for _, line := range strings.Split(string(metrics), "\n") {
+		if strings.HasPrefix(line, "sbx_connections_live") && strings.Contains(line, id) {
+			t.Errorf("a connection gauge names the sandbox: %s", line)
+		}
+	}
 
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
