@@ -26,12 +26,14 @@ import (
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/control/api"
+	"github.com/sbxedge/sbx/control/connections"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/control/webhook"
+	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/invalidation"
@@ -153,6 +155,12 @@ type Config struct {
 	// deliveries (tests: a dialer that refuses to leave loopback).
 	WebhookResolver webhook.Resolver
 	WebhookDialer   webhook.Dialer
+	// ConnLease is the lease on the live connections control's own
+	// streams record (terminal, exec stream, MCP); ConnMaxLease caps the
+	// lease any reporter may ask for, and ConnSweepEvery is how often
+	// lapsed leases are settled as edge_lost. Zero: 30 s, 45 s, 10 s
+	// (connections.Config), settled within a minute.
+	ConnLease, ConnMaxLease, ConnSweepEvery time.Duration
 	// AlsoReady, when set, must report true too before /readyz answers
 	// 200: sbx dev waits for the edge it runs next to control.
 	AlsoReady func() bool
@@ -212,6 +220,10 @@ type Service struct {
 	Life     *lifecycle.Manager
 	Hooks    *webhook.Hub
 	Registry *prometheus.Registry
+	// Conns stores the connection log; connRec records control's own
+	// streams into it.
+	Conns   *connections.Log
+	connRec *connlog.Recorder
 	// Activity is shared with the edge run in the same process (sbx dev).
 	Activity activity.Store
 	rdb      *redis.Client // the process's one Redis client; nil without RedisURL
@@ -332,6 +344,13 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	for port, what := range cfg.ReservedPorts {
 		s.Life.ReservePort(port, what)
 	}
+	s.Conns = connections.New(s.Store, connections.Config{MaxLease: cfg.ConnMaxLease, SweepEvery: cfg.ConnSweepEvery, Logger: cfg.Logger})
+	if s.connRec, err = connlog.NewRecorder(connlog.RecorderConfig{
+		Reporter: "control-" + connlog.NewID()[2:14], Sink: s.Conns, Lease: cfg.ConnLease,
+		Source: "control", Registry: cfg.Registry, Logger: cfg.Logger,
+	}); err != nil {
+		return nil, err
+	}
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
@@ -340,6 +359,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
 		Registry: cfg.Registry, Ready: s.isReady, PreviewChanged: previewChanged,
 		Activity: s.Activity, Tickets: streamTickets(s.rdb), TicketKey: ticketKey, Webhooks: s.Hooks,
+		Connections: s.connRec,
 	})
 	return s, nil
 }
@@ -408,6 +428,10 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	// watchers on Shutdown. Every replica runs it; a pass ends a sandbox
 	// only under its row lock, so two replicas agree.
 	s.watchers.Go(func() { s.Life.ReconcileEvery(wctx) })
+	// The connection log: control's own streams' batches, and the sweep
+	// that ends the connections of reporters that stopped renewing.
+	s.watchers.Go(func() { s.connRec.Run(wctx) })
+	s.watchers.Go(func() { s.Conns.SweepEvery(wctx) })
 	if !s.cfg.NoJobs {
 		jobs := s.Life.Jobs()
 		river.AddWorker(jobs.Workers, s.Hooks.Worker())

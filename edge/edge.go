@@ -27,6 +27,7 @@ import (
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/controlclient"
 	"github.com/sbxedge/sbx/edge/sshbroker"
+	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
@@ -93,7 +94,13 @@ type Config struct {
 	Preview PreviewConfig
 	// Egress configures the egress gateway; off when empty.
 	Egress EgressConfig
-	Logger *slog.Logger
+	// ConnEvery is how often the connection log's batch goes to control
+	// and ConnLease how long control keeps this edge's connections live
+	// without one (connlog.RecorderConfig; zero: 1 s and 30 s). An edge
+	// that dies leaves its connections live until the lease, then
+	// control ends them as edge_lost.
+	ConnEvery, ConnLease time.Duration
+	Logger               *slog.Logger
 	// Registry receives every metric; nil makes a fresh one with the Go
 	// and process collectors.
 	Registry *prometheus.Registry
@@ -168,6 +175,10 @@ type Edge struct {
 	rdb    *redis.Client // nil without RedisURL
 	act    activity.Store
 	closeA func() error // closes act when the edge opened it
+	// conns is the connection log; stopConns ends its batching (a last
+	// batch closes what is still open) and waits for it.
+	conns     *connlog.Recorder
+	stopConns func()
 
 	broker *sshbroker.Broker
 	sshLn  net.Listener
@@ -233,6 +244,12 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 	if err := e.openRedis(); err != nil {
 		return nil, err
 	}
+	if e.conns, err = connlog.NewRecorder(connlog.RecorderConfig{
+		Reporter: "edge-" + connlog.NewID()[2:14], Sink: e.cc, Every: cfg.ConnEvery, Lease: cfg.ConnLease,
+		Source: "edge", Registry: e.reg, Logger: e.log.With("component", "connlog"),
+	}); err != nil {
+		return nil, err
+	}
 
 	bcfg := sshbroker.DefaultConfig()
 	bcfg.HostKeys = hostKeys
@@ -244,6 +261,7 @@ func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
 		bcfg.Activity = e.act
 	}
 	bcfg.CA = cfg.CA
+	bcfg.Connections = e.conns
 	bcfg.Registry = e.reg
 	bcfg.Logger = e.log.With("component", "sshbroker")
 	bcfg.DrainPeriod = cfg.Drain
@@ -330,6 +348,13 @@ func (e *Edge) Start(ctx context.Context) error {
 		// after start is not missed.
 		e.stopSub = invalidation.Subscribe(e.rdb, e.Invalidate, e.log)
 	}
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	connsDone := make(chan struct{})
+	go func() {
+		defer close(connsDone)
+		e.conns.Run(cctx)
+	}()
+	e.stopConns = func() { stop(); <-connsDone }
 	e.serve(&server{name: "SSH broker", ln: e.sshLn, serve: e.broker.Serve, closed: sshbroker.ErrServerClosed})
 	if e.prev != nil {
 		if err := e.prev.start(ctx, e.log, e.serve); err != nil {
@@ -460,6 +485,12 @@ func (e *Edge) close() error {
 	if e.metrics != nil {
 		errs = append(errs, e.metrics.Close())
 		e.metrics = nil
+	}
+	if e.stopConns != nil {
+		// After every server and the proxy: their connections are closed,
+		// and the last batch says so.
+		e.stopConns()
+		e.stopConns = nil
 	}
 	if e.closeA != nil {
 		errs = append(errs, e.closeA())

@@ -47,6 +47,9 @@ type PreviewConfig struct {
 	// RouteTTL is how long a resolved route is cached; with Redis,
 	// control's invalidations make removals immediate regardless.
 	RouteTTL time.Duration
+	// SessionIdle ends a browser session's connection log record after
+	// this long without a request; zero: preview's default (60 s).
+	SessionIdle time.Duration
 	// ACMECA is the ACME directory (default Let's Encrypt); ACMEEmail the
 	// account contact.
 	ACMECA, ACMEEmail string
@@ -157,6 +160,10 @@ func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 		cfg.RouteTTL = c.RouteTTL
 	}
 	cfg.DisableLeanRelay = c.ReverseProxyOnly
+	cfg.Connections = e.conns
+	if c.SessionIdle > 0 {
+		cfg.SessionIdle = c.SessionIdle
+	}
 	if e.rdb != nil {
 		// A login ticket is good once across all replicas.
 		cfg.Tickets = redistickets.New(e.rdb, "sbx:preview-tickets:")

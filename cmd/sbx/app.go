@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/internal/connlog"
 )
 
 var termIsTerminal = term.IsTerminal
@@ -203,7 +204,19 @@ func (a *app) transport() http.RoundTripper {
 	if a.debug {
 		rt = debugTransport{next: rt, w: a.errw}
 	}
-	return rt
+	return clientHeader{rt}
+}
+
+// clientHeader names the CLI on every API request (Sbx-Client), so the
+// connection log records its terminals and exec streams as sbx's.
+type clientHeader struct{ next http.RoundTripper }
+
+func (c clientHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get(connlog.HeaderClient) == "" {
+		req = req.Clone(req.Context())
+		req.Header.Set(connlog.HeaderClient, connlog.ClientSbx)
+	}
+	return c.next.RoundTrip(req)
 }
 
 // debugTransport logs each request's method, URL, headers and status to

@@ -56,6 +56,9 @@ type devConfig struct {
 	SandboxInit         string
 	SandboxInitFallback []string
 	ReapInterval        time.Duration
+	// ConnLease, ConnSweep and PreviewSessionIdle tune the connection
+	// log (control.Config, edge.Config).
+	ConnLease, ConnSweep, PreviewSessionIdle time.Duration
 	// NoJobs serves the API without working the job queue.
 	NoJobs   bool
 	SSHDrain time.Duration
@@ -174,6 +177,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		},
 		// readyz answers 200 once the edge serves too.
 		AlsoReady: func() bool { e := running.Load(); return e != nil && e.Ready() },
+		ConnLease: c.ConnLease, ConnMaxLease: c.ConnLease, ConnSweepEvery: c.ConnSweep,
 		Lifecycle: lifecycle.Config{ReapInterval: c.ReapInterval, IdleTimeout: c.IdleTimeout, DefaultProfile: devseed.DefaultProfile},
 		RedisURL:  c.RedisURL, RedisPrefix: c.RedisPrefix, ActivityRetry: c.ActivityRetry,
 		BodyTimeout: c.BodyTimeout, Logger: log, MCPExecBound: c.MCPExecBound,
@@ -322,6 +326,7 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 	cfg.HostKeyDir = filepath.Join(c.DataDir, "keys", "broker")
 	cfg.CA = svc.CA
 	cfg.Drain = c.SSHDrain
+	cfg.ConnLease = c.ConnLease
 	if c.SSHUpstreamTimeout > 0 {
 		cfg.UpstreamTimeout = c.SSHUpstreamTimeout
 	}
@@ -330,7 +335,7 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 	cfg.Activity = svc.Activity
 	cfg.Preview = edge.PreviewConfig{
 		Listener: previewLn, PlainHTTP: true, Domain: c.PreviewDomain, PublicPort: previewLn.Addr().(*net.TCPAddr).Port,
-		SessionKey: key, RouteTTL: cfg.Preview.RouteTTL, BodyTimeout: c.BodyTimeout,
+		SessionKey: key, RouteTTL: cfg.Preview.RouteTTL, BodyTimeout: c.BodyTimeout, SessionIdle: c.PreviewSessionIdle,
 	}
 	if c.OIDCIssuer != "" {
 		cfg.Preview.OIDC = &preview.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret}

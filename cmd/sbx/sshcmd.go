@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/internal/connlog"
 )
 
 // sshToken is a minted SSH credential, as the API's schema has it.
@@ -162,6 +163,8 @@ func sshOptions(keyFile string, tok sshToken) []string {
 		// pinBrokerKey has pinned the key already; anything else is a
 		// change that must not be accepted silently.
 		"-o", "StrictHostKeyChecking=yes",
+		// Names this client in the connection log (connlog.Rules).
+		"-o", "SetEnv=" + connlog.EnvClient + "=" + connlog.ClientSbx,
 		"-p", strconv.Itoa(tok.Port),
 		tok.Username + "@" + tok.Host,
 	}

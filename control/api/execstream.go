@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -52,11 +53,13 @@ func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, t podssh.Tar
 	}
 	defer sw.done()
 	sw.endOnShutdown()
+	rec := s.recordStream(r, connlog.KindExec, t.SandboxID)
+	defer func() { rec.Close(endReason(ctx)) }()
 
 	sse := newSSE(w)
 	stopKeepAlive := sse.keepAlive(keepAlive)
-	stdout := &chunkWriter{sse: sse, event: "stdout"}
-	stderr := &chunkWriter{sse: sse, event: "stderr"}
+	stdout := &chunkWriter{sse: sse, event: "stdout", counted: rec.AddOut}
+	stderr := &chunkWriter{sse: sse, event: "stderr", counted: rec.AddOut}
 	req.StdoutStream, req.StderrStream = stdout, stderr
 	res, err := s.pods.Exec(ctx, t, req)
 	stopKeepAlive()
@@ -160,9 +163,15 @@ type chunkWriter struct {
 	sse     *sse
 	event   string
 	pending []byte
+	// counted is told how many bytes the command wrote (the log's bytes
+	// out).
+	counted func(int64)
 }
 
 func (c *chunkWriter) Write(p []byte) (int, error) {
+	if c.counted != nil {
+		c.counted(int64(len(p)))
+	}
 	buf := append(c.pending, p...)
 	head, tail := splitRune(buf)
 	c.pending = append([]byte(nil), tail...)

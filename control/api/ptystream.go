@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
@@ -156,6 +157,8 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sw.done()
+	rec := s.recordStream(r, connlog.KindTerminal, t.SandboxID)
+	defer func() { rec.Close(endReason(ctx)) }()
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Checked by originAllowed, with the API's patterns.
 		InsecureSkipVerify: true,
@@ -192,7 +195,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	}()
 	go func() {
 		defer wg.Done()
-		cancel(s.ptyInput(ioCtx, conn, term))
+		cancel(s.ptyInput(ioCtx, conn, term, rec))
 	}()
 	outDone := make(chan struct{})
 	go func() {
@@ -201,6 +204,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := term.Stdout().Read(buf)
+			rec.AddOut(int64(n))
 			if n > 0 {
 				if werr := conn.Write(ioCtx, websocket.MessageBinary, buf[:n]); werr != nil {
 					cancel(fmt.Errorf("write to client: %w", werr))
@@ -271,13 +275,14 @@ func (s *Server) writePty(ctx context.Context, conn *websocket.Conn, m ptyMessag
 
 // ptyInput feeds the client's frames to the terminal until the client
 // goes away (the error says how).
-func (s *Server) ptyInput(ctx context.Context, conn *websocket.Conn, term *podssh.Terminal) error {
+func (s *Server) ptyInput(ctx context.Context, conn *websocket.Conn, term *podssh.Terminal, rec *connlog.Conn) error {
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {
 			return fmt.Errorf("read from client: %w", err)
 		}
 		if typ == websocket.MessageBinary {
+			rec.AddIn(int64(len(data)))
 			if _, err := term.Stdin().Write(data); err != nil {
 				return fmt.Errorf("write to terminal: %w", err)
 			}
@@ -289,6 +294,7 @@ func (s *Server) ptyInput(ctx context.Context, conn *websocket.Conn, term *podss
 		}
 		switch m.Type {
 		case "stdin":
+			rec.AddIn(int64(len(m.Data)))
 			_, err = term.Stdin().Write([]byte(m.Data))
 		case "resize":
 			if m.Cols >= 1 && m.Cols <= 1000 && m.Rows >= 1 && m.Rows <= 1000 {

@@ -23,6 +23,7 @@ import (
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/authority"
+	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/mcpserver"
 	"github.com/sbxedge/sbx/internal/nonces"
@@ -123,6 +124,7 @@ type Server struct {
 	tickets        Tickets
 	ticketKey      []byte
 	hooks          Webhooks
+	conns          *connlog.Recorder
 
 	// streams are the open streams, ended when their authority goes or
 	// their token expires.
@@ -163,6 +165,9 @@ type Deps struct {
 	// Webhooks registers and reports webhooks; nil answers their routes
 	// with 404.
 	Webhooks Webhooks
+	// Connections records the terminal and exec streams in the
+	// connection log; nil records nothing.
+	Connections *connlog.Recorder
 }
 
 // New builds the API server.
@@ -192,7 +197,7 @@ func New(cfg Config, d Deps) *Server {
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
 		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
 		streams: authority.New[*liveStream](d.Now),
-		tickets: d.Tickets, ticketKey: d.TicketKey, hooks: d.Webhooks,
+		tickets: d.Tickets, ticketKey: d.TicketKey, hooks: d.Webhooks, conns: d.Connections,
 		mcpExecs: mcpserver.NewExecs(mcpserver.ExecsConfig{Bound: cfg.MCPExecBound, MaxOutput: cfg.ExecOutputLimit}),
 	}
 }
@@ -272,6 +277,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/services/{name}/logs", s.serviceLogs)
 			r.Get("/events", s.events)
 			r.Get("/usage", s.sandboxUsage)
+			r.Get("/connections", s.listSandboxConnections)
 		})
 		r.Get("/api/v1/snapshots", s.listSnapshots)
 		r.Get("/api/v1/snapshots/{snap}", s.getSnapshot)
@@ -281,6 +287,7 @@ func (s *Server) Handler() http.Handler {
 		r.Delete("/api/v1/webhooks/{id}", s.deleteWebhook)
 		r.Get("/api/v1/webhooks/{id}/deliveries", s.listDeliveries)
 		r.Post("/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.redeliver)
+		r.Get("/api/v1/connections", s.listAccountConnections)
 		r.Get("/api/v1/usage", s.usage)
 		r.Get("/api/v1/profiles", s.listProfiles)
 		r.Get("/api/v1/projects/{id}/audit", s.projectAudit)

@@ -69,6 +69,8 @@ type Deps struct {
 	Waker Waker
 	// Egress checks the egress gateway's proxy credentials.
 	Egress EgressAuthorizer
+	// Connections stores the edge's connection log batches.
+	Connections ConnectionLog
 }
 
 // Server serves /internal/v1.
@@ -118,6 +120,9 @@ func (s *Server) routes(r chi.Router) {
 	}
 	if s.deps.Egress != nil {
 		r.Post(edgeapi.PathEgressAuthorize, jsonEndpoint(s, s.egressAuthorize))
+	}
+	if s.deps.Connections != nil {
+		r.Post(edgeapi.PathConnections, jsonEndpoint(s, s.reportConnections))
 	}
 	if s.deps.Preview != nil {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))

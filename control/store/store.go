@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/sbxedge/sbx/internal/connlog"
 )
 
 // Store is control's persistence. It is an extension point with two
@@ -154,6 +156,10 @@ type Reader interface {
 	// IdleCandidates lists ready sandboxes with an open compute session,
 	// for the idle detector.
 	IdleCandidates(ctx context.Context) ([]IdleCandidate, error)
+	// Connections lists the connection log, newest first.
+	Connections(ctx context.Context, f ConnectionFilter) ([]Connection, error)
+	// LiveConnectionCounts counts live connections by kind, every account.
+	LiveConnectionCounts(ctx context.Context) (map[connlog.Kind]int, error)
 	// AccountIdleTimeout is the account's idle timeout override; 0 means
 	// none (the deployment default applies).
 	AccountIdleTimeout(ctx context.Context, accountID string) (time.Duration, error)
@@ -239,6 +245,12 @@ type Tx interface {
 	// RevokeToken revokes an API token by ID (idempotent: an already
 	// revoked token keeps its first revocation time).
 	RevokeToken(ctx context.Context, id string, at time.Time) error
+	// ReportConnections writes a reporter's batch of connection records
+	// and renews the lease of its live ones to now plus the batch's lease.
+	ReportConnections(ctx context.Context, b connlog.Batch, now time.Time) error
+	// SettleLostConnections ends, as edge_lost, live connections whose
+	// lease ran out before now.
+	SettleLostConnections(ctx context.Context, now time.Time) (int, error)
 
 	// InsertWebhook stores a webhook; a duplicate ID is ErrConflict.
 	InsertWebhook(ctx context.Context, w Webhook) error

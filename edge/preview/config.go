@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
@@ -119,6 +120,11 @@ type Config struct {
 	// checked again with control, the backstop for an invalidation that
 	// was lost (Redis down or reconnecting when control published it).
 	RecheckInterval time.Duration
+	// Connections records browser sessions in the connection log; nil
+	// records nothing. SessionIdle is how long a session lasts without a
+	// request before its record ends (default 60 s).
+	Connections *connlog.Recorder
+	SessionIdle time.Duration
 
 	// DisableLeanRelay sends every request through httputil.ReverseProxy,
 	// not only WebSockets, HTTP/2 and streamed or large request bodies
@@ -142,6 +148,7 @@ func DefaultConfig() Config {
 		MaxIdleUpstreamPerHost: 64,
 		WakeTimeout:            60 * time.Second,
 		RecheckInterval:        30 * time.Second,
+		SessionIdle:            time.Minute,
 	}
 }
 
@@ -168,8 +175,8 @@ func (c *Config) Validate() error {
 		return errors.New("preview: OIDC and DevSignIn are exclusive; the dev sign-in is for sbx dev without an issuer only")
 	case c.OIDC != nil && (c.OIDC.Issuer == "" || c.OIDC.ClientID == ""):
 		return errors.New("preview: OIDC.Issuer and OIDC.ClientID are required")
-	case c.RouteTTL <= 0 || c.NegativeTTL <= 0 || c.SessionTTL <= 0 || c.WakeTimeout <= 0 || c.RecheckInterval <= 0:
-		return errors.New("preview: RouteTTL, NegativeTTL, SessionTTL, WakeTimeout and RecheckInterval must be positive")
+	case c.RouteTTL <= 0 || c.NegativeTTL <= 0 || c.SessionTTL <= 0 || c.WakeTimeout <= 0 || c.RecheckInterval <= 0 || c.SessionIdle <= 0:
+		return errors.New("preview: RouteTTL, NegativeTTL, SessionTTL, WakeTimeout, RecheckInterval and SessionIdle must be positive")
 	case c.MaxRequestsPerHost <= 0 || c.MaxIdleUpstreamPerHost <= 0:
 		return errors.New("preview: MaxRequestsPerHost and MaxIdleUpstreamPerHost must be positive")
 	}

@@ -67,6 +67,10 @@ type Proxy struct {
 	// when it has returned.
 	stopRecheck context.CancelFunc
 	recheckDone chan struct{}
+	// sessions are the browser sessions the connection log records; its
+	// sweep runs beside the re-check and stops with it.
+	sessions     *browserSessions
+	sessionsDone chan struct{}
 }
 
 type ctxKey int
@@ -159,6 +163,12 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		defer close(p.recheckDone)
 		p.recheckLoop(rctx, cfg.RecheckInterval)
 	}()
+	p.sessions = newBrowserSessions(cfg.Connections, cfg.SessionIdle, cfg.Now)
+	p.sessionsDone = make(chan struct{})
+	go func() {
+		defer close(p.sessionsDone)
+		p.sessions.run(rctx)
+	}()
 	return p, nil
 }
 
@@ -169,6 +179,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 func (p *Proxy) Close() {
 	p.stopRecheck()
 	<-p.recheckDone
+	<-p.sessionsDone
 	p.stopWakes()
 	p.wakes.wg.Wait()
 	p.closeConns()
@@ -304,6 +315,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.untrack(lc)
+	endSession := p.sessions.begin(r, label, rt, g)
+	defer func() { endSession(max(r.ContentLength, 0), cw.n) }()
 	if r.Body != nil && r.Body != http.NoBody {
 		up.body = &clientBody{ReadCloser: r.Body}
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/connlog"
 )
 
 // CertSigner mints the short-lived user certificate the broker presents to a
@@ -34,6 +36,10 @@ type Config struct {
 	// WakeTimeout bounds how long a connection waits for its sandbox to
 	// wake, on top of HandshakeTimeout. Default 60s.
 	WakeTimeout time.Duration
+	// Connections records each client connection in the connection log
+	// (its channels' kinds, the client's kind, bytes). Nil records
+	// nothing.
+	Connections *connlog.Recorder
 	// Registry receives the broker's metrics. Nil means unregistered.
 	Registry prometheus.Registerer
 	// Logger is the parent of every per-connection logger. Nil means

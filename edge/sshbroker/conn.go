@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/connlog"
 )
 
 // extFingerprint carries the verified key's fingerprint in Permissions.
@@ -69,6 +71,15 @@ type clientConn struct {
 
 	sid      atomic.Value // sandbox ID once authenticated
 	lastMark atomic.Int64 // unix nanos of the last Activity.Mark
+
+	// rec is the connection log's record once authenticated; nil before
+	// (and without a log), when its methods do nothing.
+	rec *connlog.Conn
+	// envNames are the environment variable names the client sent, for
+	// the client kind; guarded by mu.
+	envNames      []string
+	explicit      string // SBX_CLIENT's value, guarded by mu
+	clientVersion string // set before relay starts
 
 	forwarding atomic.Bool // client asked for remote forwarding
 	agent      atomic.Bool // client asked for agent forwarding
@@ -151,6 +162,14 @@ func (b *Broker) handle(nc net.Conn) {
 	defer closeActivity()
 
 	cc.log.Info("connected", "user", sconn.User(), "client_version", string(sconn.ClientVersion()))
+	version := string(sconn.ClientVersion())
+	cc.clientVersion = version
+	cc.rec = b.cfg.Connections.Open(connlog.Record{
+		SandboxID: cc.route.SandboxID, Kind: connlog.KindSSH, Credential: cc.verified,
+		ClientAddr: nc.RemoteAddr().String(), ClientDetail: version,
+		ClientKind: connlog.Detect(connlog.Signals{SSHVersion: version}),
+	})
+	defer func() { cc.rec.Close(logReason(context.Cause(ctx))) }()
 	start := time.Now()
 	cc.relay(sconn)
 	cc.log.Info("disconnected", "duration", time.Since(start).Round(time.Millisecond), "cause", context.Cause(ctx))

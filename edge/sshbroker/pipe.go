@@ -42,8 +42,8 @@ func (cc *clientConn) pipe(cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.
 	if session {
 		exited = make(chan struct{})
 	}
-	upDrained, upDone := cc.half(&wg, up, cli, cc.b.m.bytesFromSandbox, exited)
-	cc.half(&wg, cli, up, cc.b.m.bytesToSandbox, nil)
+	upDrained, upDone := cc.half(&wg, up, cli, cc.b.m.bytesFromSandbox, cc.rec.AddOut, exited)
+	cc.half(&wg, cli, up, cc.b.m.bytesToSandbox, cc.rec.AddIn, nil)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -81,7 +81,7 @@ func release(hold chan struct{}) {
 // so exit-status is never passed on before the output it follows; done
 // closes once dst is half-closed. Whichever copy finishes last does the
 // close, so an idle session costs no waiter goroutine.
-func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prometheus.Counter, hold <-chan struct{}) (drained, done <-chan struct{}) {
+func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prometheus.Counter, logged func(int64), hold <-chan struct{}) (drained, done <-chan struct{}) {
 	drainedc, donec := make(chan struct{}), make(chan struct{})
 	var left atomic.Int32
 	left.Store(2)
@@ -105,17 +105,17 @@ func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prome
 	go func() {
 		defer wg.Done()
 		defer finish()
-		cc.copy(dst, src, bytes)
+		cc.copy(dst, src, bytes, logged)
 	}()
 	go func() {
 		defer wg.Done()
 		defer finish()
-		cc.copy(dst.Stderr(), src.Stderr(), bytes)
+		cc.copy(dst.Stderr(), src.Stderr(), bytes, logged)
 	}()
 	return drainedc, donec
 }
 
-func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counter) {
+func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counter, logged func(int64)) {
 	buf := make([]byte, smallCopyBuf)
 	var pooled *[]byte
 	defer func() {
@@ -133,6 +133,7 @@ func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counte
 				return
 			}
 			bytes.Add(float64(n))
+			logged(int64(n))
 			cc.touch()
 		}
 		if rerr != nil {
@@ -171,6 +172,9 @@ func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel,
 			continue
 		case exit:
 			<-srcDrained
+		}
+		if fromClient {
+			cc.logRequest(r)
 		}
 		if fromClient && r.Type == "auth-agent-req@openssh.com" {
 			// OpenSSH sends it without want-reply, so the client's asking

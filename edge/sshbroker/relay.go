@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sbxedge/sbx/internal/connlog"
 )
 
 // Channel types a client may open; they are relayed to the sandbox as is.
@@ -140,6 +142,7 @@ func (cc *clientConn) clientGlobal(up ssh.Conn) {
 			continue
 		}
 		if r.Type == "tcpip-forward" || r.Type == "streamlocal-forward@openssh.com" {
+			cc.rec.AddChannel(connlog.ChannelPortForward)
 			// Arm before asking: the sandbox listens (and may accept a
 			// connection) before its reply reaches us, and a forwarded
 			// channel refused in that window resets the caller's connection.
@@ -225,6 +228,9 @@ func (cc *clientConn) openPair(nch ssh.NewChannel, dst ssh.Conn, fromClient bool
 		if err != nil {
 			dch.Close()
 			return
+		}
+		if typ != "session" {
+			cc.rec.AddChannel(connlog.ChannelPortForward)
 		}
 		g := cc.b.m.channels.WithLabelValues(typ)
 		g.Inc()

@@ -371,6 +371,43 @@ type AuditEntry struct {
 	Scopes    []string `json:"scopes"`
 }
 
+// Connection defines model for Connection.
+type Connection struct {
+	// BytesIn Client to sandbox.
+	BytesIn int64 `json:"bytes_in"`
+
+	// BytesOut Sandbox to client.
+	BytesOut   int64    `json:"bytes_out"`
+	Channels   []string `json:"channels"`
+	ClientAddr string   `json:"client_addr"`
+
+	// ClientDetail What the kind was told from: an SSH version string, a user agent.
+	ClientDetail string `json:"client_detail"`
+
+	// ClientKind vscode, cursor, jetbrains, sbx, openssh, browser, curl, claude, mcp, ... or what the client stated (SBX_CLIENT, Sbx-Client).
+	ClientKind string `json:"client_kind"`
+
+	// Credential What admitted it: an SSH key fingerprint, a token ID, an OIDC subject, 'public'. Never a secret.
+	Credential string `json:"credential"`
+
+	// EndReason closed, shutdown, edge_lost, or why its authority ended.
+	EndReason string     `json:"end_reason"`
+	EndedAt   *time.Time `json:"ended_at"`
+	Id        string     `json:"id"`
+
+	// Kind ssh, preview, terminal, exec or mcp.
+	Kind      string    `json:"kind"`
+	Live      bool      `json:"live"`
+	SandboxId string    `json:"sandbox_id"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// ConnectionList defines model for ConnectionList.
+type ConnectionList struct {
+	Connections []Connection `json:"connections"`
+	NextCursor  *string      `json:"next_cursor"`
+}
+
 // Consumer Who the sandbox is for. Recorded on the sandbox and on each of its lifecycle events.
 type Consumer struct {
 	Actor ConsumerActor `json:"actor"`
@@ -941,6 +978,18 @@ type WebhookRequest struct {
 	Url string `json:"url"`
 }
 
+// ListConnectionsParams defines parameters for ListConnections.
+type ListConnectionsParams struct {
+	// Live true: only connections open now.
+	Live *bool `form:"live,omitempty" json:"live,omitempty"`
+
+	// Limit Page size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The next_cursor of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // IntrospectGrantJSONBody defines parameters for IntrospectGrant.
 type IntrospectGrantJSONBody struct {
 	Token string `json:"token"`
@@ -988,6 +1037,18 @@ type UpdateSandboxJSONBody struct {
 
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+}
+
+// ListSandboxConnectionsParams defines parameters for ListSandboxConnections.
+type ListSandboxConnectionsParams struct {
+	// Live true: only connections open now.
+	Live *bool `form:"live,omitempty" json:"live,omitempty"`
+
+	// Limit Page size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The next_cursor of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // SandboxEventsParams defines parameters for SandboxEvents.
@@ -1148,6 +1209,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListConnections The account's live and recent connections
+	//
+	// The connection log of every sandbox of the account, newest first; live=true keeps the connections open now.
+	//
+	// Corresponds with GET /api/v1/connections (the `ListConnections` operationId).
+	ListConnections(ctx context.Context, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// IntrospectGrantWithBody Check a grant token (for Tuist services)
 	//
 	// Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -1251,6 +1319,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandbox(ctx context.Context, id string, body UpdateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSandboxConnections The sandbox's live and recent connections
+	//
+	// Every SSH connection, preview browser session, terminal, exec stream and MCP session of the sandbox, newest first: who (credential, never a secret), from where, with which client (client_kind, see the README's rule table), when, bytes each way and why it ended. A connection whose edge died ends as edge_lost once its lease runs out (within a minute).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/connections (the `ListSandboxConnections` operationId).
+	ListSandboxConnections(ctx context.Context, id string, params *ListSandboxConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxEvents List or stream the sandbox's lifecycle events
 	//
@@ -1578,6 +1653,23 @@ type ClientInterface interface {
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
+// ListConnections The account's live and recent connections
+//
+// The connection log of every sandbox of the account, newest first; live=true keeps the connections open now.
+//
+// Corresponds with GET /api/v1/connections (the `ListConnections` operationId).
+func (c *Client) ListConnections(ctx context.Context, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConnectionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // IntrospectGrantWithBody Check a grant token (for Tuist services)
 //
 // Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -1812,6 +1904,23 @@ func (c *Client) UpdateSandboxWithBody(ctx context.Context, id string, contentTy
 // Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 func (c *Client) UpdateSandbox(ctx context.Context, id string, body UpdateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateSandboxRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSandboxConnections The sandbox's live and recent connections
+//
+// Every SSH connection, preview browser session, terminal, exec stream and MCP session of the sandbox, newest first: who (credential, never a secret), from where, with which client (client_kind, see the README's rule table), when, bytes each way and why it ended. A connection whose edge died ends as edge_lost once its lease runs out (within a minute).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/connections (the `ListSandboxConnections` operationId).
+func (c *Client) ListSandboxConnections(ctx context.Context, id string, params *ListSandboxConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSandboxConnectionsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2577,6 +2686,84 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
+// NewListConnectionsRequest constructs an http.Request for the ListConnections method
+func NewListConnectionsRequest(server string, params *ListConnectionsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/connections")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Live != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "live", *params.Live, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewIntrospectGrantRequest calls the generic IntrospectGrant builder with application/json body
 func NewIntrospectGrantRequest(server string, body IntrospectGrantJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3071,6 +3258,91 @@ func NewUpdateSandboxRequestWithBody(server string, id string, contentType strin
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListSandboxConnectionsRequest constructs an http.Request for the ListSandboxConnections method
+func NewListSandboxConnectionsRequest(server string, id string, params *ListSandboxConnectionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/connections", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Live != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "live", *params.Live, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4678,6 +4950,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListConnectionsWithResponse The account's live and recent connections
+	//
+	// The connection log of every sandbox of the account, newest first; live=true keeps the connections open now.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/connections (the `ListConnections` operationId).
+	ListConnectionsWithResponse(ctx context.Context, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*ListConnectionsResponse, error)
+
 	// IntrospectGrantWithBodyWithResponse Check a grant token (for Tuist services)
 	//
 	// Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -4793,6 +5074,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithResponse(ctx context.Context, id string, body UpdateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
+
+	// ListSandboxConnectionsWithResponse The sandbox's live and recent connections
+	//
+	// Every SSH connection, preview browser session, terminal, exec stream and MCP session of the sandbox, newest first: who (credential, never a secret), from where, with which client (client_kind, see the README's rule table), when, bytes each way and why it ended. A connection whose edge died ends as edge_lost once its lease runs out (within a minute).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/connections (the `ListSandboxConnections` operationId).
+	ListSandboxConnectionsWithResponse(ctx context.Context, id string, params *ListSandboxConnectionsParams, reqEditors ...RequestEditorFn) (*ListSandboxConnectionsResponse, error)
 
 	// SandboxEventsWithResponse List or stream the sandbox's lifecycle events
 	//
@@ -5170,6 +5460,75 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+}
+
+type ListConnectionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConnectionList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListConnectionsResponse) GetJSON200() *ConnectionList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListConnectionsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListConnectionsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListConnectionsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListConnectionsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListConnectionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListConnectionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListConnectionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListConnectionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type IntrospectGrantResponse struct {
@@ -5870,6 +6229,75 @@ func (r UpdateSandboxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListSandboxConnectionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConnectionList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSandboxConnectionsResponse) GetJSON200() *ConnectionList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSandboxConnectionsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSandboxConnectionsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSandboxConnectionsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListSandboxConnectionsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSandboxConnectionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSandboxConnectionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSandboxConnectionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSandboxConnectionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8414,6 +8842,21 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ListConnectionsWithResponse The account's live and recent connections
+//
+// The connection log of every sandbox of the account, newest first; live=true keeps the connections open now.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/connections (the `ListConnections` operationId).
+func (c *ClientWithResponses) ListConnectionsWithResponse(ctx context.Context, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*ListConnectionsResponse, error) {
+	rsp, err := c.ListConnections(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListConnectionsResponse(rsp)
+}
+
 // IntrospectGrantWithBodyWithResponse Check a grant token (for Tuist services)
 //
 // Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -8612,6 +9055,21 @@ func (c *ClientWithResponses) UpdateSandboxWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseUpdateSandboxResponse(rsp)
+}
+
+// ListSandboxConnectionsWithResponse The sandbox's live and recent connections
+//
+// Every SSH connection, preview browser session, terminal, exec stream and MCP session of the sandbox, newest first: who (credential, never a secret), from where, with which client (client_kind, see the README's rule table), when, bytes each way and why it ended. A connection whose edge died ends as edge_lost once its lease runs out (within a minute).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/connections (the `ListSandboxConnections` operationId).
+func (c *ClientWithResponses) ListSandboxConnectionsWithResponse(ctx context.Context, id string, params *ListSandboxConnectionsParams, reqEditors ...RequestEditorFn) (*ListSandboxConnectionsResponse, error) {
+	rsp, err := c.ListSandboxConnections(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSandboxConnectionsResponse(rsp)
 }
 
 // SandboxEventsWithResponse List or stream the sandbox's lifecycle events
@@ -9249,6 +9707,60 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// ParseListConnectionsResponse parses an HTTP response from a ListConnectionsWithResponse call
+func ParseListConnectionsResponse(rsp *http.Response) (*ListConnectionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListConnectionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConnectionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseIntrospectGrantResponse parses an HTTP response from a IntrospectGrantWithResponse call
 func ParseIntrospectGrantResponse(rsp *http.Response) (*IntrospectGrantResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9806,6 +10318,60 @@ func ParseUpdateSandboxResponse(rsp *http.Response) (*UpdateSandboxResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSandboxConnectionsResponse parses an HTTP response from a ListSandboxConnectionsWithResponse call
+func ParseListSandboxConnectionsResponse(rsp *http.Response) (*ListSandboxConnectionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSandboxConnectionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConnectionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	}
 

@@ -191,6 +191,7 @@ func (t *tools) register(c *contract) error {
 		t.registerStopStart(c, id, out)
 		t.registerSnapshots(c, id, out)
 		t.registerMore(c, id, out)
+		t.registerConnections(id, out)
 		if out.err != nil {
 			panic(out.err)
 		}

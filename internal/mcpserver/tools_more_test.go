@@ -42,6 +42,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"GET /api/v1/sandboxes/sbx-1/events":      `{"events":[{"id":2,"type":"state","at":"2026-01-01T00:00:00Z"},{"id":3,"type":"state","at":"2026-01-01T00:00:01Z"},{"id":4,"type":"deadline","at":"2026-01-01T00:00:02Z"}]}`,
 		"GET /api/v1/usage":                       `{"lines":[]}`,
 		"GET /api/v1/sandboxes/sbx-1/usage":       `{"lines":[]}`,
+		"GET /api/v1/sandboxes/sbx-1/connections": `{"connections":[],"next_cursor":null}`,
+		"GET /api/v1/connections":                 `{"connections":[],"next_cursor":null}`,
 		"POST /api/v1/sandboxes/sbx-1/ssh_tokens": `{"private_key":` + jsonString(fakePrivateKey) + `}`,
 	}[r.Method+" "+r.URL.Path]
 	switch {
@@ -125,6 +127,10 @@ func TestMoreToolsCoverREST(t *testing.T) {
 			"GET /api/v1/sandboxes/sbx-1/events?after=1 ", `"next_after":3`},
 		{"GET /api/v1/usage", "get_usage", map[string]any{"from": "2026-01-01T00:00:00Z"},
 			"GET /api/v1/usage?from=2026-01-01T00%3A00%3A00Z ", `"lines":[]`},
+		{"GET /api/v1/sandboxes/{id}/connections", "list_connections", map[string]any{"sandbox_id": "sbx-1", "live": true},
+			"GET /api/v1/sandboxes/sbx-1/connections?live=true ", `"connections":[]`},
+		{"GET /api/v1/connections", "list_connections", map[string]any{"live": true},
+			"GET /api/v1/connections?live=true ", `"connections":[]`},
 		{"GET /api/v1/sandboxes/{id}/usage", "get_sandbox_usage", map[string]any{"sandbox_id": "sbx-1"},
 			"GET /api/v1/sandboxes/sbx-1/usage ", `"lines":[]`},
 		{"POST /api/v1/sandboxes/{id}/ssh_tokens", "create_ssh_credential", map[string]any{"sandbox_id": "sbx-1", "ttl_minutes": 30},

@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PreviewPorts", []string{"a"}, testPreviewPorts},
 		{"Services", []string{"a"}, testServices},
 		{"Webhooks", []string{"a", "b"}, testWebhooks},
+		{"Connections", []string{"a", "b"}, testConnections},
 		{"GrantTokens", []string{"a", "b"}, testGrantTokens},
 		{"Audit", []string{"a", "b"}, testAudit},
 		{"Consumer", []string{"a"}, testConsumer},
