@@ -56,7 +56,9 @@ const (
 	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts,
 	forward_endpoint, name, labels, no_wake_on_traffic`
 
-	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at, name`
+
+	ShareCols = `id, sandbox_id, account_id, port, hash, note, created_by, created_at, expires_at, first_used_at, revoked_at`
 )
 
 // IdleCandidates lists the ready sandboxes with an open compute session,
