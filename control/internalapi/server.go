@@ -69,6 +69,8 @@ type Deps struct {
 	Waker Waker
 	// Egress checks the egress gateway's proxy credentials.
 	Egress EgressAuthorizer
+	// Shares redeems and checks preview share links.
+	Shares Shares
 }
 
 // Server serves /internal/v1.
@@ -123,6 +125,9 @@ func (s *Server) routes(r chi.Router) {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))
 		r.Post(edgeapi.PathPreviewToken, jsonEndpoint(s, s.previewToken))
 		r.Post(edgeapi.PathPreviewMember, jsonEndpoint(s, s.previewMember))
+	}
+	if s.deps.Shares != nil {
+		r.Post(edgeapi.PathPreviewShare, jsonEndpoint(s, s.previewShare))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Preview endpoints: the preview proxy's questions to control.
@@ -17,13 +18,37 @@ const (
 	// PathPreviewMember: POST PreviewMemberRequest → 200
 	// PreviewMemberResponse.
 	PathPreviewMember = Prefix + "/preview/member"
+	// PathPreviewShare: POST PreviewShareRequest → 200 PreviewShare, or a
+	// problem with CodePreviewShareUnknown, CodePreviewShareRevoked or
+	// CodePreviewShareExpired.
+	PathPreviewShare = Prefix + "/preview/share"
 
 	CodePreviewUnknownHost = "preview_unknown_host"
 	// CodePreviewSandboxEnded: the label's sandbox ended (deleted, past
 	// its deadline, or failed); its previews are gone for good.
 	CodePreviewSandboxEnded = "preview_sandbox_ended"
 	CodePreviewInvalidToken = "preview_invalid_token"
+	CodePreviewShareUnknown = "preview_share_unknown"
+	CodePreviewShareRevoked = "preview_share_revoked"
+	CodePreviewShareExpired = "preview_share_expired"
 )
+
+// PreviewShareRequest asks whether a share link opens the preview host
+// Label: by its Secret on first use in a browser (the exchange for a
+// cookie, audited once), by its ShareID afterwards.
+type PreviewShareRequest struct {
+	Label   string `json:"label"`
+	Secret  string `json:"secret,omitempty"`
+	ShareID string `json:"share_id,omitempty"`
+}
+
+// PreviewShare is a live share link.
+type PreviewShare struct {
+	ShareID   string    `json:"share_id"`
+	SandboxID string    `json:"sandbox_id"`
+	Port      int       `json:"port"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
 
 // PreviewRouteRequest names a preview host by its label.
 type PreviewRouteRequest struct {
@@ -121,6 +146,8 @@ const (
 	// InvalidateMembers: the members file changed; memberships of
 	// AccountID (of every account when empty) may be gone.
 	InvalidateMembers InvalidationKind = "members"
+	// InvalidateShare: the share link ShareID was revoked.
+	InvalidateShare InvalidationKind = "share"
 )
 
 // Invalidation is one message on PreviewInvalidateChannel, JSON encoded.
@@ -130,6 +157,7 @@ type Invalidation struct {
 	Label     string           `json:"label,omitempty"`
 	SandboxID string           `json:"sandbox_id,omitempty"`
 	AccountID string           `json:"account_id,omitempty"`
+	ShareID   string           `json:"share_id,omitempty"`
 }
 
 // Payload is the message published for i.

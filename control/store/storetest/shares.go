@@ -87,11 +87,17 @@ func testShares(t *testing.T, ctx context.Context, s store.Store) {
 
 	// The first use is recorded once.
 	var first bool
-	inTx(t, s, func(tx store.Tx) (err error) { first, err = tx.MarkShareUsed(ctx, "shr-1", t0.Add(time.Second)); return err })
+	inTx(t, s, func(tx store.Tx) (err error) {
+		first, err = tx.MarkShareUsed(ctx, "shr-1", t0.Add(time.Second))
+		return err
+	})
 	if !first {
 		t.Errorf("first MarkShareUsed: got first=false, want true")
 	}
-	inTx(t, s, func(tx store.Tx) (err error) { first, err = tx.MarkShareUsed(ctx, "shr-1", t0.Add(time.Hour)); return err })
+	inTx(t, s, func(tx store.Tx) (err error) {
+		first, err = tx.MarkShareUsed(ctx, "shr-1", t0.Add(time.Hour))
+		return err
+	})
 	if first {
 		t.Errorf("second MarkShareUsed: got first=true, want false")
 	}
