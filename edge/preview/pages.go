@@ -62,6 +62,12 @@ var pageTexts = map[string]pageText{
 		"Too many requests are open to it at once. Reload in a moment."},
 	"control_unavailable": {"The preview service is briefly unavailable",
 		"Reload in a few seconds."},
+	"share_revoked": {"This share link was revoked",
+		"Whoever shared this preview with you revoked the link. Ask them for a new one; with an account, sign in to the preview instead."},
+	"share_expired": {"This share link has expired",
+		"Share links open a preview for a limited time. Ask whoever shared it for a new link (`sbx share <id> <port> --for 2h`)."},
+	"share_not_found": {"This share link is not valid",
+		"Check that the whole link was copied. A link opens only the preview it was made for."},
 	"login_invalid": {"That sign-in link has expired",
 		"Open the preview's address again to sign in."},
 }
