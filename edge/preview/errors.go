@@ -32,8 +32,8 @@ var (
 	errReservedPath  = problem.New(http.StatusBadRequest, "reserved_path", "paths under /__sbx_preview/ belong to the preview proxy: this is none of its endpoints, or one spelled another way (dot-segments, encoded characters, backslashes or case)")
 	errSignOutMethod = problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "sign out with POST from the preview's own pages")
 	errBadBody       = problem.New(http.StatusBadRequest, "malformed_body", "the request body's framing is malformed")
-	errShareRevoked  = problem.New(http.StatusGone, "share_revoked", "this share link was revoked by the sandbox's owner")
-	errShareExpired  = problem.New(http.StatusGone, "share_expired", "this share link has expired")
+	errShareRevoked  = problem.New(http.StatusGone, "share_revoked", "the sandbox's owner revoked it; it opens nothing any more")
+	errShareExpired  = problem.New(http.StatusGone, "share_expired", "its time ran out; it opens nothing any more")
 	errShareUnknown  = problem.New(http.StatusNotFound, "share_not_found", "this share link does not open this preview")
 )
 

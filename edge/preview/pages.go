@@ -63,7 +63,7 @@ var pageTexts = map[string]pageText{
 	"control_unavailable": {"The preview service is briefly unavailable",
 		"Reload in a few seconds."},
 	"share_revoked": {"This share link was revoked",
-		"Whoever shared this preview with you revoked the link. Ask them for a new one; with an account, sign in to the preview instead."},
+		"Ask whoever shared this preview with you for a new link. If you have an account, open the preview's address without the link and sign in."},
 	"share_expired": {"This share link has expired",
 		"Share links open a preview for a limited time. Ask whoever shared it for a new link (`sbx share <id> <port> --for 2h`)."},
 	"share_not_found": {"This share link is not valid",
