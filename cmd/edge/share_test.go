@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -12,6 +15,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
 	"github.com/sbxedge/sbx/internal/wstest"
 )
@@ -144,4 +150,120 @@ func TestShareLinkInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// shareClient reaches every preview host at the edge listening on
+// proxyAddr and follows no redirect.
+func shareClient(proxyAddr string) *http.Client {
+	d := &net.Dialer{}
+	return &http.Client{
+		Timeout: 90 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, proxyAddr)
+		}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// redeem opens a share link as a first visit does and returns the
+// cookie header the edge set, after checking the redirect drops the
+// secret.
+func redeem(t *testing.T, hc *http.Client, link string) string {
+	t.Helper()
+	resp, err := hc.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || strings.Contains(loc, "sbx_share") || len(resp.Cookies()) != 1 {
+		t.Fatalf("share link: %d Location %q cookies %d, want 303 to the address without the secret, and one cookie", resp.StatusCode, loc, len(resp.Cookies()))
+	}
+	c := resp.Cookies()[0]
+	if !c.HttpOnly || !c.Secure || c.Domain != "" || strings.Contains(c.Value, "sbx_sh_") {
+		t.Errorf("share cookie %+v: want host-only, HttpOnly, Secure, without the secret", c)
+	}
+	return c.Name + "=" + c.Value
+}
+
+// TestShareLinkLifetimes: through cmd/edge and control, a WebSocket opened
+// with a share link is closed when the link expires (the registry's
+// expiry, no invalidation); a share link wakes a suspended sandbox; and it
+// never wakes a deleted one, which answers 410 sandbox_ended.
+func TestShareLinkLifetimes(t *testing.T) {
+	ps := startPreviewStack(t)
+	s := ps.stack
+	proxy := "127.0.0.1:" + strconv.Itoa(ps.previewPort)
+	hc := shareClient(proxy)
+	id := s.readySandbox(t)
+	app := wstest.App(t)
+	var pv struct{ URL string }
+	if code := s.call(t, "POST", "/api/v1/sandboxes/"+id+"/ports", map[string]any{"port": app}, &pv); code != 201 {
+		t.Fatalf("POST ports: %d", code)
+	}
+	get := func(u, cookie string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	t.Run("expiry closes the WebSocket", func(t *testing.T) {
+		// The API's shortest link lives a minute; this one is written
+		// to the store with a few seconds.
+		secret, hash := token.New(token.PrefixShare)
+		expires := time.Now().Add(3 * time.Second).UTC().Truncate(time.Microsecond)
+		if err := s.svc.Store.InTx(t.Context(), func(tx store.Tx) error {
+			return tx.InsertShare(t.Context(), store.Share{ID: "shr-short", SandboxID: id, AccountID: devseed.AccountID, Port: app,
+				Hash: hash, CreatedAt: time.Now().UTC(), ExpiresAt: expires})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cookie := redeem(t, hc, pv.URL+"/?sbx_share="+url.QueryEscape(secret))
+		ws := wstest.Dial(t, proxy, pv.URL, http.Header{"Cookie": {cookie}})
+		wstest.WantPolicyClose(t, ws, expires, "share link expired")
+		if code, body := get(pv.URL+"/", cookie); code != http.StatusGone || !strings.Contains(body, "share_expired") {
+			t.Errorf("expired share: %d %q, want 410 share_expired", code, body)
+		}
+	})
+
+	var sh struct{ ID, URL string }
+	if code := s.call(t, "POST", "/api/v1/sandboxes/"+id+"/ports/"+strconv.Itoa(app)+"/shares", map[string]any{"expires_in_minutes": 60}, &sh); code != 201 {
+		t.Fatalf("POST shares: %d", code)
+	}
+	cookie := redeem(t, hc, sh.URL)
+
+	t.Run("wakes a suspended sandbox", func(t *testing.T) {
+		if err := s.svc.Life.Suspend(t.Context(), id, "test"); err != nil {
+			t.Fatal(err)
+		}
+		var sb struct{ Status string }
+		if s.call(t, "GET", "/api/v1/sandboxes/"+id, nil, &sb); sb.Status != "suspended" {
+			t.Fatalf("sandbox %q after Suspend, want suspended", sb.Status)
+		}
+		if code, body := get(pv.URL+"/", cookie); code != http.StatusOK || !strings.Contains(body, "ws page") {
+			t.Fatalf("share link on a suspended sandbox: %d %q, want the app after a wake", code, body)
+		}
+	})
+	t.Run("never wakes a deleted sandbox", func(t *testing.T) {
+		if code := s.call(t, "DELETE", "/api/v1/sandboxes/"+id, nil, nil); code >= 300 {
+			t.Fatalf("DELETE sandbox: %d", code)
+		}
+		for _, u := range []string{pv.URL + "/", sh.URL} {
+			if code, body := get(u, cookie); code != http.StatusGone || !strings.Contains(body, "sandbox_ended") {
+				t.Errorf("GET %s on a deleted sandbox: %d %q, want 410 sandbox_ended", u, code, body)
+			}
+		}
+		var sb struct{ Status string }
+		if s.call(t, "GET", "/api/v1/sandboxes/"+id, nil, &sb); sb.Status != "terminated" && sb.Status != "terminating" {
+			t.Errorf("deleted sandbox is %q after share link visits", sb.Status)
+		}
+	})
 }

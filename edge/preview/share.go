@@ -30,6 +30,10 @@ const shareCookie = cookiePrefix + "share"
 
 const purposeShare = "share"
 
+// shareCookieGrace is how long a share cookie is kept past its link's
+// expiry (see redeemShare); it admits nothing then.
+const shareCookieGrace = 24 * time.Hour
+
 // Share is a live share link as control describes it.
 type Share struct {
 	ID        string
@@ -89,14 +93,18 @@ func (p *Proxy) redeemShare(w http.ResponseWriter, r *http.Request, label string
 		return
 	}
 	ttl := sh.Expires.Sub(p.cfg.Now())
-	val, err := p.seal.seal(purposeShare, ttl, sharePass{ID: sh.ID, Label: label, SandboxID: sh.SandboxID, Port: sh.Port})
+	// The cookie outlives the link by shareCookieGrace, so that whoever
+	// holds it afterwards is told the link expired (control says so)
+	// rather than sent to a sign-in they have no account for.
+	keep := ttl + shareCookieGrace
+	val, err := p.seal.seal(purposeShare, keep, sharePass{ID: sh.ID, Label: label, SandboxID: sh.SandboxID, Port: sh.Port})
 	if err != nil || ttl < time.Second {
 		writeRouteProblem(w, r, errShareExpired, rt)
 		return
 	}
 	p.log.InfoContext(r.Context(), "share link redeemed", "share_id", sh.ID, "sandbox_id", sh.SandboxID, "label", label)
 	http.SetCookie(w, &http.Cookie{
-		Name: shareCookie, Value: val, Path: "/", MaxAge: int(ttl / time.Second),
+		Name: shareCookie, Value: val, Path: "/", MaxAge: int(keep / time.Second),
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode,
 	})
 	u := *r.URL
@@ -145,6 +153,10 @@ func (p *Proxy) shareGrant(w http.ResponseWriter, r *http.Request, label string,
 		return grant{}, true, false
 	}
 	sh, err := p.shares.check(r.Context(), p.cfg.Shares, label, pass.ID)
+	if err == nil && !p.cfg.Now().Before(sh.Expires) {
+		// Expiry needs no word from control (a cached answer predates it).
+		err = ErrShareExpired
+	}
 	if err != nil {
 		p.writeShareRefusal(w, r, rt, err)
 		return grant{}, true, false
