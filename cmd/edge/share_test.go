@@ -245,8 +245,10 @@ func TestShareLinkLifetimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		var sb struct{ Status string }
-		if s.call(t, "GET", "/api/v1/sandboxes/"+id, nil, &sb); sb.Status != "suspended" {
-			t.Fatalf("sandbox %q after Suspend, want suspended", sb.Status)
+		for deadline := time.Now().Add(time.Minute); sb.Status != "suspended"; time.Sleep(50 * time.Millisecond) {
+			if s.call(t, "GET", "/api/v1/sandboxes/"+id, nil, &sb); time.Now().After(deadline) {
+				t.Fatalf("sandbox %q after Suspend, want suspended", sb.Status)
+			}
 		}
 		if code, body := get(pv.URL+"/", cookie); code != http.StatusOK || !strings.Contains(body, "ws page") {
 			t.Fatalf("share link on a suspended sandbox: %d %q, want the app after a wake", code, body)
