@@ -138,6 +138,9 @@ func TestShareLinkInBrowser(t *testing.T) {
 		if code != "share_revoked" || !strings.Contains(headline, "revoked") {
 			t.Errorf("%s after revocation: code %q headline %q, want share_revoked saying the link was revoked", u, code, headline)
 		}
+		if meta, err := chromedp.Run(bctx, chromedp.Text("p.meta")); err != nil || !strings.Contains(meta, "web") {
+			t.Errorf("%s after revocation: %q, %v; want the page to name the port's label web", u, meta, err)
+		}
 	}
 	dir := chromiumtest.ArtifactDir(t)
 	png := chromiumtest.Screenshot(t, bctx, dir, "share-revoked")

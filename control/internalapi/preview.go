@@ -38,7 +38,7 @@ func (s *Server) previewRoute(ctx context.Context, req edgeapi.PreviewRouteReque
 		return edgeapi.PreviewRoute{}, err
 	}
 	out := edgeapi.PreviewRoute{
-		SandboxID: r.SandboxID, AccountID: r.AccountID, Port: r.Port, Access: string(r.Access),
+		SandboxID: r.SandboxID, AccountID: r.AccountID, Port: r.Port, PortLabel: r.PortLabel, Access: string(r.Access),
 		HostPolicy: string(r.HostPolicy), State: string(r.State), Admission: wireAdmission(r.Admission), Addr: r.Addr, User: r.User,
 		HostKey: r.HostKey, Workspace: r.Workspace,
 	}

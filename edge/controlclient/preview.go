@@ -22,7 +22,7 @@ func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, erro
 		return preview.Route{}, err // a refusal is preview.ErrUnknownHost or preview.ErrHostEnded
 	}
 	rt := preview.Route{
-		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port,
+		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port, PortLabel: out.PortLabel,
 		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "", Admission: out.Admission,
 	}
 	if rt.Ready {

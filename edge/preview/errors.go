@@ -49,7 +49,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 // are. A public preview's page does not: its visitors need not learn the
 // id, as its waking status does not tell them either.
 func writeRouteProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem, rt Route) {
-	s := pageSubject{sandboxID: rt.SandboxID, port: rt.Port}
+	s := pageSubject{sandboxID: rt.SandboxID, port: rt.Port, portLabel: rt.PortLabel}
 	if rt.Public {
 		s.sandboxID = ""
 	}

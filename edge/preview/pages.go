@@ -80,6 +80,9 @@ type pageData struct {
 	Detail   string
 	Next     template.HTML
 	Refresh  bool
+	// Port and PortLabel name the port when it has a label.
+	Port      int
+	PortLabel string
 }
 
 // pageSubject is what a page may name in its commands: each known one
@@ -87,6 +90,7 @@ type pageData struct {
 type pageSubject struct {
 	sandboxID string
 	port      int
+	portLabel string
 }
 
 // pageFor is the page for p, its commands filled in from s.
@@ -103,7 +107,7 @@ func pageFor(p *problem.Problem, s pageSubject) pageData {
 		next = strings.ReplaceAll(next, "<port>", strconv.Itoa(s.port))
 	}
 	return pageData{Status: p.Status, Code: p.Code, Headline: t.headline, Detail: p.Detail, Next: codeSpans(next),
-		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code}
+		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code, Port: s.port, PortLabel: s.portLabel}
 }
 
 // codeSpans escapes s and shows each `quoted` part of it as <code>. An
@@ -163,6 +167,7 @@ var errorPage = template.Must(template.New("error").Funcs(template.FuncMap{"sent
 <style>` + pageStyle + `</style></head>
 <body><main class="card" data-code="{{.Code}}">
 <h1>{{.Headline}}</h1>
+{{if .PortLabel}}<p class="meta"><strong>{{.PortLabel}}</strong> · port <code>{{.Port}}</code></p>{{end}}
 <p>{{sentence .Detail}}</p>
 <p class="next"><strong>What to do:</strong> {{.Next}}</p>
 <span class="code">{{.Status}} · {{.Code}}</span>
@@ -174,6 +179,7 @@ type wakingData struct {
 	Nonce     string
 	SandboxID string
 	Port      int
+	PortLabel string
 	Status    wakeStatus
 	StatusURL string
 	First     string // the first step's words
@@ -182,11 +188,11 @@ type wakingData struct {
 
 var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>Waking up port {{.Port}}…</title>
+<title>Waking up {{if .PortLabel}}{{.PortLabel}}{{else}}port {{.Port}}{{end}}…</title>
 <style>` + pageStyle + `</style></head>
 <body><main class="card" id="card" data-step="{{.Status.Step}}">
 <h1 id="headline">Waking up your sandbox</h1>
-<p class="meta">{{if .SandboxID}}<code>{{.SandboxID}}</code> · {{end}}port <code>{{.Port}}</code> · <span class="elapsed" id="elapsed">{{.Status.ElapsedMS}} ms</span></p>
+<p class="meta">{{if .SandboxID}}<code>{{.SandboxID}}</code> · {{end}}{{if .PortLabel}}<strong>{{.PortLabel}}</strong> · {{end}}port <code>{{.Port}}</code> · <span class="elapsed" id="elapsed">{{.Status.ElapsedMS}} ms</span></p>
 <p>{{.Why}} This page switches to your app by itself the moment port {{.Port}} answers.</p>
 <ol class="steps" id="steps">
 <li id="s0"><span class="dot"></span><span>{{.First}}</span></li>
@@ -259,7 +265,7 @@ func (p *Proxy) writeWakingPage(w http.ResponseWriter, r *http.Request, ws *wake
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_ = wakingPage.Execute(w, wakingData{
-		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, Status: st, StatusURL: wakeStatusPath, First: first, Why: why,
+		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, PortLabel: ws.portLabel, Status: st, StatusURL: wakeStatusPath, First: first, Why: why,
 	})
 }
 

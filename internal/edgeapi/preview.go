@@ -60,9 +60,12 @@ type PreviewRouteRequest struct {
 // then too, and when the sandbox has no forwarder (the edge takes the SSH
 // road to the port).
 type PreviewRoute struct {
-	SandboxID  string `json:"sandbox_id"`
-	AccountID  string `json:"account_id"`
-	Port       int    `json:"port"`
+	SandboxID string `json:"sandbox_id"`
+	AccountID string `json:"account_id"`
+	Port      int    `json:"port"`
+	// PortLabel is the name the owner gave the port ("web"), for the
+	// edge's pages; empty when none.
+	PortLabel  string `json:"port_label,omitempty"`
 	Access     string `json:"access"`      // private | public
 	HostPolicy string `json:"host_policy"` // forward | localhost
 	// State is the sandbox's lifecycle state. Edges decide on Admission;
