@@ -133,10 +133,11 @@ func (s *Server) listShares(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteShare(w http.ResponseWriter, r *http.Request) {
-	if _, ok := sharePort(w, r); !ok {
+	port, ok := sharePort(w, r)
+	if !ok {
 		return
 	}
-	sh, err := s.life.RevokeShare(r.Context(), account(r), callerID(r), chi.URLParam(r, "id"), chi.URLParam(r, "share_id"))
+	sh, err := s.life.RevokeShare(r.Context(), account(r), callerID(r), chi.URLParam(r, "id"), port, chi.URLParam(r, "share_id"))
 	if errors.Is(err, lifecycle.ErrShareNotFound) {
 		writeProblem(w, r, errShareNotFound)
 		return

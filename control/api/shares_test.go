@@ -112,6 +112,9 @@ func testShares(t *testing.T, backend string) {
 	if code, _, _ := e.do("dev", "DELETE", shares+"/shr-nosuch", nil); code != 404 {
 		t.Errorf("revoke unknown share: %d, want 404", code)
 	}
+	if code, _, _ := e.do("dev", "DELETE", ports+"/3001/shares/"+sh.ID, nil); code != 404 {
+		t.Errorf("revoke a share under another port: %d, want 404", code)
+	}
 	label := strings.SplitN(u.Host, ".", 2)[0]
 	for range 2 { // first use, then another visit
 		if got, err := e.svc.Life.RedeemShare(t.Context(), label, secret); err != nil || got.ID != sh.ID {

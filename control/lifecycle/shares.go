@@ -91,17 +91,17 @@ func (m *Manager) Shares(ctx context.Context, acct store.Account, id string) ([]
 	return m.store.Shares(ctx, id)
 }
 
-// RevokeShare revokes a share link of acct's sandbox and returns it, so
+// RevokeShare revokes a share link to port of acct's sandbox and returns it, so
 // the caller can tell the edges; revoking twice is no error. The sandbox
 // may be in any state.
-func (m *Manager) RevokeShare(ctx context.Context, acct store.Account, caller, id, shareID string) (store.Share, error) {
+func (m *Manager) RevokeShare(ctx context.Context, acct store.Account, caller, id string, port int, shareID string) (store.Share, error) {
 	if _, err := m.Get(ctx, acct, id); err != nil {
 		return store.Share{}, err
 	}
 	var sh store.Share
 	err := m.underLock(ctx, id, "", func(tx store.Tx, _ store.Sandbox) (store.Event, error) {
 		var err error
-		if sh, err = tx.ShareByID(ctx, shareID); errors.Is(err, store.ErrNotFound) || (err == nil && sh.SandboxID != id) {
+		if sh, err = tx.ShareByID(ctx, shareID); errors.Is(err, store.ErrNotFound) || (err == nil && (sh.SandboxID != id || sh.Port != port)) {
 			return store.Event{}, ErrShareNotFound
 		} else if err != nil {
 			return store.Event{}, err
