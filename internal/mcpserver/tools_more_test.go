@@ -163,6 +163,9 @@ func TestMoreToolsCoverREST(t *testing.T) {
 			t.Errorf("%s: the API saw %q, want %q", c.tool, seen, c.request)
 		}
 	}
+	if strings.Contains(logs.String(), "sbx_sh_fake") {
+		t.Errorf("a share link's secret reached the log:\n%s", logs.String())
+	}
 	if strings.Contains(logs.String(), "FAKE0PRIVATE0KEY0MATERIAL") {
 		t.Errorf("the private key reached the log:\n%s", logs.String())
 	}
