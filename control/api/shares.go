@@ -15,10 +15,6 @@ import (
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
-// ShareParam is the query parameter of a share link that carries its
-// secret. The edge exchanges it for a cookie and strips it at once.
-const ShareParam = "sbx_share"
-
 var errShareNotFound = problem.New(http.StatusNotFound, "share_not_found", "no share link with that id on this sandbox")
 
 type shareRequest struct {
@@ -110,7 +106,7 @@ func (s *Server) createShare(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, newShareView{shareView: s.shareView(sh.Share),
-		URL: s.previewURL(label) + "/?" + url.Values{ShareParam: {sh.Secret}}.Encode()})
+		URL: s.previewURL(label) + "/?" + url.Values{edgeapi.ShareParam: {sh.Secret}}.Encode()})
 }
 
 func (s *Server) listShares(w http.ResponseWriter, r *http.Request) {

@@ -22,8 +22,8 @@ import (
 // authority key, with the share's expiry, so revocation (an invalidation
 // of kind share) and expiry end what it opened on every replica.
 
-// shareParam is the share link's query parameter (control/api.ShareParam).
-const shareParam = "sbx_share"
+// shareParam is the share link's query parameter.
+const shareParam = edgeapi.ShareParam
 
 // shareCookie holds a redeemed share; see seal.go for the prefix.
 const shareCookie = cookiePrefix + "share"

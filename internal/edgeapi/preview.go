@@ -33,6 +33,11 @@ const (
 	CodePreviewShareExpired = "preview_share_expired"
 )
 
+// ShareParam is the query parameter of a share link's URL that carries
+// its secret: control builds the URL with it, the edge exchanges it for
+// a cookie and strips it.
+const ShareParam = "sbx_share"
+
 // PreviewShareRequest asks whether a share link opens the preview host
 // Label: by its Secret on first use in a browser (the exchange for a
 // cookie, audited once), by its ShareID afterwards.
