@@ -142,7 +142,7 @@ func (e *Edge) openPreview(ctx context.Context) (_ *previewServer, err error) {
 	if c.PlainHTTP {
 		cfg.Scheme = "http"
 	}
-	cfg.Resolver, cfg.Accounts, cfg.Pods = e.cc, e.cc, ps.pool
+	cfg.Resolver, cfg.Accounts, cfg.Shares, cfg.Pods = e.cc, e.cc, e.cc, ps.pool
 	if !c.SSHOnly {
 		cfg.Forwarders = &podtcp.Dialer{CA: e.cfg.CA, KeyID: "edge-preview", Timeout: e.cfg.UpstreamTimeout}
 	}

@@ -20,6 +20,8 @@ const (
 	PrefixGrant   = "sbx_gt_"
 	// PrefixProxy is a sandbox's egress proxy credential.
 	PrefixProxy = "sbx_px_"
+	// PrefixShare is a share link's secret.
+	PrefixShare = "sbx_sh_"
 )
 
 // secretLen is the length of the encoded random part (32 bytes).
@@ -54,7 +56,7 @@ func Hash(secret string) []byte {
 // Parse checks a token's shape and returns its prefix. It does not say
 // whether the token is valid; only the store knows that.
 func Parse(s string) (prefix string, err error) {
-	for _, p := range []string{PrefixAgent, PrefixProject, PrefixGrant, PrefixProxy} {
+	for _, p := range []string{PrefixAgent, PrefixProject, PrefixGrant, PrefixProxy, PrefixShare} {
 		rest, ok := strings.CutPrefix(s, p)
 		if !ok {
 			continue

@@ -36,6 +36,8 @@ type previewStack struct {
 	previewPort int
 	oidc        *mockoidc.MockOIDC
 	members     string // the members file; alice of the dev account is in it
+	keyFile     string // the edges' shared session key
+	log         *slog.Logger
 }
 
 // startPreviewStack runs previews as deployed: control with its internal
@@ -61,9 +63,20 @@ func startPreviewStack(t *testing.T) *previewStack {
 		RedisURL: "redis://127.0.0.1:6379/0", RedisPrefix: "sbxtest:edgepreview:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":",
 		Logger: log.With("side", "control"),
 	})
+	ps := &previewStack{stack: &stack{api: svc.URL(), token: tok, dir: dir, svc: svc}, previewPort: previewPort, oidc: oidc, members: members,
+		keyFile: keyFile, log: log}
+	ps.startEdge(t, ctx, cancel, previewPort, "edge")
+	return ps
+}
+
+// startEdge runs one more cmd/edge replica against the stack's control
+// and Redis, its preview proxy on previewPort; dir names its host keys.
+func (ps *previewStack) startEdge(t *testing.T, ctx context.Context, cancel context.CancelFunc, previewPort int, dir string) {
+	t.Helper()
+	svc, oidc, keyFile, log := ps.svc, ps.oidc, ps.keyFile, ps.log
 	cfg, _, err := parseConfig([]string{
 		"--ssh-addr", "127.0.0.1:0", "--http-addr", "", "--metrics-addr", "", "--control-url", svc.InternalURL(),
-		"--host-key-dir", filepath.Join(dir, "edge-hostkeys"), "--ca-key-file", filepath.Join(dir, "control", "keys", "user_ca"),
+		"--host-key-dir", filepath.Join(ps.dir, dir+"-hostkeys"), "--ca-key-file", filepath.Join(ps.dir, "control", "keys", "user_ca"),
 		"--ssh-drain", "1s",
 		"--preview-addr", "127.0.0.1:" + strconv.Itoa(previewPort), "--preview-plain-http", "--preview-domain", "preview.localhost",
 		"--preview-public-port", strconv.Itoa(previewPort), "--oidc-issuer", oidc.Issuer(), "--oidc-client-id", oidc.ClientID,
@@ -77,7 +90,6 @@ func startPreviewStack(t *testing.T) *previewStack {
 		t.Fatal(err)
 	}
 	runEdge(t, ctx, cancel, cfg, log)
-	return &previewStack{stack: &stack{api: svc.URL(), token: tok, dir: dir, svc: svc}, previewPort: previewPort, oidc: oidc, members: members}
 }
 
 // TestPreviewSplitDeployment: a dev server bound to 127.0.0.1 in a

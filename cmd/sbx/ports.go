@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 func newPortsCmd(a *app) *cobra.Command {
 	var public, private, hostLocalhost, rm bool
+	var label string
 	c := &cobra.Command{
 		Use:   "ports ID [PORT]",
 		Short: "List, expose or unexpose a sandbox's preview ports",
@@ -25,7 +27,7 @@ Browsers resolve *.preview.localhost to loopback by themselves; other clients
 (wscat, Go or Python programs) may not: connect to 127.0.0.1 and send the
 preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 		Example: `  sbx ports $ID
-  sbx ports $ID 3000
+  sbx ports $ID 3000 --label web
   sbx ports $ID 5173 --public --host-localhost
   sbx ports $ID 3000 --rm`,
 		Args:              args([]string{"ID"}, "PORT"),
@@ -33,8 +35,8 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 		RunE: func(c *cobra.Command, got []string) error {
 			id := got[0]
 			if len(got) == 1 {
-				if rm || public || private || hostLocalhost {
-					return usageErrorf(c, "--rm, --public, --private and --host-localhost need a PORT")
+				if rm || public || private || hostLocalhost || label != "" {
+					return usageErrorf(c, "--rm, --public, --private, --host-localhost and --label need a PORT")
 				}
 				cl, err := a.api()
 				if err != nil {
@@ -43,6 +45,7 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 				var out struct {
 					Ports []struct {
 						Port       int    `json:"port"`
+						Label      string `json:"label"`
 						URL        string `json:"url"`
 						Access     string `json:"access"`
 						HostPolicy string `json:"host_policy"`
@@ -50,9 +53,9 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 				}
 				b, err := apiclient.Raw(cl.gen.ListPortsWithResponse(c.Context(), id))
 				return a.renderAnswer(b, err, &out, func(w io.Writer) error {
-					t := newTable(w, "PORT", "ACCESS", "HOST", "URL")
+					t := newTable(w, "PORT", "LABEL", "ACCESS", "HOST", "URL")
 					for _, p := range out.Ports {
-						t.row(p.Port, p.Access, p.HostPolicy, p.URL)
+						t.row(p.Port, cmp.Or(p.Label, "-"), p.Access, p.HostPolicy, p.URL)
 					}
 					return t.flush()
 				})
@@ -61,8 +64,8 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 			if err != nil || port < 1 || port > 65535 {
 				return usageErrorf(c, "PORT %q: want a port number from 1 to 65535", got[1])
 			}
-			if rm && (public || private || hostLocalhost) {
-				return usageErrorf(c, "--rm takes no --public, --private or --host-localhost")
+			if rm && (public || private || hostLocalhost || label != "") {
+				return usageErrorf(c, "--rm takes no --public, --private, --host-localhost or --label")
 			}
 			if public && private {
 				return usageErrorf(c, "--public and --private: choose one")
@@ -84,6 +87,9 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 			case private:
 				body.Access = ptr(apiclient.PortRequestAccess("private"))
 			}
+			if label != "" {
+				body.Label = &label
+			}
 			if hostLocalhost {
 				body.HostPolicy = ptr(apiclient.PortRequestHostPolicy("localhost"))
 			}
@@ -102,5 +108,6 @@ preview host name, e.g. curl --connect-to ::127.0.0.1: URL, or a Host header.`,
 	c.Flags().BoolVar(&private, "private", false, "only your account may open it (makes a public port private again)")
 	c.Flags().BoolVar(&hostLocalhost, "host-localhost", false, "send Host: localhost:PORT (for dev servers that insist)")
 	c.Flags().BoolVar(&rm, "rm", false, "stop exposing PORT")
+	c.Flags().StringVar(&label, "label", "", `name the port ("web", "storybook"), shown in lists and on the preview's pages`)
 	return c
 }

@@ -78,7 +78,7 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{
-		newExecCmd(a), newFilesCmd(a), newSSHCmd(a), newSSHConfigCmd(a), newSSHKeyCmd(a), newPortsCmd(a), newWhoCmd(a), newServicesCmd(a), newWebhooksCmd(a), newMCPCmd(a),
+		newExecCmd(a), newFilesCmd(a), newSSHCmd(a), newSSHConfigCmd(a), newSSHKeyCmd(a), newPortsCmd(a), newWhoCmd(a), newShareCmd(a), newServicesCmd(a), newWebhooksCmd(a), newMCPCmd(a),
 	} {
 		c.GroupID = "connect"
 		root.AddCommand(c)

@@ -26,10 +26,12 @@ type portRequest struct {
 	Port       *int             `json:"port"`
 	Access     store.PortAccess `json:"access"`
 	HostPolicy store.HostPolicy `json:"host_policy"`
+	Label      string           `json:"label"`
 }
 
 type portView struct {
 	Port       int              `json:"port"`
+	Label      string           `json:"label,omitempty"`
 	URL        string           `json:"url"`
 	Access     store.PortAccess `json:"access"`
 	HostPolicy store.HostPolicy `json:"host_policy"`
@@ -49,7 +51,7 @@ func (s *Server) previewURL(label string) string {
 }
 
 func (s *Server) portView(p store.PreviewPort) portView {
-	return portView{Port: p.Port, URL: s.previewURL(p.Label), Access: p.Access, HostPolicy: p.HostPolicy, CreatedAt: p.CreatedAt.UTC()}
+	return portView{Port: p.Port, Label: p.Name, URL: s.previewURL(p.Label), Access: p.Access, HostPolicy: p.HostPolicy, CreatedAt: p.CreatedAt.UTC()}
 }
 
 func (s *Server) createPort(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +68,7 @@ func (s *Server) createPort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	got, created, err := s.life.ExposePort(r.Context(), account(r), chi.URLParam(r, "id"),
-		lifecycle.PortSpec{Port: *req.Port, Access: req.Access, HostPolicy: req.HostPolicy})
+		lifecycle.PortSpec{Port: *req.Port, Access: req.Access, HostPolicy: req.HostPolicy, Name: req.Label})
 	if err != nil {
 		writeError(w, r, err)
 		return

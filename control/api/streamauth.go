@@ -205,7 +205,7 @@ func (s *Server) Invalidate(ctx context.Context, inv edgeapi.Invalidation) {
 		s.recheckSandbox(ctx, s.streams.Invalidate(authority.Key{Kind: authority.Sandbox, ID: inv.SandboxID}))
 	case edgeapi.InvalidateToken:
 		s.recheckTokens(ctx, s.streams.Invalidate(authority.Key{Kind: authority.Token, ID: inv.AccountID}))
-	case edgeapi.InvalidatePort, edgeapi.InvalidateMembers:
+	case edgeapi.InvalidatePort, edgeapi.InvalidateMembers, edgeapi.InvalidateShare:
 		// Preview authority only: no stream of control's rides on it.
 	default:
 		// A kind from a newer control: check everything rather than miss

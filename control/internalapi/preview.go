@@ -5,6 +5,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/previewroute"
+	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
@@ -37,7 +38,7 @@ func (s *Server) previewRoute(ctx context.Context, req edgeapi.PreviewRouteReque
 		return edgeapi.PreviewRoute{}, err
 	}
 	out := edgeapi.PreviewRoute{
-		SandboxID: r.SandboxID, AccountID: r.AccountID, Port: r.Port, Access: string(r.Access),
+		SandboxID: r.SandboxID, AccountID: r.AccountID, Port: r.Port, PortLabel: r.PortLabel, Access: string(r.Access),
 		HostPolicy: string(r.HostPolicy), State: string(r.State), Admission: wireAdmission(r.Admission), Addr: r.Addr, User: r.User,
 		HostKey: r.HostKey, Workspace: r.Workspace,
 	}
@@ -81,4 +82,33 @@ func (s *Server) previewMember(_ context.Context, req edgeapi.PreviewMemberReque
 		return edgeapi.PreviewMemberResponse{}, nil
 	}
 	return edgeapi.PreviewMemberResponse{Member: s.deps.PreviewMembers.Member(id, req.AccountID)}, nil
+}
+
+// Shares answers for share links; *lifecycle.Manager satisfies it.
+type Shares interface {
+	RedeemShare(ctx context.Context, label, secret string) (store.Share, error)
+	CheckShare(ctx context.Context, label, shareID string) (store.Share, error)
+}
+
+var _ Shares = (*lifecycle.Manager)(nil)
+
+// previewShare redeems a share link's secret (its first use in a
+// browser) or checks a redeemed one by ID.
+func (s *Server) previewShare(ctx context.Context, req edgeapi.PreviewShareRequest) (edgeapi.PreviewShare, error) {
+	var sh store.Share
+	var err error
+	switch {
+	case req.Label == "":
+		return edgeapi.PreviewShare{}, badRequest("label is required")
+	case req.Secret != "":
+		sh, err = s.deps.Shares.RedeemShare(ctx, req.Label, req.Secret)
+	case req.ShareID != "":
+		sh, err = s.deps.Shares.CheckShare(ctx, req.Label, req.ShareID)
+	default:
+		return edgeapi.PreviewShare{}, badRequest("secret or share_id is required")
+	}
+	if err != nil {
+		return edgeapi.PreviewShare{}, err
+	}
+	return edgeapi.PreviewShare{ShareID: sh.ID, SandboxID: sh.SandboxID, Port: sh.Port, ExpiresAt: sh.ExpiresAt}, nil
 }

@@ -71,6 +71,8 @@ type Deps struct {
 	Egress EgressAuthorizer
 	// Connections stores the edge's connection log batches.
 	Connections ConnectionLog
+	// Shares redeems and checks preview share links.
+	Shares Shares
 }
 
 // Server serves /internal/v1.
@@ -128,6 +130,9 @@ func (s *Server) routes(r chi.Router) {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))
 		r.Post(edgeapi.PathPreviewToken, jsonEndpoint(s, s.previewToken))
 		r.Post(edgeapi.PathPreviewMember, jsonEndpoint(s, s.previewMember))
+	}
+	if s.deps.Shares != nil {
+		r.Post(edgeapi.PathPreviewShare, jsonEndpoint(s, s.previewShare))
 	}
 }
 

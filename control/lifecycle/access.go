@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -91,7 +92,13 @@ type PortSpec struct {
 	Port       int
 	Access     store.PortAccess
 	HostPolicy store.HostPolicy
+	// Name is the port's label ("web"); empty keeps the one it has.
+	Name string
 }
+
+// portName is the shape of a port's name: a DNS label, short enough to
+// read on a page.
+var portName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
 
 // ExposePort exposes a port of acct's sandbox as a preview host, or
 // changes the access of one already exposed (created is false then, and
@@ -101,16 +108,18 @@ func (m *Manager) ExposePort(ctx context.Context, acct store.Account, id string,
 		return store.PreviewPort{}, false, err
 	}
 	err = m.underLock(ctx, id, "expose a port of", func(tx store.Tx, sb store.Sandbox) (store.Event, error) {
-		if spec.Access == "" || spec.HostPolicy == "" {
-			ps, err := tx.PreviewPorts(ctx, id)
-			if err != nil {
-				return store.Event{}, err
-			}
-			for _, p := range ps {
-				if p.Port == spec.Port {
-					spec.Access = cmp.Or(spec.Access, p.Access)
-					spec.HostPolicy = cmp.Or(spec.HostPolicy, p.HostPolicy)
-				}
+		ps, err := tx.PreviewPorts(ctx, id)
+		if err != nil {
+			return store.Event{}, err
+		}
+		for _, p := range ps {
+			switch {
+			case p.Port == spec.Port:
+				spec.Access = cmp.Or(spec.Access, p.Access)
+				spec.HostPolicy = cmp.Or(spec.HostPolicy, p.HostPolicy)
+				spec.Name = cmp.Or(spec.Name, p.Name)
+			case spec.Name != "" && p.Name == spec.Name:
+				return store.Event{}, invalid("label", "%q already names port %d of this sandbox", spec.Name, p.Port)
 			}
 		}
 		if err := validatePort(&spec, sb, m.reserved.what); err != nil {
@@ -119,7 +128,7 @@ func (m *Manager) ExposePort(ctx context.Context, acct store.Account, id string,
 		now := m.now().UTC()
 		label := newLabel()
 		p, err = tx.PutPreviewPort(ctx, store.PreviewPort{
-			SandboxID: id, AccountID: acct.ID, Port: spec.Port, Label: label,
+			SandboxID: id, AccountID: acct.ID, Port: spec.Port, Label: label, Name: spec.Name,
 			Access: spec.Access, HostPolicy: spec.HostPolicy, CreatedAt: now.Truncate(time.Microsecond),
 		})
 		if err != nil {
@@ -234,6 +243,11 @@ func validatePort(spec *PortSpec, sb store.Sandbox, reserved func(int) (string, 
 	if what, ok := reserved(spec.Port); ok {
 		return invalid("port", "%d is %s; a sandbox's server cannot be listening there", spec.Port, what)
 	}
+	if spec.Name != "" && !portName.MatchString(spec.Name) {
+		return invalid("label", "must be a DNS label: 1 to 32 lowercase letters, digits and inner hyphens")
+	}
+	// "account" (an identity provider's group) is not modelled: the
+	// owning account's members are what private admits.
 	if err := defaultOneOf("access", &spec.Access, store.AccessPrivate, store.AccessPublic); err != nil {
 		return err
 	}

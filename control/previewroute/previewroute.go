@@ -30,6 +30,7 @@ type Route struct {
 	SandboxID  string
 	AccountID  string
 	Port       int
+	PortLabel  string // the port's name ("web"), for the edge's pages
 	Access     store.PortAccess
 	HostPolicy store.HostPolicy
 	// State is the sandbox's state, still sent for edges older than
@@ -97,7 +98,7 @@ func (r *Resolver) Resolve(ctx context.Context, label string) (Route, error) {
 		return Route{}, ErrEnded
 	}
 	rt := Route{
-		Label: p.Label, SandboxID: sb.ID, AccountID: sb.AccountID, Port: p.Port,
+		Label: p.Label, SandboxID: sb.ID, AccountID: sb.AccountID, Port: p.Port, PortLabel: p.Name,
 		Access: p.Access, HostPolicy: p.HostPolicy, State: sb.State, Admission: admission, Workspace: sb.Workspace,
 	}
 	if admission == lifecycle.Ready {

@@ -138,6 +138,14 @@ type Reader interface {
 	PreviewPorts(ctx context.Context, sandboxID string) ([]PreviewPort, error)
 	// PreviewPortByLabel finds the port a preview host label names.
 	PreviewPortByLabel(ctx context.Context, label string) (PreviewPort, error)
+	// Shares lists a sandbox's share links, newest first, revoked and
+	// expired ones included.
+	Shares(ctx context.Context, sandboxID string) ([]Share, error)
+	// ShareByID finds a share link by its ID.
+	ShareByID(ctx context.Context, id string) (Share, error)
+	// ShareByHash finds a share link by the SHA-256 of its secret; the
+	// caller decides from it whether it is live.
+	ShareByHash(ctx context.Context, hash []byte) (Share, error)
 	// Services lists a sandbox's declared services by name.
 	Services(ctx context.Context, sandboxID string) ([]Service, error)
 	// GrantTokens lists a sandbox's grants in request order.
@@ -220,10 +228,20 @@ type Tx interface {
 	// fingerprint is ErrConflict.
 	InsertSSHCredential(ctx context.Context, c SSHCredential) error
 	// PutPreviewPort exposes p.Port of p.SandboxID. Exposing a port again
-	// updates Access and HostPolicy and keeps the stored Label and
+	// updates Access, HostPolicy and Name and keeps the stored Label and
 	// CreatedAt, so a URL handed out stays valid; the stored row is
-	// returned. A Label already used by another port is ErrConflict.
+	// returned. A Label already used by another port, or a Name another
+	// port of the sandbox has, is ErrConflict.
 	PutPreviewPort(ctx context.Context, p PreviewPort) (PreviewPort, error)
+	// InsertShare stores a share link; a duplicate ID or hash is
+	// ErrConflict.
+	InsertShare(ctx context.Context, s Share) error
+	// RevokeShare revokes a share link (idempotent: an already revoked
+	// link keeps its first revocation time); none is ErrNotFound.
+	RevokeShare(ctx context.Context, id string, at time.Time) error
+	// MarkShareUsed records the first use of a share link at `at` and
+	// reports whether this call was the first.
+	MarkShareUsed(ctx context.Context, id string, at time.Time) (first bool, err error)
 	// DeletePreviewPort removes one exposed port; none is ErrNotFound.
 	DeletePreviewPort(ctx context.Context, sandboxID string, port int) error
 	// PutService declares s (or replaces the declaration of the same

@@ -22,7 +22,7 @@ func (c *Client) Resolve(ctx context.Context, label string) (preview.Route, erro
 		return preview.Route{}, err // a refusal is preview.ErrUnknownHost or preview.ErrHostEnded
 	}
 	rt := preview.Route{
-		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port,
+		SandboxID: out.SandboxID, AccountID: out.AccountID, Port: out.Port, PortLabel: out.PortLabel,
 		Public: out.Access == "public", RewriteHost: out.HostPolicy == "localhost", Ready: out.Addr != "", Admission: out.Admission,
 	}
 	if rt.Ready {
@@ -57,4 +57,24 @@ func (c *Client) Member(ctx context.Context, id preview.Identity, accountID stri
 		return false, err
 	}
 	return out.Member, nil
+}
+
+var _ preview.Shares = (*Client)(nil)
+
+// RedeemShare asks control to exchange a share link's secret.
+func (c *Client) RedeemShare(ctx context.Context, label, secret string) (preview.Share, error) {
+	return c.askShare(ctx, edgeapi.PreviewShareRequest{Label: label, Secret: secret})
+}
+
+// CheckShare asks control whether a redeemed share still opens label.
+func (c *Client) CheckShare(ctx context.Context, label, id string) (preview.Share, error) {
+	return c.askShare(ctx, edgeapi.PreviewShareRequest{Label: label, ShareID: id})
+}
+
+func (c *Client) askShare(ctx context.Context, req edgeapi.PreviewShareRequest) (preview.Share, error) {
+	var out edgeapi.PreviewShare
+	if err := c.Do(ctx, http.MethodPost, edgeapi.PathPreviewShare, req, &out); err != nil {
+		return preview.Share{}, err // a refusal is one of preview.ErrShare*
+	}
+	return preview.Share{ID: out.ShareID, SandboxID: out.SandboxID, Port: out.Port, Expires: out.ExpiresAt}, nil
 }

@@ -47,6 +47,9 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, label string, 
 		}
 		return grant{kind: grantToken, secret: secret}, true
 	}
+	if g, handled, ok := p.shareGrant(w, r, label, rt); handled {
+		return g, ok
+	}
 	cookie, ambiguous := sessionValue(r)
 	if ambiguous {
 		writeProblem(w, r, errAmbiguousAuth)

@@ -88,8 +88,10 @@ type Config struct {
 	// call to the sandbox's init, take Pods. Nil: everything takes Pods.
 	Forwarders Forwarders
 	Accounts   Accounts
-	Activity   Activity // nil: none
-	Waker      Waker    // nil: not-ready sandboxes get 503
+	// Shares checks share links; nil: share links are refused.
+	Shares   Shares
+	Activity Activity // nil: none
+	Waker    Waker    // nil: not-ready sandboxes get 503
 
 	// OIDC is required unless DevSignIn is set.
 	OIDC      *OIDCConfig

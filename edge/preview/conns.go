@@ -49,6 +49,7 @@ const (
 	grantPublic  grantKind = iota // the port was public
 	grantToken                    // an account token
 	grantSession                  // a preview cookie of a signed-in identity
+	grantShare                    // a share link's cookie
 )
 
 // grant is what admitted a request.
@@ -56,6 +57,7 @@ type grant struct {
 	kind   grantKind
 	secret string   // grantToken: kept to ask control again; never logged
 	id     Identity // grantSession
+	share  Share    // grantShare
 }
 
 // liveConn is one relayed request, for as long as it is being served
@@ -79,8 +81,18 @@ func (g grant) keys(label string, rt Route) []authority.Key {
 		keys = append(keys, authority.Key{Kind: authority.Token, ID: rt.AccountID})
 	case grantSession:
 		keys = append(keys, authority.Key{Kind: authority.Member, ID: rt.AccountID})
+	case grantShare:
+		keys = append(keys, authority.Key{Kind: authority.Share, ID: g.share.ID})
 	}
 	return keys
+}
+
+// expires is when g's authority lapses by itself (zero: never).
+func (g grant) expires() time.Time {
+	if g.kind == grantShare {
+		return g.share.Expires
+	}
+	return time.Time{}
 }
 
 // sockets are the upgraded sockets not yet closed: the http.Server does
@@ -97,7 +109,7 @@ func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch ui
 	ctx, cancel := context.WithCancelCause(r.Context())
 	lc := &liveConn{label: label, route: rt, grant: g, cancel: cancel}
 	c, raced := p.conns.Register(epoch, authority.Registration[*liveConn]{
-		Keys: g.keys(label, rt), Value: lc,
+		Keys: g.keys(label, rt), Value: lc, Expires: g.expires(),
 		End: func(cause error) { p.end(lc, cause) },
 	})
 	if raced {
@@ -134,6 +146,9 @@ func endReason(cause error) string {
 	if errors.As(cause, &e) && e.Detail != "" {
 		return e.Detail
 	}
+	if errors.Is(cause, authority.ErrExpired) {
+		return "share link expired" // the only authority with a lifetime here
+	}
 	return cause.Error()
 }
 
@@ -152,6 +167,9 @@ func (p *Proxy) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
 		affected = p.conns.Invalidate(authority.Key{Kind: authority.Sandbox, ID: inv.SandboxID})
 	case edgeapi.InvalidateToken:
 		affected = p.conns.Invalidate(authority.Key{Kind: authority.Token, ID: inv.AccountID})
+	case edgeapi.InvalidateShare:
+		p.shares.drop(inv.ShareID)
+		affected = p.conns.Invalidate(authority.Key{Kind: authority.Share, ID: inv.ShareID})
 	case edgeapi.InvalidateMembers:
 		p.members.clear()
 		affected = p.conns.Invalidate(authority.Key{Kind: authority.Member, ID: inv.AccountID})
@@ -198,6 +216,7 @@ func (p *Proxy) recheck(ctx context.Context, conns []conn) {
 	routes := map[string]*answer{}
 	tokens := map[string]*answer{}
 	members := map[memberKey]*answer{}
+	shares := map[string]*answer{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(recheckParallel)
 	for _, c := range conns {
@@ -218,6 +237,15 @@ func (p *Proxy) recheck(ctx context.Context, conns []conn) {
 				tokens[lc.grant.secret] = a
 				g.Go(func() error {
 					a.acct, a.err = p.cfg.Accounts.TokenAccount(gctx, lc.grant.secret)
+					return nil
+				})
+			}
+		case grantShare:
+			if _, ok := shares[lc.grant.share.ID]; !ok {
+				a := &answer{}
+				shares[lc.grant.share.ID] = a
+				g.Go(func() error {
+					_, a.err = p.shares.fresh(gctx, p.cfg.Shares, lc.label, lc.grant.share.ID)
 					return nil
 				})
 			}
@@ -262,6 +290,17 @@ func (p *Proxy) recheck(ctx context.Context, conns []conn) {
 				fault = ta.err
 			case ta.acct != rt.AccountID:
 				reason = "token no longer admits this preview"
+			}
+		case lc.grant.kind == grantShare:
+			switch sa := shares[lc.grant.share.ID]; {
+			case errors.Is(sa.err, ErrShareRevoked):
+				reason = "share link revoked"
+			case errors.Is(sa.err, ErrShareExpired):
+				why, reason = authority.ErrExpired, "share link expired"
+			case errors.Is(sa.err, ErrShareUnknown):
+				reason = "share link no longer opens this preview"
+			case sa.err != nil:
+				fault = sa.err
 			}
 		case lc.grant.kind == grantSession:
 			ma := members[newMemberKey(lc.grant.id, lc.route.AccountID)]

@@ -32,6 +32,9 @@ var (
 	errReservedPath  = problem.New(http.StatusBadRequest, "reserved_path", "paths under /__sbx_preview/ belong to the preview proxy: this is none of its endpoints, or one spelled another way (dot-segments, encoded characters, backslashes or case)")
 	errSignOutMethod = problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "sign out with POST from the preview's own pages")
 	errBadBody       = problem.New(http.StatusBadRequest, "malformed_body", "the request body's framing is malformed")
+	errShareRevoked  = problem.New(http.StatusGone, "share_revoked", "the sandbox's owner revoked it; it opens nothing any more")
+	errShareExpired  = problem.New(http.StatusGone, "share_expired", "its time ran out; it opens nothing any more")
+	errShareUnknown  = problem.New(http.StatusNotFound, "share_not_found", "this share link does not open this preview")
 )
 
 // writeProblem answers with a problem document that a browser app on any
@@ -46,7 +49,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
 // are. A public preview's page does not: its visitors need not learn the
 // id, as its waking status does not tell them either.
 func writeRouteProblem(w http.ResponseWriter, r *http.Request, p *problem.Problem, rt Route, service string) {
-	s := pageSubject{sandboxID: rt.SandboxID, port: rt.Port, service: service}
+	s := pageSubject{sandboxID: rt.SandboxID, port: rt.Port, portLabel: rt.PortLabel, service: service}
 	if rt.Public {
 		// Its visitors are not the sandbox's owner: neither its id nor
 		// its service's log is theirs to read.

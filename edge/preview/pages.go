@@ -83,6 +83,12 @@ var pageTexts = map[string]pageText{
 		"Too many requests are open to it at once. Reload in a moment."},
 	"control_unavailable": {"The preview service is briefly unavailable",
 		"Reload in a few seconds."},
+	"share_revoked": {"This share link was revoked",
+		"Ask whoever shared this preview with you for a new link. If you have an account, open the preview's address without the link and sign in."},
+	"share_expired": {"This share link has expired",
+		"Share links open a preview for a limited time. Ask whoever shared it for a new link (`sbx share <id> <port> --for 2h`)."},
+	"share_not_found": {"This share link is not valid",
+		"Check that the whole link was copied. A link opens only the preview it was made for."},
 	"login_invalid": {"That sign-in link has expired",
 		"Open the preview's address again to sign in."},
 }
@@ -96,6 +102,9 @@ type pageData struct {
 	Next     template.HTML
 	Refresh  bool
 	Logs     []string
+	// Port and PortLabel name the port when it has a label.
+	Port      int
+	PortLabel string
 }
 
 // pageSubject is what a page may name in its commands: each known one
@@ -104,6 +113,7 @@ type pageSubject struct {
 	sandboxID string
 	port      int
 	service   string // <name>
+	portLabel string
 }
 
 // pageText is the page text for code.
@@ -132,7 +142,7 @@ func pageNext(code string, s pageSubject) string {
 // pageFor is the page for p, its commands filled in from s.
 func pageFor(p *problem.Problem, s pageSubject) pageData {
 	return pageData{Status: p.Status, Code: p.Code, Headline: pageTextOf(p.Code).headline, Detail: p.Detail, Next: codeSpans(pageNext(p.Code, s)),
-		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code, Logs: p.Logs}
+		Refresh: p.RetryAfter > 0 && p.Code != errWakeTimeout.Code, Logs: p.Logs, Port: s.port, PortLabel: s.portLabel}
 }
 
 // codeSpans escapes s and shows each `quoted` part of it as <code>. An
@@ -193,6 +203,7 @@ var errorPage = template.Must(template.New("error").Funcs(template.FuncMap{"sent
 <style>` + pageStyle + `</style></head>
 <body><main class="card" data-code="{{.Code}}">
 <h1>{{.Headline}}</h1>
+{{if .PortLabel}}<p class="meta"><strong>{{.PortLabel}}</strong> · port <code>{{.Port}}</code></p>{{end}}
 <p>{{sentence .Detail | spans}}</p>
 {{if .Logs}}<pre class="logs" id="logs">{{range .Logs}}{{.}}
 {{end}}</pre>{{end}}
@@ -206,6 +217,7 @@ type wakingData struct {
 	Nonce     string
 	SandboxID string
 	Port      int
+	PortLabel string
 	Status    wakeStatus
 	StatusURL string
 	First     string // the first step's words
@@ -214,11 +226,11 @@ type wakingData struct {
 
 var wakingPage = template.Must(template.New("waking").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>Waking up port {{.Port}}…</title>
+<title>Waking up {{if .PortLabel}}{{.PortLabel}}{{else}}port {{.Port}}{{end}}…</title>
 <style>` + pageStyle + `</style></head>
 <body><main class="card" id="card" data-step="{{.Status.Step}}">
 <h1 id="headline">Waking up your sandbox</h1>
-<p class="meta">{{if .SandboxID}}<code>{{.SandboxID}}</code> · {{end}}port <code>{{.Port}}</code> · <span class="elapsed" id="elapsed">{{.Status.ElapsedMS}} ms</span></p>
+<p class="meta">{{if .SandboxID}}<code>{{.SandboxID}}</code> · {{end}}{{if .PortLabel}}<strong>{{.PortLabel}}</strong> · {{end}}port <code>{{.Port}}</code> · <span class="elapsed" id="elapsed">{{.Status.ElapsedMS}} ms</span></p>
 <p>{{.Why}} This page switches to your app by itself the moment port {{.Port}} answers.</p>
 <ol class="steps" id="steps">
 <li id="s0"><span class="dot"></span><span>{{.First}}</span></li>
@@ -303,7 +315,7 @@ func (p *Proxy) writeWakingPage(w http.ResponseWriter, r *http.Request, ws *wake
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_ = wakingPage.Execute(w, wakingData{
-		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, Status: st, StatusURL: wakeStatusPath, First: first, Why: why,
+		Nonce: nonce, SandboxID: st.SandboxID, Port: ws.port, PortLabel: ws.portLabel, Status: st, StatusURL: wakeStatusPath, First: first, Why: why,
 	})
 }
 

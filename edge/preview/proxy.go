@@ -58,6 +58,7 @@ type Proxy struct {
 	conns   *authority.Registry[*liveConn] // live connections, by what admitted them
 	sockets sockets                        // upgraded sockets, for Close
 	members *memberCache                   // membership answers for cookie requests
+	shares  *shareCache                    // share link answers for share cookies
 	// wakes are the wakes in progress (waking.go); wakeCtx ends them at
 	// Close.
 	wakes     wakes
@@ -101,6 +102,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		activity: cfg.Activity, waker: cfg.Waker, inflight: slots.New(cfg.MaxRequestsPerHost),
 		conns:   authority.New[*liveConn](cfg.Now),
 		sockets: sockets{m: map[*wsConn]struct{}{}},
+		shares:  newShareCache(cfg.RouteTTL, cfg.Now),
 		members: &memberCache{ttl: cfg.RouteTTL, now: cfg.Now, max: 100_000, entries: map[memberKey]memberEntry{}},
 	}
 	if p.activity == nil {
@@ -264,6 +266,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if reserved && r.URL.Path == ticketPath {
 		p.redeemTicket(cw, r, label, rt)
+		return
+	}
+	if secret, ok := shareSecret(r); ok && !reserved {
+		p.redeemShare(cw, r, label, rt, secret)
 		return
 	}
 	g := grant{kind: grantPublic}

@@ -25,6 +25,8 @@ type Route struct {
 	AccountID string
 	// Port is the port inside the sandbox, dialled on 127.0.0.1, then ::1.
 	Port int
+	// PortLabel is the port's name ("web"), shown on the pages.
+	PortLabel string
 	// Public ports skip the auth wrapper.
 	Public bool
 	// RewriteHost sends Host: localhost:<Port> instead of the preview host.

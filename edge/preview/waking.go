@@ -63,6 +63,7 @@ type wakeState struct {
 	label     string
 	sandboxID string
 	port      int
+	portLabel string
 	public    bool
 	started   time.Time
 	done      chan struct{} // closed when the wake ended, either way
@@ -170,7 +171,7 @@ func (p *Proxy) startWake(label string, rt Route) *wakeState {
 			}
 		}
 	}
-	w := &wakeState{label: label, sandboxID: rt.SandboxID, port: rt.Port, public: rt.Public,
+	w := &wakeState{label: label, sandboxID: rt.SandboxID, port: rt.Port, portLabel: rt.PortLabel, public: rt.Public,
 		started: p.cfg.Now(), done: make(chan struct{})}
 	w.set(w.started, firstStep(rt), "")
 	p.wakes.m[label] = w

@@ -180,6 +180,27 @@ func (e NetworkPolicyEgress) Valid() bool {
 	}
 }
 
+// Defines values for NewShareState.
+const (
+	NewShareStateActive  NewShareState = "active"
+	NewShareStateExpired NewShareState = "expired"
+	NewShareStateRevoked NewShareState = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the NewShareState enum.
+func (e NewShareState) Valid() bool {
+	switch e {
+	case NewShareStateActive:
+		return true
+	case NewShareStateExpired:
+		return true
+	case NewShareStateRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PortAccess.
 const (
 	PortAccessPrivate PortAccess = "private"
@@ -312,6 +333,27 @@ func (e ServiceState) Valid() bool {
 	case Stopped:
 		return true
 	case Unknown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ShareState.
+const (
+	ShareStateActive  ShareState = "active"
+	ShareStateExpired ShareState = "expired"
+	ShareStateRevoked ShareState = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the ShareState enum.
+func (e ShareState) Valid() bool {
+	switch e {
+	case ShareStateActive:
+		return true
+	case ShareStateExpired:
+		return true
+	case ShareStateRevoked:
 		return true
 	default:
 		return false
@@ -591,12 +633,35 @@ type NetworkPolicy struct {
 // NetworkPolicyEgress defines model for NetworkPolicy.Egress.
 type NetworkPolicyEgress string
 
+// NewShare defines model for NewShare.
+type NewShare struct {
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// FirstUsedAt When a browser first exchanged the link for a cookie.
+	FirstUsedAt *time.Time    `json:"first_used_at,omitempty"`
+	Id          string        `json:"id"`
+	Note        string        `json:"note"`
+	Port        int           `json:"port"`
+	RevokedAt   *time.Time    `json:"revoked_at,omitempty"`
+	State       NewShareState `json:"state"`
+
+	// Url The share link. It carries the link's secret, shown only in this response: the edge exchanges it for a host-only cookie on first use in a browser and redirects to the same address without it.
+	Url string `json:"url"`
+}
+
+// NewShareState defines model for NewShare.State.
+type NewShareState string
+
 // Port defines model for Port.
 type Port struct {
 	Access     PortAccess     `json:"access"`
 	CreatedAt  time.Time      `json:"created_at"`
 	HostPolicy PortHostPolicy `json:"host_policy"`
-	Port       int            `json:"port"`
+
+	// Label The port's label, when it has one.
+	Label *string `json:"label,omitempty"`
+	Port  int     `json:"port"`
 
 	// Url The preview URL, e.g. https://k7q2xw9m4t8r1p6zab3c.preview.example.com
 	Url string `json:"url"`
@@ -610,17 +675,20 @@ type PortHostPolicy string
 
 // PortRequest defines model for PortRequest.
 type PortRequest struct {
-	// Access `private`: members of the sandbox's account only. `public`: anyone with the URL. Left out: the port's current access when it is exposed already, else `private`.
+	// Access `private`: members of the sandbox's account only. `public`: anyone with the URL. Left out: the port's current access when it is exposed already, else `private`. There is no organisation-wide level: no identity-provider group is modelled, so `private` admits the owning account's tokens and members, and a share link opens one port to someone without an account. Any other value is a 422 naming the valid ones.
 	Access *PortRequestAccess `json:"access,omitempty"`
 
 	// HostPolicy `forward` passes the preview host as `Host`; `localhost` rewrites it to `localhost:<port>` for dev servers that insist on it. Applied identically to HTTP and WebSocket requests. Left out: the port's current policy when it is exposed already, else `forward`.
 	HostPolicy *PortRequestHostPolicy `json:"host_policy,omitempty"`
 
+	// Label A name for the port ("web", "storybook"): a DNS label, unique among the sandbox's ports, shown in lists and on the edge's waking and error pages. Left out: the port keeps the label it has. It is not part of the preview URL, whose label stays random.
+	Label *string `json:"label,omitempty"`
+
 	// Port Port inside the sandbox; the server must listen on it (127.0.0.1 is enough).
 	Port int `json:"port"`
 }
 
-// PortRequestAccess `private`: members of the sandbox's account only. `public`: anyone with the URL. Left out: the port's current access when it is exposed already, else `private`.
+// PortRequestAccess `private`: members of the sandbox's account only. `public`: anyone with the URL. Left out: the port's current access when it is exposed already, else `private`. There is no organisation-wide level: no identity-provider group is modelled, so `private` admits the owning account's tokens and members, and a share link opens one port to someone without an account. Any other value is a 422 naming the valid ones.
 type PortRequestAccess string
 
 // PortRequestHostPolicy `forward` passes the preview host as `Host`; `localhost` rewrites it to `localhost:<port>` for dev servers that insist on it. Applied identically to HTTP and WebSocket requests. Left out: the port's current policy when it is exposed already, else `forward`.
@@ -848,6 +916,32 @@ type ServiceRequest struct {
 
 	// Port Where the service answers. It is `running` only once something accepts on 127.0.0.1 or ::1 at this port, and a preview of this port waits for it after a wake.
 	Port *int `json:"port,omitempty"`
+}
+
+// Share defines model for Share.
+type Share struct {
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// FirstUsedAt When a browser first exchanged the link for a cookie.
+	FirstUsedAt *time.Time `json:"first_used_at,omitempty"`
+	Id          string     `json:"id"`
+	Note        string     `json:"note"`
+	Port        int        `json:"port"`
+	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	State       ShareState `json:"state"`
+}
+
+// ShareState defines model for Share.State.
+type ShareState string
+
+// ShareRequest defines model for ShareRequest.
+type ShareRequest struct {
+	// ExpiresInMinutes How long the link opens the port: 1 minute to one week.
+	ExpiresInMinutes int `json:"expires_in_minutes"`
+
+	// Note Who or what the link is for, shown in the list.
+	Note *string `json:"note,omitempty"`
 }
 
 // Snapshot defines model for Snapshot.
@@ -1116,6 +1210,9 @@ type ExecInSandboxJSONRequestBody = ExecRequest
 
 // ExposePortJSONRequestBody defines body for ExposePort for application/json ContentType.
 type ExposePortJSONRequestBody = PortRequest
+
+// CreateShareJSONRequestBody defines body for CreateShare for application/json ContentType.
+type CreateShareJSONRequestBody = ShareRequest
 
 // RestoreSandboxJSONRequestBody defines body for RestoreSandbox for application/json ContentType.
 type RestoreSandboxJSONRequestBody = RestoreRequest
@@ -1430,6 +1527,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePort(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListShares List a port's share links
+	//
+	// Newest first, revoked and expired ones included; never the secret.
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/ports/{port}/shares (the `ListShares` operationId).
+	ListShares(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateShareWithBody Make a share link to an exposed port
+	//
+	// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+	CreateShareWithBody(ctx context.Context, id string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateShare Make a share link to an exposed port
+	//
+	// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+	CreateShare(ctx context.Context, id string, port int, body CreateShareJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeShare Revoke a share link
+	//
+	// Idempotent. Connections made through the link are closed within seconds on every edge replica, and the link then shows a page saying it was revoked.
+	//
+	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port}/shares/{share_id} (the `RevokeShare` operationId).
+	RevokeShare(ctx context.Context, id string, port int, shareId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RecreateSandbox Destroy and reprovision a sandbox
 	//
@@ -2145,6 +2274,78 @@ func (c *Client) ExposePort(ctx context.Context, id string, body ExposePortJSONR
 // Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 func (c *Client) UnexposePort(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUnexposePortRequest(c.Server, id, port)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListShares List a port's share links
+//
+// Newest first, revoked and expired ones included; never the secret.
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/ports/{port}/shares (the `ListShares` operationId).
+func (c *Client) ListShares(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSharesRequest(c.Server, id, port)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateShareWithBody Make a share link to an exposed port
+//
+// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+func (c *Client) CreateShareWithBody(ctx context.Context, id string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateShareRequestWithBody(c.Server, id, port, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateShare Make a share link to an exposed port
+//
+// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+func (c *Client) CreateShare(ctx context.Context, id string, port int, body CreateShareJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateShareRequest(c.Server, id, port, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeShare Revoke a share link
+//
+// Idempotent. Connections made through the link are closed within seconds on every edge replica, and the link then shows a page saying it was revoked.
+//
+// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port}/shares/{share_id} (the `RevokeShare` operationId).
+func (c *Client) RevokeShare(ctx context.Context, id string, port int, shareId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeShareRequest(c.Server, id, port, shareId)
 	if err != nil {
 		return nil, err
 	}
@@ -3887,6 +4088,149 @@ func NewUnexposePortRequest(server string, id string, port int) (*http.Request, 
 	return req, nil
 }
 
+// NewListSharesRequest constructs an http.Request for the ListShares method
+func NewListSharesRequest(server string, id string, port int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/ports/%s/shares", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateShareRequest calls the generic CreateShare builder with application/json body
+func NewCreateShareRequest(server string, id string, port int, body CreateShareJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateShareRequestWithBody(server, id, port, "application/json", bodyReader)
+}
+
+// NewCreateShareRequestWithBody constructs an http.Request for the CreateShare method, with any body, and a specified content type
+func NewCreateShareRequestWithBody(server string, id string, port int, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/ports/%s/shares", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeShareRequest constructs an http.Request for the RevokeShare method
+func NewRevokeShareRequest(server string, id string, port int, shareId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "share_id", shareId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/ports/%s/shares/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRecreateSandboxRequest constructs an http.Request for the RecreateSandbox method
 func NewRecreateSandboxRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -5201,6 +5545,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port} (the `UnexposePort` operationId).
 	UnexposePortWithResponse(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*UnexposePortResponse, error)
+
+	// ListSharesWithResponse List a port's share links
+	//
+	// Newest first, revoked and expired ones included; never the secret.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/ports/{port}/shares (the `ListShares` operationId).
+	ListSharesWithResponse(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*ListSharesResponse, error)
+
+	// CreateShareWithBodyWithResponse Make a share link to an exposed port
+	//
+	// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+	CreateShareWithBodyWithResponse(ctx context.Context, id string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateShareResponse, error)
+
+	// CreateShareWithResponse Make a share link to an exposed port
+	//
+	// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+	CreateShareWithResponse(ctx context.Context, id string, port int, body CreateShareJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateShareResponse, error)
+
+	// RevokeShareWithResponse Revoke a share link
+	//
+	// Idempotent. Connections made through the link are closed within seconds on every edge replica, and the link then shows a page saying it was revoked.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port}/shares/{share_id} (the `RevokeShare` operationId).
+	RevokeShareWithResponse(ctx context.Context, id string, port int, shareId string, reqEditors ...RequestEditorFn) (*RevokeShareResponse, error)
 
 	// RecreateSandboxWithResponse Destroy and reprovision a sandbox
 	//
@@ -7142,6 +7522,224 @@ func (r UnexposePortResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UnexposePortResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListSharesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Shares []Share `json:"shares"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSharesResponse) GetJSON200() *struct {
+	Shares []Share `json:"shares"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSharesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSharesResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListSharesResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSharesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSharesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSharesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSharesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateShareResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *NewShare
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateShareResponse) GetJSON201() *NewShare {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateShareResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateShareResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateShareResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateShareResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateShareResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeShareResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeShareResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeShareResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeShareResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeShareResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeShareResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeShareResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeShareResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9262,6 +9860,66 @@ func (c *ClientWithResponses) UnexposePortWithResponse(ctx context.Context, id s
 	return ParseUnexposePortResponse(rsp)
 }
 
+// ListSharesWithResponse List a port's share links
+//
+// Newest first, revoked and expired ones included; never the secret.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/ports/{port}/shares (the `ListShares` operationId).
+func (c *ClientWithResponses) ListSharesWithResponse(ctx context.Context, id string, port int, reqEditors ...RequestEditorFn) (*ListSharesResponse, error) {
+	rsp, err := c.ListShares(ctx, id, port, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSharesResponse(rsp)
+}
+
+// CreateShareWithBodyWithResponse Make a share link to an exposed port
+//
+// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+func (c *ClientWithResponses) CreateShareWithBodyWithResponse(ctx context.Context, id string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateShareResponse, error) {
+	rsp, err := c.CreateShareWithBody(ctx, id, port, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateShareResponse(rsp)
+}
+
+// CreateShareWithResponse Make a share link to an exposed port
+//
+// Returns a URL that opens this one port in a browser with no login until it expires or is revoked. The URL's secret is stored only as a hash and shown only here. Revoking or expiry closes every HTTP and WebSocket connection made through the link within seconds on every edge replica. A link never wakes a deleted sandbox; it wakes a suspended one. Creation, first use and revocation are audit events.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/sandboxes/{id}/ports/{port}/shares (the `CreateShare` operationId).
+func (c *ClientWithResponses) CreateShareWithResponse(ctx context.Context, id string, port int, body CreateShareJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateShareResponse, error) {
+	rsp, err := c.CreateShare(ctx, id, port, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateShareResponse(rsp)
+}
+
+// RevokeShareWithResponse Revoke a share link
+//
+// Idempotent. Connections made through the link are closed within seconds on every edge replica, and the link then shows a page saying it was revoked.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/sandboxes/{id}/ports/{port}/shares/{share_id} (the `RevokeShare` operationId).
+func (c *ClientWithResponses) RevokeShareWithResponse(ctx context.Context, id string, port int, shareId string, reqEditors ...RequestEditorFn) (*RevokeShareResponse, error) {
+	rsp, err := c.RevokeShare(ctx, id, port, shareId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeShareResponse(rsp)
+}
+
 // RecreateSandboxWithResponse Destroy and reprovision a sandbox
 //
 // Ends the sandbox (its open line closes with reason recreate) and creates its successor from the stored create request, in one transaction: a new ID, the same name, labels, grants, services and profile; recreated_from on the new one, recreated_as on the old. A repository that needed a token is refused (tokens are never kept). Recreating an already recreated sandbox answers its successor.
@@ -11082,6 +11740,180 @@ func ParseUnexposePortResponse(rsp *http.Response) (*UnexposePortResponse, error
 	}
 
 	response := &UnexposePortResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSharesResponse parses an HTTP response from a ListSharesWithResponse call
+func ParseListSharesResponse(rsp *http.Response) (*ListSharesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSharesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Shares []Share `json:"shares"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateShareResponse parses an HTTP response from a CreateShareWithResponse call
+func ParseCreateShareResponse(rsp *http.Response) (*CreateShareResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateShareResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest NewShare
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokeShareResponse parses an HTTP response from a RevokeShareWithResponse call
+func ParseRevokeShareResponse(rsp *http.Response) (*RevokeShareResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeShareResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Preview endpoints: the preview proxy's questions to control.
@@ -17,13 +18,42 @@ const (
 	// PathPreviewMember: POST PreviewMemberRequest → 200
 	// PreviewMemberResponse.
 	PathPreviewMember = Prefix + "/preview/member"
+	// PathPreviewShare: POST PreviewShareRequest → 200 PreviewShare, or a
+	// problem with CodePreviewShareUnknown, CodePreviewShareRevoked or
+	// CodePreviewShareExpired.
+	PathPreviewShare = Prefix + "/preview/share"
 
 	CodePreviewUnknownHost = "preview_unknown_host"
 	// CodePreviewSandboxEnded: the label's sandbox ended (deleted, past
 	// its deadline, or failed); its previews are gone for good.
 	CodePreviewSandboxEnded = "preview_sandbox_ended"
 	CodePreviewInvalidToken = "preview_invalid_token"
+	CodePreviewShareUnknown = "preview_share_unknown"
+	CodePreviewShareRevoked = "preview_share_revoked"
+	CodePreviewShareExpired = "preview_share_expired"
 )
+
+// ShareParam is the query parameter of a share link's URL that carries
+// its secret: control builds the URL with it, the edge exchanges it for
+// a cookie and strips it.
+const ShareParam = "sbx_share"
+
+// PreviewShareRequest asks whether a share link opens the preview host
+// Label: by its Secret on first use in a browser (the exchange for a
+// cookie, audited once), by its ShareID afterwards.
+type PreviewShareRequest struct {
+	Label   string `json:"label"`
+	Secret  string `json:"secret,omitempty"`
+	ShareID string `json:"share_id,omitempty"`
+}
+
+// PreviewShare is a live share link.
+type PreviewShare struct {
+	ShareID   string    `json:"share_id"`
+	SandboxID string    `json:"sandbox_id"`
+	Port      int       `json:"port"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
 
 // PreviewRouteRequest names a preview host by its label.
 type PreviewRouteRequest struct {
@@ -35,9 +65,12 @@ type PreviewRouteRequest struct {
 // then too, and when the sandbox has no forwarder (the edge takes the SSH
 // road to the port).
 type PreviewRoute struct {
-	SandboxID  string `json:"sandbox_id"`
-	AccountID  string `json:"account_id"`
-	Port       int    `json:"port"`
+	SandboxID string `json:"sandbox_id"`
+	AccountID string `json:"account_id"`
+	Port      int    `json:"port"`
+	// PortLabel is the name the owner gave the port ("web"), for the
+	// edge's pages; empty when none.
+	PortLabel  string `json:"port_label,omitempty"`
 	Access     string `json:"access"`      // private | public
 	HostPolicy string `json:"host_policy"` // forward | localhost
 	// State is the sandbox's lifecycle state. Edges decide on Admission;
@@ -121,6 +154,8 @@ const (
 	// InvalidateMembers: the members file changed; memberships of
 	// AccountID (of every account when empty) may be gone.
 	InvalidateMembers InvalidationKind = "members"
+	// InvalidateShare: the share link ShareID was revoked.
+	InvalidateShare InvalidationKind = "share"
 )
 
 // Invalidation is one message on PreviewInvalidateChannel, JSON encoded.
@@ -130,6 +165,7 @@ type Invalidation struct {
 	Label     string           `json:"label,omitempty"`
 	SandboxID string           `json:"sandbox_id,omitempty"`
 	AccountID string           `json:"account_id,omitempty"`
+	ShareID   string           `json:"share_id,omitempty"`
 }
 
 // Payload is the message published for i.

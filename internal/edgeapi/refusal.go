@@ -42,6 +42,13 @@ var (
 	// ErrPreviewInvalidToken: the token is malformed, unknown, revoked,
 	// expired or not an account's agent token.
 	ErrPreviewInvalidToken = &Refusal{CodePreviewInvalidToken, http.StatusForbidden, "invalid token"}
+	// ErrPreviewShareUnknown: no share link has this secret (or ID), or
+	// it opens another port than the host's.
+	ErrPreviewShareUnknown = &Refusal{CodePreviewShareUnknown, http.StatusNotFound, "unknown share link"}
+	// ErrPreviewShareRevoked and ErrPreviewShareExpired: the link was
+	// good and is no more; its holder is told which.
+	ErrPreviewShareRevoked = &Refusal{CodePreviewShareRevoked, http.StatusGone, "share link revoked"}
+	ErrPreviewShareExpired = &Refusal{CodePreviewShareExpired, http.StatusGone, "share link expired"}
 )
 
 // Wake refusals the edge tells apart.
@@ -55,7 +62,8 @@ var refusals = map[string]*Refusal{}
 func init() {
 	for _, r := range []*Refusal{
 		ErrSSHUnknownKey, ErrSSHExpired, ErrSSHSandboxEnded, ErrSSHWrongSandbox, ErrSSHUnknownSandbox, ErrSSHNotReady,
-		ErrPreviewUnknownHost, ErrPreviewSandboxEnded, ErrPreviewInvalidToken, ErrWakeSandboxEnded, ErrEgressUnauthorized,
+		ErrPreviewUnknownHost, ErrPreviewSandboxEnded, ErrPreviewInvalidToken, ErrWakeSandboxEnded,
+		ErrPreviewShareUnknown, ErrPreviewShareRevoked, ErrPreviewShareExpired, ErrEgressUnauthorized,
 	} {
 		refusals[r.Code] = r
 	}

@@ -7,8 +7,8 @@ import "testing"
 // other side.
 func TestRefusalsRoundTrip(t *testing.T) {
 	t.Parallel()
-	if len(refusals) != 11 {
-		t.Fatalf("%d refusals registered, want 11 (one per declared value, codes unique)", len(refusals))
+	if len(refusals) != 14 {
+		t.Fatalf("%d refusals registered, want 14 (one per declared value, codes unique)", len(refusals))
 	}
 	for code, r := range refusals {
 		if r.Code != code || RefusalOf(code) != r || r.Status < 400 || r.Error() == "" {

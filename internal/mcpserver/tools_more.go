@@ -94,6 +94,8 @@ func (t *tools) registerMore(c *contract, id map[string]any, out *outputs) {
 		OutputSchema: out.api("/api/v1/sandboxes/{id}/ssh_tokens", "post", "201"),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &yes},
 	}, withArgs(t.createSSHCredential))
+
+	t.addShareTools(c, out, id, must)
 }
 
 const (

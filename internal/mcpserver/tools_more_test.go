@@ -45,6 +45,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"GET /api/v1/sandboxes/sbx-1/connections": `{"connections":[],"next_cursor":null}`,
 		"GET /api/v1/connections":                 `{"connections":[],"next_cursor":null}`,
 		"POST /api/v1/sandboxes/sbx-1/ssh_tokens": `{"private_key":` + jsonString(fakePrivateKey) + `}`,
+		"POST /api/v1/sandboxes/sbx-1/ports/3000/shares": `{"id":"shr-1","port":3000,"note":"","state":"active","created_at":"2026-01-01T00:00:00Z",` +
+			`"expires_at":"2026-01-01T02:00:00Z","url":"https://x.preview.test/?sbx_share=sbx_sh_fake"}`,
+		"GET /api/v1/sandboxes/sbx-1/ports/3000/shares": `{"shares":[]}`,
 	}[r.Method+" "+r.URL.Path]
 	switch {
 	case r.Method == http.MethodDelete:
@@ -133,6 +136,12 @@ func TestMoreToolsCoverREST(t *testing.T) {
 			"GET /api/v1/connections?live=true ", `"connections":[]`},
 		{"GET /api/v1/sandboxes/{id}/usage", "get_sandbox_usage", map[string]any{"sandbox_id": "sbx-1"},
 			"GET /api/v1/sandboxes/sbx-1/usage ", `"lines":[]`},
+		{"POST /api/v1/sandboxes/{id}/ports/{port}/shares", "share_preview", map[string]any{"sandbox_id": "sbx-1", "port": 3000, "expires_in_minutes": 120},
+			`POST /api/v1/sandboxes/sbx-1/ports/3000/shares {"expires_in_minutes":120}`, `"url":"https://x.preview.test/?sbx_share=`},
+		{"GET /api/v1/sandboxes/{id}/ports/{port}/shares", "list_preview_shares", map[string]any{"sandbox_id": "sbx-1", "port": 3000},
+			"GET /api/v1/sandboxes/sbx-1/ports/3000/shares ", `"shares":[]`},
+		{"DELETE /api/v1/sandboxes/{id}/ports/{port}/shares/{share_id}", "revoke_preview_share", map[string]any{"sandbox_id": "sbx-1", "port": 3000, "share_id": "shr-1"},
+			"DELETE /api/v1/sandboxes/sbx-1/ports/3000/shares/shr-1 ", `"revoked":true`},
 		{"POST /api/v1/sandboxes/{id}/ssh_tokens", "create_ssh_credential", map[string]any{"sandbox_id": "sbx-1", "ttl_minutes": 30},
 			`POST /api/v1/sandboxes/sbx-1/ssh_tokens {"ttl_minutes":30}`, "FAKE0PRIVATE0KEY0MATERIAL"},
 	} {
@@ -174,6 +183,9 @@ func TestMoreToolsCoverREST(t *testing.T) {
 		if !strings.Contains(desc["exec_in_sandbox"], want) {
 			t.Errorf("exec_in_sandbox's description does not mention %s: %q", want, desc["exec_in_sandbox"])
 		}
+	}
+	if strings.Contains(logs.String(), "sbx_sh_fake") {
+		t.Errorf("a share link's secret reached the log:\n%s", logs.String())
 	}
 	if strings.Contains(logs.String(), "FAKE0PRIVATE0KEY0MATERIAL") {
 		t.Errorf("the private key reached the log:\n%s", logs.String())

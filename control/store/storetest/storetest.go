@@ -37,6 +37,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", []string{"a"}, testEvents},
 		{"SSHCredentials", []string{"a"}, testSSHCredentials},
 		{"PreviewPorts", []string{"a"}, testPreviewPorts},
+		{"PortNames", []string{"a"}, testPortNames},
+		{"Shares", []string{"a"}, testShares},
 		{"Services", []string{"a"}, testServices},
 		{"Webhooks", []string{"a", "b"}, testWebhooks},
 		{"Connections", []string{"a", "b"}, testConnections},

@@ -57,7 +57,9 @@ const (
 	forward_endpoint, name, labels, no_wake_on_traffic,
 	from_snapshot, restore_snapshot, recreated_from, recreated_as, create_request`
 
-	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
+	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at, name`
+
+	ShareCols = `id, sandbox_id, account_id, port, hash, note, created_by, created_at, expires_at, first_used_at, revoked_at`
 )
 
 // IdleCandidates lists the ready sandboxes with an open compute session,

@@ -9,7 +9,7 @@ import (
 
 func (q Queries) scanPreviewPort(row Row) (store.PreviewPort, error) {
 	var p store.PreviewPort
-	if err := row.Scan(&p.SandboxID, &p.AccountID, &p.Port, &p.Label, &p.Access, &p.HostPolicy, q.Dialect.TimeDest(&p.CreatedAt)); err != nil {
+	if err := row.Scan(&p.SandboxID, &p.AccountID, &p.Port, &p.Label, &p.Access, &p.HostPolicy, q.Dialect.TimeDest(&p.CreatedAt), &p.Name); err != nil {
 		return store.PreviewPort{}, err
 	}
 	p.CreatedAt = p.CreatedAt.UTC()
@@ -36,10 +36,10 @@ func (q Queries) PreviewPortByLabel(ctx context.Context, label string) (store.Pr
 // whole transaction with a new label (a 1 in 2^100 event).
 func (q Queries) PutPreviewPort(ctx context.Context, p store.PreviewPort) (store.PreviewPort, error) {
 	got, err := q.scanPreviewPort(q.DB.QueryRow(ctx, `INSERT INTO preview_ports (`+PreviewPortCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (sandbox_id, port) DO UPDATE SET access = excluded.access, host_policy = excluded.host_policy
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (sandbox_id, port) DO UPDATE SET access = excluded.access, host_policy = excluded.host_policy, name = excluded.name
 		RETURNING `+PreviewPortCols,
-		p.SandboxID, p.AccountID, p.Port, p.Label, p.Access, p.HostPolicy, q.timeOrNow(p.CreatedAt)))
+		p.SandboxID, p.AccountID, p.Port, p.Label, p.Access, p.HostPolicy, q.timeOrNow(p.CreatedAt), p.Name))
 	if err != nil {
 		return store.PreviewPort{}, q.Dialect.Conflict(err, fmt.Sprintf("put preview port %s:%d", p.SandboxID, p.Port))
 	}
