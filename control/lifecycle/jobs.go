@@ -231,10 +231,12 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
-	env, err := m.proxyEnv(sb.ID)
+	proxy, err := m.proxyEnv(sb.ID)
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
+	// The create's env first: the proxy's names are reserved anyway.
+	env := append(envPairs(sb.Env), proxy...)
 	return provider.Spec{
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,

@@ -203,8 +203,10 @@ type CreateRequest struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// WakeOnTraffic false keeps a suspended sandbox suspended until it is
 	// resumed; default true.
-	WakeOnTraffic  *bool  `json:"wake_on_traffic,omitempty"`
-	IdempotencyKey string `json:"-"`
+	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+	// Env is set in every process of the sandbox (see validateEnv).
+	Env            map[string]string `json:"env,omitempty"`
+	IdempotencyKey string            `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -268,6 +270,9 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err := validateLabels(req.Labels); err != nil {
 		return sb, false, err
 	}
+	if err := validateEnv(req.Env); err != nil {
+		return sb, false, err
+	}
 	profile, err := m.store.Profile(ctx, req.Profile)
 	if errors.Is(err, store.ErrNotFound) {
 		return sb, false, m.unknownProfile(ctx, req.Profile)
@@ -302,6 +307,7 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		Name:            req.Name,
 		Labels:          req.Labels,
 		NoWakeOnTraffic: req.WakeOnTraffic != nil && !*req.WakeOnTraffic,
+		Env:             req.Env,
 	}
 	actor := req.Actor
 	if actor == "" {
