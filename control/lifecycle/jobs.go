@@ -235,8 +235,13 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
+	secretEnv, secretFiles, err := m.secretDelivery(ctx, sb)
+	if err != nil {
+		return provider.Spec{}, "", err
+	}
+	files = append(files, secretFiles...)
 	// The create's env first: the proxy's names are reserved anyway.
-	env := append(envPairs(sb.Env), proxy...)
+	env := append(append(envPairs(sb.Env), secretEnv...), proxy...)
 	return provider.Spec{
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,

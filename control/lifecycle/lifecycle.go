@@ -82,6 +82,9 @@ type Config struct {
 	// lowercase forms and NO_PROXY with its own proxy credential
 	// (provider.Spec.Env). Empty: no proxy environment.
 	EgressProxy string
+	// SecretsKey seals account secrets (AES-256-GCM, SecretKeySize
+	// bytes; see ParseSecretsKey). Empty: secrets are refused.
+	SecretsKey []byte
 }
 
 func (c *Config) setDefaults() {
@@ -205,8 +208,16 @@ type CreateRequest struct {
 	// resumed; default true.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
 	// Env is set in every process of the sandbox (see validateEnv).
-	Env            map[string]string `json:"env,omitempty"`
-	IdempotencyKey string            `json:"-"`
+	Env map[string]string `json:"env,omitempty"`
+	// Secrets name account secrets delivered as env or files.
+	Secrets []store.SecretRef `json:"secrets,omitempty"`
+	// IdleTimeoutMinutes is the sandbox's own idle timeout, at most its
+	// account's; KeepAwakeWhileBusy (default true) lets running work keep
+	// it awake; RetentionDays deletes it after that long suspended.
+	IdleTimeoutMinutes *int   `json:"idle_timeout_minutes,omitempty"`
+	KeepAwakeWhileBusy *bool  `json:"keep_awake_while_busy,omitempty"`
+	RetentionDays      *int   `json:"retention_days,omitempty"`
+	IdempotencyKey     string `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -273,6 +284,13 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err := validateEnv(req.Env); err != nil {
 		return sb, false, err
 	}
+	if err := m.validateSecretRefs(ctx, acct.ID, req.Secrets, req.Env); err != nil {
+		return sb, false, err
+	}
+	idle, retention, err := m.validateIdle(ctx, acct.ID, req.IdleTimeoutMinutes, req.RetentionDays)
+	if err != nil {
+		return sb, false, err
+	}
 	profile, err := m.store.Profile(ctx, req.Profile)
 	if errors.Is(err, store.ErrNotFound) {
 		return sb, false, m.unknownProfile(ctx, req.Profile)
@@ -308,6 +326,10 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		Labels:          req.Labels,
 		NoWakeOnTraffic: req.WakeOnTraffic != nil && !*req.WakeOnTraffic,
 		Env:             req.Env,
+		Secrets:         req.Secrets,
+		IdleTimeout:     idle,
+		IgnoreBusy:      req.KeepAwakeWhileBusy != nil && !*req.KeepAwakeWhileBusy,
+		RetentionDays:   retention,
 	}
 	actor := req.Actor
 	if actor == "" {
