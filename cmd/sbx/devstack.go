@@ -28,14 +28,14 @@ import (
 
 // devConfig is `sbx dev`'s configuration, filled from its flags.
 type devConfig struct {
-	DataDir     string // SQLite database, keys and sandbox workspaces
+	DataDir string // SQLite database, keys and sandbox workspaces
 	// SecretsKeyFile seals account secrets; empty: a key sbx dev keeps
 	// in DataDir (keys/secrets_key), made on first start.
 	SecretsKeyFile string
-	APIAddr     string // REST API
-	MetricsAddr string // GET /metrics of the whole stack; empty: off
-	SSHAddr     string // SSH broker
-	PreviewAddr string // preview proxy (plain HTTP and h2c)
+	APIAddr        string // REST API
+	MetricsAddr    string // GET /metrics of the whole stack; empty: off
+	SSHAddr        string // SSH broker
+	PreviewAddr    string // preview proxy (plain HTTP and h2c)
 	// EgressAddr is the egress gateway sandboxes' proxy-aware tools go
 	// through (HTTP_PROXY); empty: off, and no proxy environment.
 	EgressAddr string
