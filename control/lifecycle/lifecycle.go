@@ -82,6 +82,9 @@ type Config struct {
 	// lowercase forms and NO_PROXY with its own proxy credential
 	// (provider.Spec.Env). Empty: no proxy environment.
 	EgressProxy string
+	// BusyCPU is the CPU use, in cores, at which a sandbox counts as
+	// working and is not suspended for idleness (default 0.1).
+	BusyCPU float64
 	// SecretsKey seals account secrets (AES-256-GCM, SecretKeySize
 	// bytes; see ParseSecretsKey). Empty: secrets are refused.
 	SecretsKey []byte
@@ -93,6 +96,7 @@ func (c *Config) setDefaults() {
 	c.ProvisionTimeout = cmp.Or(c.ProvisionTimeout, 5*time.Minute)
 	c.ReapInterval = cmp.Or(c.ReapInterval, 30*time.Second)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, 5*time.Minute)
+	c.BusyCPU = cmp.Or(c.BusyCPU, 0.1)
 	if c.IdleCheckInterval == 0 {
 		// River on Postgres does not honour sub-second periodic intervals.
 		// At most 10 s, so an account overriding the timeout below the
