@@ -438,5 +438,8 @@ func (m *Manager) Reap(ctx context.Context) error {
 	if err := m.SettleStuck(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := m.SweepRetention(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

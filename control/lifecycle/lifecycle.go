@@ -455,7 +455,7 @@ func (m *Manager) end(ctx context.Context, id, reason, actor string) (store.Sand
 // only is non-nil, only for sandboxes in a state it accepts; the check and
 // the close run under the sandbox's row lock, so callers racing on several
 // replicas close a session once.
-func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.Time, only func(store.State) bool) (store.Sandbox, error) {
+func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.Time, only func(store.Sandbox) bool) (store.Sandbox, error) {
 	var out store.Sandbox
 	err := m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)
@@ -463,7 +463,7 @@ func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.T
 			return err
 		}
 		out = sb
-		if AdmissionOf(sb) == Ended || (only != nil && !only(sb.State)) {
+		if AdmissionOf(sb) == Ended || (only != nil && !only(sb)) {
 			return nil
 		}
 		now := m.now().UTC()

@@ -20,8 +20,11 @@ import (
 // still going) or using CPU is not idle, whatever its connections say.
 type Busy struct {
 	// Processes are the running processes that are neither the sandbox's
-	// machinery (the init, sshd, the control call's own relay) nor its
-	// services or their children.
+	// machinery (the init, sshd, the control call's own relay), nor its
+	// services or their children, nor servers: a process listening on a
+	// TCP port (a dev server started by hand) waits for traffic, which
+	// the edge already counts, so like a service it is work only through
+	// its CPU.
 	Processes []BusyProcess `json:"processes"`
 	// CPU is the cores every process of the sandbox (services included)
 	// used over the sample window.
@@ -70,6 +73,7 @@ func (p ProcScan) scan(exclude []int) (map[int]procSample, error) {
 		return nil, fmt.Errorf("scan processes: %w", err)
 	}
 	self := os.Getpid()
+	listening := listeningInodes(root)
 	out := map[int]procSample{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -92,10 +96,50 @@ func (p ProcScan) scan(exclude []int) (map[int]procSample, error) {
 			continue
 		}
 		s.work = s.running && pid != 1 && !slices.Contains(exclude, pid) &&
-			!strings.HasPrefix(s.comm, "sshd") && !isService(env)
+			!strings.HasPrefix(s.comm, "sshd") && !isService(env) &&
+			!listens(filepath.Join(root, e.Name(), "fd"), listening)
 		out[pid] = s
 	}
 	return out, nil
+}
+
+// listeningInodes are the socket inodes of every listening TCP socket
+// (state 0A in /proc/net/tcp and tcp6).
+func listeningInodes(root string) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(filepath.Join(root, "net", f))
+		if err != nil {
+			continue
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if i == 0 || len(fields) < 10 || fields[3] != "0A" {
+				continue
+			}
+			out[fields[9]] = true
+		}
+	}
+	return out
+}
+
+// listens reports whether the process whose fd directory is fdDir holds
+// one of the listening sockets.
+func listens(fdDir string, listening map[string]bool) bool {
+	if len(listening) == 0 {
+		return false
+	}
+	ents, err := os.ReadDir(fdDir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		l, err := os.Readlink(filepath.Join(fdDir, e.Name()))
+		if err == nil && strings.HasPrefix(l, "socket:[") && listening[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] {
+			return true
+		}
+	}
+	return false
 }
 
 // parseStat reads comm, state and utime+stime from /proc/PID/stat. comm
