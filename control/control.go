@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,6 +49,10 @@ import (
 type Config struct {
 	// DataDir holds keys, the SQLite database and local sandboxes.
 	DataDir string
+	// SecretsKeyFile holds the key account secrets are sealed with (see
+	// lifecycle.ParseSecretsKey). Empty: POST /secrets is 503 and a
+	// create naming secrets is refused.
+	SecretsKeyFile string
 	// DatabaseURL selects Postgres (postgres://...). Empty means SQLite in
 	// DataDir.
 	DatabaseURL string
@@ -264,6 +269,15 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 	}()
 
+	if cfg.SecretsKeyFile != "" {
+		b, err := os.ReadFile(cfg.SecretsKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("secrets key: %w", err)
+		}
+		if cfg.Lifecycle.SecretsKey, err = lifecycle.ParseSecretsKey(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.SecretsKeyFile, err)
+		}
+	}
 	keys := filepath.Join(cfg.DataDir, "keys")
 	if s.CA, err = sshca.LoadOrCreate(filepath.Join(keys, "user_ca")); err != nil {
 		return nil, err

@@ -55,6 +55,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	var c control.Config
 	fs := flag.NewFlagSet("control", flag.ContinueOnError)
 	fs.StringVar(&c.DataDir, "data-dir", env("SBX_DATA_DIR", "/var/lib/sbx"), "keys (CA, host-key secret) and local-provider workspaces")
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", env("SBX_SECRETS_KEY_FILE", ""), "file holding the 32-byte key (64 hex digits) account secrets are sealed with; the same on every replica (empty: secrets are off)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (default: $SBX_DATABASE_URL; empty: SQLite in --data-dir, single replica only)")
 	fs.StringVar(&c.APIAddr, "api-addr", env("SBX_API_ADDR", ":8080"), "public REST API listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("SBX_METRICS_ADDR", "127.0.0.1:9091"), "GET /metrics listen address, apart from the API: metrics name accounts, keep it private (empty: off)")

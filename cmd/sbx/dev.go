@@ -74,6 +74,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	fs.StringVar(&c.DataDir, "data-dir", defaultDataDir(), "SQLite database, keys and sandbox workspaces")
 	fs.Lookup("data-dir").DefValue = tildePath(defaultDataDir())
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", os.Getenv("SBX_SECRETS_KEY_FILE"), "file holding the key account secrets are sealed with, 64 hex digits (empty: one sbx dev keeps in --data-dir)")
 	fs.StringVar(&c.APIAddr, "api-addr", "127.0.0.1:8080", "REST API listen address")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "127.0.0.1:9091", "GET /metrics listen address, apart from the API (empty: off)")
 	fs.StringVar(&c.SSHAddr, "ssh-addr", "127.0.0.1:2222", "SSH broker listen address")

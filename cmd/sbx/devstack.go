@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -31,7 +32,10 @@ import (
 // devConfig is `sbx dev`'s configuration, filled from its flags.
 type devConfig struct {
 	DataDir string // SQLite database, keys and sandbox workspaces
-	APIAddr string // REST API
+	// SecretsKeyFile seals account secrets; empty: a key sbx dev keeps
+	// in DataDir (keys/secrets_key), made on first start.
+	SecretsKeyFile string
+	APIAddr        string // REST API
 	// MCPExecBound: how long /mcp's exec calls wait before answering with
 	// a running command's handle.
 	MCPExecBound time.Duration
@@ -146,6 +150,13 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 			egressLn.Close()
 		}
 	}
+	secretsKey := c.SecretsKeyFile
+	if secretsKey == "" {
+		if secretsKey, err = devSecretsKey(c.DataDir); err != nil {
+			closeListeners()
+			return nil, err
+		}
+	}
 	sshHost, sshPort := publicAddr(sshLn.Addr())
 	_, previewPort := publicAddr(previewLn.Addr())
 	secret := make([]byte, 32)
@@ -153,7 +164,7 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 	var running atomic.Pointer[edge.Edge] // set once the edge serves
 	cfg := control.Config{
 		DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIAddr: c.APIAddr, MetricsAddr: c.MetricsAddr,
-		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
+		SecretsKeyFile: secretsKey, InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret), PreviewMembersFile: c.PreviewMembersFile,
 		// Local sandboxes share this process's loopback: a preview of one
 		// of its own ports would publish sbx dev itself (its metrics name
 		// accounts). Control adds its API, metrics and internal API once
@@ -408,4 +419,29 @@ func loadOrCreateKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("preview session key: %w", err)
 	}
 	return b, nil
+}
+
+// devSecretsKey is the secrets key sbx dev keeps in its data dir, made
+// (0600) the first time: secrets stored by one run open in the next.
+func devSecretsKey(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "keys", "secrets_key")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("secrets key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return path, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("secrets key: %w", err)
+	}
+	_, err = f.Write(lifecycle.NewSecretsKey())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return "", fmt.Errorf("secrets key: %w", err)
+	}
+	return path, nil
 }

@@ -23,6 +23,7 @@ func newExecCmd(a *app) *cobra.Command {
 	var timeout float64
 	var tty int
 	var interactive, noStdin bool
+	var workdir string
 	c := &cobra.Command{
 		Use:   "exec ID [--] CMD [ARG...]",
 		Short: "Run a command in the sandbox's workspace",
@@ -42,13 +43,17 @@ alone gives the command a terminal but no input; -i alone sends stdin, read
 to its end, even from a terminal. A suspended sandbox is woken first; on a
 terminal sbx says so while it waits.
 
+-w runs the command in a folder of the workspace: relative to it, or an
+absolute path inside it (a path outside is refused).
+
 -o json waits for the command and prints its result (stdout, stderr,
 exit_code, ...) as one JSON object instead of streaming the output.`,
 		Example: `  sbx exec $ID -- ls -la
   sbx exec $ID 'uname -a; echo $HOME'
   echo hello | sbx exec -i $ID -- cat
   sbx exec -it $ID -- bash
-  sbx exec --timeout 300 $ID -- make test`,
+  sbx exec --timeout 300 $ID -- make test
+  sbx exec -w app $ID -- npm test`,
 		Args: func(c *cobra.Command, got []string) error {
 			if len(got) == 0 {
 				return usageErrorf(c, "missing ID and CMD")
@@ -85,7 +90,7 @@ exit_code, ...) as one JSON object instead of streaming the output.`,
 				if c.Flags().Changed("timeout") {
 					return usageErrorf(c, "--timeout applies without a terminal; with -t the command runs until it exits")
 				}
-				return a.execTerminal(c.Context(), id, argv, terminalMode{input: interactive, raw: interactive && stdinTTY})
+				return a.execTerminal(c.Context(), id, argv, workdir, terminalMode{input: interactive, raw: interactive && stdinTTY})
 			}
 			cl, err := a.api()
 			if err != nil {
@@ -96,6 +101,9 @@ exit_code, ...) as one JSON object instead of streaming the output.`,
 				return err
 			}
 			req := apiclient.ExecRequest{Command: argv[0], TimeoutSeconds: &timeout}
+			if workdir != "" {
+				req.Cwd = &workdir
+			}
 			if len(argv) > 1 {
 				args := argv[1:]
 				req.Args = &args
@@ -135,6 +143,7 @@ exit_code, ...) as one JSON object instead of streaming the output.`,
 			return nil
 		},
 	}
+	c.Flags().StringVarP(&workdir, "workdir", "w", "", "folder to run in: relative to the workspace, or an absolute path inside it")
 	c.Flags().Float64Var(&timeout, "timeout", 60, "seconds before the command's process group is killed (without -t)")
 	c.Flags().CountVarP(&tty, "tty", "t", "run on a terminal in the sandbox; -tt even when stdin is not a terminal")
 	c.Flags().BoolVarP(&interactive, "interactive", "i", false, "send stdin to the command (with -t: keys as typed)")

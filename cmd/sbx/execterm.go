@@ -33,7 +33,7 @@ type terminalMode struct {
 // local terminal is restored on every way out: the command's exit, a
 // refusal, a cut stream, and SIGINT, SIGTERM or SIGHUP sent to sbx (in
 // raw mode Ctrl-C is a key for the remote command, not a signal here).
-func (a *app) execTerminal(ctx context.Context, id string, argv []string, mode terminalMode) error {
+func (a *app) execTerminal(ctx context.Context, id string, argv []string, workdir string, mode terminalMode) error {
 	cl, err := a.api()
 	if err != nil {
 		return err
@@ -52,6 +52,9 @@ func (a *app) execTerminal(ctx context.Context, id string, argv []string, mode t
 	defer signal.Stop(winch)
 
 	params := apiclient.ExecTerminalStreamParams{Command: ptr(shellLine(argv))}
+	if workdir != "" {
+		params.Cwd = &workdir
+	}
 	if cols, rows, ok := a.termSize(); ok {
 		params.Cols, params.Rows = &cols, &rows
 	}

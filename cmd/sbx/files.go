@@ -82,7 +82,7 @@ func newFilesLsCmd(a *app) *cobra.Command {
 		Args:              args([]string{"ID"}, "PATH"),
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: a.withFiles(func(c *cobra.Command, gc *apiclient.ClientWithResponses, p string, got []string) error {
-			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p))
+			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p, nil))
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func newFilesGetCmd(a *app) *cobra.Command {
 		RunE: a.withFiles(func(c *cobra.Command, gc *apiclient.ClientWithResponses, p string, got []string) error {
 			prog := a.newProgress("downloading " + p)
 			defer prog.Stop("")
-			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p))
+			resp, err := apiclient.Open(gc.ReadSandboxFile(c.Context(), got[0], p, nil))
 			if err != nil {
 				return err
 			}
@@ -202,7 +202,7 @@ created. An absolute PATH is refused.`,
 				}
 				return nil
 			}
-			resp, err := apiclient.Open(gc.WriteSandboxFileWithBody(c.Context(), got[0], p, "application/octet-stream", body, length))
+			resp, err := apiclient.Open(gc.WriteSandboxFileWithBody(c.Context(), got[0], p, nil, "application/octet-stream", body, length))
 			if err != nil {
 				return err
 			}

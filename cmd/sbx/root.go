@@ -83,7 +83,7 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 		c.GroupID = "connect"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newLoginCmd(a), newLogoutCmd(a), newProfilesCmd(a), newUsageCmd(a)} {
+	for _, c := range []*cobra.Command{newLoginCmd(a), newLogoutCmd(a), newProfilesCmd(a), newUsageCmd(a), newSecretsCmd(a)} {
 		c.GroupID = "account"
 		root.AddCommand(c)
 	}

@@ -58,6 +58,9 @@ func newCreateCmd(a *app) *cobra.Command {
 	var wait time.Duration
 	var repo repoFlags
 	var fromSnapshot string
+	var envs, secretEnv, secretFile []string
+	var idleMinutes, retentionDays int
+	var noKeepAwake bool
 	c := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox and wait until it is ready",
@@ -68,12 +71,21 @@ With --repo, the repository is cloned into the workspace before the sandbox
 is ready (at --ref, a branch, tag or full commit ID, with --depth commits of
 history). A private repository's token is read from $SBX_REPO_TOKEN, or from
 the file --repo-token-file names ("-" for stdin), never from a flag's value:
-those show in ps and in shell history.`,
+those show in ps and in shell history.
+
+--env NAME=VALUE is set in every process of the sandbox (exec, SSH, terminals,
+services). --secret NAME delivers the account secret NAME (sbx secrets set) as
+an environment variable, --secret-file NAME as $HOME/.sbx/secrets/NAME (0400).
+A sandbox with work running (a process other than its services, or CPU use)
+is not suspended for idleness unless --no-keep-awake; --idle-timeout sets its
+own (shorter) idle timeout, --retention-days deletes it after that many days
+suspended.`,
 		Example: `  sbx create
   sbx create --profile tuist-linux-medium --deadline 120
   sbx create --from-snapshot snap-...   # a fork (also: sbx fork SNAP)
   ID=$(sbx create -o id)
   sbx create --repo https://github.com/tuist/tuist.git --ref main --depth 1
+  sbx create --env NODE_ENV=test --secret NPM_TOKEN --idle-timeout 2
   gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -`,
 		Args: args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -93,6 +105,37 @@ those show in ps and in shell history.`,
 			var err error
 			if body.Repo, err = repo.source(c, a.in); err != nil {
 				return err
+			}
+			if len(envs) > 0 {
+				m := map[string]string{}
+				for _, kv := range envs {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return usageErrorf(c, "--env %q: want NAME=VALUE", kv)
+					}
+					m[k] = v
+				}
+				body.Env = &m
+			}
+			var refs []apiclient.SecretRef
+			for _, n := range secretEnv {
+				refs = append(refs, apiclient.SecretRef{Name: n, As: "env"})
+			}
+			for _, n := range secretFile {
+				refs = append(refs, apiclient.SecretRef{Name: n, As: "file"})
+			}
+			if len(refs) > 0 {
+				body.Secrets = &refs
+			}
+			if c.Flags().Changed("idle-timeout") {
+				body.IdleTimeoutMinutes = &idleMinutes
+			}
+			if c.Flags().Changed("retention-days") {
+				body.RetentionDays = &retentionDays
+			}
+			if noKeepAwake {
+				f := false
+				body.KeepAwakeWhileBusy = &f
 			}
 			if wait < 0 {
 				return usageErrorf(c, "--wait %s: want a duration of 0 or more", wait)
@@ -121,6 +164,12 @@ those show in ps and in shell history.`,
 	c.Flags().IntVar(&deadline, "deadline", 0, "minutes until the sandbox is ended (default: the server's, 60)")
 	c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for ready (0: return at once, pending)")
 	c.Flags().StringVar(&fromSnapshot, "from-snapshot", "", "fork: start the workspace as this snapshot (snap-...; see sbx snapshots)")
+	c.Flags().StringArrayVar(&envs, "env", nil, "NAME=VALUE set in every process of the sandbox; repeatable")
+	c.Flags().StringArrayVar(&secretEnv, "secret", nil, "account secret delivered as an environment variable of its name; repeatable")
+	c.Flags().StringArrayVar(&secretFile, "secret-file", nil, "account secret delivered as $HOME/.sbx/secrets/NAME; repeatable")
+	c.Flags().IntVar(&idleMinutes, "idle-timeout", 0, "minutes without activity before it is suspended (at most the account's)")
+	c.Flags().IntVar(&retentionDays, "retention-days", 0, "days it may stay suspended before it is deleted")
+	c.Flags().BoolVar(&noKeepAwake, "no-keep-awake", false, "suspend it when idle even while work runs in it")
 	repo.register(c)
 	_ = c.RegisterFlagCompletionFunc("profile", a.completeProfiles)
 	return c

@@ -106,6 +106,10 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 		}
 		p.Errors = []problem.FieldError{{Field: "profile", Detail: field}}
 		return p
+	case errors.Is(err, lifecycle.ErrSecretsDisabled):
+		return problem.New(http.StatusServiceUnavailable, "secrets_disabled", err.Error())
+	case errors.Is(err, lifecycle.ErrSecretNotFound):
+		return problem.New(http.StatusNotFound, "secret_not_found", "this account has no secret of that name")
 	case errors.Is(err, lifecycle.ErrDisabled):
 		return problem.New(http.StatusForbidden, "feature_disabled", refusal(err, lifecycle.ErrDisabled))
 	case errors.Is(err, lifecycle.ErrPlatformNotAllowed):

@@ -22,6 +22,7 @@ type execRequest struct {
 	Command        string            `json:"command"`
 	Args           []string          `json:"args"`
 	Env            map[string]string `json:"env"`
+	Cwd            string            `json:"cwd"`
 	Stdin          string            `json:"stdin"`
 	StdinEncoding  string            `json:"stdin_encoding"`
 	TimeoutSeconds *float64          `json:"timeout_seconds"`
@@ -75,7 +76,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	req.Dir = t.Workspace
+	if req.Dir, err = lifecycle.ExecDir(t.Workspace, req.Dir); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	took := s.metrics.exec.WithLabelValues(sb.AccountID, sb.Platform)
 	if stream {
 		s.streamExec(w, r, t, req, took, epoch)
@@ -153,7 +157,8 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (_ podssh.Ex
 	}
 	stream = req.Stream || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	return podssh.ExecRequest{
-		Command: req.Command, Args: req.Args, Env: req.Env, Stdin: bytes.NewReader(stdin),
+		// Dir is the cwd as asked; exec resolves it in the workspace.
+		Command: req.Command, Args: req.Args, Env: req.Env, Dir: req.Cwd, Stdin: bytes.NewReader(stdin),
 		Timeout: timeout, OutputLimit: s.cfg.ExecOutputLimit,
 	}, stream, true
 }

@@ -63,6 +63,12 @@ type listing struct {
 
 // getFile streams a file, or lists a folder as JSON.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	if tarred, ok := wantsTar(w, r); !ok || tarred {
+		if ok {
+			s.getTar(w, r)
+		}
+		return
+	}
 	c, p, ok := s.filePath(w, r)
 	if !ok {
 		return
@@ -105,6 +111,12 @@ type putResult struct {
 
 // putFile streams the body into the file, creating parent folders.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
+	if tarred, ok := wantsTar(w, r); !ok || tarred {
+		if ok {
+			s.putTar(w, r)
+		}
+		return
+	}
 	if filesParam(r) == "" {
 		writeProblem(w, r, problem.New(http.StatusBadRequest, "invalid_path", "PUT needs a file path"))
 		return

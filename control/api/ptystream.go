@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/podssh"
@@ -149,7 +150,10 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	req.Dir = t.Workspace
+	if req.Dir, err = lifecycle.ExecDir(t.Workspace, q.Get("cwd")); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	// ctx is the session's life: it ends when the client goes, control
 	// shuts down, or the stream's authority goes (streamauth.go).
 	ctx, cancel, sw, ok := s.watchStream(w, r, t.SandboxID, inSandbox, epoch)

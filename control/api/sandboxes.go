@@ -37,6 +37,12 @@ type sandboxView struct {
 	Name          *string           `json:"name"`
 	Labels        map[string]string `json:"labels"`
 	WakeOnTraffic bool              `json:"wake_on_traffic"`
+	Env           map[string]string `json:"env"`
+	// Secrets names what was delivered; values are never in a view.
+	Secrets            []store.SecretRef `json:"secrets"`
+	IdleTimeoutMinutes *int              `json:"idle_timeout_minutes"`
+	KeepAwakeWhileBusy bool              `json:"keep_awake_while_busy"`
+	RetentionDays      *int              `json:"retention_days"`
 	// Consumer is null when the create named none.
 	Consumer     *store.Consumer `json:"consumer"`
 	Reachability reachability    `json:"reachability"`
@@ -81,6 +87,21 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	v.FromSnapshot, v.RecreatedFrom, v.RecreatedAs = optional(sb.FromSnapshot), optional(sb.RecreatedFrom), optional(sb.RecreatedAs)
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
+	}
+	v.Env, v.Secrets, v.KeepAwakeWhileBusy = sb.Env, sb.Secrets, !sb.IgnoreBusy
+	if v.Env == nil {
+		v.Env = map[string]string{}
+	}
+	if v.Secrets == nil {
+		v.Secrets = []store.SecretRef{}
+	}
+	if sb.IdleTimeout > 0 {
+		m := int(sb.IdleTimeout / time.Minute)
+		v.IdleTimeoutMinutes = &m
+	}
+	if sb.RetentionDays > 0 {
+		d := sb.RetentionDays
+		v.RetentionDays = &d
 	}
 	if !sb.Consumer.IsZero() {
 		c := sb.Consumer

@@ -124,7 +124,7 @@ func (m *Manager) CheckIdle(ctx context.Context) error {
 		return fmt.Errorf("idle check: read activity, suspending nothing: %w", err)
 	}
 	now := m.now()
-	var errs []error
+	var idle []store.IdleCandidate
 	for _, c := range cands {
 		st := seen[c.SandboxID]
 		if st.Live {
@@ -134,6 +134,9 @@ func (m *Manager) CheckIdle(ctx context.Context) error {
 		if timeout <= 0 {
 			timeout = m.cfg.IdleTimeout
 		}
+		if c.OwnIdleTimeout > 0 && c.OwnIdleTimeout < timeout {
+			timeout = c.OwnIdleTimeout
+		}
 		last := c.ComputeSince
 		for _, t := range []time.Time{st.LastSeen, st.EpochStart} {
 			if t.After(last) {
@@ -141,6 +144,14 @@ func (m *Manager) CheckIdle(ctx context.Context) error {
 			}
 		}
 		if now.Sub(last) < timeout {
+			continue
+		}
+		idle = append(idle, c)
+	}
+	busy := m.stillBusy(ctx, idle)
+	var errs []error
+	for _, c := range idle {
+		if busy[c.SandboxID] {
 			continue
 		}
 		if !m.platformSuspends(ctx, c.SandboxID) {

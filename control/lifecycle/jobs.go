@@ -234,10 +234,17 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
-	env, err := m.proxyEnv(sb.ID)
+	proxy, err := m.proxyEnv(sb.ID)
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
+	secretEnv, secretFiles, err := m.secretDelivery(ctx, sb)
+	if err != nil {
+		return provider.Spec{}, "", err
+	}
+	files = append(files, secretFiles...)
+	// The create's env first: the proxy's names are reserved anyway.
+	env := append(append(envPairs(sb.Env), secretEnv...), proxy...)
 	return provider.Spec{
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,
@@ -432,6 +439,9 @@ func (m *Manager) Reap(ctx context.Context) error {
 		}
 	}
 	if err := m.SettleStuck(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.SweepRetention(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -85,6 +85,12 @@ type Config struct {
 	// lowercase forms and NO_PROXY with its own proxy credential
 	// (provider.Spec.Env). Empty: no proxy environment.
 	EgressProxy string
+	// BusyCPU is the CPU use, in cores, at which a sandbox counts as
+	// working and is not suspended for idleness (default 0.1).
+	BusyCPU float64
+	// SecretsKey seals account secrets (AES-256-GCM, SecretKeySize
+	// bytes; see ParseSecretsKey). Empty: secrets are refused.
+	SecretsKey []byte
 }
 
 func (c *Config) setDefaults() {
@@ -93,6 +99,7 @@ func (c *Config) setDefaults() {
 	c.ProvisionTimeout = cmp.Or(c.ProvisionTimeout, 5*time.Minute)
 	c.ReapInterval = cmp.Or(c.ReapInterval, 30*time.Second)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, 5*time.Minute)
+	c.BusyCPU = cmp.Or(c.BusyCPU, 0.1)
 	if c.IdleCheckInterval == 0 {
 		// River on Postgres does not honour sub-second periodic intervals.
 		// At most 10 s, so an account overriding the timeout below the
@@ -218,8 +225,18 @@ type CreateRequest struct {
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
 	// FromSnapshot makes the sandbox a fork: its workspace starts as the
 	// snapshot's (snap-...); the profile defaults to the snapshot's.
-	FromSnapshot   string `json:"from_snapshot,omitempty"`
-	IdempotencyKey string `json:"-"`
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Env is set in every process of the sandbox (see validateEnv).
+	Env map[string]string `json:"env,omitempty"`
+	// Secrets name account secrets delivered as env or files.
+	Secrets []store.SecretRef `json:"secrets,omitempty"`
+	// IdleTimeoutMinutes is the sandbox's own idle timeout, at most its
+	// account's; KeepAwakeWhileBusy (default true) lets running work keep
+	// it awake; RetentionDays deletes it after that long suspended.
+	IdleTimeoutMinutes *int   `json:"idle_timeout_minutes,omitempty"`
+	KeepAwakeWhileBusy *bool  `json:"keep_awake_while_busy,omitempty"`
+	RetentionDays      *int   `json:"retention_days,omitempty"`
+	IdempotencyKey     string `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -307,6 +324,16 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err := validateLabels(req.Labels); err != nil {
 		return sb, false, err
 	}
+	if err := validateEnv(req.Env); err != nil {
+		return sb, false, err
+	}
+	if err := m.validateSecretRefs(ctx, acct.ID, req.Secrets, req.Env); err != nil {
+		return sb, false, err
+	}
+	idle, retention, err := m.validateIdle(ctx, acct.ID, req.IdleTimeoutMinutes, req.RetentionDays)
+	if err != nil {
+		return sb, false, err
+	}
 	profile, err := m.store.Profile(ctx, req.Profile)
 	if errors.Is(err, store.ErrNotFound) {
 		return sb, false, m.unknownProfile(ctx, req.Profile)
@@ -346,6 +373,11 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		NoWakeOnTraffic: req.WakeOnTraffic != nil && !*req.WakeOnTraffic,
 		FromSnapshot:    req.FromSnapshot,
 		CreateRequest:   req.stored(),
+		Env:             req.Env,
+		Secrets:         req.Secrets,
+		IdleTimeout:     idle,
+		IgnoreBusy:      req.KeepAwakeWhileBusy != nil && !*req.KeepAwakeWhileBusy,
+		RetentionDays:   retention,
 	}
 	if req.recreate != nil {
 		sb.RecreatedFrom = req.recreate.ID
@@ -480,7 +512,7 @@ func (m *Manager) end(ctx context.Context, id, reason, actor string) (store.Sand
 // only is non-nil, only for sandboxes in a state it accepts; the check and
 // the close run under the sandbox's row lock, so callers racing on several
 // replicas close a session once.
-func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.Time, only func(store.State) bool) (store.Sandbox, error) {
+func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.Time, only func(store.Sandbox) bool) (store.Sandbox, error) {
 	var out store.Sandbox
 	err := m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)
@@ -488,7 +520,7 @@ func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.T
 			return err
 		}
 		out = sb
-		if AdmissionOf(sb) == Ended || (only != nil && !only(sb.State)) {
+		if AdmissionOf(sb) == Ended || (only != nil && !only(sb)) {
 			return nil
 		}
 		now := m.now().UTC()

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/provider"
-	"github.com/sbxedge/sbx/control/store"
 )
 
 // WatchStops subscribes the manager to the provider's pod stops when the
@@ -35,7 +34,7 @@ func (m *Manager) WatchStops() bool {
 // suspending or terminating one lost its pod on purpose.
 func (m *Manager) PodStopped(ctx context.Context, s provider.Stop) error {
 	_, err := m.endAt(ctx, s.SandboxID, s.Reason, "pod-watcher", s.At,
-		func(st store.State) bool { return st == store.StateReady })
+		stillReady)
 	if errors.Is(err, ErrNotFound) {
 		return nil // a pod of a sandbox this database never had
 	}

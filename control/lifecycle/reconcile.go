@@ -123,7 +123,7 @@ func (m *Manager) resyncServices(ctx context.Context, sbs []store.Sandbox) {
 	_ = g.Wait()
 }
 
-func stillReady(s store.State) bool { return s == store.StateReady }
+func stillReady(s store.Sandbox) bool { return s.State == store.StateReady }
 
 // ReconcileEvery runs Reconcile every ReconcileInterval until ctx ends,
 // so a pod lost while no watcher saw it (control was down, a watch event

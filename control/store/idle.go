@@ -12,4 +12,8 @@ type IdleCandidate struct {
 	ComputeSince time.Time
 	// IdleTimeout is the account's override; 0 means the default.
 	IdleTimeout time.Duration
+	// OwnIdleTimeout is the sandbox's own (idle_timeout_minutes); 0 means
+	// the account's. IgnoreBusy: running work does not keep it awake.
+	OwnIdleTimeout time.Duration
+	IgnoreBusy     bool
 }

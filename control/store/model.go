@@ -186,6 +186,57 @@ type Sandbox struct {
 	// CreateRequest is the create request as it was asked, without any
 	// repository token, JSON encoded: what a recreate provisions again.
 	CreateRequest []byte
+	// Env are NAME=value pairs every process of the sandbox sees.
+	Env map[string]string
+	// Secrets name the account secrets delivered into the sandbox; the
+	// values stay in the account's secret store.
+	Secrets []SecretRef
+	// IdleTimeout is the sandbox's own idle timeout; 0 means its
+	// account's (or the default).
+	IdleTimeout time.Duration
+	// IgnoreBusy lets the idle detector suspend the sandbox while work
+	// runs in it (keep_awake_while_busy false).
+	IgnoreBusy bool
+	// RetentionDays bounds how long the sandbox stays suspended before it
+	// is deleted; 0: until its deadline. RetentionWarnedAt is when the
+	// day-before warning event was written (nil: not yet).
+	RetentionDays     int
+	RetentionWarnedAt *time.Time
+}
+
+// SecretRef names an account secret a sandbox receives and how: As is
+// "env" (an environment variable of the same name) or "file".
+type SecretRef struct {
+	Name string `json:"name"`
+	As   string `json:"as"`
+}
+
+// Secret is an account secret as stored: its value sealed (see
+// lifecycle's secret box), never in the clear.
+type Secret struct {
+	AccountID string
+	Name      string
+	Sealed    []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// EnvJSON encodes the environment for storage.
+func (s *Sandbox) EnvJSON() []byte {
+	if len(s.Env) == 0 {
+		return []byte("{}")
+	}
+	b, _ := json.Marshal(s.Env)
+	return b
+}
+
+// SecretsJSON encodes the secret references for storage.
+func (s *Sandbox) SecretsJSON() []byte {
+	if len(s.Secrets) == 0 {
+		return []byte("[]")
+	}
+	b, _ := json.Marshal(s.Secrets)
+	return b
 }
 
 // LabelsJSON encodes the labels for storage.

@@ -136,6 +136,11 @@ type Reader interface {
 
 	// PreviewPorts lists a sandbox's exposed ports, lowest port first.
 	PreviewPorts(ctx context.Context, sandboxID string) ([]PreviewPort, error)
+
+	// Secrets lists an account's secrets by name; Secret reads one
+	// (ErrNotFound when the account has none of that name).
+	Secrets(ctx context.Context, accountID string) ([]Secret, error)
+	Secret(ctx context.Context, accountID, name string) (Secret, error)
 	// PreviewPortByLabel finds the port a preview host label names.
 	PreviewPortByLabel(ctx context.Context, label string) (PreviewPort, error)
 	// Shares lists a sandbox's share links, newest first, revoked and
@@ -227,6 +232,11 @@ type Tx interface {
 	// InsertSSHCredential stores a credential; a duplicate ID or
 	// fingerprint is ErrConflict.
 	InsertSSHCredential(ctx context.Context, c SSHCredential) error
+	// PutSecret stores a secret, replacing the sealed value (and
+	// UpdatedAt, keeping CreatedAt) of one of the same name.
+	PutSecret(ctx context.Context, s Secret) error
+	// DeleteSecret removes a secret; ErrNotFound when there is none.
+	DeleteSecret(ctx context.Context, accountID, name string) error
 	// PutPreviewPort exposes p.Port of p.SandboxID. Exposing a port again
 	// updates Access, HostPolicy and Name and keeps the stored Label and
 	// CreatedAt, so a URL handed out stays valid; the stored row is

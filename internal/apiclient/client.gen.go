@@ -113,22 +113,22 @@ func (e ExecResultStdoutEncoding) Valid() bool {
 
 // Defines values for FileInfoType.
 const (
-	Dir     FileInfoType = "dir"
-	File    FileInfoType = "file"
-	Other   FileInfoType = "other"
-	Symlink FileInfoType = "symlink"
+	FileInfoTypeDir     FileInfoType = "dir"
+	FileInfoTypeFile    FileInfoType = "file"
+	FileInfoTypeOther   FileInfoType = "other"
+	FileInfoTypeSymlink FileInfoType = "symlink"
 )
 
 // Valid indicates whether the value is a known member of the FileInfoType enum.
 func (e FileInfoType) Valid() bool {
 	switch e {
-	case Dir:
+	case FileInfoTypeDir:
 		return true
-	case File:
+	case FileInfoTypeFile:
 		return true
-	case Other:
+	case FileInfoTypeOther:
 		return true
-	case Symlink:
+	case FileInfoTypeSymlink:
 		return true
 	default:
 		return false
@@ -309,6 +309,24 @@ func (e SandboxUsageLinesKind) Valid() bool {
 	}
 }
 
+// Defines values for SecretRefAs.
+const (
+	SecretRefAsEnv  SecretRefAs = "env"
+	SecretRefAsFile SecretRefAs = "file"
+)
+
+// Valid indicates whether the value is a known member of the SecretRefAs enum.
+func (e SecretRefAs) Valid() bool {
+	switch e {
+	case SecretRefAsEnv:
+		return true
+	case SecretRefAsFile:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ServiceState.
 const (
 	Exited     ServiceState = "exited"
@@ -396,6 +414,36 @@ func (e Status) Valid() bool {
 	}
 }
 
+// Defines values for ReadSandboxFileParamsFormat.
+const (
+	ReadSandboxFileParamsFormatTar ReadSandboxFileParamsFormat = "tar"
+)
+
+// Valid indicates whether the value is a known member of the ReadSandboxFileParamsFormat enum.
+func (e ReadSandboxFileParamsFormat) Valid() bool {
+	switch e {
+	case ReadSandboxFileParamsFormatTar:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WriteSandboxFileParamsFormat.
+const (
+	WriteSandboxFileParamsFormatTar WriteSandboxFileParamsFormat = "tar"
+)
+
+// Valid indicates whether the value is a known member of the WriteSandboxFileParamsFormat enum.
+func (e WriteSandboxFileParamsFormat) Valid() bool {
+	switch e {
+	case WriteSandboxFileParamsFormatTar:
+		return true
+	default:
+		return false
+	}
+}
+
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
 	// Action Examples: grant
@@ -469,11 +517,20 @@ type CreateSandbox struct {
 	Consumer        *Consumer `json:"consumer,omitempty"`
 	DeadlineMinutes *int      `json:"deadline_minutes,omitempty"`
 
+	// Env Environment set in every process of the sandbox: each exec, SSH session, terminal and service (an exec's own env wins). At most 64 variables of printable text (no newlines), 4096 bytes a value, 32 KiB in all; names the sandbox sets itself (SBX_*, HOME, USER, LOGNAME, SHELL, HTTP_PROXY, HTTPS_PROXY, NO_PROXY) are refused with 422.
+	Env *map[string]string `json:"env,omitempty"`
+
 	// FromSnapshot Fork: the workspace starts as this snapshot's copy (snap-...). The profile defaults to the snapshot's and must be of its platform. Many forks of one snapshot are fine; the snapshot of a deleted sandbox forks too.
 	FromSnapshot *string `json:"from_snapshot,omitempty"`
 
 	// Grants Scoped credentials for code inside the sandbox. Any bad entry is 422 naming it (`grants[i].project_id`, `grants[i].scopes[j]`), and nothing is created.
 	Grants *[]Grant `json:"grants,omitempty"`
+
+	// IdleTimeoutMinutes Minutes without activity before the sandbox is suspended; at most the account's idle timeout (422 above it). Default: the account's.
+	IdleTimeoutMinutes *int `json:"idle_timeout_minutes,omitempty"`
+
+	// KeepAwakeWhileBusy Whether running work keeps the sandbox awake past its idle timeout: a process other than its services still running (a nohup build, an exec), or CPU use above a threshold.
+	KeepAwakeWhileBusy *bool `json:"keep_awake_while_busy,omitempty"`
 
 	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
 	Labels *map[string]string `json:"labels,omitempty"`
@@ -491,6 +548,12 @@ type CreateSandbox struct {
 
 	// Repo A git repository cloned into the workspace while the sandbox is provisioned, before it is `ready`. The sandbox's events report the clone (`type` `repo_clone`, `reason` `started`, then `cloned` or why it failed). A clone that fails fails the sandbox with `end_reason` `repo_auth_failed`, `repo_unknown_ref`, `repo_not_found`, `repo_unreachable` or `repo_clone_failed`, and the failed state event's `message` carries git's words. A bad field is 422 naming it (`repo.url`, `repo.ref`, `repo.depth`, `repo.token`).
 	Repo *RepoSource `json:"repo,omitempty"`
+
+	// RetentionDays Days the sandbox may stay suspended before it is deleted (an event retention_warning is written a day before, and the deletion's end reason is retention). At most the deployment's maximum lifetime. Default: kept until its deadline.
+	RetentionDays *int `json:"retention_days,omitempty"`
+
+	// Secrets Account secrets delivered into the sandbox. The value is never returned by any GET, event or log; an unknown secret is 422. A value with a newline or control character can be delivered as a file only.
+	Secrets *[]SecretRef `json:"secrets,omitempty"`
 
 	// Services Long-running services (a dev server) the sandbox's init starts when the sandbox is ready, restarts with backoff when they exit, and starts again after every restore. A bad entry is 422 naming it (`services[i]`).
 	Services *[]ServiceDeclaration `json:"services,omitempty"`
@@ -544,7 +607,10 @@ type ExecRequest struct {
 	Args *[]string `json:"args,omitempty"`
 
 	// Command A shell line for `sh -c` when args is absent; the program when args is present.
-	Command       string                    `json:"command"`
+	Command string `json:"command"`
+
+	// Cwd Directory to run in: relative to the workspace, or an absolute path inside it (422 otherwise). Default: the workspace.
+	Cwd           *string                   `json:"cwd,omitempty"`
 	Env           *map[string]string        `json:"env,omitempty"`
 	Stdin         *string                   `json:"stdin,omitempty"`
 	StdinEncoding *ExecRequestStdinEncoding `json:"stdin_encoding,omitempty"`
@@ -796,11 +862,18 @@ type Sandbox struct {
 	// EndReason explicit_delete, deadline, provision_failed, idle_offload, node_loss, oom_killed, repo_auth_failed, repo_unknown_ref, repo_not_found, repo_unreachable, repo_clone_failed, ...
 	EndReason *string `json:"end_reason"`
 
+	// Env The create's env.
+	Env map[string]string `json:"env"`
+
 	// FromSnapshot The snapshot this sandbox was forked from, or null.
-	FromSnapshot *string           `json:"from_snapshot"`
-	Grants       []Grant           `json:"grants"`
-	Id           string            `json:"id"`
-	Labels       map[string]string `json:"labels"`
+	FromSnapshot *string `json:"from_snapshot"`
+	Grants       []Grant `json:"grants"`
+	Id           string  `json:"id"`
+
+	// IdleTimeoutMinutes The sandbox's own idle timeout, or null for its account's.
+	IdleTimeoutMinutes *int              `json:"idle_timeout_minutes"`
+	KeepAwakeWhileBusy bool              `json:"keep_awake_while_busy"`
+	Labels             map[string]string `json:"labels"`
 
 	// Name The sandbox's name, or null.
 	Name      *string         `json:"name"`
@@ -817,6 +890,12 @@ type Sandbox struct {
 
 	// RecreatedFrom The sandbox this one was recreated from, or null.
 	RecreatedFrom *string `json:"recreated_from"`
+
+	// RetentionDays Days it may stay suspended before it is deleted, or null.
+	RetentionDays *int `json:"retention_days"`
+
+	// Secrets The secrets delivered (names only, never values).
+	Secrets []SecretRef `json:"secrets"`
 
 	// SshEndpoint host:port of the SSH broker once ready.
 	SshEndpoint   *string    `json:"ssh_endpoint"`
@@ -856,6 +935,38 @@ type SandboxUsage struct {
 
 // SandboxUsageLinesKind defines model for SandboxUsage.Lines.Kind.
 type SandboxUsageLinesKind string
+
+// Secret defines model for Secret.
+type Secret struct {
+	CreatedAt time.Time `json:"created_at"`
+	Name      string    `json:"name"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SecretList defines model for SecretList.
+type SecretList struct {
+	Secrets []Secret `json:"secrets"`
+}
+
+// SecretRef defines model for SecretRef.
+type SecretRef struct {
+	// As env: an environment variable of the same name in every process; file: the file $HOME/.sbx/secrets/<name>, mode 0400 (SBX_SECRETS_DIR names the folder).
+	As SecretRefAs `json:"as"`
+
+	// Name An account secret (POST /api/v1/secrets).
+	Name string `json:"name"`
+}
+
+// SecretRefAs env: an environment variable of the same name in every process; file: the file $HOME/.sbx/secrets/<name>, mode 0400 (SBX_SECRETS_DIR names the folder).
+type SecretRefAs string
+
+// SecretRequest defines model for SecretRequest.
+type SecretRequest struct {
+	Name string `json:"name"`
+
+	// Value Write-only: stored sealed (AES-GCM), never returned.
+	Value string `json:"value"`
+}
 
 // Service defines model for Service.
 type Service struct {
@@ -1158,8 +1269,11 @@ type SandboxEventsParams struct {
 type ExecTerminalStreamParams struct {
 	// Command A shell line; absent: the login shell.
 	Command *string `form:"command,omitempty" json:"command,omitempty"`
-	Cols    *int    `form:"cols,omitempty" json:"cols,omitempty"`
-	Rows    *int    `form:"rows,omitempty" json:"rows,omitempty"`
+
+	// Cwd Directory to start in: relative to the workspace, or an absolute path inside it (422 otherwise). Default: the workspace.
+	Cwd  *string `form:"cwd,omitempty" json:"cwd,omitempty"`
+	Cols *int    `form:"cols,omitempty" json:"cols,omitempty"`
+	Rows *int    `form:"rows,omitempty" json:"rows,omitempty"`
 
 	// Term TERM for the command.
 	Term *string `form:"term,omitempty" json:"term,omitempty"`
@@ -1172,6 +1286,24 @@ type ExecTerminalStreamParams struct {
 type DeleteSandboxFileParams struct {
 	Recursive *bool `form:"recursive,omitempty" json:"recursive,omitempty"`
 }
+
+// ReadSandboxFileParams defines parameters for ReadSandboxFile.
+type ReadSandboxFileParams struct {
+	// Format tar: GET streams the folder as a tar archive; PUT unpacks a tar archive into the folder (as Content-Type application/x-tar does).
+	Format *ReadSandboxFileParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// ReadSandboxFileParamsFormat defines parameters for ReadSandboxFile.
+type ReadSandboxFileParamsFormat string
+
+// WriteSandboxFileParams defines parameters for WriteSandboxFile.
+type WriteSandboxFileParams struct {
+	// Format tar: GET streams the folder as a tar archive; PUT unpacks a tar archive into the folder (as Content-Type application/x-tar does).
+	Format *WriteSandboxFileParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// WriteSandboxFileParamsFormat defines parameters for WriteSandboxFile.
+type WriteSandboxFileParamsFormat string
 
 // ServiceLogsParams defines parameters for ServiceLogs.
 type ServiceLogsParams struct {
@@ -1225,6 +1357,9 @@ type CreateSnapshotJSONRequestBody = SnapshotRequest
 
 // CreateSSHTokenJSONRequestBody defines body for CreateSSHToken for application/json ContentType.
 type CreateSSHTokenJSONRequestBody = SSHTokenRequest
+
+// PutSecretJSONRequestBody defines body for PutSecret for application/json ContentType.
+type PutSecretJSONRequestBody = SecretRequest
 
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookRequest
@@ -1482,21 +1617,21 @@ type ClientInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/files/{path} (the `DeleteSandboxFile` operationId).
 	DeleteSandboxFile(ctx context.Context, id string, path string, params *DeleteSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReadSandboxFile Download a file (raw bytes) or list a folder (JSON)
+	// ReadSandboxFile Download a file (raw bytes), list a folder (JSON), or download a folder as a tar (?format=tar)
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/files/{path} (the `ReadSandboxFile` operationId).
-	ReadSandboxFile(ctx context.Context, id string, path string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ReadSandboxFile(ctx context.Context, id string, path string, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// WriteSandboxFileWithBody Upload a file (raw bytes), creating parent folders
+	// WriteSandboxFileWithBody Upload a file (raw bytes), creating parent folders, or unpack a tar into a folder
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /api/v1/sandboxes/{id}/files/{path} (the `WriteSandboxFile` operationId).
-	WriteSandboxFileWithBody(ctx context.Context, id string, path string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	WriteSandboxFileWithBody(ctx context.Context, id string, path string, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListPorts List the sandbox's exposed ports
 	//
@@ -1688,6 +1823,36 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/usage (the `GetSandboxUsage` operationId).
 	GetSandboxUsage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSecrets The account's secrets: names and times, never values
+	//
+	// Corresponds with GET /api/v1/secrets (the `ListSecrets` operationId).
+	ListSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSecretWithBody Store (or replace) an account secret
+	//
+	// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+	PutSecretWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutSecret Store (or replace) an account secret
+	//
+	// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+	PutSecret(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSecret Delete an account secret
+	//
+	// Sandboxes already created with it keep what they were given.
+	//
+	// Corresponds with DELETE /api/v1/secrets/{name} (the `DeleteSecret` operationId).
+	DeleteSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSnapshots List the account's snapshots
 	//
@@ -2178,13 +2343,13 @@ func (c *Client) DeleteSandboxFile(ctx context.Context, id string, path string, 
 	return c.Client.Do(req)
 }
 
-// ReadSandboxFile Download a file (raw bytes) or list a folder (JSON)
+// ReadSandboxFile Download a file (raw bytes), list a folder (JSON), or download a folder as a tar (?format=tar)
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
 // Corresponds with GET /api/v1/sandboxes/{id}/files/{path} (the `ReadSandboxFile` operationId).
-func (c *Client) ReadSandboxFile(ctx context.Context, id string, path string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewReadSandboxFileRequest(c.Server, id, path)
+func (c *Client) ReadSandboxFile(ctx context.Context, id string, path string, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReadSandboxFileRequest(c.Server, id, path, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2195,15 +2360,15 @@ func (c *Client) ReadSandboxFile(ctx context.Context, id string, path string, re
 	return c.Client.Do(req)
 }
 
-// WriteSandboxFileWithBody Upload a file (raw bytes), creating parent folders
+// WriteSandboxFileWithBody Upload a file (raw bytes), creating parent folders, or unpack a tar into a folder
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /api/v1/sandboxes/{id}/files/{path} (the `WriteSandboxFile` operationId).
-func (c *Client) WriteSandboxFileWithBody(ctx context.Context, id string, path string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewWriteSandboxFileRequestWithBody(c.Server, id, path, contentType, body)
+func (c *Client) WriteSandboxFileWithBody(ctx context.Context, id string, path string, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWriteSandboxFileRequestWithBody(c.Server, id, path, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2645,6 +2810,76 @@ func (c *Client) SuspendSandbox(ctx context.Context, id string, reqEditors ...Re
 // Corresponds with GET /api/v1/sandboxes/{id}/usage (the `GetSandboxUsage` operationId).
 func (c *Client) GetSandboxUsage(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSandboxUsageRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSecrets The account's secrets: names and times, never values
+//
+// Corresponds with GET /api/v1/secrets (the `ListSecrets` operationId).
+func (c *Client) ListSecrets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSecretsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSecretWithBody Store (or replace) an account secret
+//
+// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+func (c *Client) PutSecretWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSecretRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutSecret Store (or replace) an account secret
+//
+// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+func (c *Client) PutSecret(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutSecretRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSecret Delete an account secret
+//
+// Sandboxes already created with it keep what they were given.
+//
+// Corresponds with DELETE /api/v1/secrets/{name} (the `DeleteSecret` operationId).
+func (c *Client) DeleteSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSecretRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -3718,6 +3953,18 @@ func NewExecTerminalStreamRequest(server string, id string, params *ExecTerminal
 
 		}
 
+		if params.Cwd != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cwd", *params.Cwd, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Cols != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cols", *params.Cols, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -3883,7 +4130,7 @@ func NewDeleteSandboxFileRequest(server string, id string, path string, params *
 }
 
 // NewReadSandboxFileRequest constructs an http.Request for the ReadSandboxFile method
-func NewReadSandboxFileRequest(server string, id string, path string) (*http.Request, error) {
+func NewReadSandboxFileRequest(server string, id string, path string, params *ReadSandboxFileParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3913,6 +4160,33 @@ func NewReadSandboxFileRequest(server string, id string, path string) (*http.Req
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3924,7 +4198,7 @@ func NewReadSandboxFileRequest(server string, id string, path string) (*http.Req
 }
 
 // NewWriteSandboxFileRequestWithBody constructs an http.Request for the WriteSandboxFile method, with any body, and a specified content type
-func NewWriteSandboxFileRequestWithBody(server string, id string, path string, contentType string, body io.Reader) (*http.Request, error) {
+func NewWriteSandboxFileRequestWithBody(server string, id string, path string, params *WriteSandboxFileParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3954,6 +4228,33 @@ func NewWriteSandboxFileRequestWithBody(server string, id string, path string, c
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Format != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", *params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
@@ -4792,6 +5093,107 @@ func NewGetSandboxUsageRequest(server string, id string) (*http.Request, error) 
 	return req, nil
 }
 
+// NewListSecretsRequest constructs an http.Request for the ListSecrets method
+func NewListSecretsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/secrets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutSecretRequest calls the generic PutSecret builder with application/json body
+func NewPutSecretRequest(server string, body PutSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutSecretRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPutSecretRequestWithBody constructs an http.Request for the PutSecret method, with any body, and a specified content type
+func NewPutSecretRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/secrets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSecretRequest constructs an http.Request for the DeleteSecret method
+func NewDeleteSecretRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/secrets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSnapshotsRequest constructs an http.Request for the ListSnapshots method
 func NewListSnapshotsRequest(server string) (*http.Request, error) {
 	var err error
@@ -5494,23 +5896,23 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /api/v1/sandboxes/{id}/files/{path} (the `DeleteSandboxFile` operationId).
 	DeleteSandboxFileWithResponse(ctx context.Context, id string, path string, params *DeleteSandboxFileParams, reqEditors ...RequestEditorFn) (*DeleteSandboxFileResponse, error)
 
-	// ReadSandboxFileWithResponse Download a file (raw bytes) or list a folder (JSON)
+	// ReadSandboxFileWithResponse Download a file (raw bytes), list a folder (JSON), or download a folder as a tar (?format=tar)
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/files/{path} (the `ReadSandboxFile` operationId).
-	ReadSandboxFileWithResponse(ctx context.Context, id string, path string, reqEditors ...RequestEditorFn) (*ReadSandboxFileResponse, error)
+	ReadSandboxFileWithResponse(ctx context.Context, id string, path string, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*ReadSandboxFileResponse, error)
 
-	// WriteSandboxFileWithBodyWithResponse Upload a file (raw bytes), creating parent folders
+	// WriteSandboxFileWithBodyWithResponse Upload a file (raw bytes), creating parent folders, or unpack a tar into a folder
 	//
 	// A call on a suspended sandbox wakes it and is held until it is ready.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /api/v1/sandboxes/{id}/files/{path} (the `WriteSandboxFile` operationId).
-	WriteSandboxFileWithBodyWithResponse(ctx context.Context, id string, path string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteSandboxFileResponse, error)
+	WriteSandboxFileWithBodyWithResponse(ctx context.Context, id string, path string, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteSandboxFileResponse, error)
 
 	// ListPortsWithResponse List the sandbox's exposed ports
 	//
@@ -5728,6 +6130,40 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/usage (the `GetSandboxUsage` operationId).
 	GetSandboxUsageWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxUsageResponse, error)
+
+	// ListSecretsWithResponse The account's secrets: names and times, never values
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/secrets (the `ListSecrets` operationId).
+	ListSecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSecretsResponse, error)
+
+	// PutSecretWithBodyWithResponse Store (or replace) an account secret
+	//
+	// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+	PutSecretWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSecretResponse, error)
+
+	// PutSecretWithResponse Store (or replace) an account secret
+	//
+	// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+	PutSecretWithResponse(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSecretResponse, error)
+
+	// DeleteSecretWithResponse Delete an account secret
+	//
+	// Sandboxes already created with it keep what they were given.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/secrets/{name} (the `DeleteSecret` operationId).
+	DeleteSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteSecretResponse, error)
 
 	// ListSnapshotsWithResponse List the account's snapshots
 	//
@@ -7203,8 +7639,10 @@ type WriteSandboxFileResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
-		Path string `json:"path"`
-		Size int    `json:"size"`
+		// Files Entries unpacked (tar only).
+		Files *int   `json:"files,omitempty"`
+		Path  string `json:"path"`
+		Size  int    `json:"size"`
 	}
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *Problem
@@ -7218,6 +7656,8 @@ type WriteSandboxFileResponse struct {
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Problem
 	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
@@ -7228,8 +7668,10 @@ type WriteSandboxFileResponse struct {
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r WriteSandboxFileResponse) GetJSON201() *struct {
-	Path string `json:"path"`
-	Size int    `json:"size"`
+	// Files Entries unpacked (tar only).
+	Files *int   `json:"files,omitempty"`
+	Path  string `json:"path"`
+	Size  int    `json:"size"`
 } {
 	return r.JSON201
 }
@@ -7262,6 +7704,11 @@ func (r WriteSandboxFileResponse) GetApplicationproblemJSON409() *Problem {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r WriteSandboxFileResponse) GetApplicationproblemJSON413() *Problem {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r WriteSandboxFileResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -8731,6 +9178,192 @@ func (r GetSandboxUsageResponse) ContentType() string {
 	return ""
 }
 
+type ListSecretsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SecretList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSecretsResponse) GetJSON200() *SecretList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSecretsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSecretsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSecretsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSecretsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSecretsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Secret
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutSecretResponse) GetJSON201() *Secret {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutSecretResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteSecretResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListSnapshotsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9772,30 +10405,30 @@ func (c *ClientWithResponses) DeleteSandboxFileWithResponse(ctx context.Context,
 	return ParseDeleteSandboxFileResponse(rsp)
 }
 
-// ReadSandboxFileWithResponse Download a file (raw bytes) or list a folder (JSON)
+// ReadSandboxFileWithResponse Download a file (raw bytes), list a folder (JSON), or download a folder as a tar (?format=tar)
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/sandboxes/{id}/files/{path} (the `ReadSandboxFile` operationId).
-func (c *ClientWithResponses) ReadSandboxFileWithResponse(ctx context.Context, id string, path string, reqEditors ...RequestEditorFn) (*ReadSandboxFileResponse, error) {
-	rsp, err := c.ReadSandboxFile(ctx, id, path, reqEditors...)
+func (c *ClientWithResponses) ReadSandboxFileWithResponse(ctx context.Context, id string, path string, params *ReadSandboxFileParams, reqEditors ...RequestEditorFn) (*ReadSandboxFileResponse, error) {
+	rsp, err := c.ReadSandboxFile(ctx, id, path, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseReadSandboxFileResponse(rsp)
 }
 
-// WriteSandboxFileWithBodyWithResponse Upload a file (raw bytes), creating parent folders
+// WriteSandboxFileWithBodyWithResponse Upload a file (raw bytes), creating parent folders, or unpack a tar into a folder
 //
 // A call on a suspended sandbox wakes it and is held until it is ready.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /api/v1/sandboxes/{id}/files/{path} (the `WriteSandboxFile` operationId).
-func (c *ClientWithResponses) WriteSandboxFileWithBodyWithResponse(ctx context.Context, id string, path string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteSandboxFileResponse, error) {
-	rsp, err := c.WriteSandboxFileWithBody(ctx, id, path, contentType, body, reqEditors...)
+func (c *ClientWithResponses) WriteSandboxFileWithBodyWithResponse(ctx context.Context, id string, path string, params *WriteSandboxFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteSandboxFileResponse, error) {
+	rsp, err := c.WriteSandboxFileWithBody(ctx, id, path, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10167,6 +10800,64 @@ func (c *ClientWithResponses) GetSandboxUsageWithResponse(ctx context.Context, i
 		return nil, err
 	}
 	return ParseGetSandboxUsageResponse(rsp)
+}
+
+// ListSecretsWithResponse The account's secrets: names and times, never values
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/secrets (the `ListSecrets` operationId).
+func (c *ClientWithResponses) ListSecretsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSecretsResponse, error) {
+	rsp, err := c.ListSecrets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSecretsResponse(rsp)
+}
+
+// PutSecretWithBodyWithResponse Store (or replace) an account secret
+//
+// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+func (c *ClientWithResponses) PutSecretWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutSecretResponse, error) {
+	rsp, err := c.PutSecretWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSecretResponse(rsp)
+}
+
+// PutSecretWithResponse Store (or replace) an account secret
+//
+// The value is sealed with AES-GCM under the operator's key and never returned. 503 secrets_disabled when the deployment has no secrets key.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/secrets (the `PutSecret` operationId).
+func (c *ClientWithResponses) PutSecretWithResponse(ctx context.Context, body PutSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*PutSecretResponse, error) {
+	rsp, err := c.PutSecret(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutSecretResponse(rsp)
+}
+
+// DeleteSecretWithResponse Delete an account secret
+//
+// Sandboxes already created with it keep what they were given.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/secrets/{name} (the `DeleteSecret` operationId).
+func (c *ClientWithResponses) DeleteSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteSecretResponse, error) {
+	rsp, err := c.DeleteSecret(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSecretResponse(rsp)
 }
 
 // ListSnapshotsWithResponse List the account's snapshots
@@ -11475,7 +12166,7 @@ func ParseReadSandboxFileResponse(rsp *http.Response) (*ReadSandboxFileResponse,
 		response.ApplicationproblemJSON503 = &dest
 
 	case rsp.StatusCode == 200:
-		// Content-type (application/octet-stream) unsupported
+		// Content-type (application/x-tar) unsupported
 
 	}
 
@@ -11511,8 +12202,10 @@ func ParseWriteSandboxFileResponse(rsp *http.Response) (*WriteSandboxFileRespons
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
-			Path string `json:"path"`
-			Size int    `json:"size"`
+			// Files Entries unpacked (tar only).
+			Files *int   `json:"files,omitempty"`
+			Path  string `json:"path"`
+			Size  int    `json:"size"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -11560,6 +12253,13 @@ func ParseWriteSandboxFileResponse(rsp *http.Response) (*WriteSandboxFileRespons
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Problem
@@ -12712,6 +13412,150 @@ func ParseGetSandboxUsageResponse(rsp *http.Response) (*GetSandboxUsageResponse,
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListSecretsResponse parses an HTTP response from a ListSecretsWithResponse call
+func ParseListSecretsResponse(rsp *http.Response) (*ListSecretsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSecretsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SecretList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutSecretResponse parses an HTTP response from a PutSecretWithResponse call
+func ParsePutSecretResponse(rsp *http.Response) (*PutSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Secret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSecretResponse parses an HTTP response from a DeleteSecretWithResponse call
+func ParseDeleteSecretResponse(rsp *http.Response) (*DeleteSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem

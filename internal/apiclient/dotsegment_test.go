@@ -61,8 +61,8 @@ func TestDotSegmentsRefused(t *testing.T) {
 	// The workspace's root is the files operation with an empty path,
 	// and "." lands there too; names holding dots are names.
 	allowed := map[string]func() (*http.Response, error){
-		"GET /api/v1/sandboxes/sbx-1/files/":          func() (*http.Response, error) { return c.ReadSandboxFile(ctx, "sbx-1", "") },
-		"GET /api/v1/sandboxes/sbx-1/files/.env":      func() (*http.Response, error) { return c.ReadSandboxFile(ctx, "sbx-1", ".env") },
+		"GET /api/v1/sandboxes/sbx-1/files/":          func() (*http.Response, error) { return c.ReadSandboxFile(ctx, "sbx-1", "", nil) },
+		"GET /api/v1/sandboxes/sbx-1/files/.env":      func() (*http.Response, error) { return c.ReadSandboxFile(ctx, "sbx-1", ".env", nil) },
 		"DELETE /api/v1/sandboxes/sbx-1/services/a.b": func() (*http.Response, error) { return c.DeleteService(ctx, "sbx-1", "a.b") },
 		"DELETE /api/v1/sandboxes/sbx-1":              func() (*http.Response, error) { return c.DeleteSandbox(ctx, "sbx-1") },
 	}

@@ -39,7 +39,7 @@ func (t *tools) tooLarge(what string, size int64, method string) error {
 }
 
 func (t *tools) readFile(ctx context.Context, req *mcp.CallToolRequest, args fileArgs, auth apiclient.RequestEditorFn) (any, error) {
-	resp, err := t.api.ReadSandboxFile(ctx, args.SandboxID, args.Path, auth)
+	resp, err := t.api.ReadSandboxFile(ctx, args.SandboxID, args.Path, nil, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (t *tools) writeFile(ctx context.Context, req *mcp.CallToolRequest, args st
 	if int64(len(data)) > t.cfg.MaxFileBytes {
 		return nil, t.tooLarge("the content", int64(len(data)), "PUT")
 	}
-	r, err := apiclient.Result(t.api.WriteSandboxFileWithBodyWithResponse(ctx, args.SandboxID, args.Path,
+	r, err := apiclient.Result(t.api.WriteSandboxFileWithBodyWithResponse(ctx, args.SandboxID, args.Path, nil,
 		"application/octet-stream", bytes.NewReader(data), auth))
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ type fileWritten struct {
 
 func (t *tools) listFiles(ctx context.Context, req *mcp.CallToolRequest, args fileArgs, auth apiclient.RequestEditorFn) (any, error) {
 	// The raw call: a file's bytes are not read when a folder was wanted.
-	resp, err := t.api.ReadSandboxFile(ctx, args.SandboxID, args.Path, auth)
+	resp, err := t.api.ReadSandboxFile(ctx, args.SandboxID, args.Path, nil, auth)
 	if err != nil {
 		return nil, err
 	}

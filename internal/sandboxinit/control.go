@@ -28,7 +28,7 @@ const Subsystem = "sbx-init"
 
 // Request is one control call.
 type Request struct {
-	Op       string    `json:"op"` // sync | put | delete | list | logs
+	Op       string    `json:"op"` // sync | put | delete | list | logs | busy
 	Services []Service `json:"services,omitempty"`
 	Service  *Service  `json:"service,omitempty"`
 	Name     string    `json:"name,omitempty"`
@@ -43,6 +43,7 @@ type Response struct {
 	Unknown  bool     `json:"unknown,omitempty"`
 	Services []Status `json:"services,omitempty"`
 	Lines    []Line   `json:"lines,omitempty"`
+	Busy     *Busy    `json:"busy,omitempty"`
 }
 
 // maxRequest bounds a request line: a sync of many services with their
@@ -77,6 +78,15 @@ func (s *Supervisor) Serve(ctx context.Context, rw io.ReadWriter) error {
 	case "delete":
 		err = s.Delete(req.Name)
 	case "list":
+	case "busy":
+		if s.cfg.Procs == nil {
+			return enc.Encode(Response{Error: "busy: this init does not report work"})
+		}
+		b, err := s.cfg.Procs.Sample(ctx, peerOf(ctx))
+		if err != nil {
+			return enc.Encode(Response{Error: "busy: " + err.Error()})
+		}
+		return enc.Encode(Response{Busy: &b})
 	case "logs":
 		if req.Follow {
 			var stop func()
@@ -150,7 +160,8 @@ func (s *Supervisor) ServeListener(ctx context.Context, ln net.Listener) error {
 			// A followed log ends with ctx, not only when the peer goes.
 			stop := context.AfterFunc(ctx, func() { c.Close() })
 			defer stop()
-			if err := s.Serve(ctx, c); err != nil {
+			// The relay's PID: its process is this call's, not work.
+			if err := s.Serve(withPeer(ctx, peerPID(c)), c); err != nil {
 				s.cfg.Logger.Debug("init control call ended", "err", err)
 			}
 		}()
@@ -227,6 +238,18 @@ func (c Client) Delete(ctx context.Context, name string) error {
 func (c Client) List(ctx context.Context) ([]Status, error) {
 	r, err := c.call(ctx, Request{Op: "list"})
 	return r.Services, err
+}
+
+// Busy asks the init what work runs in the sandbox.
+func (c Client) Busy(ctx context.Context) (Busy, error) {
+	r, err := c.call(ctx, Request{Op: "busy"})
+	if err != nil {
+		return Busy{}, err
+	}
+	if r.Busy == nil {
+		return Busy{}, errors.New("sandbox init: busy: no report")
+	}
+	return *r.Busy, nil
 }
 
 // Logs returns the last tail lines of a service's output.

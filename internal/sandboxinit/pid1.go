@@ -82,7 +82,9 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 	}
 	sup, err := New(Config{Workspace: cfg.Workspace, Env: []string{
 		"HOME=" + cfg.HomeDir, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
-	}, LogDir: filepath.Join(cfg.Workspace, ".sbx", "service-logs"), Logger: log})
+	}, LogDir: filepath.Join(cfg.Workspace, ".sbx", "service-logs"), Logger: log,
+		// A pod's PID namespace is the sandbox's own.
+		Procs: &ProcScan{}})
 	if err != nil {
 		return err
 	}

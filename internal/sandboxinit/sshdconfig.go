@@ -53,7 +53,7 @@ func (c SSHDConfig) String() string {
 		// One line: sshd keeps the first of repeated keywords.
 		kv := make([]string, len(c.SetEnv))
 		for i, e := range c.SetEnv {
-			kv[i] = strconv.Quote(e)
+			kv[i] = sshdQuote(e)
 		}
 		lines = append(lines, "SetEnv "+strings.Join(kv, " "))
 	}
@@ -75,4 +75,12 @@ func (c SSHDConfig) String() string {
 		lines = append(lines, "Subsystem "+Subsystem+" "+c.InitCommand)
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// sshdQuote quotes s as one sshd_config argument: within double quotes
+// sshd takes every byte as it is except a backslash, which escapes a
+// quote or another backslash. (Go's quoting would also escape bytes sshd
+// then reads literally, such as a non-printable rune.)
+func sshdQuote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }

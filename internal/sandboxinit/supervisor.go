@@ -140,6 +140,10 @@ type Config struct {
 	// before a restore is still shown after it. It must outlive the
 	// init: a local sandbox's directory, or the pod's workspace volume.
 	LogDir string
+	// Procs, when set, lets the init report work running in the sandbox
+	// (op busy); nil: it answers busy with an error, so the idle detector
+	// never reads its silence as idle.
+	Procs  *ProcScan
 	Logger *slog.Logger
 }
 

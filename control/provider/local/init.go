@@ -29,6 +29,9 @@ func newInit(dir, user string, env []string, logger *slog.Logger) (*sandboxinit.
 		Logger: logger.With("component", "init"),
 		// Beside the workspace, not in it: kept on disk while suspended.
 		LogDir: filepath.Join(dir, "service-logs"),
+		// The host runs other sandboxes and everything else: the
+		// sandbox's processes are the ones carrying its marker.
+		Procs: &sandboxinit.ProcScan{Belongs: func(env []byte) bool { return hasEnv(env, marker(dir)) }},
 	})
 }
 

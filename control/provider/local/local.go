@@ -86,6 +86,11 @@ type Config struct {
 // to get right.
 var setEnvRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\s"'\\]*$`)
 
+// specEnvRe is what a spec's Env may hold: a create's env carries any
+// printable text, which SSHDConfig quotes; a line break or control
+// character could not be delivered (or kept one a line in envFile).
+var specEnvRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\x00-\x1f\x7f]*$`)
+
 // Validate reports the first bad field, without side effects.
 func (c Config) Validate() error {
 	for _, kv := range c.SSHDSetEnv {
@@ -400,9 +405,9 @@ func (l *Local) writeSpec(spec provider.Spec) error {
 		}
 	}
 	for _, kv := range spec.Env {
-		if !setEnvRe.MatchString(kv) {
+		if !specEnvRe.MatchString(kv) {
 			// Not echoed: a value may be a secret.
-			return fmt.Errorf("spec env %q: want NAME=value, the value without spaces or quotes", strings.SplitN(kv, "=", 2)[0])
+			return fmt.Errorf("spec env %q: want NAME=value, the value without control characters", strings.SplitN(kv, "=", 2)[0])
 		}
 	}
 	// Rewritten on every provision and restore: the env may change

@@ -69,14 +69,21 @@ func marked(mark []byte) ([]int, error) {
 		if err != nil {
 			continue // gone, or not ours
 		}
-		for kv := range bytes.SplitSeq(env, []byte{0}) {
-			if bytes.Equal(kv, mark) {
-				pids = append(pids, pid)
-				break
-			}
+		if hasEnv(env, string(mark)) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids, nil
+}
+
+// hasEnv reports whether a NUL-separated environment holds kv exactly.
+func hasEnv(env []byte, kv string) bool {
+	for e := range bytes.SplitSeq(env, []byte{0}) {
+		if string(e) == kv {
+			return true
+		}
+	}
+	return false
 }
 
 // waitGone waits until every pid has exited: gone, or a zombie, which has

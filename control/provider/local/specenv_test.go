@@ -26,7 +26,8 @@ func TestSpecEnv(t *testing.T) {
 			pool := podssh.NewPool(f.ca, nil)
 			defer pool.Close()
 			spec := f.spec("sbx-penv")
-			spec.Env = []string{"HTTP_PROXY=http://sbx-penv:sbx_px_one@127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1"}
+			spec.Env = []string{"HTTP_PROXY=http://sbx-penv:sbx_px_one@127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1",
+				`GREETING=say "hi" \ it's é #1 $HOME`}
 			ep, err := l.Provision(ctx, spec)
 			if err != nil {
 				t.Fatal(err)
@@ -34,6 +35,11 @@ func TestSpecEnv(t *testing.T) {
 			res, err := pool.Exec(ctx, f.target("sbx-penv", ep), podssh.ExecRequest{Command: "echo $HTTP_PROXY $NO_PROXY"})
 			if want := "http://sbx-penv:sbx_px_one@127.0.0.1:3128 localhost,127.0.0.1\n"; err != nil || string(res.Stdout) != want {
 				t.Fatalf("session env: %q %q %v; want %q", res.Stdout, res.Stderr, err, want)
+			}
+			// Spaces, quotes, a backslash, '#', '$' and UTF-8 arrive as sent.
+			res, err = pool.Exec(ctx, f.target("sbx-penv", ep), podssh.ExecRequest{Command: `printf '%s\n' "$GREETING"`})
+			if want := "say \"hi\" \\ it's é #1 $HOME\n"; err != nil || string(res.Stdout) != want {
+				t.Fatalf("printable env value: %q %q %v; want %q", res.Stdout, res.Stderr, err, want)
 			}
 			pool.Forget("sbx-penv")
 			if err := l.Suspend(ctx, "sbx-penv"); err != nil {
@@ -49,9 +55,9 @@ func TestSpecEnv(t *testing.T) {
 			}
 			pool.Forget("sbx-penv")
 			bad := f.spec("sbx-penv-bad")
-			bad.Env = []string{"BAD=has space"}
+			bad.Env = []string{"BAD=two\nlines"}
 			if _, err := l.Provision(ctx, bad); err == nil {
-				t.Error("an Env value with a space was accepted")
+				t.Error("an Env value with a newline was accepted")
 			}
 			if err := l.Destroy(ctx, "sbx-penv"); err != nil {
 				t.Fatal(err)

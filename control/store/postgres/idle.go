@@ -11,10 +11,11 @@ import (
 // scanIdleCandidate scans one row of IdleCandidates.
 func scanIdleCandidate(r backend.Row) (store.IdleCandidate, error) {
 	var c store.IdleCandidate
-	var secs int64
-	err := r.Scan(&c.SandboxID, &c.AccountID, &c.ComputeSince, &secs)
+	var secs, own int64
+	err := r.Scan(&c.SandboxID, &c.AccountID, &c.ComputeSince, &secs, &own, &c.IgnoreBusy)
 	c.ComputeSince = c.ComputeSince.UTC()
 	c.IdleTimeout = time.Duration(secs) * time.Second
+	c.OwnIdleTimeout = time.Duration(own) * time.Second
 	return c, err
 }
 

@@ -11,10 +11,11 @@ import (
 // scanIdleCandidate scans one row of IdleCandidates.
 func scanIdleCandidate(r scanner) (store.IdleCandidate, error) {
 	var c store.IdleCandidate
-	var since, secs int64
-	err := r.Scan(&c.SandboxID, &c.AccountID, &since, &secs)
+	var since, secs, own int64
+	err := r.Scan(&c.SandboxID, &c.AccountID, &since, &secs, &own, &c.IgnoreBusy)
 	c.ComputeSince = fromMicros(since)
 	c.IdleTimeout = time.Duration(secs) * time.Second
+	c.OwnIdleTimeout = time.Duration(own) * time.Second
 	return c, err
 }
 

@@ -16,6 +16,9 @@ func testSandboxRoundTrip(t *testing.T, ctx context.Context, s store.Store) {
 		Grants:         []store.Grant{{ProjectID: "prj-1", Scopes: []string{"read", "write"}}},
 		IdempotencyKey: "key-1", RequestHash: "hash-1",
 		Endpoint: "10.0.0.1:22", ForwardEndpoint: "10.0.0.1:2223",
+		Env:         map[string]string{"GREETING": `say "hi" é`, "STAGE": "test"},
+		Secrets:     []store.SecretRef{{Name: "NPM_TOKEN", As: "env"}, {Name: "KEY", As: "file"}},
+		IdleTimeout: 3 * time.Minute, IgnoreBusy: true, RetentionDays: 2,
 	}
 	bare := sandbox("a", "sb-bare", t0)
 	insertSandboxes(t, s, want, bare)
@@ -32,6 +35,7 @@ func testSandboxRoundTrip(t *testing.T, ctx context.Context, s store.Store) {
 	upd.Workspace, upd.HostKey, upd.Grants = "/home/sbx", "ssh-ed25519 AAAA", nil
 	upd.ForwardEndpoint = "127.0.0.1:2223"
 	upd.LeaseHolder, upd.LeaseUntil, upd.RestoreAttempts = "restorer-1", ptr(t0.Add(4*time.Minute)), 2
+	upd.IdleTimeout, upd.IgnoreBusy, upd.RetentionDays, upd.RetentionWarnedAt = time.Minute, false, 3, ptr(t0.Add(5*time.Minute))
 	var locked store.Sandbox
 	inTx(t, s, func(tx store.Tx) error {
 		var err error

@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NamesAndLabels", []string{"a", "b"}, testNamesAndLabels},
 		{"StuckSandboxes", []string{"a"}, testStuckSandboxes},
 		{"Snapshots", []string{"a", "b"}, testSnapshots},
+		{"Secrets", []string{"a", "b"}, testSecrets},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},
 		{"Jobs", nil, testJobs},

@@ -55,7 +55,8 @@ const (
 	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
 	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts,
 	forward_endpoint, name, labels, no_wake_on_traffic,
-	from_snapshot, restore_snapshot, recreated_from, recreated_as, create_request`
+	from_snapshot, restore_snapshot, recreated_from, recreated_as, create_request,
+	env, secret_refs, idle_timeout_seconds, ignore_busy, retention_days, retention_warned_at`
 
 	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at, name`
 
@@ -63,8 +64,10 @@ const (
 )
 
 // IdleCandidates lists the ready sandboxes with an open compute session,
-// oldest session first, with their account's idle timeout (0: the default).
-const IdleCandidates = `SELECT s.id, s.account_id, ss.started_at, coalesce(a.idle_timeout_seconds, 0)
+// oldest session first, with their account's idle timeout (0: the default),
+// their own (0: the account's) and whether running work keeps them awake.
+const IdleCandidates = `SELECT s.id, s.account_id, ss.started_at, coalesce(a.idle_timeout_seconds, 0),
+		s.idle_timeout_seconds, s.ignore_busy
 		FROM sandboxes s
 		JOIN sandbox_sessions ss ON ss.sandbox_id = s.id AND ss.kind = 'compute' AND ss.ended_at IS NULL
 		JOIN accounts a ON a.id = s.account_id

@@ -14,7 +14,8 @@ import (
 func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var state string
-	var grants, consumer, labels, createReq []byte
+	var grants, consumer, labels, createReq, env, secrets []byte
+	var idleSecs int64
 	d := q.Dialect
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		d.TimeDest(&sb.CreatedAt), d.TimeDest(&sb.DeadlineAt), d.NullTimeDest(&sb.ReadyAt), d.NullTimeDest(&sb.SuspendedAt), d.NullTimeDest(&sb.TerminatedAt),
@@ -22,9 +23,24 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
 		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts,
 		&sb.ForwardEndpoint, &sb.Name, &labels, &sb.NoWakeOnTraffic,
-		&sb.FromSnapshot, &sb.RestoreSnapshot, &sb.RecreatedFrom, &sb.RecreatedAs, &createReq)
+		&sb.FromSnapshot, &sb.RestoreSnapshot, &sb.RecreatedFrom, &sb.RecreatedAs, &createReq,
+		&env, &secrets, &idleSecs, &sb.IgnoreBusy, &sb.RetentionDays, d.NullTimeDest(&sb.RetentionWarnedAt))
 	if err != nil {
 		return store.Sandbox{}, err
+	}
+	sb.IdleTimeout = time.Duration(idleSecs) * time.Second
+	sb.RetentionWarnedAt = store.UTCPtr(sb.RetentionWarnedAt)
+	if err := json.Unmarshal(env, &sb.Env); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode env of sandbox %s: %w", sb.ID, err)
+	}
+	if len(sb.Env) == 0 {
+		sb.Env = nil
+	}
+	if err := json.Unmarshal(secrets, &sb.Secrets); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode secrets of sandbox %s: %w", sb.ID, err)
+	}
+	if len(sb.Secrets) == 0 {
+		sb.Secrets = nil
 	}
 	if err := json.Unmarshal(labels, &sb.Labels); err != nil {
 		return store.Sandbox{}, fmt.Errorf("decode labels of sandbox %s: %w", sb.ID, err)
@@ -116,7 +132,7 @@ func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	d := q.Dialect
 	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`, state_since)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		q.timeOrNow(sb.CreatedAt), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt), d.NullTime(sb.TerminatedAt),
@@ -125,6 +141,7 @@ func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
 		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic,
 		sb.FromSnapshot, sb.RestoreSnapshot, sb.RecreatedFrom, sb.RecreatedAs, d.JSON(createRequestJSON(sb.CreateRequest)),
+		d.JSON(sb.EnvJSON()), d.JSON(sb.SecretsJSON()), int64(sb.IdleTimeout/time.Second), sb.IgnoreBusy, sb.RetentionDays, d.NullTime(sb.RetentionWarnedAt),
 		d.Time(time.Now()))
 	return OneRow(n, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
@@ -138,13 +155,15 @@ func (q Queries) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16,
 			forward_endpoint = $17, name = $18, labels = $19, no_wake_on_traffic = $20,
 			state_since = CASE WHEN state = $3 THEN state_since ELSE $21 END,
-			restore_snapshot = $22, recreated_as = $23
+			restore_snapshot = $22, recreated_as = $23,
+			idle_timeout_seconds = $24, ignore_busy = $25, retention_days = $26, retention_warned_at = $27
 		WHERE id = $1`,
 		sb.ID, sb.ProjectID, string(sb.State), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt),
 		d.NullTime(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
 		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
 		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()),
-		sb.RestoreSnapshot, sb.RecreatedAs)
+		sb.RestoreSnapshot, sb.RecreatedAs,
+		int64(sb.IdleTimeout/time.Second), sb.IgnoreBusy, sb.RetentionDays, d.NullTime(sb.RetentionWarnedAt))
 	return OneRow(n, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
 
