@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -37,6 +38,9 @@ type sandboxView struct {
 	Name          *string           `json:"name"`
 	Labels        map[string]string `json:"labels"`
 	WakeOnTraffic bool              `json:"wake_on_traffic"`
+	// Network is the egress policy the sandbox follows now: its own, or
+	// its profile's.
+	Network egresspolicy.Spec `json:"network"`
 	// Consumer is null when the create named none.
 	Consumer     *store.Consumer `json:"consumer"`
 	Reachability reachability    `json:"reachability"`
@@ -75,6 +79,7 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
 	}
+	v.Network = s.life.SandboxNetwork(sb).Spec()
 	if !sb.Consumer.IsZero() {
 		c := sb.Consumer
 		v.Consumer = &c

@@ -92,5 +92,41 @@ func (m *Manager) EgressPolicy(ctx context.Context, sandboxID, secret string) (*
 	if AdmissionOf(sb) == Ended || !m.now().Before(sb.DeadlineAt) {
 		return nil, ErrProxyCredential
 	}
-	return m.ProfileNetwork(sb.Profile), nil
+	return m.SandboxNetwork(sb), nil
+}
+
+// SandboxNetwork is the policy a sandbox's egress follows: its own when
+// it has one, else its profile's.
+func (m *Manager) SandboxNetwork(sb store.Sandbox) *egresspolicy.Policy {
+	if sb.Network != nil {
+		if p, err := egresspolicy.Parse(*sb.Network); err == nil {
+			return p
+		}
+		// Stored only after narrowNetwork accepted it; a row that no
+		// longer parses allows nothing rather than the profile's.
+		return egresspolicy.MustParse(egresspolicy.Spec{Egress: egresspolicy.None})
+	}
+	return m.ProfileNetwork(sb.Profile)
+}
+
+// narrowNetwork checks a requested policy against the profile's: it
+// must parse and allow nothing the profile does not. The error is a 422
+// naming the offending entry. nil asks for the profile's own.
+func (m *Manager) narrowNetwork(profile string, spec *egresspolicy.Spec) (*egresspolicy.Spec, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	p, err := egresspolicy.Parse(*spec)
+	if err == nil {
+		err = egresspolicy.Narrows(p, m.ProfileNetwork(profile))
+	}
+	var perr *egresspolicy.Error
+	if errors.As(err, &perr) {
+		return nil, invalid("network."+perr.Field, "%s", perr.Reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := p.Spec()
+	return &out, nil
 }

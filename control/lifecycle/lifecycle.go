@@ -203,8 +203,10 @@ type CreateRequest struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// WakeOnTraffic false keeps a suspended sandbox suspended until it is
 	// resumed; default true.
-	WakeOnTraffic  *bool  `json:"wake_on_traffic,omitempty"`
-	IdempotencyKey string `json:"-"`
+	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+	// Network narrows the profile's egress policy for this sandbox.
+	Network        *egresspolicy.Spec `json:"network,omitempty"`
+	IdempotencyKey string             `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -275,6 +277,10 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err != nil {
 		return sb, false, fmt.Errorf("look up profile %q: %w", req.Profile, err)
 	}
+	network, err := m.narrowNetwork(profile.Name, req.Network)
+	if err != nil {
+		return sb, false, err
+	}
 
 	reqHash := req.hash()
 	if req.IdempotencyKey != "" {
@@ -302,6 +308,7 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		Name:            req.Name,
 		Labels:          req.Labels,
 		NoWakeOnTraffic: req.WakeOnTraffic != nil && !*req.WakeOnTraffic,
+		Network:         network,
 	}
 	actor := req.Actor
 	if actor == "" {

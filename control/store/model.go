@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 )
 
 // Errors every backend returns, so callers can branch with errors.Is.
@@ -173,6 +175,18 @@ type Sandbox struct {
 	// NoWakeOnTraffic keeps a suspended sandbox suspended when traffic
 	// comes for it: only an explicit resume brings it back.
 	NoWakeOnTraffic bool
+	// Network is the sandbox's own egress policy, within its profile's;
+	// nil follows the profile's.
+	Network *egresspolicy.Spec
+}
+
+// NetworkJSON encodes the network policy for storage, "" for none.
+func (s *Sandbox) NetworkJSON() string {
+	if s.Network == nil {
+		return ""
+	}
+	b, _ := json.Marshal(s.Network)
+	return string(b)
 }
 
 // LabelsJSON encodes the labels for storage.

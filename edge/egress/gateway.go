@@ -146,7 +146,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg, metrics: m}, nil
+	return &Gateway{cfg: cfg, metrics: m, tunnels: newTunnels()}, nil
 }
 
 // PolicyChanged applies a sandbox's new policy to its open connections:
@@ -167,9 +167,17 @@ func (g *Gateway) SandboxEnded(sandboxID string) {
 // the new policy refuses otherwise. A cached answer is dropped first.
 // Without open connections there is nothing to ask about.
 func (g *Gateway) Recheck(ctx context.Context, sandboxID string) {
+	g.tunnels.changed(sandboxID)
 	if f, ok := g.cfg.Sandboxes.(interface{ Forget(string) }); ok {
 		f.Forget(sandboxID)
 	}
+	g.recheckOpen(ctx, sandboxID)
+}
+
+// recheckOpen asks about a sandbox with open tunnels and applies the
+// answer to them. It records no change itself, so tunnels that raced a
+// change and ask again do not set each other off.
+func (g *Gateway) recheckOpen(ctx context.Context, sandboxID string) {
 	secret := g.tunnels.credential(sandboxID)
 	if secret == "" {
 		return
@@ -212,11 +220,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 func (g *Gateway) Close() {
 	g.tunnels.end("", errors.New("the egress gateway is shutting down"))
 	g.wg.Wait()
+	g.tunnels.reg.Close()
 }
 
 // request is one proxied request on its way through the steps.
 type request struct {
 	start     time.Time
+	epoch     uint64 // of the tunnel registry, before the policy was read
 	sandboxID string
 	secret    string
 	policy    *egresspolicy.Policy
@@ -225,7 +235,7 @@ type request struct {
 
 // ServeHTTP authenticates, decides, dials and relays.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := &request{start: g.cfg.Now()}
+	req := &request{start: g.cfg.Now(), epoch: g.tunnels.epoch()}
 	sandboxID, secret, ok := proxyCredential(r)
 	if !ok {
 		g.unauthenticated(w, "this gateway needs the sandbox's proxy credential (Proxy-Authorization Basic, the sandbox ID and its secret)")
@@ -485,9 +495,14 @@ func (g *Gateway) relay(parent context.Context, req *request, addr netip.Addr, u
 	defer g.wg.Done()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	t := &tunnel{secret: req.secret, target: req.target, addr: addr, cancel: cancel}
-	g.tunnels.add(req.sandboxID, t)
-	defer g.tunnels.remove(req.sandboxID, t)
+	t := &tunnel{secret: req.secret, target: req.target, addr: addr}
+	c, raced := g.tunnels.add(req.epoch, req.sandboxID, t, cancel)
+	defer g.tunnels.remove(c)
+	if raced {
+		// The sandbox may have changed after its policy was read and
+		// before the tunnel could be found: ask again now.
+		g.recheckOpen(ctx, req.sandboxID)
+	}
 	g.metrics.decisions.WithLabelValues(string(Allowed)).Inc()
 	g.metrics.open.Inc()
 	defer g.metrics.open.Dec()
@@ -500,7 +515,7 @@ func (g *Gateway) relay(parent context.Context, req *request, addr netip.Addr, u
 	defer func() {
 		reason := ""
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-			reason = cause.Error()
+			reason = endedReason(cause)
 		} else if err != nil && !errors.Is(err, net.ErrClosed) {
 			reason = err.Error()
 		}

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Idle", []string{"a", "b"}, testIdle},
 		{"NamesAndLabels", []string{"a", "b"}, testNamesAndLabels},
 		{"StuckSandboxes", []string{"a"}, testStuckSandboxes},
+		{"SandboxNetwork", []string{"a"}, testSandboxNetwork},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},
 		{"Jobs", nil, testJobs},
