@@ -254,6 +254,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/services/{name}/logs", s.serviceLogs)
 			r.Get("/events", s.events)
 			r.Get("/usage", s.sandboxUsage)
+			r.Get("/egress", s.egressLog)
 		})
 		r.Get("/api/v1/usage", s.usage)
 		r.Get("/api/v1/profiles", s.listProfiles)

@@ -69,6 +69,8 @@ type Deps struct {
 	Waker Waker
 	// Egress checks the egress gateway's proxy credentials.
 	Egress EgressAuthorizer
+	// EgressLog keeps the gateway's decisions.
+	EgressLog EgressLog
 }
 
 // Server serves /internal/v1.
@@ -118,6 +120,9 @@ func (s *Server) routes(r chi.Router) {
 	}
 	if s.deps.Egress != nil {
 		r.Post(edgeapi.PathEgressAuthorize, jsonEndpoint(s, s.egressAuthorize))
+	}
+	if s.deps.EgressLog != nil {
+		r.Post(edgeapi.PathEgressLog, jsonEndpoint(s, s.egressLog))
 	}
 	if s.deps.Preview != nil {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))

@@ -130,3 +130,58 @@ func (m *Manager) narrowNetwork(profile string, spec *egresspolicy.Spec) (*egres
 	out := p.Spec()
 	return &out, nil
 }
+
+// maxDeniedEvents bounds the events one batch of decisions adds to a
+// sandbox: a loop refused a thousand times is one line of the egress
+// log each, not a thousand events.
+const maxDeniedEvents = 10
+
+// RecordEgress appends the gateway's decisions to their sandboxes' egress
+// logs, and each refusal (up to maxDeniedEvents a batch per sandbox) to
+// its events. Decisions of unknown sandboxes are dropped. It returns how
+// many were kept.
+func (m *Manager) RecordEgress(ctx context.Context, ds []store.EgressDecision) (int, error) {
+	kept := 0
+	err := m.store.InTx(ctx, func(tx store.Tx) error {
+		kept = 0
+		sandboxes := map[string]*store.Sandbox{}
+		denied := map[string]int{}
+		for _, d := range ds {
+			sb, seen := sandboxes[d.SandboxID]
+			if !seen {
+				row, err := tx.Sandbox(ctx, d.SandboxID)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
+					return err
+				default:
+					sb = &row
+				}
+				sandboxes[d.SandboxID] = sb
+			}
+			if sb == nil {
+				continue
+			}
+			if err := tx.InsertEgressDecision(ctx, d); err != nil {
+				return err
+			}
+			kept++
+			if d.Verdict != "denied" || denied[sb.ID] >= maxDeniedEvents {
+				continue
+			}
+			denied[sb.ID]++
+			err := tx.InsertEvent(ctx, store.Event{
+				SandboxID: sb.ID, AccountID: sb.AccountID, Type: "egress_denied", State: sb.State,
+				Actor: "egress-gateway", Message: fmt.Sprintf("refused %s:%d: %s", d.Host, d.Port, d.Reason), At: d.At,
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record egress decisions: %w", err)
+	}
+	return kept, nil
+}

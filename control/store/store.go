@@ -111,6 +111,9 @@ type Reader interface {
 	// that entered it before `before` (wall clock), for the sweep that
 	// settles sandboxes a lost job left changing state.
 	StuckSandboxes(ctx context.Context, before time.Time, states ...State) ([]Sandbox, error)
+	// EgressDecisions lists a sandbox's egress log newest first, those
+	// with an ID below beforeID (0: from the newest), at most limit.
+	EgressDecisions(ctx context.Context, sandboxID string, beforeID int64, limit int) ([]EgressDecision, error)
 	// ExpiredSandboxes lists sandboxes in pending or ready whose deadline
 	// is before now, and suspended ones whose deadline is before now and
 	// that were created maxLifetime or longer ago (the deadline clock is
@@ -175,6 +178,8 @@ type Tx interface {
 	// or a name another of the account's live sandboxes holds, is
 	// ErrConflict.
 	InsertSandbox(ctx context.Context, sb Sandbox) error
+	// InsertEgressDecision appends to a sandbox's egress log.
+	InsertEgressDecision(ctx context.Context, d EgressDecision) error
 	// UpdateSandbox writes every mutable field of sb.
 	UpdateSandbox(ctx context.Context, sb Sandbox) error
 

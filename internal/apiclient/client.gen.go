@@ -39,6 +39,27 @@ func (e ConsumerActor) Valid() bool {
 	}
 }
 
+// Defines values for EgressDecisionVerdict.
+const (
+	EgressAllowed EgressDecisionVerdict = "allowed"
+	EgressDenied  EgressDecisionVerdict = "denied"
+	EgressFailed  EgressDecisionVerdict = "failed"
+)
+
+// Valid indicates whether the value is a known member of the EgressDecisionVerdict enum.
+func (e EgressDecisionVerdict) Valid() bool {
+	switch e {
+	case EgressAllowed:
+		return true
+	case EgressDenied:
+		return true
+	case EgressFailed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecChunkEncoding.
 const (
 	ExecChunkEncodingBase64 ExecChunkEncoding = "base64"
@@ -399,6 +420,9 @@ type CreateSandbox struct {
 	// Name A DNS label, unique among the account's sandboxes that have not ended, not starting with sbx-. Usable wherever a sandbox ID is (paths, sbx commands, the SSH user, MCP tools).
 	Name *string `json:"name,omitempty"`
 
+	// Network Narrows the profile's egress policy for this sandbox. A policy that allows anything the profile's does not is refused with 422, the offending entry named in errors[].field (network.allow[i] or network.egress).
+	Network *NetworkPolicy `json:"network,omitempty"`
+
 	// Profile The profile (GET /profiles lists them). Absent: the deployment's default profile, the one GET /profiles marks `default`; a deployment without one answers 422 naming `profile`.
 	//
 	// Examples: tuist-linux-medium
@@ -415,6 +439,42 @@ type CreateSandbox struct {
 
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+}
+
+// EgressDecision defines model for EgressDecision.
+type EgressDecision struct {
+	// Addr The address the gateway dialed; null when it dialed none.
+	Addr *string `json:"addr"`
+
+	// BytesDown Bytes from the destination to the sandbox.
+	BytesDown int64 `json:"bytes_down"`
+
+	// BytesUp Bytes from the sandbox to the destination.
+	BytesUp int64 `json:"bytes_up"`
+
+	// Host The host asked for: a name or an IP literal.
+	Host string `json:"host"`
+	Port int    `json:"port"`
+
+	// Reason Why, in words: the refusal, or why an allowed connection ended early (a policy change).
+	Reason *string `json:"reason"`
+
+	// Time When the request reached the gateway.
+	Time time.Time `json:"time"`
+
+	// Verdict allowed: relayed; denied: refused by the policy or the always-refused ranges (403); failed: allowed but the name did not resolve or the dial failed (502).
+	Verdict EgressDecisionVerdict `json:"verdict"`
+}
+
+// EgressDecisionVerdict allowed: relayed; denied: refused by the policy or the always-refused ranges (403); failed: allowed but the name did not resolve or the dial failed (502).
+type EgressDecisionVerdict string
+
+// EgressLog defines model for EgressLog.
+type EgressLog struct {
+	Decisions []EgressDecision `json:"decisions"`
+
+	// NextCursor Pass as cursor for the next (older) page; null on the last.
+	NextCursor *string `json:"next_cursor"`
 }
 
 // Event defines model for Event.
@@ -686,7 +746,10 @@ type Sandbox struct {
 	Labels    map[string]string `json:"labels"`
 
 	// Name The sandbox's name, or null.
-	Name      *string         `json:"name"`
+	Name *string `json:"name"`
+
+	// Network The egress policy the sandbox follows now: its own (set at create or by PATCH) or its profile's.
+	Network   NetworkPolicy   `json:"network"`
 	Platform  SandboxPlatform `json:"platform"`
 	Profile   string          `json:"profile"`
 	ProjectId *string         `json:"project_id"`
@@ -872,8 +935,17 @@ type UpdateSandboxJSONBody struct {
 	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
 	Labels *map[string]string `json:"labels,omitempty"`
 
+	// Network Where a sandbox's outbound connections may go through the egress gateway. Entries: a host name (that name only), a leading-wildcard name ("*.npmjs.org": every subdomain, not the apex), an IP address or CIDR; each optionally with ":port" (IPv6 in brackets). Loopback, private, CGNAT, link-local (metadata), the cluster's ranges and the product's own listeners are refused whatever the policy.
+	Network *NetworkPolicy `json:"network,omitempty"`
+
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+}
+
+// GetSandboxEgressParams defines parameters for GetSandboxEgress.
+type GetSandboxEgressParams struct {
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // SandboxEventsParams defines parameters for SandboxEvents.
@@ -1106,23 +1178,30 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandboxWithBody Change the deadline, the wake flag or the labels
+	// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandbox Change the deadline, the wake flag or the labels
+	// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandbox(ctx context.Context, id string, body UpdateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSandboxEgress The sandbox's egress log
+	//
+	// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+	GetSandboxEgress(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxEvents List or stream the sandbox's lifecycle events
 	//
@@ -1547,9 +1626,9 @@ func (c *Client) GetSandbox(ctx context.Context, id string, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// UpdateSandboxWithBody Change the deadline, the wake flag or the labels
+// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1566,15 +1645,32 @@ func (c *Client) UpdateSandboxWithBody(ctx context.Context, id string, contentTy
 	return c.Client.Do(req)
 }
 
-// UpdateSandbox Change the deadline, the wake flag or the labels
+// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 func (c *Client) UpdateSandbox(ctx context.Context, id string, body UpdateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateSandboxRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSandboxEgress The sandbox's egress log
+//
+// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+func (c *Client) GetSandboxEgress(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSandboxEgressRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2575,6 +2671,79 @@ func NewUpdateSandboxRequestWithBody(server string, id string, contentType strin
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetSandboxEgressRequest constructs an http.Request for the GetSandboxEgress method
+func NewGetSandboxEgressRequest(server string, id string, params *GetSandboxEgressParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/egress", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -3820,23 +3989,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
-	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag or the labels
+	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
 
-	// UpdateSandboxWithResponse Change the deadline, the wake flag or the labels
+	// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithResponse(ctx context.Context, id string, body UpdateSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
+
+	// GetSandboxEgressWithResponse The sandbox's egress log
+	//
+	// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+	GetSandboxEgressWithResponse(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*GetSandboxEgressResponse, error)
 
 	// SandboxEventsWithResponse List or stream the sandbox's lifecycle events
 	//
@@ -4787,6 +4965,75 @@ func (r UpdateSandboxResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UpdateSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSandboxEgressResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EgressLog
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSandboxEgressResponse) GetJSON200() *EgressLog {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSandboxEgressResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSandboxEgressResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSandboxEgressResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSandboxEgressResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6673,9 +6920,9 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 	return ParseGetSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag or the labels
+// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6688,9 +6935,9 @@ func (c *ClientWithResponses) UpdateSandboxWithBodyWithResponse(ctx context.Cont
 	return ParseUpdateSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithResponse Change the deadline, the wake flag or the labels
+// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6701,6 +6948,21 @@ func (c *ClientWithResponses) UpdateSandboxWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseUpdateSandboxResponse(rsp)
+}
+
+// GetSandboxEgressWithResponse The sandbox's egress log
+//
+// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+func (c *ClientWithResponses) GetSandboxEgressWithResponse(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*GetSandboxEgressResponse, error) {
+	rsp, err := c.GetSandboxEgress(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSandboxEgressResponse(rsp)
 }
 
 // SandboxEventsWithResponse List or stream the sandbox's lifecycle events
@@ -7678,6 +7940,60 @@ func ParseUpdateSandboxResponse(rsp *http.Response) (*UpdateSandboxResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSandboxEgressResponse parses an HTTP response from a GetSandboxEgressWithResponse call
+func ParseGetSandboxEgressResponse(rsp *http.Response) (*GetSandboxEgressResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSandboxEgressResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EgressLog
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	}
 

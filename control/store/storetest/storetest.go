@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NamesAndLabels", []string{"a", "b"}, testNamesAndLabels},
 		{"StuckSandboxes", []string{"a"}, testStuckSandboxes},
 		{"SandboxNetwork", []string{"a"}, testSandboxNetwork},
+		{"EgressLog", []string{"a"}, testEgressLog},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},
 		{"Jobs", nil, testJobs},
