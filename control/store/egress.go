@@ -16,3 +16,16 @@ type EgressDecision struct {
 	BytesUp   int64 // sandbox to destination
 	BytesDown int64
 }
+
+// Credential is an account's secret for an upstream API, injected by the
+// egress gateway as Header on requests to Upstream. Sealed is the secret
+// encrypted by control; the store never sees it in the clear.
+type Credential struct {
+	AccountID  string
+	Name       string
+	Upstream   string
+	Header     string
+	Sealed     []byte
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+}

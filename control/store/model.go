@@ -178,6 +178,18 @@ type Sandbox struct {
 	// Network is the sandbox's own egress policy, within its profile's;
 	// nil follows the profile's.
 	Network *egresspolicy.Spec
+	// Credentials names the account's credential routes the sandbox may
+	// use through the egress gateway.
+	Credentials []string
+}
+
+// CredentialsJSON encodes the credential names for storage, "" for none.
+func (s *Sandbox) CredentialsJSON() string {
+	if len(s.Credentials) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(s.Credentials)
+	return string(b)
 }
 
 // NetworkJSON encodes the network policy for storage, "" for none.

@@ -14,6 +14,7 @@ import (
 func testSandboxNetwork(t *testing.T, ctx context.Context, s store.Store) {
 	own := sandbox("a", "sb-net", t0)
 	own.Network = &egresspolicy.Spec{Egress: egresspolicy.Allowlist, Allow: []string{"github.com", "*.npmjs.org:443"}}
+	own.Credentials = []string{"anthropic", "github"}
 	plain := sandbox("a", "sb-plain", t0)
 	insertSandboxes(t, s, own, plain)
 	wantRead(t, "own policy", own)(s.Sandbox(ctx, own.ID))
@@ -90,4 +91,43 @@ func testEgressLog(t *testing.T, ctx context.Context, s store.Store) {
 	if err != nil || len(quiet) != 0 {
 		t.Errorf("another sandbox's log: %v, %v; want it empty", quiet, err)
 	}
+}
+
+// testCredentials: credentials round-trip, list by name, replace in
+// place keeping their creation time, record their use, and delete.
+func testCredentials(t *testing.T, ctx context.Context, s store.Store) {
+	c := store.Credential{AccountID: "a", Name: "zeta", Upstream: "https://api.example.com", Header: "x-api-key", Sealed: []byte{1, 2, 3}, CreatedAt: t0}
+	other := store.Credential{AccountID: "b", Name: "zeta", Upstream: "https://b.example.com", Header: "authorization", Sealed: []byte{9}, CreatedAt: t0}
+	alpha := c
+	alpha.Name = "alpha"
+	inTx(t, s, func(tx store.Tx) error {
+		for _, x := range []store.Credential{c, other, alpha} {
+			if err := tx.PutCredential(ctx, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	wantRead(t, "credential", c)(s.Credential(ctx, "a", "zeta"))
+	list, err := s.Credentials(ctx, "a")
+	if err != nil || len(list) != 2 || list[0].Name != "alpha" || list[1].Name != "zeta" {
+		t.Fatalf("Credentials(a) = %+v, %v; want alpha, zeta", list, err)
+	}
+	replaced := c
+	replaced.Upstream, replaced.Sealed = "https://api2.example.com", []byte{4}
+	used := t0.Add(time.Hour)
+	inTx(t, s, func(tx store.Tx) error {
+		if err := tx.PutCredential(ctx, store.Credential{AccountID: "a", Name: "zeta", Upstream: replaced.Upstream, Header: c.Header, Sealed: replaced.Sealed, CreatedAt: t0.Add(time.Minute)}); err != nil {
+			return err
+		}
+		return tx.TouchCredential(ctx, "a", "zeta", used)
+	})
+	replaced.LastUsedAt = &used
+	wantRead(t, "replaced and used", replaced)(s.Credential(ctx, "a", "zeta"))
+	wantRead(t, "other account's untouched", other)(s.Credential(ctx, "b", "zeta"))
+	inTx(t, s, func(tx store.Tx) error { return tx.DeleteCredential(ctx, "a", "zeta") })
+	_, err = s.Credential(ctx, "a", "zeta")
+	wantErr(t, "deleted credential", err, store.ErrNotFound)
+	err = s.InTx(ctx, func(tx store.Tx) error { return tx.DeleteCredential(ctx, "a", "zeta") })
+	wantErr(t, "delete twice", err, store.ErrNotFound)
 }

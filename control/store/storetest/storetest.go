@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"StuckSandboxes", []string{"a"}, testStuckSandboxes},
 		{"SandboxNetwork", []string{"a"}, testSandboxNetwork},
 		{"EgressLog", []string{"a"}, testEgressLog},
+		{"Credentials", []string{"a", "b"}, testCredentials},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},
 		{"Jobs", nil, testJobs},

@@ -54,7 +54,7 @@ const (
 	SandboxCols = `id, account_id, project_id, profile, platform, state, created_at, deadline_at,
 	ready_at, suspended_at, terminated_at, end_reason, endpoint, ssh_user, workspace, host_key,
 	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts,
-	forward_endpoint, name, labels, no_wake_on_traffic, network`
+	forward_endpoint, name, labels, no_wake_on_traffic, network, credentials`
 
 	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at`
 )

@@ -16,16 +16,21 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	var sb store.Sandbox
 	var state string
 	var grants, consumer, labels []byte
-	var network string
+	var network, creds string
 	d := q.Dialect
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		d.TimeDest(&sb.CreatedAt), d.TimeDest(&sb.DeadlineAt), d.NullTimeDest(&sb.ReadyAt), d.NullTimeDest(&sb.SuspendedAt), d.NullTimeDest(&sb.TerminatedAt),
 		&sb.EndReason, &sb.Endpoint, &sb.SSHUser, &sb.Workspace, &sb.HostKey,
 		&grants, &sb.IdempotencyKey, &sb.RequestHash, &consumer,
 		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts,
-		&sb.ForwardEndpoint, &sb.Name, &labels, &sb.NoWakeOnTraffic, &network)
+		&sb.ForwardEndpoint, &sb.Name, &labels, &sb.NoWakeOnTraffic, &network, &creds)
 	if err != nil {
 		return store.Sandbox{}, err
+	}
+	if creds != "" {
+		if err := json.Unmarshal([]byte(creds), &sb.Credentials); err != nil {
+			return store.Sandbox{}, fmt.Errorf("decode credentials of sandbox %s: %w", sb.ID, err)
+		}
 	}
 	if network != "" {
 		sb.Network = new(egresspolicy.Spec)
@@ -120,14 +125,14 @@ func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	d := q.Dialect
 	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`, state_since)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		q.timeOrNow(sb.CreatedAt), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt), d.NullTime(sb.TerminatedAt),
 		sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey,
 		d.JSON(sb.GrantsJSON()), sb.IdempotencyKey, sb.RequestHash, d.JSON(sb.Consumer.JSON()),
 		sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
-		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, sb.NetworkJSON(), d.Time(time.Now()))
+		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, sb.NetworkJSON(), sb.CredentialsJSON(), d.Time(time.Now()))
 	return OneRow(n, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
 
@@ -139,11 +144,11 @@ func (q Queries) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 			terminated_at = $7, end_reason = $8, endpoint = $9, ssh_user = $10, workspace = $11,
 			host_key = $12, grants = $13, lease_holder = $14, lease_until = $15, restore_attempts = $16,
 			forward_endpoint = $17, name = $18, labels = $19, no_wake_on_traffic = $20,
-			state_since = CASE WHEN state = $3 THEN state_since ELSE $21 END, network = $22
+			state_since = CASE WHEN state = $3 THEN state_since ELSE $21 END, network = $22, credentials = $23
 		WHERE id = $1`,
 		sb.ID, sb.ProjectID, string(sb.State), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt),
 		d.NullTime(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
 		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
-		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()), sb.NetworkJSON())
+		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()), sb.NetworkJSON(), sb.CredentialsJSON())
 	return OneRow(n, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }

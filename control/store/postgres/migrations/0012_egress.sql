@@ -15,3 +15,17 @@ CREATE TABLE egress_log (
     bytes_down bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX egress_log_sandbox ON egress_log (sandbox_id, id DESC);
+-- Credential routes: an account's secrets for upstream APIs, sealed by
+-- control, injected by the egress gateway; a sandbox names the ones it
+-- may use.
+CREATE TABLE credentials (
+    account_id text NOT NULL,
+    name text NOT NULL,
+    upstream text NOT NULL,
+    header text NOT NULL,
+    sealed bytea NOT NULL,
+    created_at timestamptz NOT NULL,
+    last_used_at timestamptz,
+    PRIMARY KEY (account_id, name)
+);
+ALTER TABLE sandboxes ADD COLUMN credentials text NOT NULL DEFAULT '';

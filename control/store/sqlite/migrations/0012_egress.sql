@@ -15,3 +15,17 @@ CREATE TABLE egress_log (
     bytes_down INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX egress_log_sandbox ON egress_log (sandbox_id, id DESC);
+-- Credential routes: an account's secrets for upstream APIs, sealed by
+-- control, injected by the egress gateway; a sandbox names the ones it
+-- may use.
+CREATE TABLE credentials (
+    account_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    upstream TEXT NOT NULL,
+    header TEXT NOT NULL,
+    sealed BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_used_at INTEGER,
+    PRIMARY KEY (account_id, name)
+);
+ALTER TABLE sandboxes ADD COLUMN credentials TEXT NOT NULL DEFAULT '';
