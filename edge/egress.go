@@ -90,8 +90,9 @@ func (e *Edge) openEgress() (*egressServer, error) {
 	es := &egressServer{log: &egress.MemoryLog{}, ln: ln,
 		ship: egress.NewShipper(e.cc.SendEgressLog, edgeapi.MaxEgressBatch, 0, logger)}
 	es.gw, err = egress.New(egress.Config{
-		Sandboxes: egress.NewCache(e.cc, c.PolicyTTL, nil),
-		Ranges:    ranges, Log: egress.Tee{es.log, es.ship}, Metrics: e.reg, Logger: logger,
+		Sandboxes:   egress.NewCache(e.cc, c.PolicyTTL, nil),
+		Credentials: e.cc,
+		Ranges:      ranges, Log: egress.Tee{es.log, es.ship}, Metrics: e.reg, Logger: logger,
 	})
 	if err != nil {
 		ln.Close()

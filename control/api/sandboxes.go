@@ -41,6 +41,8 @@ type sandboxView struct {
 	// Network is the egress policy the sandbox follows now: its own, or
 	// its profile's.
 	Network egresspolicy.Spec `json:"network"`
+	// Credentials names the credential routes the sandbox may use.
+	Credentials []string `json:"credentials"`
 	// Consumer is null when the create named none.
 	Consumer     *store.Consumer `json:"consumer"`
 	Reachability reachability    `json:"reachability"`
@@ -79,7 +81,10 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
 	}
-	v.Network = s.life.SandboxNetwork(sb).Spec()
+	v.Network, v.Credentials = s.life.SandboxNetwork(sb).Spec(), sb.Credentials
+	if v.Credentials == nil {
+		v.Credentials = []string{}
+	}
 	if !sb.Consumer.IsZero() {
 		c := sb.Consumer
 		v.Consumer = &c

@@ -66,3 +66,27 @@ func (s *Server) egressLog(ctx context.Context, req edgeapi.EgressLogRequest) (e
 	}
 	return edgeapi.EgressLogResponse{Kept: kept}, nil
 }
+
+// CredentialRoutes opens a sandbox's credential routes;
+// *lifecycle.Manager satisfies it.
+type CredentialRoutes interface {
+	CredentialRoute(ctx context.Context, sandboxID, proxySecret, name string) (lifecycle.CredentialRoute, error)
+}
+
+var _ CredentialRoutes = (*lifecycle.Manager)(nil)
+
+// egressCredential answers the gateway's "may this sandbox use this
+// route, and with what?".
+func (s *Server) egressCredential(ctx context.Context, req edgeapi.EgressCredentialRequest) (edgeapi.EgressCredentialResponse, error) {
+	if req.SandboxID == "" || req.Secret == "" || req.Name == "" {
+		return edgeapi.EgressCredentialResponse{}, badRequest("sandbox_id, secret and name are required")
+	}
+	r, err := s.deps.Credentials.CredentialRoute(ctx, req.SandboxID, req.Secret, req.Name)
+	if errors.Is(err, lifecycle.ErrProxyCredential) || errors.Is(err, lifecycle.ErrCredentialRoute) {
+		return edgeapi.EgressCredentialResponse{}, edgeapi.ErrEgressUnauthorized
+	}
+	if err != nil {
+		return edgeapi.EgressCredentialResponse{}, err
+	}
+	return edgeapi.EgressCredentialResponse{Upstream: r.Upstream, Header: r.Header, Value: r.Secret}, nil
+}

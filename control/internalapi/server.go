@@ -71,6 +71,8 @@ type Deps struct {
 	Egress EgressAuthorizer
 	// EgressLog keeps the gateway's decisions.
 	EgressLog EgressLog
+	// Credentials opens credential routes.
+	Credentials CredentialRoutes
 }
 
 // Server serves /internal/v1.
@@ -123,6 +125,9 @@ func (s *Server) routes(r chi.Router) {
 	}
 	if s.deps.EgressLog != nil {
 		r.Post(edgeapi.PathEgressLog, jsonEndpoint(s, s.egressLog))
+	}
+	if s.deps.Credentials != nil {
+		r.Post(edgeapi.PathEgressCredential, jsonEndpoint(s, s.egressCredential))
 	}
 	if s.deps.Preview != nil {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))

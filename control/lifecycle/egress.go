@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -56,7 +57,10 @@ func (m *Manager) proxyEnv(sandboxID string) ([]string, error) {
 	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY"} {
 		env = append(env, name+"="+u, strings.ToLower(name)+"="+u)
 	}
-	return append(env, "NO_PROXY="+noProxy, "no_proxy="+noProxy), nil
+	// The gateway itself is reached directly: its credential routes are
+	// plain URLs on it, not proxied requests.
+	np := noProxy + "," + hostOnly(m.cfg.EgressProxy)
+	return append(env, "NO_PROXY="+np, "no_proxy="+np), nil
 }
 
 // ProfileNetwork is a profile's egress policy (open unless configured).
@@ -184,4 +188,12 @@ func (m *Manager) RecordEgress(ctx context.Context, ds []store.EgressDecision) (
 		return 0, fmt.Errorf("record egress decisions: %w", err)
 	}
 	return kept, nil
+}
+
+// hostOnly is host:port's host.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
 }

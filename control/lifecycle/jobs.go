@@ -235,6 +235,11 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	if err != nil {
 		return provider.Spec{}, "", err
 	}
+	credEnv, err := m.credentialEnv(sb)
+	if err != nil {
+		return provider.Spec{}, "", err
+	}
+	env = append(env, credEnv...)
 	return provider.Spec{
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,

@@ -205,8 +205,11 @@ type CreateRequest struct {
 	// resumed; default true.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
 	// Network narrows the profile's egress policy for this sandbox.
-	Network        *egresspolicy.Spec `json:"network,omitempty"`
-	IdempotencyKey string             `json:"-"`
+	Network *egresspolicy.Spec `json:"network,omitempty"`
+	// Credentials names the account's credential routes the sandbox may
+	// use (SBX_CREDENTIAL_<NAME>_URL inside it).
+	Credentials    []string `json:"credentials,omitempty"`
+	IdempotencyKey string   `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -281,6 +284,9 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err != nil {
 		return sb, false, err
 	}
+	if err := m.validateCredentialNames(ctx, acct.ID, req.Credentials); err != nil {
+		return sb, false, err
+	}
 
 	reqHash := req.hash()
 	if req.IdempotencyKey != "" {
@@ -309,6 +315,7 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		Labels:          req.Labels,
 		NoWakeOnTraffic: req.WakeOnTraffic != nil && !*req.WakeOnTraffic,
 		Network:         network,
+		Credentials:     req.Credentials,
 	}
 	actor := req.Actor
 	if actor == "" {

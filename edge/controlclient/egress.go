@@ -42,3 +42,17 @@ func (c *Client) SendEgressLog(ctx context.Context, ds []egress.Decision) error 
 	var out edgeapi.EgressLogResponse
 	return c.Do(ctx, http.MethodPost, edgeapi.PathEgressLog, req, &out)
 }
+
+var _ egress.CredentialRoutes = (*Client)(nil)
+
+// CredentialRoute asks control for a sandbox's credential route. It
+// implements egress.CredentialRoutes; a refusal is egress.ErrUnauthorized.
+func (c *Client) CredentialRoute(ctx context.Context, sandboxID, secret, name string) (egress.Route, error) {
+	var out edgeapi.EgressCredentialResponse
+	err := c.Do(ctx, http.MethodPost, edgeapi.PathEgressCredential,
+		edgeapi.EgressCredentialRequest{SandboxID: sandboxID, Secret: secret, Name: name}, &out)
+	if err != nil {
+		return egress.Route{}, err
+	}
+	return egress.Route{Upstream: out.Upstream, Header: out.Header, Value: out.Value}, nil
+}

@@ -84,6 +84,8 @@ type Config struct {
 	Resolver Resolver
 	// Dialer defaults to a net.Dialer with DialTimeout.
 	Dialer Dialer
+	// Credentials opens credential routes; nil serves none.
+	Credentials CredentialRoutes
 	// Log receives every decision; nil records none.
 	Log Recorder
 	// Metrics registers the gateway's collectors; nil registers none.
@@ -235,6 +237,10 @@ type request struct {
 
 // ServeHTTP authenticates, decides, dials and relays.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isCredentialRoute(r) {
+		g.serveCredential(w, r)
+		return
+	}
 	req := &request{start: g.cfg.Now(), epoch: g.tunnels.epoch()}
 	sandboxID, secret, ok := proxyCredential(r)
 	if !ok {
@@ -280,7 +286,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.relayConnect(w, r, req, up, addr)
 		return
 	}
-	g.relayHTTP(w, r, req, up, addr)
+	g.relayHTTP(w, r, req, up, addr, func(pr *httputil.ProxyRequest) {
+		pr.Out.URL = r.URL
+		pr.Out.Host = r.Host
+	})
 }
 
 // choose resolves the target and keeps the addresses the policy and the
@@ -452,7 +461,7 @@ func (g *Gateway) relayConnect(w http.ResponseWriter, r *http.Request, req *requ
 
 // relayHTTP forwards one absolute-form request over the connection
 // dialed for it and copies the answer back.
-func (g *Gateway) relayHTTP(w http.ResponseWriter, r *http.Request, req *request, up net.Conn, addr netip.Addr) {
+func (g *Gateway) relayHTTP(w http.ResponseWriter, r *http.Request, req *request, up net.Conn, addr netip.Addr, rewrite func(*httputil.ProxyRequest)) {
 	g.relay(r.Context(), req, addr, up, func(ctx context.Context, cu *countingConn) error {
 		var used bool
 		tr := &http.Transport{
@@ -471,10 +480,7 @@ func (g *Gateway) relayHTTP(w http.ResponseWriter, r *http.Request, req *request
 		defer tr.CloseIdleConnections()
 		var rerr error
 		rp := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.Out.URL = r.URL
-				pr.Out.Host = r.Host
-			},
+			Rewrite:   rewrite,
 			Transport: tr,
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 				rerr = err

@@ -405,10 +405,26 @@ type Consumer struct {
 // ConsumerActor defines model for Consumer.Actor.
 type ConsumerActor string
 
+// CreateCredential defines model for CreateCredential.
+type CreateCredential struct {
+	// Header The header the gateway adds, e.g. x-api-key or authorization.
+	Header string `json:"header"`
+	Name   string `json:"name"`
+
+	// Secret The header's value. Stored sealed; never returned.
+	Secret *string `json:"secret,omitempty"`
+
+	// Upstream https://host[:port][/base]. A plain http:// upstream is reached only inside a range the gateway trusts (--egress-trust).
+	Upstream string `json:"upstream"`
+}
+
 // CreateSandbox defines model for CreateSandbox.
 type CreateSandbox struct {
 	// Consumer Who the sandbox is for. Recorded on the sandbox and on each of its lifecycle events.
-	Consumer        *Consumer `json:"consumer,omitempty"`
+	Consumer *Consumer `json:"consumer,omitempty"`
+
+	// Credentials Names of the account's credentials (POST /api/v1/credentials) the sandbox may use through the egress gateway. Inside the sandbox SBX_CREDENTIAL_<NAME>_URL (upper case) is a plain-HTTP URL on the gateway that only this sandbox's proxy credential opens; the gateway forwards to the upstream adding the header. The secret never enters the sandbox. An unknown name is a 422.
+	Credentials     *[]string `json:"credentials,omitempty"`
 	DeadlineMinutes *int      `json:"deadline_minutes,omitempty"`
 
 	// Grants Scoped credentials for code inside the sandbox. Any bad entry is 422 naming it (`grants[i].project_id`, `grants[i].scopes[j]`), and nothing is created.
@@ -439,6 +455,15 @@ type CreateSandbox struct {
 
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+}
+
+// Credential A stored credential. The secret is write-only: no response, event or log shows it.
+type Credential struct {
+	CreatedAt  time.Time  `json:"created_at"`
+	Header     string     `json:"header"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Name       string     `json:"name"`
+	Upstream   string     `json:"upstream"`
 }
 
 // EgressDecision defines model for EgressDecision.
@@ -735,9 +760,12 @@ type SSHTokenRequest struct {
 
 // Sandbox defines model for Sandbox.
 type Sandbox struct {
-	Consumer   *Consumer `json:"consumer"`
-	CreatedAt  time.Time `json:"created_at"`
-	DeadlineAt time.Time `json:"deadline_at"`
+	Consumer  *Consumer `json:"consumer"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Credentials The account's credential routes the sandbox may use; inside it SBX_CREDENTIAL_<NAME>_URL is each one's URL on the egress gateway.
+	Credentials []string  `json:"credentials"`
+	DeadlineAt  time.Time `json:"deadline_at"`
 
 	// EndReason explicit_delete, deadline, provision_failed, idle_offload, node_loss, oom_killed, repo_auth_failed, repo_unknown_ref, repo_not_found, repo_unreachable, repo_clone_failed, ...
 	EndReason *string           `json:"end_reason"`
@@ -991,6 +1019,9 @@ type GetUsageParams struct {
 // McpJSONBody defines parameters for Mcp.
 type McpJSONBody = map[string]interface{}
 
+// PutCredentialJSONRequestBody defines body for PutCredential for application/json ContentType.
+type PutCredentialJSONRequestBody = CreateCredential
+
 // IntrospectGrantJSONRequestBody defines body for IntrospectGrant for application/json ContentType.
 type IntrospectGrantJSONRequestBody IntrospectGrantJSONBody
 
@@ -1091,6 +1122,36 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListCredentials The account's credentials (never their secrets)
+	//
+	// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+	ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutCredentialWithBody Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredentialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutCredential Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredential(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteCredential Delete a credential
+	//
+	// Its routes stop working at once: the gateway asks control on every use.
+	//
+	// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+	DeleteCredential(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// IntrospectGrantWithBody Check a grant token (for Tuist services)
 	//
@@ -1418,6 +1479,76 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListCredentials The account's credentials (never their secrets)
+//
+// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+func (c *Client) ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCredentialsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutCredentialWithBody Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *Client) PutCredentialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutCredentialRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutCredential Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *Client) PutCredential(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutCredentialRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteCredential Delete a credential
+//
+// Its routes stop working at once: the gateway asks control on every use.
+//
+// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+func (c *Client) DeleteCredential(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteCredentialRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // IntrospectGrantWithBody Check a grant token (for Tuist services)
@@ -2175,6 +2306,107 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListCredentialsRequest constructs an http.Request for the ListCredentials method
+func NewListCredentialsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/credentials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutCredentialRequest calls the generic PutCredential builder with application/json body
+func NewPutCredentialRequest(server string, body PutCredentialJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutCredentialRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPutCredentialRequestWithBody constructs an http.Request for the PutCredential method, with any body, and a specified content type
+func NewPutCredentialRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/credentials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteCredentialRequest constructs an http.Request for the DeleteCredential method
+func NewDeleteCredentialRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/credentials/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewIntrospectGrantRequest calls the generic IntrospectGrant builder with application/json body
@@ -3891,6 +4123,40 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListCredentialsWithResponse The account's credentials (never their secrets)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+	ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error)
+
+	// PutCredentialWithBodyWithResponse Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredentialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error)
+
+	// PutCredentialWithResponse Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredentialWithResponse(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error)
+
+	// DeleteCredentialWithResponse Delete a credential
+	//
+	// Its routes stop working at once: the gateway asks control on every use.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+	DeleteCredentialWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteCredentialResponse, error)
+
 	// IntrospectGrantWithBodyWithResponse Check a grant token (for Tuist services)
 	//
 	// Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -4265,6 +4531,189 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+}
+
+type ListCredentialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Credentials []Credential `json:"credentials"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCredentialsResponse) GetJSON200() *struct {
+	Credentials []Credential `json:"credentials"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCredentialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCredentialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCredentialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCredentialsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Credential
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutCredentialResponse) GetJSON201() *Credential {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r PutCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutCredentialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteCredentialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type IntrospectGrantResponse struct {
@@ -6750,6 +7199,64 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ListCredentialsWithResponse The account's credentials (never their secrets)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+func (c *ClientWithResponses) ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error) {
+	rsp, err := c.ListCredentials(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCredentialsResponse(rsp)
+}
+
+// PutCredentialWithBodyWithResponse Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *ClientWithResponses) PutCredentialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error) {
+	rsp, err := c.PutCredentialWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutCredentialResponse(rsp)
+}
+
+// PutCredentialWithResponse Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *ClientWithResponses) PutCredentialWithResponse(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error) {
+	rsp, err := c.PutCredential(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutCredentialResponse(rsp)
+}
+
+// DeleteCredentialWithResponse Delete a credential
+//
+// Its routes stop working at once: the gateway asks control on every use.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+func (c *ClientWithResponses) DeleteCredentialWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteCredentialResponse, error) {
+	rsp, err := c.DeleteCredential(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteCredentialResponse(rsp)
+}
+
 // IntrospectGrantWithBodyWithResponse Check a grant token (for Tuist services)
 //
 // Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -7381,6 +7888,145 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ParseListCredentialsResponse parses an HTTP response from a ListCredentialsWithResponse call
+func ParseListCredentialsResponse(rsp *http.Response) (*ListCredentialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCredentialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Credentials []Credential `json:"credentials"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutCredentialResponse parses an HTTP response from a PutCredentialWithResponse call
+func ParsePutCredentialResponse(rsp *http.Response) (*PutCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Credential
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteCredentialResponse parses an HTTP response from a DeleteCredentialWithResponse call
+func ParseDeleteCredentialResponse(rsp *http.Response) (*DeleteCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseIntrospectGrantResponse parses an HTTP response from a IntrospectGrantWithResponse call

@@ -63,3 +63,31 @@ type EgressLogRequest struct {
 type EgressLogResponse struct {
 	Kept int `json:"kept"`
 }
+
+// PathEgressCredential: POST EgressCredentialRequest → 200
+// EgressCredentialResponse, or a problem with CodeEgressUnauthorized
+// (the proxy credential is not valid, or the sandbox may not use the
+// route now). The answer carries a secret: it is used for one request
+// and never kept or logged by the edge.
+const PathEgressCredential = Prefix + "/egress/credential"
+
+// EgressCredentialRequest asks for a sandbox's credential route.
+type EgressCredentialRequest struct {
+	SandboxID string `json:"sandbox_id"`
+	Secret    string `json:"secret"` // the sandbox's proxy credential
+	Name      string `json:"name"`
+}
+
+// EgressCredentialResponse is where to forward and what to add.
+type EgressCredentialResponse struct {
+	Upstream string `json:"upstream"`
+	Header   string `json:"header"`
+	Value    string `json:"value"`
+}
+
+// CredentialPathPrefix starts a credential route, a plain-HTTP URL on
+// the egress gateway itself (not a proxied request):
+// /_sbx/credentials/<sandbox ID>/<proxy credential>/<name>/<upstream path>.
+// The sandbox's proxy credential is in the path so that any client that
+// takes a base URL works, and so that only that sandbox opens it.
+const CredentialPathPrefix = "/_sbx/credentials/"
