@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -112,6 +115,16 @@ func TestCredentialRoute(t *testing.T) {
 		t.Error("the credential route's use is not in the egress log")
 	}
 
+	if out := p.cli("credentials", "ls"); !strings.Contains(out, "anthropic") || !strings.Contains(out, up.URL) || strings.Contains(out, secret) {
+		t.Errorf("sbx credentials ls: %q", out)
+	}
+	cmd := osexec.Command(sbxBinary(t), "credentials", "add", "second", "--upstream", "https://api.example.com", "--header", "x-api-key")
+	cmd.Env = append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+filepath.Join(p.DataDir, "cli-config"))
+	cmd.Stdin = strings.NewReader(secret + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), secret) {
+		t.Errorf("sbx credentials add (secret on stdin): %v %s", err, out)
+	}
+	p.cli("credentials", "rm", "second")
 	if code, _ := call("DELETE", "/api/v1/credentials/anthropic", nil); code != 204 {
 		t.Fatalf("delete credential: %d", code)
 	}

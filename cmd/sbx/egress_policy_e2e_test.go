@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/cgi"
@@ -204,7 +205,7 @@ func TestEgressPolicyEndToEnd(t *testing.T) {
 		"stream closed by the PATCH": func(d decision) bool {
 			return d.Verdict == "allowed" && d.Port == upPort && d.Reason != nil && strings.Contains(*d.Reason, "policy change")
 		},
-		"denied after the PATCH": func(d decision) bool { return d.Verdict == "denied" && d.Port == upPort },
+		"denied after the PATCH":  func(d decision) bool { return d.Verdict == "denied" && d.Port == upPort },
 		"allowed after the PATCH": func(d decision) bool { return d.Verdict == "allowed" && d.Port == otherPort },
 	}
 	var missing []string
@@ -224,6 +225,20 @@ func TestEgressPolicyEndToEnd(t *testing.T) {
 	}
 	if len(missing) > 0 {
 		t.Errorf("the egress log lacks %v: %+v", missing, log.Decisions)
+	}
+	// The CLI: the log as a table, and a create with the network flags.
+	if out := p.cli("egress", id, "--limit", "200"); !strings.Contains(out, "denied") || !strings.Contains(out, otherHost) {
+		t.Errorf("sbx egress: %s", out)
+	}
+	var viaCLI struct {
+		Network struct {
+			Egress string   `json:"egress"`
+			Allow  []string `json:"allow"`
+		} `json:"network"`
+	}
+	if err := json.Unmarshal([]byte(p.cli("create", "--egress", "allowlist", "--allow", "github.com", "--allow", "*.npmjs.org:443", "-o", "json")), &viaCLI); err != nil ||
+		viaCLI.Network.Egress != "allowlist" || strings.Join(viaCLI.Network.Allow, ",") != "github.com,*.npmjs.org:443" {
+		t.Errorf("sbx create --egress allowlist --allow ...: %+v %v", viaCLI.Network, err)
 	}
 	var page struct {
 		Decisions  []decision `json:"decisions"`

@@ -57,6 +57,7 @@ func newCreateCmd(a *app) *cobra.Command {
 	var deadline int
 	var wait time.Duration
 	var repo repoFlags
+	var egress egressFlags
 	c := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox and wait until it is ready",
@@ -72,7 +73,9 @@ those show in ps and in shell history.`,
   sbx create --profile tuist-linux-medium --deadline 120
   ID=$(sbx create -o id)
   sbx create --repo https://github.com/tuist/tuist.git --ref main --depth 1
-  gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -`,
+  gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -
+  sbx create --egress allowlist --allow github.com --allow '*.npmjs.org:443'
+  sbx create --credential anthropic`,
 		Args: args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
 			var body apiclient.CreateSandbox
@@ -84,6 +87,9 @@ those show in ps and in shell history.`,
 					return usageErrorf(c, "--deadline %d: want minutes from now, at least 1", deadline)
 				}
 				body.DeadlineMinutes = &deadline
+			}
+			if err := egress.apply(c, &body); err != nil {
+				return err
 			}
 			var err error
 			if body.Repo, err = repo.source(c, a.in); err != nil {
@@ -116,6 +122,7 @@ those show in ps and in shell history.`,
 	c.Flags().IntVar(&deadline, "deadline", 0, "minutes until the sandbox is ended (default: the server's, 60)")
 	c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for ready (0: return at once, pending)")
 	repo.register(c)
+	egress.register(c)
 	_ = c.RegisterFlagCompletionFunc("profile", a.completeProfiles)
 	return c
 }
