@@ -71,7 +71,7 @@ func TestMCPThroughDev(t *testing.T) {
 			}
 			want := []string{"create_sandbox", "create_ssh_credential", "delete_sandbox_file", "delete_sandbox_service", "destroy_sandbox", "ensure_sandbox", "exec_in_sandbox", "expose_sandbox_port",
 				"extend_sandbox", "get_sandbox", "get_sandbox_usage", "get_usage", "list_profiles", "list_sandbox_files", "list_sandbox_ports", "list_sandbox_services",
-				"list_sandboxes", "read_sandbox_events", "read_sandbox_file", "read_sandbox_service_logs", "resume_sandbox", "set_sandbox_service", "suspend_sandbox", "unexpose_sandbox_port",
+				"list_sandboxes", "read_egress_log", "read_sandbox_events", "read_sandbox_file", "read_sandbox_service_logs", "resume_sandbox", "set_sandbox_service", "suspend_sandbox", "unexpose_sandbox_port",
 				"wait_sandbox_ready", "write_sandbox_file"}
 			if !slices.Equal(seen.Tools, want) {
 				t.Errorf("tools %v, want %v", seen.Tools, want)

@@ -42,6 +42,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"GET /api/v1/sandboxes/sbx-1/events":      `{"events":[{"id":2,"type":"state","at":"2026-01-01T00:00:00Z"},{"id":3,"type":"state","at":"2026-01-01T00:00:01Z"},{"id":4,"type":"deadline","at":"2026-01-01T00:00:02Z"}]}`,
 		"GET /api/v1/usage":                       `{"lines":[]}`,
 		"GET /api/v1/sandboxes/sbx-1/usage":       `{"lines":[]}`,
+		"GET /api/v1/sandboxes/sbx-1/egress":      `{"decisions":[],"next_cursor":null}`,
 		"POST /api/v1/sandboxes/sbx-1/ssh_tokens": `{"private_key":` + jsonString(fakePrivateKey) + `}`,
 	}[r.Method+" "+r.URL.Path]
 	switch {
@@ -125,6 +126,8 @@ func TestMoreToolsCoverREST(t *testing.T) {
 			"GET /api/v1/usage?from=2026-01-01T00%3A00%3A00Z ", `"lines":[]`},
 		{"GET /api/v1/sandboxes/{id}/usage", "get_sandbox_usage", map[string]any{"sandbox_id": "sbx-1"},
 			"GET /api/v1/sandboxes/sbx-1/usage ", `"lines":[]`},
+		{"GET /api/v1/sandboxes/{id}/egress", "read_egress_log", map[string]any{"sandbox_id": "sbx-1", "limit": 5},
+			"GET /api/v1/sandboxes/sbx-1/egress?limit=5 ", `"decisions":[]`},
 		{"POST /api/v1/sandboxes/{id}/ssh_tokens", "create_ssh_credential", map[string]any{"sandbox_id": "sbx-1", "ttl_minutes": 30},
 			`POST /api/v1/sandboxes/sbx-1/ssh_tokens {"ttl_minutes":30}`, "FAKE0PRIVATE0KEY0MATERIAL"},
 	} {
