@@ -244,6 +244,7 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,
 		HostKeyPEM: priv, UserCAKey: m.caKey, Files: files, Env: env,
+		Egress: string(m.SandboxNetwork(sb).Mode()),
 	}, pub, nil
 }
 

@@ -38,6 +38,11 @@ type Spec struct {
 	// may carry a secret (the proxy credential); providers must not log
 	// them. Values hold no spaces or quotes.
 	Env []string
+	// Egress is the mode of the sandbox's network policy (open,
+	// allowlist, none) when it was provisioned; a provider that can
+	// enforce it below the proxy does (Kubernetes: the pod's
+	// sbx.dev/egress label, which deploy/'s NetworkPolicy reads).
+	Egress string
 }
 
 // File is a file placed inside the sandbox at provisioning.
