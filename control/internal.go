@@ -40,7 +40,8 @@ func (s *Service) startInternal(ctx context.Context) error {
 	}
 	api, err := internalapi.New(internalapi.Config{Secret: s.cfg.InternalSecret, Logger: s.log, Registry: s.Registry},
 		internalapi.Deps{SSHAuth: sshauth.New(s.Store, nil, s.log), Preview: previewroute.New(s.Store, nil), PreviewMembers: members,
-			Waker: s, Egress: s.Life, Connections: s.Conns, Shares: s.Life})
+			Waker: s, Egress: s.Life, Connections: s.Conns, Shares: s.Life,
+			EgressLog: s.Life, Credentials: s.Life})
 	if err != nil {
 		return err
 	}

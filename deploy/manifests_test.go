@@ -18,6 +18,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -288,6 +290,7 @@ func checkIsolation(t *testing.T, r rendered) {
 		t.Errorf("sandbox sshd open to %+v; want edge and control pods of sbx-system", peer)
 	}
 	checkForwardPolicy(t, np)
+	checkLockedEgressPolicy(t, np)
 	out := np["sbx-sandboxes/sandbox-egress-internet-only"]
 	if out == nil {
 		t.Fatal("no sandbox egress policy")
@@ -299,6 +302,56 @@ func checkIsolation(t *testing.T, r rendered) {
 			}
 		}
 	}
+}
+
+// checkLockedEgressPolicy: a sandbox pod labelled with a non-open egress
+// mode is selected by no policy that opens the internet, and by one that
+// allows only DNS and the edge's egress gateway port.
+func checkLockedEgressPolicy(t *testing.T, np map[string]*networkingv1.NetworkPolicy) {
+	t.Helper()
+	locked := map[string]string{"app.kubernetes.io/managed-by": "sbx-control", "sbx.dev/egress": "allowlist"}
+	for name, p := range np {
+		if p.Namespace != "sbx-sandboxes" || !selects(t, p, locked) {
+			continue
+		}
+		for _, e := range p.Spec.Egress {
+			for _, to := range e.To {
+				if to.IPBlock != nil {
+					t.Errorf("%s opens %s to sandboxes whose egress is allowlist", name, to.IPBlock.CIDR)
+				}
+			}
+		}
+	}
+	gw := np["sbx-sandboxes/sandbox-egress-gateway-only"]
+	if gw == nil || !selects(t, gw, locked) || !selects(t, gw, map[string]string{"app.kubernetes.io/managed-by": "sbx-control", "sbx.dev/egress": "none"}) ||
+		selects(t, gw, map[string]string{"app.kubernetes.io/managed-by": "sbx-control", "sbx.dev/egress": "open"}) {
+		t.Fatalf("no gateway-only policy for allowlist and none sandboxes only: %+v", gw)
+	}
+	var ports []string
+	for _, e := range gw.Spec.Egress {
+		for _, to := range e.To {
+			if to.PodSelector == nil {
+				t.Errorf("gateway-only egress to %+v; want pods only", to)
+				continue
+			}
+			for _, pt := range e.Ports {
+				ports = append(ports, fmt.Sprintf("%s/%s:%d", to.PodSelector.MatchLabels["app.kubernetes.io/name"]+to.PodSelector.MatchLabels["k8s-app"], *pt.Protocol, pt.Port.IntValue()))
+			}
+		}
+	}
+	if fmt.Sprint(ports) != "[kube-dns/UDP:53 kube-dns/TCP:53 edge/TCP:3128]" {
+		t.Errorf("gateway-only policy allows %v; want DNS and the edge's port 3128", ports)
+	}
+}
+
+// selects reports whether p's pod selector matches a pod with labels.
+func selects(t *testing.T, p *networkingv1.NetworkPolicy, labels map[string]string) bool {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	if err != nil {
+		t.Fatalf("%s: %v", p.Name, err)
+	}
+	return sel.Matches(k8slabels.Set(labels))
 }
 
 // checkForwardPolicy: the forward port (2223, the podtcp forwarder) of

@@ -61,10 +61,11 @@ func (c EgressConfig) validate() error {
 
 // egressServer is the running gateway and its listener.
 type egressServer struct {
-	gw  *egress.Gateway
-	log *egress.MemoryLog
-	srv *http.Server
-	ln  net.Listener
+	gw   *egress.Gateway
+	log  *egress.MemoryLog
+	ship *egress.Shipper // the decisions, to control
+	srv  *http.Server
+	ln   net.Listener
 }
 
 // openEgress binds the gateway's listener and builds it; the refused
@@ -91,10 +92,13 @@ func (e *Edge) openEgress() (*egressServer, error) {
 		ln.Close()
 		return nil, err
 	}
-	es := &egressServer{log: &egress.MemoryLog{}, ln: ln}
+	logger := e.log.With("component", "egress")
+	es := &egressServer{log: &egress.MemoryLog{}, ln: ln,
+		ship: egress.NewShipper(e.cc.SendEgressLog, edgeapi.MaxEgressBatch, 0, logger)}
 	es.gw, err = egress.New(egress.Config{
-		Sandboxes: egress.NewCache(e.cc, c.PolicyTTL, nil),
-		Ranges:    ranges, Log: es.log, Metrics: e.reg, Logger: e.log.With("component", "egress"),
+		Sandboxes:   egress.NewCache(e.cc, c.PolicyTTL, nil),
+		Credentials: e.cc,
+		Ranges:      ranges, Log: egress.Tee{es.log, es.ship}, Metrics: e.reg, Logger: logger,
 	})
 	if err != nil {
 		ln.Close()
@@ -128,13 +132,22 @@ func (e *Edge) openEgress() (*egressServer, error) {
 // tunnels finish within the drain, close cuts them.
 func (es *egressServer) server() *server {
 	return &server{
-		name: "egress gateway", ln: es.ln, serve: es.srv.Serve, closed: http.ErrServerClosed,
+		name: "egress gateway", ln: es.ln, closed: http.ErrServerClosed,
+		serve: func(ln net.Listener) error {
+			es.ship.Start()
+			return es.srv.Serve(ln)
+		},
 		shutdown: func(ctx context.Context) error {
-			return errors.Join(es.srv.Shutdown(ctx), es.gw.Shutdown(ctx))
+			err := errors.Join(es.srv.Shutdown(ctx), es.gw.Shutdown(ctx))
+			es.ship.Stop(ctx)
+			return err
 		},
 		close: func() error {
 			err := es.srv.Close()
 			es.gw.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			es.ship.Stop(ctx)
 			return err
 		},
 	}

@@ -67,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	fs.StringVar(&c.JobsInstance, "jobs-instance", env("SBX_JOBS_INSTANCE", ""), "this replica's name on the job queue, kept across its restarts and never shared by two live replicas (a pod's name): at start, jobs a crashed run of it left running are retried at once (empty: a fresh name each start; they wait for the stuck-job rescue)")
 	fs.StringVar(&c.RedisURL, "redis-url", "", "Redis URL for shared activity (default: $SBX_REDIS_URL; empty: in-memory, one replica only)")
 	fs.StringVar(&c.RedisPrefix, "activity-prefix", env("SBX_ACTIVITY_PREFIX", "sbx:activity:"), "prefix of the activity keys in --redis-url's Redis (the edge's --activity-prefix must match)")
+	fs.StringVar(&c.Lifecycle.EgressProxy, "egress-proxy", env("SBX_EGRESS_PROXY", ""), "the edge egress gateway's host:port as sandboxes reach it; every sandbox gets HTTP(S)_PROXY with its own credential and its credential routes there (empty: no proxy environment)")
 	fs.BoolVar(&c.Lifecycle.NoIdleOffload, "no-idle-offload", env("SBX_NO_IDLE_OFFLOAD", "") == "1", "never suspend idle sandboxes (required without --redis-url: a separate edge's activity is invisible then)")
 	reconcile := fs.String("reconcile-interval", env("SBX_RECONCILE_INTERVAL", "1m"), "how often records are compared with the provider's pods: a vanished pod, or a pod no sandbox owns, is handled within it")
 	prov := fs.String("provider", env("SBX_PROVIDER", "local"), `where sandboxes run: "local" (this machine) or "k8s" (pods)`)

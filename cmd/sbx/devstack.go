@@ -356,10 +356,11 @@ func startDevEdge(ctx context.Context, c devConfig, svc *control.Service, secret
 	if egressLn != nil {
 		// Local sandboxes share this machine's loopback with the stack:
 		// its API, metrics and database stay refused even when the
-		// operator trusts loopback for a local upstream. The edge adds
-		// its own listeners, the internal API and an IP-literal Redis.
+		// operator trusts loopback for a local upstream, and so does an
+		// IP-literal Redis. The edge adds its own listeners and the
+		// internal API.
 		var own []netip.AddrPort
-		for _, a := range []string{urlHost(svc.URL()), addrString(svc.MetricsAddr()), urlHost(c.DatabaseURL)} {
+		for _, a := range []string{urlHost(svc.URL()), addrString(svc.MetricsAddr()), urlHost(c.DatabaseURL), urlHost(c.RedisURL)} {
 			if ap, err := netip.ParseAddrPort(a); err == nil && ap.Port() != 0 {
 				own = append(own, ap)
 			}

@@ -61,6 +61,7 @@ func newCreateCmd(a *app) *cobra.Command {
 	var envs, secretEnv, secretFile []string
 	var idleMinutes, retentionDays int
 	var noKeepAwake bool
+	var egress egressFlags
 	c := &cobra.Command{
 		Use:   "create",
 		Short: "Create a sandbox and wait until it is ready",
@@ -86,7 +87,9 @@ suspended.`,
   ID=$(sbx create -o id)
   sbx create --repo https://github.com/tuist/tuist.git --ref main --depth 1
   sbx create --env NODE_ENV=test --secret NPM_TOKEN --idle-timeout 2
-  gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -`,
+  gh auth token | sbx create --repo https://github.com/me/private.git --repo-token-file -
+  sbx create --egress allowlist --allow github.com --allow '*.npmjs.org:443'
+  sbx create --credential anthropic`,
 		Args: args(nil),
 		RunE: func(c *cobra.Command, _ []string) error {
 			var body apiclient.CreateSandbox
@@ -101,6 +104,9 @@ suspended.`,
 					return usageErrorf(c, "--deadline %d: want minutes from now, at least 1", deadline)
 				}
 				body.DeadlineMinutes = &deadline
+			}
+			if err := egress.apply(c, &body); err != nil {
+				return err
 			}
 			var err error
 			if body.Repo, err = repo.source(c, a.in); err != nil {
@@ -171,6 +177,7 @@ suspended.`,
 	c.Flags().IntVar(&retentionDays, "retention-days", 0, "days it may stay suspended before it is deleted")
 	c.Flags().BoolVar(&noKeepAwake, "no-keep-awake", false, "suspend it when idle even while work runs in it")
 	repo.register(c)
+	egress.register(c)
 	_ = c.RegisterFlagCompletionFunc("profile", a.completeProfiles)
 	return c
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -43,6 +44,11 @@ type sandboxView struct {
 	IdleTimeoutMinutes *int              `json:"idle_timeout_minutes"`
 	KeepAwakeWhileBusy bool              `json:"keep_awake_while_busy"`
 	RetentionDays      *int              `json:"retention_days"`
+	// Network is the egress policy the sandbox follows now: its own, or
+	// its profile's.
+	Network egresspolicy.Spec `json:"network"`
+	// Credentials names the credential routes the sandbox may use.
+	Credentials []string `json:"credentials"`
 	// Consumer is null when the create named none.
 	Consumer     *store.Consumer `json:"consumer"`
 	Reachability reachability    `json:"reachability"`
@@ -102,6 +108,10 @@ func (s *Server) view(sb store.Sandbox) sandboxView {
 	if sb.RetentionDays > 0 {
 		d := sb.RetentionDays
 		v.RetentionDays = &d
+	}
+	v.Network, v.Credentials = s.life.SandboxNetwork(sb).Spec(), sb.Credentials
+	if v.Credentials == nil {
+		v.Credentials = []string{}
 	}
 	if !sb.Consumer.IsZero() {
 		c := sb.Consumer

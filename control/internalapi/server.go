@@ -73,6 +73,10 @@ type Deps struct {
 	Connections ConnectionLog
 	// Shares redeems and checks preview share links.
 	Shares Shares
+	// EgressLog keeps the gateway's decisions.
+	EgressLog EgressLog
+	// Credentials opens credential routes.
+	Credentials CredentialRoutes
 }
 
 // Server serves /internal/v1.
@@ -125,6 +129,12 @@ func (s *Server) routes(r chi.Router) {
 	}
 	if s.deps.Connections != nil {
 		r.Post(edgeapi.PathConnections, jsonEndpoint(s, s.reportConnections))
+	}
+	if s.deps.EgressLog != nil {
+		r.Post(edgeapi.PathEgressLog, jsonEndpoint(s, s.egressLog))
+	}
+	if s.deps.Credentials != nil {
+		r.Post(edgeapi.PathEgressCredential, jsonEndpoint(s, s.egressCredential))
 	}
 	if s.deps.Preview != nil {
 		r.Post(edgeapi.PathPreviewRoute, jsonEndpoint(s, s.previewRoute))

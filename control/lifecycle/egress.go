@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -56,7 +57,10 @@ func (m *Manager) proxyEnv(sandboxID string) ([]string, error) {
 	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY"} {
 		env = append(env, name+"="+u, strings.ToLower(name)+"="+u)
 	}
-	return append(env, "NO_PROXY="+noProxy, "no_proxy="+noProxy), nil
+	// The gateway itself is reached directly: its credential routes are
+	// plain URLs on it, not proxied requests.
+	np := noProxy + "," + hostOnly(m.cfg.EgressProxy)
+	return append(env, "NO_PROXY="+np, "no_proxy="+np), nil
 }
 
 // ProfileNetwork is a profile's egress policy (open unless configured).
@@ -92,5 +96,104 @@ func (m *Manager) EgressPolicy(ctx context.Context, sandboxID, secret string) (*
 	if AdmissionOf(sb) == Ended || !m.now().Before(sb.DeadlineAt) {
 		return nil, ErrProxyCredential
 	}
-	return m.ProfileNetwork(sb.Profile), nil
+	return m.SandboxNetwork(sb), nil
+}
+
+// SandboxNetwork is the policy a sandbox's egress follows: its own when
+// it has one, else its profile's.
+func (m *Manager) SandboxNetwork(sb store.Sandbox) *egresspolicy.Policy {
+	if sb.Network != nil {
+		if p, err := egresspolicy.Parse(*sb.Network); err == nil {
+			return p
+		}
+		// Stored only after narrowNetwork accepted it; a row that no
+		// longer parses allows nothing rather than the profile's.
+		return egresspolicy.MustParse(egresspolicy.Spec{Egress: egresspolicy.None})
+	}
+	return m.ProfileNetwork(sb.Profile)
+}
+
+// narrowNetwork checks a requested policy against the profile's: it
+// must parse and allow nothing the profile does not. The error is a 422
+// naming the offending entry. nil asks for the profile's own.
+func (m *Manager) narrowNetwork(profile string, spec *egresspolicy.Spec) (*egresspolicy.Spec, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	p, err := egresspolicy.Parse(*spec)
+	if err == nil {
+		err = egresspolicy.Narrows(p, m.ProfileNetwork(profile))
+	}
+	var perr *egresspolicy.Error
+	if errors.As(err, &perr) {
+		return nil, invalid("network."+perr.Field, "%s", perr.Reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := p.Spec()
+	return &out, nil
+}
+
+// maxDeniedEvents bounds the events one batch of decisions adds to a
+// sandbox: a loop refused a thousand times is one line of the egress
+// log each, not a thousand events.
+const maxDeniedEvents = 10
+
+// RecordEgress appends the gateway's decisions to their sandboxes' egress
+// logs, and each refusal (up to maxDeniedEvents a batch per sandbox) to
+// its events. Decisions of unknown sandboxes are dropped. It returns how
+// many were kept.
+func (m *Manager) RecordEgress(ctx context.Context, ds []store.EgressDecision) (int, error) {
+	kept := 0
+	err := m.store.InTx(ctx, func(tx store.Tx) error {
+		kept = 0
+		sandboxes := map[string]*store.Sandbox{}
+		denied := map[string]int{}
+		for _, d := range ds {
+			sb, seen := sandboxes[d.SandboxID]
+			if !seen {
+				row, err := tx.Sandbox(ctx, d.SandboxID)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
+					return err
+				default:
+					sb = &row
+				}
+				sandboxes[d.SandboxID] = sb
+			}
+			if sb == nil {
+				continue
+			}
+			if err := tx.InsertEgressDecision(ctx, d); err != nil {
+				return err
+			}
+			kept++
+			if d.Verdict != "denied" || denied[sb.ID] >= maxDeniedEvents {
+				continue
+			}
+			denied[sb.ID]++
+			err := tx.InsertEvent(ctx, store.Event{
+				SandboxID: sb.ID, AccountID: sb.AccountID, Type: "egress_denied", State: sb.State,
+				Actor: "egress-gateway", Message: fmt.Sprintf("refused %s:%d: %s", d.Host, d.Port, d.Reason), At: d.At,
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record egress decisions: %w", err)
+	}
+	return kept, nil
+}
+
+// hostOnly is host:port's host.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/activity/memstore"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
@@ -119,5 +120,114 @@ func TestProxyEnv(t *testing.T) {
 		if _, err := h.m.EgressPolicy(context.Background(), sb.ID, secret); err != nil {
 			t.Errorf("the env's credential is refused: %v", err)
 		}
+	}
+}
+
+// publishes records the sandboxes whose change was published.
+type publishes struct {
+	lifecycle.Activity
+	mu  sync.Mutex
+	ids []string
+}
+
+func (p *publishes) Publish(ctx context.Context, id string) error {
+	p.mu.Lock()
+	p.ids = append(p.ids, id)
+	p.mu.Unlock()
+	return p.Activity.Publish(ctx, id)
+}
+
+func (p *publishes) count(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, x := range p.ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSandboxNetwork: a create may narrow its profile's policy, and one
+// that widens it is a field error naming the entry; a PATCH replaces the
+// policy, EgressPolicy answers with the new one at once, the change is
+// published for the edges and recorded as an event, and a PATCH cannot
+// widen past the profile either.
+func TestSandboxNetwork(t *testing.T) {
+	t.Parallel()
+	profile := egresspolicy.MustParse(egresspolicy.Spec{Egress: egresspolicy.Allowlist, Allow: []string{"*.example.com", "github.com"}})
+	pub := &publishes{Activity: memstore.New(time.Now)}
+	h := newHarness(t, "sqlite", lifecycle.Config{Network: map[string]*egresspolicy.Policy{"tuist-linux-small": profile}}, nil,
+		func(d *lifecycle.Deps) { d.Activity = pub })
+	ctx := context.Background()
+	allow := func(mode egresspolicy.Mode, entries ...string) *egresspolicy.Spec {
+		return &egresspolicy.Spec{Egress: mode, Allow: entries}
+	}
+
+	for name, c := range map[string]struct {
+		spec  *egresspolicy.Spec
+		field string
+	}{
+		"entry outside the profile": {allow(egresspolicy.Allowlist, "api.example.com", "evil.test"), "network.allow[1]"},
+		"open":                      {allow(egresspolicy.Open), "network.egress"},
+		"unparsable entry":          {allow(egresspolicy.Allowlist, "a b"), "network.allow[0]"},
+		"unknown mode":              {allow("some"), "network.egress"},
+	} {
+		_, _, err := h.m.Create(ctx, h.acct, lifecycle.CreateRequest{Profile: "tuist-linux-small", Network: c.spec})
+		var fe *lifecycle.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%s: create error %v, want a field error on %s", name, err, c.field)
+		}
+	}
+
+	sb, _, err := h.m.Create(ctx, h.acct, lifecycle.CreateRequest{Profile: "tuist-linux-small", Network: allow(egresspolicy.Allowlist, "api.example.com:443")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _ := h.m.ProxyCredential(sb.ID)
+	policy := func() *egresspolicy.Policy {
+		t.Helper()
+		p, err := h.m.EgressPolicy(ctx, sb.ID, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if got := policy().Entries(); len(got) != 1 || got[0] != "api.example.com:443" {
+		t.Fatalf("policy after a narrowing create: %v", got)
+	}
+	if got := h.m.SandboxNetwork(sb).Spec(); got.Egress != egresspolicy.Allowlist {
+		t.Errorf("SandboxNetwork of the created row: %+v", got)
+	}
+
+	before := pub.count(sb.ID)
+	if _, err := h.m.Patch(ctx, h.acct, sb.ID, lifecycle.Patch{Network: allow(egresspolicy.None)}); err != nil {
+		t.Fatal(err)
+	}
+	if m := policy().Mode(); m != egresspolicy.None {
+		t.Errorf("policy after PATCH none: %s", m)
+	}
+	if pub.count(sb.ID) != before+1 {
+		t.Errorf("the PATCH published %d changes, want 1", pub.count(sb.ID)-before)
+	}
+	_, err = h.m.Patch(ctx, h.acct, sb.ID, lifecycle.Patch{Network: allow(egresspolicy.Allowlist, "gitlab.com")})
+	var fe *lifecycle.FieldError
+	if !errors.As(err, &fe) || fe.Field != "network.allow[0]" || !strings.Contains(fe.Detail, "gitlab.com") {
+		t.Errorf("widening PATCH: %v, want a field error naming gitlab.com", err)
+	}
+	if m := policy().Mode(); m != egresspolicy.None {
+		t.Errorf("a refused PATCH changed the policy to %s", m)
+	}
+	events, err := h.st.Events(ctx, sb.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events {
+		found = found || (e.Type == "settings" && strings.Contains(e.Message, "network=none"))
+	}
+	if !found {
+		t.Errorf("no settings event for the network change in %+v", events)
 	}
 }

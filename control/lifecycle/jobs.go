@@ -245,10 +245,16 @@ func (m *Manager) spec(ctx context.Context, sb store.Sandbox) (provider.Spec, st
 	files = append(files, secretFiles...)
 	// The create's env first: the proxy's names are reserved anyway.
 	env := append(append(envPairs(sb.Env), secretEnv...), proxy...)
+	credEnv, err := m.credentialEnv(sb)
+	if err != nil {
+		return provider.Spec{}, "", err
+	}
+	env = append(env, credEnv...)
 	return provider.Spec{
 		SandboxID: sb.ID, AccountID: sb.AccountID, Profile: prof.Name, Platform: prof.Platform,
 		CPU: prof.CPU, MemoryMB: prof.MemoryMB, DiskGB: prof.DiskGB, Image: prof.Image,
 		HostKeyPEM: priv, UserCAKey: m.caKey, Files: files, Env: env,
+		Egress: string(m.SandboxNetwork(sb).Mode()),
 	}, pub, nil
 }
 

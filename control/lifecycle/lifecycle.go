@@ -233,10 +233,15 @@ type CreateRequest struct {
 	// IdleTimeoutMinutes is the sandbox's own idle timeout, at most its
 	// account's; KeepAwakeWhileBusy (default true) lets running work keep
 	// it awake; RetentionDays deletes it after that long suspended.
-	IdleTimeoutMinutes *int   `json:"idle_timeout_minutes,omitempty"`
-	KeepAwakeWhileBusy *bool  `json:"keep_awake_while_busy,omitempty"`
-	RetentionDays      *int   `json:"retention_days,omitempty"`
-	IdempotencyKey     string `json:"-"`
+	IdleTimeoutMinutes *int  `json:"idle_timeout_minutes,omitempty"`
+	KeepAwakeWhileBusy *bool `json:"keep_awake_while_busy,omitempty"`
+	RetentionDays      *int  `json:"retention_days,omitempty"`
+	// Network narrows the profile's egress policy for this sandbox.
+	Network *egresspolicy.Spec `json:"network,omitempty"`
+	// Credentials names the account's credential routes the sandbox may
+	// use (SBX_CREDENTIAL_<NAME>_URL inside it).
+	Credentials    []string `json:"credentials,omitempty"`
+	IdempotencyKey string   `json:"-"`
 	// Actor names who asked, for events ("account:<id>" by default).
 	Actor string `json:"-"`
 	// Caller is the credential that asked (the agent token's ID), for the
@@ -344,6 +349,13 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if req.FromSnapshot != "" && profile.Platform != fork.Platform {
 		return sb, false, invalid("from_snapshot", "snapshot %s is of a %s sandbox; profile %s is %s", fork.ID, fork.Platform, profile.Name, profile.Platform)
 	}
+	network, err := m.narrowNetwork(profile.Name, req.Network)
+	if err != nil {
+		return sb, false, err
+	}
+	if err := m.validateCredentialNames(ctx, acct.ID, req.Credentials); err != nil {
+		return sb, false, err
+	}
 
 	reqHash := req.hash()
 	if req.IdempotencyKey != "" {
@@ -378,6 +390,8 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		IdleTimeout:     idle,
 		IgnoreBusy:      req.KeepAwakeWhileBusy != nil && !*req.KeepAwakeWhileBusy,
 		RetentionDays:   retention,
+		Network:         network,
+		Credentials:     req.Credentials,
 	}
 	if req.recreate != nil {
 		sb.RecreatedFrom = req.recreate.ID

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 )
 
 // Patch is PATCH /sandboxes/{id} after JSON decoding: any of a deadline
@@ -21,6 +22,10 @@ type Patch struct {
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
 	// Labels replaces the sandbox's labels ({} removes them all).
 	Labels *map[string]string `json:"labels,omitempty"`
+	// Network replaces the sandbox's egress policy (within its
+	// profile's); it applies to new connections within seconds, and
+	// open ones it no longer allows are closed.
+	Network *egresspolicy.Spec `json:"network,omitempty"`
 }
 
 func (p Patch) hasDeadline() bool {
@@ -28,8 +33,8 @@ func (p Patch) hasDeadline() bool {
 }
 
 func (p Patch) validate(m *Manager) error {
-	if !p.hasDeadline() && p.WakeOnTraffic == nil && p.Labels == nil {
-		return invalid("extend_minutes", "or deadline_minutes, wake_on_traffic or labels is required")
+	if !p.hasDeadline() && p.WakeOnTraffic == nil && p.Labels == nil && p.Network == nil {
+		return invalid("extend_minutes", "or deadline_minutes, wake_on_traffic, labels or network is required")
 	}
 	if p.hasDeadline() {
 		if err := p.DeadlineChange.validate(m); err != nil {
@@ -74,6 +79,14 @@ func (m *Manager) Patch(ctx context.Context, acct store.Account, idOrName string
 			sb.Labels = maps.Clone(*p.Labels)
 			changed = append(changed, "labels")
 		}
+		if p.Network != nil {
+			n, err := m.narrowNetwork(sb.Profile, p.Network)
+			if err != nil {
+				return err
+			}
+			sb.Network = n
+			changed = append(changed, "network="+describeNetwork(*n))
+		}
 		if err := tx.UpdateSandbox(ctx, sb); err != nil {
 			return err
 		}
@@ -91,6 +104,14 @@ func (m *Manager) Patch(ctx context.Context, acct store.Account, idOrName string
 	}
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("patch sandbox %s: %w", cur.ID, err)
+	}
+	if p.Network != nil {
+		// The edges hear it as a sandbox change: the egress gateway drops
+		// its cached policy and closes the open connections the new one
+		// refuses.
+		if err := m.act.Publish(context.WithoutCancel(ctx), out.ID); err != nil {
+			m.log.WarnContext(ctx, "tell the edge of a network policy change", "sandbox_id", out.ID, "err", err)
+		}
 	}
 	return out, nil
 }
@@ -142,4 +163,12 @@ func ParseLabelFilter(s string) (k, v string, err error) {
 		return "", "", invalid("label", "must be key=value with a label key (letters, digits, '-', '_', '.' or '/')")
 	}
 	return k, v, nil
+}
+
+// describeNetwork is a policy in a few words, for events.
+func describeNetwork(s egresspolicy.Spec) string {
+	if len(s.Allow) == 0 {
+		return string(s.Egress)
+	}
+	return string(s.Egress) + " (" + strings.Join(s.Allow, ", ") + ")"
 }

@@ -43,6 +43,11 @@ type Spec struct {
 	// replaces the workspace of a sandbox, running or not, with it (an
 	// in-place restore).
 	FromSnapshot string
+	// Egress is the mode of the sandbox's network policy (open,
+	// allowlist, none) when it was provisioned; a provider that can
+	// enforce it below the proxy does (Kubernetes: the pod's
+	// sbx.dev/egress label, which deploy/'s NetworkPolicy reads).
+	Egress string
 }
 
 // File is a file placed inside the sandbox at provisioning.

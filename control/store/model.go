@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 )
 
 // Errors every backend returns, so callers can branch with errors.Is.
@@ -202,6 +204,12 @@ type Sandbox struct {
 	// day-before warning event was written (nil: not yet).
 	RetentionDays     int
 	RetentionWarnedAt *time.Time
+	// Network is the sandbox's own egress policy, within its profile's;
+	// nil follows the profile's.
+	Network *egresspolicy.Spec
+	// Credentials names the account's credential routes the sandbox may
+	// use through the egress gateway.
+	Credentials []string
 }
 
 // SecretRef names an account secret a sandbox receives and how: As is
@@ -237,6 +245,24 @@ func (s *Sandbox) SecretsJSON() []byte {
 	}
 	b, _ := json.Marshal(s.Secrets)
 	return b
+}
+
+// CredentialsJSON encodes the credential names for storage, "" for none.
+func (s *Sandbox) CredentialsJSON() string {
+	if len(s.Credentials) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(s.Credentials)
+	return string(b)
+}
+
+// NetworkJSON encodes the network policy for storage, "" for none.
+func (s *Sandbox) NetworkJSON() string {
+	if s.Network == nil {
+		return ""
+	}
+	b, _ := json.Marshal(s.Network)
+	return string(b)
 }
 
 // LabelsJSON encodes the labels for storage.

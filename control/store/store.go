@@ -114,6 +114,13 @@ type Reader interface {
 	// that entered it before `before` (wall clock), for the sweep that
 	// settles sandboxes a lost job left changing state.
 	StuckSandboxes(ctx context.Context, before time.Time, states ...State) ([]Sandbox, error)
+	// EgressDecisions lists a sandbox's egress log newest first, those
+	// with an ID below beforeID (0: from the newest), at most limit.
+	EgressDecisions(ctx context.Context, sandboxID string, beforeID int64, limit int) ([]EgressDecision, error)
+	// Credential reads one of an account's credentials; Credentials
+	// lists them by name.
+	Credential(ctx context.Context, accountID, name string) (Credential, error)
+	Credentials(ctx context.Context, accountID string) ([]Credential, error)
 	// ExpiredSandboxes lists sandboxes in pending or ready whose deadline
 	// is before now, and suspended ones whose deadline is before now and
 	// that were created maxLifetime or longer ago (the deadline clock is
@@ -210,6 +217,14 @@ type Tx interface {
 	// or a name another of the account's live sandboxes holds, is
 	// ErrConflict.
 	InsertSandbox(ctx context.Context, sb Sandbox) error
+	// InsertEgressDecision appends to a sandbox's egress log.
+	InsertEgressDecision(ctx context.Context, d EgressDecision) error
+	// PutCredential creates a credential or replaces the upstream,
+	// header and secret of the one of its name; DeleteCredential removes
+	// one (ErrNotFound when missing); TouchCredential stamps its use.
+	PutCredential(ctx context.Context, c Credential) error
+	DeleteCredential(ctx context.Context, accountID, name string) error
+	TouchCredential(ctx context.Context, accountID, name string, at time.Time) error
 	// UpdateSandbox writes every mutable field of sb.
 	UpdateSandbox(ctx context.Context, sb Sandbox) error
 

@@ -85,6 +85,8 @@ type Config struct {
 	Resolver Resolver
 	// Dialer defaults to a net.Dialer with DialTimeout.
 	Dialer Dialer
+	// Credentials opens credential routes; nil serves none.
+	Credentials CredentialRoutes
 	// Log receives every decision; nil records none.
 	Log Recorder
 	// Metrics registers the gateway's collectors; nil registers none.
@@ -147,7 +149,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg, metrics: m}, nil
+	return &Gateway{cfg: cfg, metrics: m, tunnels: newTunnels()}, nil
 }
 
 // PolicyChanged applies a sandbox's new policy to its open connections:
@@ -168,9 +170,17 @@ func (g *Gateway) SandboxEnded(sandboxID string) {
 // the new policy refuses otherwise. A cached answer is dropped first.
 // Without open connections there is nothing to ask about.
 func (g *Gateway) Recheck(ctx context.Context, sandboxID string) {
+	g.tunnels.changed(sandboxID)
 	if f, ok := g.cfg.Sandboxes.(interface{ Forget(string) }); ok {
 		f.Forget(sandboxID)
 	}
+	g.recheckOpen(ctx, sandboxID)
+}
+
+// recheckOpen asks about a sandbox with open tunnels and applies the
+// answer to them. It records no change itself, so tunnels that raced a
+// change and ask again do not set each other off.
+func (g *Gateway) recheckOpen(ctx context.Context, sandboxID string) {
 	secret := g.tunnels.credential(sandboxID)
 	if secret == "" {
 		return
@@ -213,11 +223,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 func (g *Gateway) Close() {
 	g.tunnels.end("", errors.New("the egress gateway is shutting down"))
 	g.wg.Wait()
+	g.tunnels.reg.Close()
 }
 
 // request is one proxied request on its way through the steps.
 type request struct {
 	start     time.Time
+	epoch     uint64 // of the tunnel registry, before the policy was read
 	sandboxID string
 	secret    string
 	policy    *egresspolicy.Policy
@@ -226,7 +238,11 @@ type request struct {
 
 // ServeHTTP authenticates, decides, dials and relays.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := &request{start: g.cfg.Now()}
+	if isCredentialRoute(r) {
+		g.serveCredential(w, r)
+		return
+	}
+	req := &request{start: g.cfg.Now(), epoch: g.tunnels.epoch()}
 	sandboxID, secret, ok := proxyCredential(r)
 	if !ok {
 		g.unauthenticated(w, "this gateway needs the sandbox's proxy credential (Proxy-Authorization Basic, the sandbox ID and its secret)")
@@ -273,7 +289,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.relayConnect(w, r, req, up, addr)
 		return
 	}
-	g.relayHTTP(w, r, req, up, addr)
+	g.relayHTTP(w, r, req, up, addr, func(pr *httputil.ProxyRequest) {
+		pr.Out.URL = r.URL
+		pr.Out.Host = r.Host
+	})
 }
 
 // choose resolves the target and keeps the addresses the policy and the
@@ -445,7 +464,7 @@ func (g *Gateway) relayConnect(w http.ResponseWriter, r *http.Request, req *requ
 
 // relayHTTP forwards one absolute-form request over the connection
 // dialed for it and copies the answer back.
-func (g *Gateway) relayHTTP(w http.ResponseWriter, r *http.Request, req *request, up net.Conn, addr netip.Addr) {
+func (g *Gateway) relayHTTP(w http.ResponseWriter, r *http.Request, req *request, up net.Conn, addr netip.Addr, rewrite func(*httputil.ProxyRequest)) {
 	g.relay(r.Context(), req, addr, up, func(ctx context.Context, cu *countingConn) error {
 		var used bool
 		tr := &http.Transport{
@@ -464,10 +483,7 @@ func (g *Gateway) relayHTTP(w http.ResponseWriter, r *http.Request, req *request
 		defer tr.CloseIdleConnections()
 		var rerr error
 		rp := &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.Out.URL = r.URL
-				pr.Out.Host = r.Host
-			},
+			Rewrite:   rewrite,
 			Transport: tr,
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 				rerr = err
@@ -488,9 +504,14 @@ func (g *Gateway) relay(parent context.Context, req *request, addr netip.Addr, u
 	defer g.wg.Done()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	t := &tunnel{secret: req.secret, target: req.target, addr: addr, cancel: cancel}
-	g.tunnels.add(req.sandboxID, t)
-	defer g.tunnels.remove(req.sandboxID, t)
+	t := &tunnel{secret: req.secret, target: req.target, addr: addr}
+	c, raced := g.tunnels.add(req.epoch, req.sandboxID, t, cancel)
+	defer g.tunnels.remove(c)
+	if raced {
+		// The sandbox may have changed after its policy was read and
+		// before the tunnel could be found: ask again now.
+		g.recheckOpen(ctx, req.sandboxID)
+	}
 	g.metrics.decisions.WithLabelValues(string(Allowed)).Inc()
 	g.metrics.open.Inc()
 	defer g.metrics.open.Dec()
@@ -503,7 +524,7 @@ func (g *Gateway) relay(parent context.Context, req *request, addr netip.Addr, u
 	defer func() {
 		reason := ""
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-			reason = cause.Error()
+			reason = endedReason(cause)
 		} else if err != nil && !errors.Is(err, net.ErrClosed) {
 			reason = err.Error()
 		}

@@ -39,6 +39,27 @@ func (e ConsumerActor) Valid() bool {
 	}
 }
 
+// Defines values for EgressDecisionVerdict.
+const (
+	EgressAllowed EgressDecisionVerdict = "allowed"
+	EgressDenied  EgressDecisionVerdict = "denied"
+	EgressFailed  EgressDecisionVerdict = "failed"
+)
+
+// Valid indicates whether the value is a known member of the EgressDecisionVerdict enum.
+func (e EgressDecisionVerdict) Valid() bool {
+	switch e {
+	case EgressAllowed:
+		return true
+	case EgressDenied:
+		return true
+	case EgressFailed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecChunkEncoding.
 const (
 	ExecChunkEncodingBase64 ExecChunkEncoding = "base64"
@@ -511,10 +532,26 @@ type Consumer struct {
 // ConsumerActor defines model for Consumer.Actor.
 type ConsumerActor string
 
+// CreateCredential defines model for CreateCredential.
+type CreateCredential struct {
+	// Header The header the gateway adds, e.g. x-api-key or authorization.
+	Header string `json:"header"`
+	Name   string `json:"name"`
+
+	// Secret The header's value. Stored sealed; never returned.
+	Secret *string `json:"secret,omitempty"`
+
+	// Upstream https://host[:port][/base]. A plain http:// upstream is reached only inside a range the gateway trusts (--egress-trust).
+	Upstream string `json:"upstream"`
+}
+
 // CreateSandbox defines model for CreateSandbox.
 type CreateSandbox struct {
 	// Consumer Who the sandbox is for. Recorded on the sandbox and on each of its lifecycle events.
-	Consumer        *Consumer `json:"consumer,omitempty"`
+	Consumer *Consumer `json:"consumer,omitempty"`
+
+	// Credentials Names of the account's credentials (POST /api/v1/credentials) the sandbox may use through the egress gateway. Inside the sandbox SBX_CREDENTIAL_<NAME>_URL (upper case) is a plain-HTTP URL on the gateway that only this sandbox's proxy credential opens; the gateway forwards to the upstream adding the header. The secret never enters the sandbox. An unknown name is a 422.
+	Credentials     *[]string `json:"credentials,omitempty"`
 	DeadlineMinutes *int      `json:"deadline_minutes,omitempty"`
 
 	// Env Environment set in every process of the sandbox: each exec, SSH session, terminal and service (an exec's own env wins). At most 64 variables of printable text (no newlines), 4096 bytes a value, 32 KiB in all; names the sandbox sets itself (SBX_*, HOME, USER, LOGNAME, SHELL, HTTP_PROXY, HTTPS_PROXY, NO_PROXY) are refused with 422.
@@ -538,6 +575,9 @@ type CreateSandbox struct {
 	// Name A DNS label, unique among the account's sandboxes that have not ended, not starting with sbx-. Usable wherever a sandbox ID is (paths, sbx commands, the SSH user, MCP tools).
 	Name *string `json:"name,omitempty"`
 
+	// Network Narrows the profile's egress policy for this sandbox. A policy that allows anything the profile's does not is refused with 422, the offending entry named in errors[].field (network.allow[i] or network.egress).
+	Network *NetworkPolicy `json:"network,omitempty"`
+
 	// Profile The profile (GET /profiles lists them). Absent: the deployment's default profile, the one GET /profiles marks `default`; a deployment without one answers 422 naming `profile`.
 	//
 	// Examples: tuist-linux-medium
@@ -560,6 +600,51 @@ type CreateSandbox struct {
 
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
+}
+
+// Credential A stored credential. The secret is write-only: no response, event or log shows it.
+type Credential struct {
+	CreatedAt  time.Time  `json:"created_at"`
+	Header     string     `json:"header"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Name       string     `json:"name"`
+	Upstream   string     `json:"upstream"`
+}
+
+// EgressDecision defines model for EgressDecision.
+type EgressDecision struct {
+	// Addr The address the gateway dialed; null when it dialed none.
+	Addr *string `json:"addr"`
+
+	// BytesDown Bytes from the destination to the sandbox.
+	BytesDown int64 `json:"bytes_down"`
+
+	// BytesUp Bytes from the sandbox to the destination.
+	BytesUp int64 `json:"bytes_up"`
+
+	// Host The host asked for: a name or an IP literal.
+	Host string `json:"host"`
+	Port int    `json:"port"`
+
+	// Reason Why, in words: the refusal, or why an allowed connection ended early (a policy change).
+	Reason *string `json:"reason"`
+
+	// Time When the request reached the gateway.
+	Time time.Time `json:"time"`
+
+	// Verdict allowed: relayed; denied: refused by the policy or the always-refused ranges (403); failed: allowed but the name did not resolve or the dial failed (502).
+	Verdict EgressDecisionVerdict `json:"verdict"`
+}
+
+// EgressDecisionVerdict allowed: relayed; denied: refused by the policy or the always-refused ranges (403); failed: allowed but the name did not resolve or the dial failed (502).
+type EgressDecisionVerdict string
+
+// EgressLog defines model for EgressLog.
+type EgressLog struct {
+	Decisions []EgressDecision `json:"decisions"`
+
+	// NextCursor Pass as cursor for the next (older) page; null on the last.
+	NextCursor *string `json:"next_cursor"`
 }
 
 // Event defines model for Event.
@@ -855,9 +940,12 @@ type SSHTokenRequest struct {
 
 // Sandbox defines model for Sandbox.
 type Sandbox struct {
-	Consumer   *Consumer `json:"consumer"`
-	CreatedAt  time.Time `json:"created_at"`
-	DeadlineAt time.Time `json:"deadline_at"`
+	Consumer  *Consumer `json:"consumer"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Credentials The account's credential routes the sandbox may use; inside it SBX_CREDENTIAL_<NAME>_URL is each one's URL on the egress gateway.
+	Credentials []string  `json:"credentials"`
+	DeadlineAt  time.Time `json:"deadline_at"`
 
 	// EndReason explicit_delete, deadline, provision_failed, idle_offload, node_loss, oom_killed, repo_auth_failed, repo_unknown_ref, repo_not_found, repo_unreachable, repo_clone_failed, ...
 	EndReason *string `json:"end_reason"`
@@ -876,7 +964,10 @@ type Sandbox struct {
 	Labels             map[string]string `json:"labels"`
 
 	// Name The sandbox's name, or null.
-	Name      *string         `json:"name"`
+	Name *string `json:"name"`
+
+	// Network The egress policy the sandbox follows now: its own (set at create or by PATCH) or its profile's.
+	Network   NetworkPolicy   `json:"network"`
 	Platform  SandboxPlatform `json:"platform"`
 	Profile   string          `json:"profile"`
 	ProjectId *string         `json:"project_id"`
@@ -1240,6 +1331,9 @@ type UpdateSandboxJSONBody struct {
 	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
 	Labels *map[string]string `json:"labels,omitempty"`
 
+	// Network Where a sandbox's outbound connections may go through the egress gateway. Entries: a host name (that name only), a leading-wildcard name ("*.npmjs.org": every subdomain, not the apex), an IP address or CIDR; each optionally with ":port" (IPv6 in brackets). Loopback, private, CGNAT, link-local (metadata), the cluster's ranges and the product's own listeners are refused whatever the policy.
+	Network *NetworkPolicy `json:"network,omitempty"`
+
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
 }
@@ -1253,6 +1347,12 @@ type ListSandboxConnectionsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor The next_cursor of the previous page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetSandboxEgressParams defines parameters for GetSandboxEgress.
+type GetSandboxEgressParams struct {
+	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
@@ -1324,6 +1424,9 @@ type ListWebhookDeliveriesParams struct {
 
 // McpJSONBody defines parameters for Mcp.
 type McpJSONBody = map[string]interface{}
+
+// PutCredentialJSONRequestBody defines body for PutCredential for application/json ContentType.
+type PutCredentialJSONRequestBody = CreateCredential
 
 // IntrospectGrantJSONRequestBody defines body for IntrospectGrant for application/json ContentType.
 type IntrospectGrantJSONRequestBody IntrospectGrantJSONBody
@@ -1448,6 +1551,36 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/connections (the `ListConnections` operationId).
 	ListConnections(ctx context.Context, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListCredentials The account's credentials (never their secrets)
+	//
+	// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+	ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutCredentialWithBody Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredentialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutCredential Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredential(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteCredential Delete a credential
+	//
+	// Its routes stop working at once: the gateway asks control on every use.
+	//
+	// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+	DeleteCredential(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// IntrospectGrantWithBody Check a grant token (for Tuist services)
 	//
 	// Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -1534,18 +1667,18 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandboxWithBody Change the deadline, the wake flag or the labels
+	// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandbox Change the deadline, the wake flag or the labels
+	// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1558,6 +1691,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/connections (the `ListSandboxConnections` operationId).
 	ListSandboxConnections(ctx context.Context, id string, params *ListSandboxConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSandboxEgress The sandbox's egress log
+	//
+	// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+	GetSandboxEgress(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SandboxEvents List or stream the sandbox's lifecycle events
 	//
@@ -1964,6 +2104,76 @@ func (c *Client) ListConnections(ctx context.Context, params *ListConnectionsPar
 	return c.Client.Do(req)
 }
 
+// ListCredentials The account's credentials (never their secrets)
+//
+// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+func (c *Client) ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCredentialsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutCredentialWithBody Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *Client) PutCredentialWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutCredentialRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutCredential Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *Client) PutCredential(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutCredentialRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteCredential Delete a credential
+//
+// Its routes stop working at once: the gateway asks control on every use.
+//
+// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+func (c *Client) DeleteCredential(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteCredentialRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // IntrospectGrantWithBody Check a grant token (for Tuist services)
 //
 // Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -2170,9 +2380,9 @@ func (c *Client) GetSandbox(ctx context.Context, id string, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// UpdateSandboxWithBody Change the deadline, the wake flag or the labels
+// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2189,9 +2399,9 @@ func (c *Client) UpdateSandboxWithBody(ctx context.Context, id string, contentTy
 	return c.Client.Do(req)
 }
 
-// UpdateSandbox Change the deadline, the wake flag or the labels
+// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2215,6 +2425,23 @@ func (c *Client) UpdateSandbox(ctx context.Context, id string, body UpdateSandbo
 // Corresponds with GET /api/v1/sandboxes/{id}/connections (the `ListSandboxConnections` operationId).
 func (c *Client) ListSandboxConnections(ctx context.Context, id string, params *ListSandboxConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListSandboxConnectionsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSandboxEgress The sandbox's egress log
+//
+// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+func (c *Client) GetSandboxEgress(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSandboxEgressRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3200,6 +3427,107 @@ func NewListConnectionsRequest(server string, params *ListConnectionsParams) (*h
 	return req, nil
 }
 
+// NewListCredentialsRequest constructs an http.Request for the ListCredentials method
+func NewListCredentialsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/credentials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutCredentialRequest calls the generic PutCredential builder with application/json body
+func NewPutCredentialRequest(server string, body PutCredentialJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutCredentialRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPutCredentialRequestWithBody constructs an http.Request for the PutCredential method, with any body, and a specified content type
+func NewPutCredentialRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/credentials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteCredentialRequest constructs an http.Request for the DeleteCredential method
+func NewDeleteCredentialRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/credentials/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewIntrospectGrantRequest calls the generic IntrospectGrant builder with application/json body
 func NewIntrospectGrantRequest(server string, body IntrospectGrantJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3744,6 +4072,79 @@ func NewListSandboxConnectionsRequest(server string, id string, params *ListSand
 			}
 
 		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSandboxEgressRequest constructs an http.Request for the GetSandboxEgress method
+func NewGetSandboxEgressRequest(server string, id string, params *GetSandboxEgressParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/sandboxes/%s/egress", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
 
 		if params.Limit != nil {
 
@@ -5705,6 +6106,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/connections (the `ListConnections` operationId).
 	ListConnectionsWithResponse(ctx context.Context, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*ListConnectionsResponse, error)
 
+	// ListCredentialsWithResponse The account's credentials (never their secrets)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+	ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error)
+
+	// PutCredentialWithBodyWithResponse Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredentialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error)
+
+	// PutCredentialWithResponse Store a credential for an upstream API
+	//
+	// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+	PutCredentialWithResponse(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error)
+
+	// DeleteCredentialWithResponse Delete a credential
+	//
+	// Its routes stop working at once: the gateway asks control on every use.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+	DeleteCredentialWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteCredentialResponse, error)
+
 	// IntrospectGrantWithBodyWithResponse Check a grant token (for Tuist services)
 	//
 	// Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -5803,18 +6238,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
-	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag or the labels
+	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
 
-	// UpdateSandboxWithResponse Change the deadline, the wake flag or the labels
+	// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5829,6 +6264,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id}/connections (the `ListSandboxConnections` operationId).
 	ListSandboxConnectionsWithResponse(ctx context.Context, id string, params *ListSandboxConnectionsParams, reqEditors ...RequestEditorFn) (*ListSandboxConnectionsResponse, error)
+
+	// GetSandboxEgressWithResponse The sandbox's egress log
+	//
+	// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+	GetSandboxEgressWithResponse(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*GetSandboxEgressResponse, error)
 
 	// SandboxEventsWithResponse List or stream the sandbox's lifecycle events
 	//
@@ -6341,6 +6785,189 @@ func (r ListConnectionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListConnectionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListCredentialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Credentials []Credential `json:"credentials"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCredentialsResponse) GetJSON200() *struct {
+	Credentials []Credential `json:"credentials"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCredentialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCredentialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCredentialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCredentialsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Credential
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutCredentialResponse) GetJSON201() *Credential {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PutCredentialResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r PutCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutCredentialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteCredentialResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteCredentialResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7114,6 +7741,75 @@ func (r ListSandboxConnectionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListSandboxConnectionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetSandboxEgressResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EgressLog
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSandboxEgressResponse) GetJSON200() *EgressLog {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSandboxEgressResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSandboxEgressResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSandboxEgressResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSandboxEgressResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSandboxEgressResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10088,6 +10784,64 @@ func (c *ClientWithResponses) ListConnectionsWithResponse(ctx context.Context, p
 	return ParseListConnectionsResponse(rsp)
 }
 
+// ListCredentialsWithResponse The account's credentials (never their secrets)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/credentials (the `ListCredentials` operationId).
+func (c *ClientWithResponses) ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error) {
+	rsp, err := c.ListCredentials(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCredentialsResponse(rsp)
+}
+
+// PutCredentialWithBodyWithResponse Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *ClientWithResponses) PutCredentialWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error) {
+	rsp, err := c.PutCredentialWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutCredentialResponse(rsp)
+}
+
+// PutCredentialWithResponse Store a credential for an upstream API
+//
+// Creates the credential, or replaces the upstream, header and secret of the one of that name. Sandboxes created with "credentials": [name] reach the upstream through SBX_CREDENTIAL_<NAME>_URL with the header added by the egress gateway.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/credentials (the `PutCredential` operationId).
+func (c *ClientWithResponses) PutCredentialWithResponse(ctx context.Context, body PutCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*PutCredentialResponse, error) {
+	rsp, err := c.PutCredential(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutCredentialResponse(rsp)
+}
+
+// DeleteCredentialWithResponse Delete a credential
+//
+// Its routes stop working at once: the gateway asks control on every use.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/credentials/{name} (the `DeleteCredential` operationId).
+func (c *ClientWithResponses) DeleteCredentialWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*DeleteCredentialResponse, error) {
+	rsp, err := c.DeleteCredential(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteCredentialResponse(rsp)
+}
+
 // IntrospectGrantWithBodyWithResponse Check a grant token (for Tuist services)
 //
 // Needs no other credential: the grant token is the secret and the answer describes only that token. Tokens die with the sandbox (delete, deadline, failure) and follow its deadline when extended.
@@ -10258,9 +11012,9 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 	return ParseGetSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag or the labels
+// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10273,9 +11027,9 @@ func (c *ClientWithResponses) UpdateSandboxWithBodyWithResponse(ctx context.Cont
 	return ParseUpdateSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithResponse Change the deadline, the wake flag or the labels
+// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10301,6 +11055,21 @@ func (c *ClientWithResponses) ListSandboxConnectionsWithResponse(ctx context.Con
 		return nil, err
 	}
 	return ParseListSandboxConnectionsResponse(rsp)
+}
+
+// GetSandboxEgressWithResponse The sandbox's egress log
+//
+// The egress gateway's recent decisions about the sandbox's outbound connections, newest first: each request's destination, verdict, reason and bytes each way. An allowed connection is logged when it ends. Refusals also appear in the sandbox's events (type egress_denied).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/sandboxes/{id}/egress (the `GetSandboxEgress` operationId).
+func (c *ClientWithResponses) GetSandboxEgressWithResponse(ctx context.Context, id string, params *GetSandboxEgressParams, reqEditors ...RequestEditorFn) (*GetSandboxEgressResponse, error) {
+	rsp, err := c.GetSandboxEgress(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSandboxEgressResponse(rsp)
 }
 
 // SandboxEventsWithResponse List or stream the sandbox's lifecycle events
@@ -11110,6 +11879,145 @@ func ParseListConnectionsResponse(rsp *http.Response) (*ListConnectionsResponse,
 	return response, nil
 }
 
+// ParseListCredentialsResponse parses an HTTP response from a ListCredentialsWithResponse call
+func ParseListCredentialsResponse(rsp *http.Response) (*ListCredentialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCredentialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Credentials []Credential `json:"credentials"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutCredentialResponse parses an HTTP response from a PutCredentialWithResponse call
+func ParsePutCredentialResponse(rsp *http.Response) (*PutCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Credential
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteCredentialResponse parses an HTTP response from a DeleteCredentialWithResponse call
+func ParseDeleteCredentialResponse(rsp *http.Response) (*DeleteCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseIntrospectGrantResponse parses an HTTP response from a IntrospectGrantWithResponse call
 func ParseIntrospectGrantResponse(rsp *http.Response) (*IntrospectGrantResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11689,6 +12597,60 @@ func ParseListSandboxConnectionsResponse(rsp *http.Response) (*ListSandboxConnec
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest ConnectionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetSandboxEgressResponse parses an HTTP response from a GetSandboxEgressWithResponse call
+func ParseGetSandboxEgressResponse(rsp *http.Response) (*GetSandboxEgressResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSandboxEgressResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EgressLog
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -167,3 +167,20 @@ func (r *Ranges) internal(addr netip.Addr) string {
 	}
 	return ""
 }
+
+// Trusted reports whether addr is in a refused range the operator
+// trusts (--egress-trust): the only place a plain-HTTP credential
+// upstream may be, since the secret it carries would cross the network
+// in the clear anywhere else.
+func (r *Ranges) Trusted(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	if r.internal(addr) == "" {
+		return false
+	}
+	for _, t := range r.trust {
+		if t.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}

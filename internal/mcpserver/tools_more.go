@@ -86,6 +86,18 @@ func (t *tools) registerMore(c *contract, id map[string]any, out *outputs) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, withArgs(t.sandboxUsage))
 
+	t.add(&mcp.Tool{Name: "read_egress_log", Title: "Read a sandbox's egress log",
+		Description: "The egress gateway's recent decisions about the sandbox's outbound connections, newest first " +
+			"(GET /api/v1/sandboxes/{id}/egress): destination, verdict (allowed, denied, failed), the reason of a refusal " +
+			"and the bytes each way. Read it when a download or an API call from the sandbox fails: a denied line says what " +
+			"the network policy allows. When next_cursor is set, pass it as cursor for older lines.",
+		InputSchema: object(nil, map[string]any{"sandbox_id": id,
+			"limit":  must(c.param("/api/v1/sandboxes/{id}/egress", "get", "limit")),
+			"cursor": must(c.param("/api/v1/sandboxes/{id}/egress", "get", "cursor"))}, "sandbox_id"),
+		OutputSchema: out.api("/api/v1/sandboxes/{id}/egress", "get", "200"),
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, withArgs(t.egressLog))
+
 	ssh := must(c.at("#/components/schemas/SSHTokenRequest"))
 	t.add(&mcp.Tool{Name: "create_ssh_credential", Title: "Mint an SSH credential",
 		Description: "Mint an SSH key bound to this one sandbox (POST /api/v1/sandboxes/{id}/ssh_tokens). The private key is in the " +
@@ -187,6 +199,15 @@ func (t *tools) readEvents(ctx context.Context, req *mcp.CallToolRequest, args s
 
 func (t *tools) usage(ctx context.Context, req *mcp.CallToolRequest, args apiclient.GetUsageParams, auth apiclient.RequestEditorFn) (any, error) {
 	return apiclient.Raw(t.api.GetUsageWithResponse(ctx, &args, auth))
+}
+
+func (t *tools) egressLog(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	SandboxID string  `json:"sandbox_id"`
+	Limit     *int    `json:"limit,omitempty"`
+	Cursor    *string `json:"cursor,omitempty"`
+}, auth apiclient.RequestEditorFn) (any, error) {
+	return apiclient.Raw(t.api.GetSandboxEgressWithResponse(ctx, args.SandboxID,
+		&apiclient.GetSandboxEgressParams{Limit: args.Limit, Cursor: args.Cursor}, auth))
 }
 
 func (t *tools) sandboxUsage(ctx context.Context, req *mcp.CallToolRequest, args sandboxArgs, auth apiclient.RequestEditorFn) (any, error) {

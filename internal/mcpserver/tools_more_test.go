@@ -44,6 +44,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"GET /api/v1/sandboxes/sbx-1/usage":       `{"lines":[]}`,
 		"GET /api/v1/sandboxes/sbx-1/connections": `{"connections":[],"next_cursor":null}`,
 		"GET /api/v1/connections":                 `{"connections":[],"next_cursor":null}`,
+		"GET /api/v1/sandboxes/sbx-1/egress":      `{"decisions":[],"next_cursor":null}`,
 		"POST /api/v1/sandboxes/sbx-1/ssh_tokens": `{"private_key":` + jsonString(fakePrivateKey) + `}`,
 		"POST /api/v1/sandboxes/sbx-1/ports/3000/shares": `{"id":"shr-1","port":3000,"note":"","state":"active","created_at":"2026-01-01T00:00:00Z",` +
 			`"expires_at":"2026-01-01T02:00:00Z","url":"https://x.preview.test/?sbx_share=sbx_sh_fake"}`,
@@ -142,6 +143,8 @@ func TestMoreToolsCoverREST(t *testing.T) {
 			"GET /api/v1/sandboxes/sbx-1/ports/3000/shares ", `"shares":[]`},
 		{"DELETE /api/v1/sandboxes/{id}/ports/{port}/shares/{share_id}", "revoke_preview_share", map[string]any{"sandbox_id": "sbx-1", "port": 3000, "share_id": "shr-1"},
 			"DELETE /api/v1/sandboxes/sbx-1/ports/3000/shares/shr-1 ", `"revoked":true`},
+		{"GET /api/v1/sandboxes/{id}/egress", "read_egress_log", map[string]any{"sandbox_id": "sbx-1", "limit": 5},
+			"GET /api/v1/sandboxes/sbx-1/egress?limit=5 ", `"decisions":[]`},
 		{"POST /api/v1/sandboxes/{id}/ssh_tokens", "create_ssh_credential", map[string]any{"sandbox_id": "sbx-1", "ttl_minutes": 30},
 			`POST /api/v1/sandboxes/sbx-1/ssh_tokens {"ttl_minutes":30}`, "FAKE0PRIVATE0KEY0MATERIAL"},
 	} {

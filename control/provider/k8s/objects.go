@@ -29,8 +29,12 @@ const (
 	LabelAccount   = "sbx.dev/account-id"
 	LabelProfile   = "sbx.dev/profile"
 	LabelPlatform  = "sbx.dev/platform"
-	AnnotAccount   = "sbx.dev/account-id"
-	AnnotImage     = "sbx.dev/image"
+	// LabelEgress is the sandbox's egress mode; a pod whose mode is not
+	// open may reach only the egress gateway and DNS (deploy/base's
+	// sandbox-egress-gateway-only NetworkPolicy).
+	LabelEgress  = "sbx.dev/egress"
+	AnnotAccount = "sbx.dev/account-id"
+	AnnotImage   = "sbx.dev/image"
 
 	RoleSandbox = "sandbox"
 	RoleWarm    = "warm"
@@ -78,6 +82,9 @@ func labelsFor(role string, shape Shape, spec *provider.Spec) map[string]string 
 	}
 	if spec != nil {
 		l[LabelSandbox] = spec.SandboxID
+		if spec.Egress != "" {
+			l[LabelEgress] = spec.Egress
+		}
 		if len(validation.IsValidLabelValue(spec.AccountID)) == 0 {
 			l[LabelAccount] = spec.AccountID
 		}

@@ -56,7 +56,8 @@ const (
 	grants, idempotency_key, request_hash, consumer, lease_holder, lease_until, restore_attempts,
 	forward_endpoint, name, labels, no_wake_on_traffic,
 	from_snapshot, restore_snapshot, recreated_from, recreated_as, create_request,
-	env, secret_refs, idle_timeout_seconds, ignore_busy, retention_days, retention_warned_at`
+	env, secret_refs, idle_timeout_seconds, ignore_busy, retention_days, retention_warned_at,
+	network, credentials`
 
 	PreviewPortCols = `sandbox_id, account_id, port, label, access, host_policy, created_at, name`
 

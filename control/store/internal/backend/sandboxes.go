@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/egresspolicy"
 )
 
 // ScanSandbox scans one row of SandboxCols. Grants and consumer are read
@@ -16,6 +17,7 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	var state string
 	var grants, consumer, labels, createReq, env, secrets []byte
 	var idleSecs int64
+	var network, creds string
 	d := q.Dialect
 	err := row.Scan(&sb.ID, &sb.AccountID, &sb.ProjectID, &sb.Profile, &sb.Platform, &state,
 		d.TimeDest(&sb.CreatedAt), d.TimeDest(&sb.DeadlineAt), d.NullTimeDest(&sb.ReadyAt), d.NullTimeDest(&sb.SuspendedAt), d.NullTimeDest(&sb.TerminatedAt),
@@ -24,7 +26,8 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 		&sb.LeaseHolder, d.NullTimeDest(&sb.LeaseUntil), &sb.RestoreAttempts,
 		&sb.ForwardEndpoint, &sb.Name, &labels, &sb.NoWakeOnTraffic,
 		&sb.FromSnapshot, &sb.RestoreSnapshot, &sb.RecreatedFrom, &sb.RecreatedAs, &createReq,
-		&env, &secrets, &idleSecs, &sb.IgnoreBusy, &sb.RetentionDays, d.NullTimeDest(&sb.RetentionWarnedAt))
+		&env, &secrets, &idleSecs, &sb.IgnoreBusy, &sb.RetentionDays, d.NullTimeDest(&sb.RetentionWarnedAt),
+		&network, &creds)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -41,6 +44,17 @@ func (q Queries) ScanSandbox(row Row) (store.Sandbox, error) {
 	}
 	if len(sb.Secrets) == 0 {
 		sb.Secrets = nil
+	}
+	if creds != "" {
+		if err := json.Unmarshal([]byte(creds), &sb.Credentials); err != nil {
+			return store.Sandbox{}, fmt.Errorf("decode credentials of sandbox %s: %w", sb.ID, err)
+		}
+	}
+	if network != "" {
+		sb.Network = new(egresspolicy.Spec)
+		if err := json.Unmarshal([]byte(network), sb.Network); err != nil {
+			return store.Sandbox{}, fmt.Errorf("decode network of sandbox %s: %w", sb.ID, err)
+		}
 	}
 	if err := json.Unmarshal(labels, &sb.Labels); err != nil {
 		return store.Sandbox{}, fmt.Errorf("decode labels of sandbox %s: %w", sb.ID, err)
@@ -132,7 +146,7 @@ func (q Queries) ExpiredSandboxes(ctx context.Context, now time.Time, maxLifetim
 func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 	d := q.Dialect
 	n, err := q.DB.Exec(ctx, `INSERT INTO sandboxes (`+SandboxCols+`, state_since)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.AccountID, sb.ProjectID, sb.Profile, sb.Platform, string(sb.State),
 		q.timeOrNow(sb.CreatedAt), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt), d.NullTime(sb.TerminatedAt),
@@ -142,6 +156,7 @@ func (q Queries) InsertSandbox(ctx context.Context, sb store.Sandbox) error {
 		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic,
 		sb.FromSnapshot, sb.RestoreSnapshot, sb.RecreatedFrom, sb.RecreatedAs, d.JSON(createRequestJSON(sb.CreateRequest)),
 		d.JSON(sb.EnvJSON()), d.JSON(sb.SecretsJSON()), int64(sb.IdleTimeout/time.Second), sb.IgnoreBusy, sb.RetentionDays, d.NullTime(sb.RetentionWarnedAt),
+		sb.NetworkJSON(), sb.CredentialsJSON(),
 		d.Time(time.Now()))
 	return OneRow(n, err, "insert sandbox "+sb.ID, store.ErrConflict)
 }
@@ -156,14 +171,15 @@ func (q Queries) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 			forward_endpoint = $17, name = $18, labels = $19, no_wake_on_traffic = $20,
 			state_since = CASE WHEN state = $3 THEN state_since ELSE $21 END,
 			restore_snapshot = $22, recreated_as = $23,
-			idle_timeout_seconds = $24, ignore_busy = $25, retention_days = $26, retention_warned_at = $27
+			idle_timeout_seconds = $24, ignore_busy = $25, retention_days = $26, retention_warned_at = $27,
+			network = $28, credentials = $29
 		WHERE id = $1`,
 		sb.ID, sb.ProjectID, string(sb.State), d.Time(sb.DeadlineAt), d.NullTime(sb.ReadyAt), d.NullTime(sb.SuspendedAt),
 		d.NullTime(sb.TerminatedAt), sb.EndReason, sb.Endpoint, sb.SSHUser, sb.Workspace,
 		sb.HostKey, d.JSON(sb.GrantsJSON()), sb.LeaseHolder, d.NullTime(sb.LeaseUntil), sb.RestoreAttempts,
 		sb.ForwardEndpoint, sb.Name, d.JSON(sb.LabelsJSON()), sb.NoWakeOnTraffic, d.Time(time.Now()),
 		sb.RestoreSnapshot, sb.RecreatedAs,
-		int64(sb.IdleTimeout/time.Second), sb.IgnoreBusy, sb.RetentionDays, d.NullTime(sb.RetentionWarnedAt))
+		int64(sb.IdleTimeout/time.Second), sb.IgnoreBusy, sb.RetentionDays, d.NullTime(sb.RetentionWarnedAt), sb.NetworkJSON(), sb.CredentialsJSON())
 	return OneRow(n, err, "update sandbox "+sb.ID, store.ErrNotFound)
 }
 
