@@ -96,14 +96,20 @@ var liveStatuses = []apiclient.Status{apiclient.Pending, apiclient.Ready, apicli
 // them (a page holds at most 200; a live sandbox older than the newest
 // 200 must still show). With live, only those that have not ended, asked
 // for state by state so that a long history of ended ones is not read.
-func (c *apiClient) sandboxes(ctx context.Context, live bool) ([]sandbox, error) {
+func (c *apiClient) sandboxes(ctx context.Context, live bool, labels ...string) ([]sandbox, error) {
+	filter := apiclient.ListSandboxesParams{}
+	if len(labels) > 0 {
+		filter.Label = &labels
+	}
 	if !live {
-		return c.sandboxPages(ctx, apiclient.ListSandboxesParams{})
+		return c.sandboxPages(ctx, filter)
 	}
 	var all []sandbox
 	seen := map[string]bool{}
 	for _, st := range liveStatuses {
-		list, err := c.sandboxPages(ctx, apiclient.ListSandboxesParams{Status: &st})
+		params := filter
+		params.Status = &st
+		list, err := c.sandboxPages(ctx, params)
 		if err != nil {
 			return nil, err
 		}

@@ -57,8 +57,8 @@ func newCreateCmd(a *app) *cobra.Command {
 	var deadline int
 	var wait time.Duration
 	var repo repoFlags
-	var fromSnapshot string
-	var envs, secretEnv, secretFile []string
+	var fromSnapshot, name string
+	var labels, envs, secretEnv, secretFile []string
 	var idleMinutes, retentionDays int
 	var noKeepAwake bool
 	var egress egressFlags
@@ -83,6 +83,7 @@ own (shorter) idle timeout, --retention-days deletes it after that many days
 suspended.`,
 		Example: `  sbx create
   sbx create --profile tuist-linux-medium --deadline 120
+  sbx create --name pr-1234 --label pr=1234   # then: sbx exec pr-1234 -- make test
   sbx create --from-snapshot snap-...   # a fork (also: sbx fork SNAP)
   ID=$(sbx create -o id)
   sbx create --repo https://github.com/tuist/tuist.git --ref main --depth 1
@@ -98,6 +99,20 @@ suspended.`,
 			}
 			if fromSnapshot != "" {
 				body.FromSnapshot = &fromSnapshot
+			}
+			if name != "" {
+				body.Name = &name // the server checks its shape and uniqueness
+			}
+			if len(labels) > 0 {
+				m := map[string]string{}
+				for _, kv := range labels {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return usageErrorf(c, "--label %q: want KEY=VALUE", kv)
+					}
+					m[k] = v
+				}
+				body.Labels = &m
 			}
 			if c.Flags().Changed("deadline") {
 				if deadline < 1 {
@@ -167,6 +182,8 @@ suspended.`,
 		},
 	}
 	c.Flags().StringVar(&profileName, "profile", "", "sandbox profile (default: the server's, marked in sbx profiles)")
+	c.Flags().StringVar(&name, "name", "", "a name usable wherever the ID is (a DNS label, unique among your live sandboxes)")
+	c.Flags().StringArrayVar(&labels, "label", nil, "a label KEY=VALUE for sbx list --label; repeatable")
 	c.Flags().IntVar(&deadline, "deadline", 0, "minutes until the sandbox is ended (default: the server's, 60)")
 	c.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for ready (0: return at once, pending)")
 	c.Flags().StringVar(&fromSnapshot, "from-snapshot", "", "fork: start the workspace as this snapshot (snap-...; see sbx snapshots)")
@@ -237,14 +254,20 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 
 func newListCmd(a *app) *cobra.Command {
 	var all bool
+	var labels []string
 	c := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List your sandboxes",
-		Example: "  sbx list\n  sbx list --all -o json",
+		Example: "  sbx list\n  sbx list --all -o json\n  sbx list --label pr=1234",
 		Args:    args(nil),
 		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, _ []string) error {
-			list, err := cl.sandboxes(c.Context(), !all)
+			for _, kv := range labels {
+				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+					return usageErrorf(c, "--label %q: want KEY=VALUE", kv)
+				}
+			}
+			list, err := cl.sandboxes(c.Context(), !all, labels...)
 			if err != nil {
 				return err
 			}
@@ -265,6 +288,7 @@ func newListCmd(a *app) *cobra.Command {
 		}),
 	}
 	c.Flags().BoolVarP(&all, "all", "a", false, "include ended sandboxes (terminated, failed)")
+	c.Flags().StringArrayVar(&labels, "label", nil, "only sandboxes with this label KEY=VALUE; repeat to require several")
 	return c
 }
 
