@@ -221,12 +221,14 @@ func (p *Proxy) loginError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // devLoginPage is styled as the error pages are (pageStyle): the sign-in
-// and every refusal after it read as one product.
+// and every refusal after it read as one product. The style names no
+// "#signin": browser automation that finds "#signin" by text search
+// (chromedp's default) would match the style sheet, not the button.
 var devLoginPage = template.Must(template.New("dev-login").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>Sign in to preview {{.Host}}</title>
 <style>` + pageStyle + `
-button#signin{background:var(--accent);border-color:var(--accent);color:#fff;font-weight:600;padding:.6em 1.2em;margin-top:.6em}
+form button{background:var(--accent);border-color:var(--accent);color:#fff;font-weight:600;padding:.6em 1.2em;margin-top:.6em}
 </style></head>
 <body><main class="card" data-page="dev-sign-in">
 <h1>Sign in to preview <code>{{.Host}}</code></h1>
