@@ -445,6 +445,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	// The connection log: control's own streams' batches, and the sweep
 	// that ends the connections of reporters that stopped renewing.
 	s.watchers.Go(func() { s.connRec.Run(wctx) })
+	s.watchers.Go(func() { s.api.RunMCPSessions(wctx) })
 	s.watchers.Go(func() { s.Conns.SweepEvery(wctx) })
 	if !s.cfg.NoJobs {
 		jobs := s.Life.Jobs()
