@@ -15,7 +15,9 @@ import (
 // session, not per request. /mcp is stateless (any replica answers any
 // request), so a session is what the requests show: those of one token
 // from one client address and user agent, until MCPSessionIdle passes
-// without one. Its client kind is read from initialize's clientInfo.
+// without one. Its client kind is read from the clientInfo the client
+// sends: in initialize, or (the stateless protocol of 2026, SEP-2575) in
+// every request's _meta.
 //
 // A connection row names a sandbox (sandbox_id is NOT NULL and references
 // sandboxes, migration 0016; the API lists rows per sandbox and the
@@ -47,7 +49,7 @@ func newMCPSessions(s *Server, idle time.Duration) *mcpSessions {
 }
 
 // observe counts a message of the session it belongs to (mcpserver's
-// Observe): initialize names the client, a tool call naming a sandbox of
+// Observe): clientInfo names the client, a tool call naming a sandbox of
 // the caller's account opens that sandbox's row. done ends the request.
 func (p *mcpSessions) observe(r *http.Request, m mcpserver.Message) (done func()) {
 	if p.s.conns == nil {
@@ -73,7 +75,7 @@ func (p *mcpSessions) observe(r *http.Request, m mcpserver.Message) (done func()
 		s.detail = ua
 		p.m[key] = s
 	}
-	if m.Method == "initialize" {
+	if m.ClientName != "" && m.ClientName+"/"+m.ClientVersion != s.detail {
 		s.kind = connlog.Detect(connlog.Signals{Explicit: r.Header.Get(connlog.HeaderClient), MCPClient: m.ClientName})
 		s.detail = m.ClientName + "/" + m.ClientVersion
 		for _, c := range s.conns {

@@ -130,7 +130,9 @@ func checkBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 }
 
 // Message is what the connection log reads of one JSON-RPC message: its
-// method, the client an initialize names, the sandbox a tool call names.
+// method, the client it names (initialize's clientInfo, or the one every
+// request of the stateless protocol carries in _meta, SEP-2575), the
+// sandbox a tool call names.
 type Message struct {
 	Method        string
 	ClientName    string
@@ -149,10 +151,10 @@ func parseMessage(data []byte) Message {
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
-			ClientInfo struct {
-				Name    string `json:"name"`
-				Version string `json:"version"`
-			} `json:"clientInfo"`
+			ClientInfo clientInfo `json:"clientInfo"`
+			Meta       struct {
+				ClientInfo clientInfo `json:"io.modelcontextprotocol/clientInfo"`
+			} `json:"_meta"`
 			Arguments struct {
 				SandboxID string `json:"sandbox_id"`
 			} `json:"arguments"`
@@ -161,11 +163,18 @@ func parseMessage(data []byte) Message {
 	// A type error still fills the fields it could: keep them.
 	_ = json.Unmarshal(data, &msg)
 	m := Message{Method: msg.Method, Size: len(data)}
-	switch msg.Method {
-	case "initialize":
-		m.ClientName, m.ClientVersion = msg.Params.ClientInfo.Name, msg.Params.ClientInfo.Version
-	case "tools/call":
+	info := msg.Params.ClientInfo
+	if info.Name == "" {
+		info = msg.Params.Meta.ClientInfo
+	}
+	m.ClientName, m.ClientVersion = info.Name, info.Version
+	if msg.Method == "tools/call" {
 		m.SandboxID = msg.Params.Arguments.SandboxID
 	}
 	return m
+}
+
+type clientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
 }
