@@ -58,10 +58,17 @@ func (p *mcpSessions) observe(r *http.Request, m mcpserver.Message) (done func()
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	ua := r.UserAgent()
 	key := mcpKey{callerID(r), host, ua}
-	var sandboxID string
-	if m.SandboxID != "" {
+	sandboxID := m.SandboxID
+	p.mu.Lock()
+	known := false
+	if s := p.m[key]; s != nil {
+		_, known = s.conns[sandboxID]
+	}
+	p.mu.Unlock()
+	if sandboxID != "" && !known {
 		// Only a sandbox the caller may see gets a row: the row is
 		// listed to the sandbox's account. A name is resolved to its ID.
+		sandboxID = ""
 		if sb, err := p.s.life.Resolve(r.Context(), account(r), m.SandboxID); err == nil {
 			sandboxID = sb.ID
 		}
