@@ -139,6 +139,8 @@ type Config struct {
 	WakeTimeout time.Duration
 	// MCPExecBound is api.Config's.
 	MCPExecBound time.Duration
+	// MCPSessionIdle is api.Config's.
+	MCPSessionIdle time.Duration
 	// StreamOrigins are browser origins (host[:port] patterns) besides the
 	// API's own that may open terminal streams (api.Config).
 	StreamOrigins []string
@@ -368,7 +370,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.api = api.New(api.Config{
 		SSHHost: cfg.SSHHost, SSHPort: cfg.SSHPort,
 		PreviewDomain: cfg.PreviewDomain, PreviewScheme: cfg.PreviewScheme, PreviewPort: cfg.PreviewPort,
-		WakeTimeout: cfg.WakeTimeout, StreamOrigins: cfg.StreamOrigins, MCPExecBound: cfg.MCPExecBound,
+		WakeTimeout: cfg.WakeTimeout, StreamOrigins: cfg.StreamOrigins, MCPExecBound: cfg.MCPExecBound, MCPSessionIdle: cfg.MCPSessionIdle,
 	}, api.Deps{
 		Store: s.Store, Lifecycle: s.Life, Pods: s.Pool, Logger: cfg.Logger,
 		Registry: cfg.Registry, Ready: s.isReady, PreviewChanged: previewChanged,
@@ -445,6 +447,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	// The connection log: control's own streams' batches, and the sweep
 	// that ends the connections of reporters that stopped renewing.
 	s.watchers.Go(func() { s.connRec.Run(wctx) })
+	s.watchers.Go(func() { s.api.RunMCPSessions(wctx) })
 	s.watchers.Go(func() { s.Conns.SweepEvery(wctx) })
 	if !s.cfg.NoJobs {
 		jobs := s.Life.Jobs()

@@ -27,6 +27,7 @@ type connRow struct {
 	Credential string     `json:"credential"`
 	ClientAddr string     `json:"client_addr"`
 	ClientKind string     `json:"client_kind"`
+	Detail     string     `json:"client_detail"`
 	Channels   []string   `json:"channels"`
 	StartedAt  time.Time  `json:"started_at"`
 	EndedAt    *time.Time `json:"ended_at"`

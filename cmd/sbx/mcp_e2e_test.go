@@ -140,6 +140,35 @@ func TestMCPThroughDev(t *testing.T) {
 			if len(usage.Lines) != 1 || usage.Lines[0].Kind != "compute" || usage.Lines[0].EndedAt == nil || usage.Lines[0].Reason != "explicit_delete" {
 				t.Fatalf("ledger %+v, want one closed compute interval ended by explicit_delete", usage.Lines)
 			}
+			if mode == "http" {
+				p.checkMCPSession(t, seen.SandboxID)
+			}
 		})
+	}
+}
+
+// checkMCPSession checks the connection log holds the TypeScript client's
+// /mcp session on the sandbox it drove: one live mcp row, listed to the
+// account whose token it used, its client kind the one clientInfo
+// "sbx-e2e" names (no rule names it, so the catch-all MCP one: "mcp"; its
+// user agent alone would say "http").
+func (p *devProc) checkMCPSession(t *testing.T, sandboxID string) {
+	t.Helper()
+	var mine []connRow
+	p.waitConnections(t, "/api/v1/connections?live=true", 10*time.Second, func(rows []connRow) bool {
+		mine = nil
+		for _, r := range rows {
+			if r.Kind == "mcp" && r.SandboxID == sandboxID {
+				mine = append(mine, r)
+			}
+		}
+		return len(mine) > 0
+	})
+	if len(mine) != 1 {
+		t.Fatalf("mcp rows of %s: %+v, want one: the session", sandboxID, mine)
+	}
+	r := mine[0]
+	if r.ClientKind != "mcp" || r.Detail != "sbx-e2e/1.0.0" || !r.Live || r.Credential == "" || r.BytesIn == 0 {
+		t.Errorf("the MCP session's row %+v, want client kind mcp from clientInfo sbx-e2e/1.0.0, live, with its token and bytes", r)
 	}
 }

@@ -26,7 +26,7 @@ func (s *Server) mcpEndpoint(api http.Handler) http.Handler {
 	client, err := apiclient.New(mcpBase, "", apiclient.InProcess(api))
 	if err == nil {
 		var h http.Handler
-		h, err = mcpserver.Handler(mcpserver.Config{API: client, OpenAPI: openAPIDoc, Logger: s.log, Version: "control", Execs: s.mcpExecs})
+		h, err = mcpserver.Handler(mcpserver.Config{API: client, OpenAPI: openAPIDoc, Logger: s.log, Version: "control", Execs: s.mcpExecs, Observe: s.mcpSessions.observe})
 		if err == nil {
 			return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				// The tool calls' API requests inherit this request's

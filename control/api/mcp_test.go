@@ -30,11 +30,17 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // token; progress notifications are sent to progress.
 func (e *env) mcpSession(t *testing.T, auth string, progress func(*mcp.ProgressNotificationParams)) *mcp.ClientSession {
 	t.Helper()
+	return e.mcpSessionAs(t, &mcp.Implementation{Name: "api-test", Version: "1"}, auth, progress)
+}
+
+// mcpSessionAs is mcpSession with the client's clientInfo.
+func (e *env) mcpSessionAs(t *testing.T, client *mcp.Implementation, auth string, progress func(*mcp.ProgressNotificationParams)) *mcp.ClientSession {
+	t.Helper()
 	opts := &mcp.ClientOptions{}
 	if progress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress(r.Params) }
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "api-test", Version: "1"}, opts)
+	c := mcp.NewClient(client, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.svc.URL() + "/mcp",

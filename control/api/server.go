@@ -87,9 +87,15 @@ type Config struct {
 	// sandbox is held while it wakes before 503 with Retry-After
 	// (default 60 s).
 	WakeTimeout time.Duration
+	// MCPSessionIdle is how long an MCP session lasts in the connection
+	// log without a request (default 1 min, as a preview's).
+	MCPSessionIdle time.Duration
 }
 
 func (c *Config) setDefaults() {
+	if c.MCPSessionIdle == 0 {
+		c.MCPSessionIdle = time.Minute
+	}
 	if c.MaxJSONBody == 0 {
 		c.MaxJSONBody = 1 << 20
 	}
@@ -137,6 +143,9 @@ type Server struct {
 	// mcpExecs holds the commands /mcp's calls left running; StopStreams
 	// ends them.
 	mcpExecs *mcpserver.Execs
+	// mcpSessions groups /mcp requests into sessions for the connection
+	// log; RunMCPSessions ends the idle ones.
+	mcpSessions *mcpSessions
 }
 
 // Deps are the Server's collaborators.
@@ -192,7 +201,7 @@ func New(cfg Config, d Deps) *Server {
 		d.TicketKey = make([]byte, 32)
 		_, _ = rand.Read(d.TicketKey)
 	}
-	return &Server{
+	s := &Server{
 		cfg: cfg, store: d.Store, life: d.Lifecycle, pods: d.Pods, log: d.Logger,
 		now: d.Now, reg: d.Registry, ready: d.Ready, metrics: newHTTPMetrics(d.Registry),
 		previewChanged: d.PreviewChanged, activity: d.Activity, stopStreams: make(chan struct{}),
@@ -200,6 +209,8 @@ func New(cfg Config, d Deps) *Server {
 		tickets: d.Tickets, ticketKey: d.TicketKey, hooks: d.Webhooks, conns: d.Connections,
 		mcpExecs: mcpserver.NewExecs(mcpserver.ExecsConfig{Bound: cfg.MCPExecBound, MaxOutput: cfg.ExecOutputLimit}),
 	}
+	s.mcpSessions = newMCPSessions(s, cfg.MCPSessionIdle)
+	return s
 }
 
 // allowProbe are the methods a 405's Allow header may name.

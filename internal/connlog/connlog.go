@@ -41,6 +41,7 @@ const (
 	EndClosed   = "closed"    // the client or the sandbox closed it
 	EndShutdown = "shutdown"  // the reporter shut down
 	EndEdgeLost = "edge_lost" // its reporter stopped renewing the lease
+	EndIdle     = "idle"      // a session (MCP) saw no request for its idle period
 )
 
 // Record is one connection as the log keeps it. Credential names the

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -47,8 +48,14 @@ func Handler(cfg Config) (http.Handler, error) {
 		Stateless: true, Logger: sdkLogger(cfg.Logger), MaxRequestBodyBytes: maxRequestBody,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && !checkBody(w, r) {
-			return
+		if r.Method == http.MethodPost {
+			data, ok := checkBody(w, r)
+			if !ok {
+				return
+			}
+			if cfg.Observe != nil {
+				defer cfg.Observe(r, parseMessage(data))()
+			}
 		}
 		id := live.add(r.Context())
 		defer live.remove(id)
@@ -97,27 +104,77 @@ func (l *liveRequests) lookup(extra *mcp.RequestExtra) context.Context {
 // one nested deeper than jsonbody.MaxDepth or with a key twice in one
 // object, before the SDK decodes it: the SDK's decoder takes any depth.
 // The message is handed on as read.
-func checkBody(w http.ResponseWriter, r *http.Request) bool {
+func checkBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		problem.Write(w, r, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
 			"request body exceeds "+strconv.FormatInt(tooBig.Limit, 10)+" bytes"))
-		return false
+		return nil, false
 	case err != nil:
 		problem.Write(w, r, problem.New(http.StatusBadRequest, "malformed_json", "read request body: "+err.Error()))
-		return false
+		return nil, false
 	}
 	var dup *jsonbody.DuplicateKeyError
 	switch err := jsonbody.Check(data, nil); {
 	case errors.As(err, &dup):
 		problem.Write(w, r, problem.New(http.StatusBadRequest, "duplicate_key", err.Error()))
-		return false
+		return nil, false
 	case err != nil:
 		problem.Write(w, r, problem.New(http.StatusBadRequest, "malformed_json", err.Error()))
-		return false
+		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
-	return true
+	return data, true
+}
+
+// Message is what the connection log reads of one JSON-RPC message: its
+// method, the client it names (initialize's clientInfo, or the one every
+// request of the stateless protocol carries in _meta, SEP-2575), the
+// sandbox a tool call names.
+type Message struct {
+	Method        string
+	ClientName    string
+	ClientVersion string
+	// SandboxID is a tools/call's sandbox_id argument (every tool acting
+	// on one sandbox names it so), as the caller wrote it: an ID or a name.
+	SandboxID string
+	Size      int
+}
+
+// parseMessage reads a Message from a body checkBody already read and
+// checked. Only the fields named are decoded (a file's content is skipped,
+// not copied); anything else, a batch or a value of the wrong type, leaves
+// them empty.
+func parseMessage(data []byte) Message {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			ClientInfo clientInfo `json:"clientInfo"`
+			Meta       struct {
+				ClientInfo clientInfo `json:"io.modelcontextprotocol/clientInfo"`
+			} `json:"_meta"`
+			Arguments struct {
+				SandboxID string `json:"sandbox_id"`
+			} `json:"arguments"`
+		} `json:"params"`
+	}
+	// A type error still fills the fields it could: keep them.
+	_ = json.Unmarshal(data, &msg)
+	m := Message{Method: msg.Method, Size: len(data)}
+	info := msg.Params.ClientInfo
+	if info.Name == "" {
+		info = msg.Params.Meta.ClientInfo
+	}
+	m.ClientName, m.ClientVersion = info.Name, info.Version
+	if msg.Method == "tools/call" {
+		m.SandboxID = msg.Params.Arguments.SandboxID
+	}
+	return m
+}
+
+type clientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// Version is reported to clients.
 	Version string
 	Logger  *slog.Logger
+	// Observe, when set, is told of each message Handler receives over
+	// HTTP before it is served, and calls the returned func once it was
+	// (the connection log groups them into MCP sessions).
+	Observe func(r *http.Request, m Message) (done func())
 
 	// requestContext returns the context of the transport request that
 	// carried a call, which also ends the call (set by Handler).
