@@ -119,6 +119,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
+// ReadFrom hides bytes.Buffer's, which io.Copy (os/exec copying a child's
+// output here) would call instead of Write, around the lock.
+func (b *lockedBuffer) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(struct{ io.Writer }{b}, r)
+}
+
 // startDev runs the binary on free ports and waits for /readyz.
 func startDev(t *testing.T, dataDir, dbURL string, extra ...string) *devProc {
 	t.Helper()
