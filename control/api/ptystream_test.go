@@ -251,12 +251,6 @@ window.runTerminal = (url) => new Promise((resolve) => {
 	pageHost := strings.TrimPrefix(page.URL, "http://")
 	e := newEnv(t, "sqlite", false, func(c *control.Config) { c.StreamOrigins = []string{pageHost} })
 	id := e.createReady(t)
-	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes/"+id+"/exec/stream/tickets", nil)
-	var tk struct{ URL string }
-	if code != 201 || json.Unmarshal(b, &tk) != nil {
-		t.Fatalf("mint ticket: %d %s", code, b)
-	}
-	wsURL := strings.Replace(e.svc.URL(), "http://", "ws://", 1) + tk.URL + "&command=sh"
 
 	// A hang detector for the browser's start, the page and the session:
 	// the whole test took 30-38 s in -race runs of this package at load
@@ -265,6 +259,15 @@ window.runTerminal = (url) => new Promise((resolve) => {
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page.URL)); err != nil {
 		t.Fatal(err)
 	}
+	// The ticket is minted once the browser is up: it is good for 30 s,
+	// and a browser starting under a loaded race run took longer than
+	// that (the socket then closed 1006 on the refused handshake).
+	code, _, b := e.do("dev", "POST", "/api/v1/sandboxes/"+id+"/exec/stream/tickets", nil)
+	var tk struct{ URL string }
+	if code != 201 || json.Unmarshal(b, &tk) != nil {
+		t.Fatalf("mint ticket: %d %s", code, b)
+	}
+	wsURL := strings.Replace(e.svc.URL(), "http://", "ws://", 1) + tk.URL + "&command=sh"
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf("window.runTerminal(%q)", wsURL), chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatal(err)
