@@ -39,9 +39,6 @@ func vmRSS(t *testing.T, pid int) int64 {
 // are held, and nothing once the body timeout has cut them. Before the body
 // deadline each one was held for good (3,000: goroutines 189 -> 3,148).
 func TestStalledBodiesCostBoundedMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("holds 3,000 connections")
-	}
 	const (
 		n = 3000
 		// perConn bounds what one held request may cost in resident

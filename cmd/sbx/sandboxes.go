@@ -165,18 +165,9 @@ suspended.`,
 			if err != nil {
 				return err
 			}
-			// A key of this invocation's own: the client sends the create
-			// again while control's database blinks (503 store_unavailable),
-			// and one whose answer was lost must not make a second sandbox.
-			key := "sbx-cli-" + rand.Text()
-			var sb sandbox
-			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.CreateSandboxWithResponse(c.Context(), &apiclient.CreateSandboxParams{IdempotencyKey: &key}, body))); err != nil {
+			sb, err := a.createAndWait(c.Context(), cl, body, wait)
+			if err != nil {
 				return err
-			}
-			if wait > 0 {
-				if sb, err = a.waitReady(c.Context(), cl, sb.ID, wait); err != nil {
-					return err
-				}
 			}
 			return a.printSandbox(sb)
 		},
@@ -249,6 +240,23 @@ func (a *app) waitReady(ctx context.Context, c *apiClient, id string, limit time
 		return sb, fmt.Errorf("sandbox %s is %s%s%s; `sbx events %s` says more", id, sb.Status, reason, why, id)
 	}
 	p.Stop("created " + id + ": " + trail)
+	return sb, nil
+}
+
+// createAndWait creates a sandbox from body and, when wait is positive,
+// waits up to wait for it to be ready.
+func (a *app) createAndWait(ctx context.Context, cl *apiClient, body apiclient.CreateSandbox, wait time.Duration) (sandbox, error) {
+	// A key of this invocation's own: the client sends the create again
+	// while control's database blinks (503 store_unavailable), and one
+	// whose answer was lost must not make a second sandbox.
+	key := "sbx-cli-" + rand.Text()
+	var sb sandbox
+	if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.CreateSandboxWithResponse(ctx, &apiclient.CreateSandboxParams{IdempotencyKey: &key}, body))); err != nil {
+		return sb, err
+	}
+	if wait > 0 {
+		return a.waitReady(ctx, cl, sb.ID, wait)
+	}
 	return sb, nil
 }
 

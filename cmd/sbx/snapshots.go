@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -180,17 +179,9 @@ with more flags). Many forks of one snapshot are fine.`,
 		Example: "  sbx fork $SNAP\n  A=$(sbx fork $SNAP -o id); B=$(sbx fork $SNAP -o id)",
 		Args:    args([]string{"SNAP"}),
 		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
-			key := "sbx-cli-" + rand.Text()
-			body := apiclient.CreateSandbox{FromSnapshot: &got[0]}
-			var sb sandbox
-			if err := decodeRaw(&sb)(apiclient.Raw(cl.gen.CreateSandboxWithResponse(c.Context(), &apiclient.CreateSandboxParams{IdempotencyKey: &key}, body))); err != nil {
+			sb, err := a.createAndWait(c.Context(), cl, apiclient.CreateSandbox{FromSnapshot: &got[0]}, wait)
+			if err != nil {
 				return err
-			}
-			if wait > 0 {
-				var err error
-				if sb, err = a.waitReady(c.Context(), cl, sb.ID, wait); err != nil {
-					return err
-				}
 			}
 			return a.printSandbox(sb)
 		}),
