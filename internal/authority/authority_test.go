@@ -55,8 +55,10 @@ func TestExpiry(t *testing.T) {
 			c, _, _ := reg(r, r.Epoch(), "many", start.Add(time.Hour), Key{Sandbox, "sb"})
 			defer r.Remove(c)
 		}
-		if got := runtime.NumGoroutine(); got != before {
-			t.Fatalf("goroutines after 1006 registrations: got %d, want %d (one timer, no goroutine per connection)", got, before)
+		// NumGoroutine counts the whole process, where another test's
+		// goroutines may still be ending: fewer is fine, more is not.
+		if got := runtime.NumGoroutine(); got > before {
+			t.Fatalf("goroutines after 1006 registrations: got %d, want at most %d (one timer, no goroutine per connection)", got, before)
 		}
 
 		for _, step := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
