@@ -152,7 +152,7 @@ func Exec(ctx context.Context, client *ssh.Client, req ExecRequest) (ExecResult,
 	if err != nil {
 		return ExecResult{}, err
 	}
-	sess, err := client.NewSession()
+	sess, err := openSession(ctx, client)
 	if err != nil {
 		return ExecResult{}, &sessionOpenError{err}
 	}

@@ -196,7 +196,7 @@ func (p *Pool) SFTP(ctx context.Context, t Target) (*sftp.Client, error) {
 	}
 	// Concurrent reads/writes keep several 32 KiB packets in flight, which
 	// is what makes large transfers fast over a high-latency link.
-	sc, err := sftp.NewClient(c.client, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true))
+	sc, err := newSFTP(ctx, c.client, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true))
 	if err != nil {
 		return nil, fmt.Errorf("open sftp to sandbox %s: %w", t.SandboxID, err)
 	}

@@ -39,7 +39,7 @@ func (p *Pool) Terminal(ctx context.Context, t Target, req TerminalRequest) (*Te
 	var term *Terminal
 	err := p.onConn(ctx, t, func(c *ssh.Client) error {
 		var err error
-		term, err = StartTerminal(c, req)
+		term, err = StartTerminal(ctx, c, req)
 		return err
 	})
 	return term, err
@@ -47,7 +47,7 @@ func (p *Pool) Terminal(ctx context.Context, t Target, req TerminalRequest) (*Te
 
 // StartTerminal opens a session on client with a pseudo-terminal and
 // starts req in it.
-func StartTerminal(client *ssh.Client, req TerminalRequest) (*Terminal, error) {
+func StartTerminal(ctx context.Context, client *ssh.Client, req TerminalRequest) (*Terminal, error) {
 	if strings.ContainsRune(req.Command, 0) || strings.ContainsRune(req.Dir, 0) {
 		return nil, errors.New("terminal: command or dir contains NUL")
 	}
@@ -57,7 +57,7 @@ func StartTerminal(client *ssh.Client, req TerminalRequest) (*Terminal, error) {
 	if req.Cols <= 0 || req.Rows <= 0 {
 		req.Cols, req.Rows = 80, 24
 	}
-	sess, err := client.NewSession()
+	sess, err := openSession(ctx, client)
 	if err != nil {
 		return nil, &sessionOpenError{err}
 	}
