@@ -81,7 +81,6 @@ func (fl *flow) run(ctx context.Context) {
 		if err != nil {
 			c.close()
 			c = nil
-			continue
 		}
 		sleepCtx(ctx, flowInterval)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -146,14 +147,22 @@ func (p *proc) waitTCP(ctx context.Context, addr string, limit time.Duration) er
 	}
 }
 
-// freeAddr is a loopback address nothing listens on right now.
+// freeAddr is a loopback address nothing listens on right now, below
+// Linux's ephemeral range (32768-60999): a process restarted on the same
+// port (an edge, Redis, Postgres) could otherwise find it taken as some
+// outgoing connection's source port (see internal/redistest.FreeAddr).
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	var last error
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			last = err
+			continue
+		}
+		defer ln.Close()
+		return ln.Addr().String(), nil
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", fmt.Errorf("no free port below the ephemeral range: %w", last)
 }
 
 func mustFreeAddrs(n int) ([]string, error) {

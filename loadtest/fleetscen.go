@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -170,15 +172,18 @@ func killControl(takeover time.Duration) fault {
 				return time.Now(), -1, err
 			}
 			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
-				var state, by string
-				err := conn.QueryRow(ctx, `SELECT state::text, coalesce(attempted_by[array_length(attempted_by, 1)], '') FROM river_job
-					WHERE kind = $1 AND args->>'sandbox_id' = $2`, lifecycle.ProvisionArgs{}.Kind(), id).Scan(&state, &by)
-				if err == nil && state == "running" && by == a.instance {
+				// The job must be A's and its sandbox still pending: a
+				// job River has not yet marked completed may be done.
+				var state, by, sbState string
+				err := conn.QueryRow(ctx, `SELECT j.state::text, coalesce(j.attempted_by[array_length(j.attempted_by, 1)], ''), s.state
+					FROM river_job j JOIN sandboxes s ON s.id = j.args->>'sandbox_id'
+					WHERE j.kind = $1 AND j.args->>'sandbox_id' = $2`, lifecycle.ProvisionArgs{}.Kind(), id).Scan(&state, &by, &sbState)
+				if err == nil && state == "running" && by == a.instance && sbState == "pending" {
 					a.kill(false)
 					t0, caught = time.Now(), id
 					break
 				}
-				if err == nil && (state == "completed" || (state == "running" && by != a.instance)) {
+				if err == nil && (state == "completed" || sbState != "pending" || (state == "running" && by != a.instance)) {
 					break // another try: this one is done, or B has it
 				}
 			}
@@ -189,7 +194,14 @@ func killControl(takeover time.Duration) fault {
 		if caught == "" {
 			return time.Now(), -1, fmt.Errorf("no provisioning job of %s caught running in 20 tries", a.instance)
 		}
-		r.notes = append(r.notes, fmt.Sprintf("killed %s holding the provisioning job of %s", a.instance, caught))
+		begun := "not yet begun"
+		if _, err := os.Stat(filepath.Join(f.dir, a.instance, "sandboxes", caught)); err == nil {
+			begun = "begun in its provider"
+		}
+		var sbState string
+		_ = conn.QueryRow(ctx, `SELECT state FROM sandboxes WHERE id = $1`, caught).Scan(&sbState)
+		r.notes = append(r.notes, fmt.Sprintf("killed %s holding the provisioning job of %s (provisioning %s; sandbox %s after the kill)",
+			a.instance, caught, begun, sbState))
 		err = w.revoke(ctx, 30*time.Second)
 		w.sandboxes = append(w.sandboxes, caught) // it must end up ready, not lost
 		status, werr := f.waitStatus(ctx, caught, "ready", takeover)

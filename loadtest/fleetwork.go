@@ -248,7 +248,7 @@ func (f *fleet) ledgerDiffs(ctx context.Context) (n int, notes []string) {
 			store.StateTerminating: "compute:" + lifecycle.ReasonExplicitDelete,
 			store.StatePending:     "",
 		}[sb.State]
-		if sb.State == store.StateFailed && got == "" {
+		if (sb.State == store.StateFailed || sb.State == store.StateTerminated) && got == "" {
 			continue // never ready, never billed
 		}
 		if !known || got != want {
