@@ -12,16 +12,16 @@ import (
 
 // fleetConfig bounds the fleet fault run.
 type fleetConfig struct {
-	Scenarios  string
-	RedisStop  time.Duration
-	PGDown     time.Duration
-	Grace      time.Duration
-	Takeover   time.Duration
-	Bins       string
-	PrivatePG  bool
-	Timeout    time.Duration
-	Keep       bool
-	Table      string // also write the table here
+	Scenarios string
+	RedisStop time.Duration
+	PGDown    time.Duration
+	Grace     time.Duration
+	Takeover  time.Duration
+	Bins      string
+	PrivatePG bool
+	Timeout   time.Duration
+	Keep      bool
+	Table     string // also write the table here
 }
 
 var fleetScenarios = []string{"edge", "redis", "postgres", "control"}

@@ -38,6 +38,8 @@ func startPostgres(ctx context.Context, dir string, private bool) (pg *pgServer,
 			return pg, "", nil
 		}
 		note = err.Error()
+	} else {
+		note = "not asked for"
 	}
 	pg = &pgServer{admin: sharedPostgres, dbName: name}
 	if err := pg.createDB(ctx); err != nil {

@@ -248,8 +248,8 @@ func (f *fleet) ledgerDiffs(ctx context.Context) (n int, notes []string) {
 			store.StateTerminating: "compute:" + lifecycle.ReasonExplicitDelete,
 			store.StatePending:     "",
 		}[sb.State]
-		if (sb.State == store.StateFailed || sb.State == store.StateTerminated) && got == "" {
-			continue // never ready, never billed
+		if got == "" && sb.State != store.StateReady && sb.State != store.StateSuspended {
+			continue // never ready, never billed (CheckLedger holds it to that)
 		}
 		if !known || got != want {
 			n++

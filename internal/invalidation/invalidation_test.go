@@ -44,7 +44,9 @@ func TestResubscribeRechecksEverything(t *testing.T) {
 		defer cancel()
 		return invalidation.Publish(ctx, rdb, inv)
 	}
-	port := func(l string) edgeapi.Invalidation { return edgeapi.Invalidation{Kind: edgeapi.InvalidatePort, Label: l} }
+	port := func(l string) edgeapi.Invalidation {
+		return edgeapi.Invalidation{Kind: edgeapi.InvalidatePort, Label: l}
+	}
 	if err := publish(port("before")); err != nil {
 		t.Fatal(err)
 	}
