@@ -272,3 +272,46 @@ func (a *apiExecConn) roundTrip(ctx context.Context, msg string) error {
 }
 
 func (a *apiExecConn) close() {}
+
+// ptyStream is control's terminal stream (GET .../exec/stream): cat on a
+// pseudo-terminal, over a WebSocket to a control replica through the API
+// balancer.
+type ptyStream struct {
+	c   *websocket.Conn
+	buf []byte
+}
+
+func (f *fleet) dialPTY(ctx context.Context, id string) (*ptyStream, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u := "ws://" + f.apiLB.addr() + "/api/v1/sandboxes/" + id + "/exec/stream?command=cat&cols=200&rows=40"
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + f.token}}})
+	if err != nil {
+		return nil, err
+	}
+	return &ptyStream{c: c}, nil
+}
+
+func (p *ptyStream) roundTrip(ctx context.Context, msg string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := p.c.Write(ctx, websocket.MessageBinary, []byte(msg+"\n")); err != nil {
+		return err
+	}
+	for !bytes.Contains(p.buf, []byte(msg)) {
+		typ, b, err := p.c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if typ == websocket.MessageText { // exit or error: the stream is over
+			return fmt.Errorf("stream ended: %s", b)
+		}
+		p.buf = append(p.buf, b...)
+	}
+	// Keep what follows the last echo of msg (the terminal echoes it,
+	// then cat prints it).
+	p.buf = p.buf[bytes.LastIndex(p.buf, []byte(msg))+len(msg):]
+	return nil
+}
+
+func (p *ptyStream) close() { p.c.CloseNow() }

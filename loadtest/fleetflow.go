@@ -15,7 +15,7 @@ import (
 // retrying a name that resolves to every edge does.
 type flow struct {
 	name    string
-	kind    string // ssh-pty, ssh-exec, preview-ws, api-exec
+	kind    string // ssh-pty, ssh-exec, preview-ws (through an edge); api-pty, api-exec (through the controls)
 	sandbox string
 	f       *fleet
 	key     gossh.Signer // ssh kinds
@@ -49,6 +49,8 @@ func (fl *flow) connect(ctx context.Context, edge int) (conn, error) {
 		return dialSSH(ctx, f.edges[edge].ssh, fl.sandbox, fl.key, fl.kind == "ssh-pty")
 	case "preview-ws":
 		return f.dialWS(ctx, f.edges[edge].preview, fl.host)
+	case "api-pty":
+		return f.dialPTY(ctx, fl.sandbox)
 	default:
 		return &apiExecConn{f: f, id: fl.sandbox}, nil
 	}

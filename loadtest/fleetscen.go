@@ -208,7 +208,20 @@ func killControl(takeover time.Duration) fault {
 		status, werr := f.waitStatus(ctx, caught, "ready", takeover)
 		r.takeover = fmt.Sprintf("no: %s after %v", status, takeover)
 		if werr == nil {
-			r.takeover = fmt.Sprintf("yes, ready %v after the kill", time.Since(t0).Round(time.Millisecond))
+			r.takeover = fmt.Sprintf("ready %v after the kill", time.Since(t0).Round(time.Millisecond))
+			// Ready is not enough: A may have committed it ready as it
+			// died, its server gone with it (a local sandbox lives in
+			// its control's process).
+			if err := (&apiExecConn{f: f, id: caught}).roundTrip(ctx, "taken-over"); err != nil {
+				r.lost++
+				r.takeover += fmt.Sprintf(", but unusable (%v): its server died with %s", err, a.instance)
+			} else {
+				r.takeover += " and usable"
+			}
+			var by string
+			_ = conn.QueryRow(ctx, `SELECT coalesce(attempted_by[array_length(attempted_by, 1)], '') FROM river_job WHERE kind = $1 AND args->>'sandbox_id' = $2`,
+				lifecycle.ProvisionArgs{}.Kind(), caught).Scan(&by)
+			r.takeover += " (job last run by " + by + ")"
 		}
 		// The sandbox must be ready (taken over) or cleanly failed with
 		// no billing line, never half-billed: the ledger check sees it.

@@ -18,9 +18,10 @@ import (
 
 // workload is what a scenario runs its fault under: one sandbox per edge
 // with an SSH PTY, an SSH exec stream and a preview WebSocket on that
-// edge, an API exec loop through the controls, and two connections whose
-// authority the scenario revokes during the fault (a preview port
-// unexposed, a sandbox deleted).
+// edge, an API exec loop and a terminal stream (control's PTY WebSocket)
+// through the controls, and three connections whose authority the
+// scenario revokes during the fault (a preview port unexposed; a sandbox
+// deleted under an SSH exec stream and a terminal stream).
 type workload struct {
 	f          *fleet
 	sandboxes  []string // one per edge, kept
@@ -29,6 +30,7 @@ type workload struct {
 	set        *flowSet
 	revokeWS   *flow
 	revokeSSH  *flow
+	revokePTY  *flow // control's terminal stream in the sandbox deleted
 }
 
 // apps are the sandboxes' web apps: the local provider's sandboxes share
@@ -120,7 +122,8 @@ func (f *fleet) setUp(ctx context.Context, ap *apps) (*workload, error) {
 				edge: i, homeEdge: i})
 		}
 	}
-	w.set.flows = append(w.set.flows, &flow{name: "api-exec", kind: "api-exec", sandbox: w.sandboxes[0], f: f, edge: -1, homeEdge: -1})
+	w.set.flows = append(w.set.flows, &flow{name: "api-exec", kind: "api-exec", sandbox: w.sandboxes[0], f: f, edge: -1, homeEdge: -1},
+		&flow{name: "api-pty", kind: "api-pty", sandbox: w.sandboxes[1], f: f, edge: -1, homeEdge: -1})
 	// The connections to revoke ride on the last edge, which no
 	// scenario kills.
 	last := len(f.edges) - 1
@@ -134,7 +137,8 @@ func (f *fleet) setUp(ctx context.Context, ap *apps) (*workload, error) {
 		return nil, err
 	}
 	w.revokeSSH = &flow{name: "deleted-sandbox-ssh", kind: "ssh-exec", sandbox: w.revokeSB, f: f, key: rkey, edge: last, homeEdge: last}
-	w.set.flows = append(w.set.flows, w.revokeWS, w.revokeSSH)
+	w.revokePTY = &flow{name: "deleted-sandbox-pty", kind: "api-pty", sandbox: w.revokeSB, f: f, edge: -1, homeEdge: -1}
+	w.set.flows = append(w.set.flows, w.revokeWS, w.revokeSSH, w.revokePTY)
 	flows := w.set.flows
 	w.set.flows = nil
 	for _, fl := range flows {
@@ -171,6 +175,9 @@ func (w *workload) revoke(ctx context.Context, limit time.Duration) error {
 			_, err := f.api(ctx, f.apiBase(), c.method, c.path, nil, nil)
 			if err == nil {
 				c.fl.revoke(time.Now())
+				if c.fl == w.revokeSSH {
+					w.revokePTY.revoke(time.Now())
+				}
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
