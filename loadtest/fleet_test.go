@@ -10,9 +10,10 @@ import (
 // TestFleetFaults runs a short fleet: the real control and edge binaries
 // (built into a temporary folder), 2 controls and 3 edges on loopback
 // with a private Redis and a fresh database on the machine's Postgres,
-// and two faults under SSH PTY, SSH exec, preview WebSocket and API exec
-// traffic: kill -9 of an edge, and kill -9 of the control holding a
-// provisioning job. Neither may lose a sandbox, change a ledger row, or
+// and three faults under SSH PTY, SSH exec, preview WebSocket, terminal
+// stream and API exec traffic: kill -9 of an edge, Redis stopped for 3 s
+// and restarted empty, and kill -9 of the control holding a provisioning
+// job (last: it leaves one control). Neither may lose a sandbox, change a ledger row, or
 // keep a connection whose authority was revoked during the fault; the
 // clients off the killed edge see no failure and those on it flow again
 // through another edge. Figures (reconnect times) are printed, not
@@ -37,9 +38,14 @@ func TestFleetFaults(t *testing.T) {
 	defer ap.close()
 
 	edge := f.scenario(ctx, ap, "kill -9 of an edge", 3*time.Second, killEdge)
+	if err := f.restartEdge(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	rds := f.scenario(ctx, ap, "Redis SIGSTOP 3s, restarted empty", 5*time.Second, stopRedis(3*time.Second))
 	ctl := f.scenario(ctx, ap, "kill -9 of a control", 3*time.Second, killControl(5*time.Second))
-	t.Logf("\n%s", printTable([]faultResult{edge, ctl}))
-	for _, r := range []faultResult{edge, ctl} {
+	all := []faultResult{edge, rds, ctl}
+	t.Logf("\n%s", printTable(all))
+	for _, r := range all {
 		if r.skipped != "" {
 			t.Errorf("%s: %s", r.name, r.skipped)
 			continue

@@ -37,7 +37,7 @@ type flow struct {
 // outage is one span from a failed round trip to the next good one.
 type outage struct {
 	start, end time.Time
-	from, to   int // edges
+	to         int // the edge it came back through
 }
 
 const flowInterval = 50 * time.Millisecond
