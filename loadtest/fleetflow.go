@@ -42,18 +42,34 @@ type outage struct {
 
 const flowInterval = 50 * time.Millisecond
 
+// connect opens the flow's connection through edge (ignored by the
+// control-side kinds). A failed dial is a nil conn, never a typed nil.
 func (fl *flow) connect(ctx context.Context, edge int) (conn, error) {
 	f := fl.f
+	var (
+		c   conn
+		err error
+	)
 	switch fl.kind {
 	case "ssh-pty", "ssh-exec":
-		return dialSSH(ctx, f.edges[edge].ssh, fl.sandbox, fl.key, fl.kind == "ssh-pty")
+		var sc *sshConn
+		if sc, err = dialSSH(ctx, f.edges[edge].ssh, fl.sandbox, fl.key, fl.kind == "ssh-pty"); err == nil {
+			c = sc
+		}
 	case "preview-ws":
-		return f.dialWS(ctx, f.edges[edge].preview, fl.host)
+		var wc *wsConn
+		if wc, err = f.dialWS(ctx, f.edges[edge].preview, fl.host); err == nil {
+			c = wc
+		}
 	case "api-pty":
-		return f.dialPTY(ctx, fl.sandbox)
+		var pc *ptyStream
+		if pc, err = f.dialPTY(ctx, fl.sandbox); err == nil {
+			c = pc
+		}
 	default:
-		return &apiExecConn{f: f, id: fl.sandbox}, nil
+		c = &apiExecConn{f: f, id: fl.sandbox}
 	}
+	return c, err
 }
 
 // run keeps the flow going until ctx ends.
@@ -68,11 +84,12 @@ func (fl *flow) run(ctx context.Context) {
 	seq := 0
 	for ctx.Err() == nil {
 		if c == nil {
-			var err error
-			if c, err = fl.dial(ctx); err != nil {
+			nc, err := fl.dial(ctx)
+			if err != nil {
 				sleepCtx(ctx, 100*time.Millisecond)
 				continue
 			}
+			c = nc
 		}
 		seq++
 		err := c.roundTrip(ctx, fmt.Sprintf("%s-%d", fl.name, seq))
@@ -142,6 +159,11 @@ func (fl *flow) revoke(at time.Time) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	fl.revoked = at
+	if !fl.down.IsZero() && !fl.ended {
+		// Its connection already failed (closed while the revoking
+		// call was in flight): it will not reconnect, so it is over.
+		fl.ended, fl.endedAt = true, at
+	}
 }
 
 // snapshot is the flow's counters, read under its lock.

@@ -172,11 +172,14 @@ func (w *workload) revoke(ctx context.Context, limit time.Duration) error {
 	for _, c := range calls {
 		deadline := time.Now().Add(limit)
 		for {
+			sent := time.Now()
 			_, err := f.api(ctx, f.apiBase(), c.method, c.path, nil, nil)
 			if err == nil {
-				c.fl.revoke(time.Now())
+				// From when the accepted call was sent: what it revokes
+				// may be closed before its answer arrives.
+				c.fl.revoke(sent)
 				if c.fl == w.revokeSSH {
-					w.revokePTY.revoke(time.Now())
+					w.revokePTY.revoke(sent)
 				}
 				break
 			}
