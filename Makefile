@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: dev test check generate mcp-client k8s-bins build fmt vet staticcheck vuln race loadtest-ssh images manifests
+.PHONY: dev test check generate mcp-client k8s-bins fleet build fmt vet staticcheck vuln race loadtest-ssh images manifests
 
 # dev runs the whole stack in one process on embedded defaults.
 dev:
@@ -52,6 +52,12 @@ $(K8S_BINS)/etcd:
 	@mkdir -p $(K8S_BINS)
 	cd $(K8S_MOD) && $(GO) build -trimpath -o $@.tmp -ldflags "-s -w" go.etcd.io/etcd/server/v3
 	mv $@.tmp $@
+
+# fleet runs 2 control and 3 edge processes (the real binaries) on
+# loopback with a private Redis and Postgres, kills and stops parts of it
+# under traffic, and prints the fault table (go run ./loadtest fleet -h).
+fleet:
+	$(GO) run ./loadtest fleet $(FLEET_FLAGS)
 
 build:
 	mkdir -p $(BIN)

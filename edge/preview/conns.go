@@ -173,6 +173,10 @@ func (p *Proxy) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
 	case edgeapi.InvalidateMembers:
 		p.members.clear()
 		affected = p.conns.Invalidate(authority.Key{Kind: authority.Member, ID: inv.AccountID})
+	case edgeapi.InvalidateAll:
+		p.routes.clear()
+		p.members.clear()
+		affected = p.conns.InvalidateAll()
 	default:
 		// A kind from a newer control: check everything rather than miss
 		// what it meant.

@@ -177,6 +177,20 @@ func (c *routeCache) Invalidate(label string) {
 	c.group.Forget(label)
 }
 
+// clear drops every label, as Invalidate does one: invalidations may have
+// been missed, so no cached route is trusted.
+func (c *routeCache) clear() {
+	c.mu.Lock()
+	labels := make([]string, 0, len(c.entries))
+	for l := range c.entries {
+		labels = append(labels, l)
+	}
+	c.mu.Unlock()
+	for _, l := range labels {
+		c.Invalidate(l)
+	}
+}
+
 // invalidateSandbox drops every label that leads to sandboxID.
 func (c *routeCache) invalidateSandbox(sandboxID string) {
 	c.mu.Lock()

@@ -127,6 +127,15 @@ func isCacheableRefusal(err error) bool {
 	return false
 }
 
+// Clear forgets every answer and any lookup in flight: invalidations may
+// have been missed.
+func (c *authCache) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.lru.Purge()
+}
+
 // Invalidate forgets every answer about sandboxID (the SSH username names
 // the sandbox), and any lookup in flight, so a deleted sandbox's or revoked
 // credential's cached route does not admit new connections.

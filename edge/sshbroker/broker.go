@@ -214,6 +214,14 @@ func (b *Broker) Revoke(ctx context.Context, inv edgeapi.Invalidation) {
 		b.recheck(ctx, b.authz.Invalidate(authority.Key{Kind: authority.Sandbox, ID: inv.SandboxID}))
 	case inv.Kind == edgeapi.InvalidateToken:
 		b.recheck(ctx, b.authz.Invalidate(authority.Key{Kind: authority.Credential}))
+	case inv.Kind == edgeapi.InvalidateAll:
+		// Invalidations were missed (Redis was away): any sandbox may
+		// have ended and any token been revoked. Every open key is
+		// checked again; the cache is what may be stale, so it goes.
+		if b.cache != nil {
+			b.cache.Clear()
+		}
+		b.recheck(ctx, b.authz.Invalidate(authority.Key{Kind: authority.Credential}))
 	}
 }
 

@@ -160,3 +160,40 @@ func TestRevokeRacingHandshake(t *testing.T) {
 			time.Since(start), r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRevokeAllAfterMissedInvalidations: the invalidation a subscriber
+// makes when it re-subscribes after a Redis outage (InvalidateAll, no
+// sandbox named) ends the connections of a sandbox that ended meanwhile,
+// whose own invalidation was lost, and drops the cached route so a new
+// connection hears the reason; another sandbox's connection stays.
+func TestRevokeAllAfterMissedInvalidations(t *testing.T) {
+	e := newEnv(t, nil)
+	ended, alive := e.grant("alpha", nil), e.grant("beta", nil)
+	open := func(k key, sb string) (*sshscenario.SyncBuffer, *sshscenario.Proc) {
+		cmd := e.ssh(testCtx(t, sshCeiling), k, sb, nil, "sleep 3; echo still-open")
+		var out sshscenario.SyncBuffer
+		cmd.Stdout = &out
+		bg := sshscenario.Background(t, cmd)
+		waitOpen(t, e, sb)
+		return &out, bg
+	}
+	endedOut, endedBg := open(ended, "alpha")
+	aliveOut, aliveBg := open(alive, "beta")
+	e.auth.update(ended.fp, func(c *cred) { c.err = ErrSandboxEnded })
+
+	start := time.Now()
+	e.broker.Revoke(context.Background(), edgeapi.Invalidation{Kind: edgeapi.InvalidateAll})
+	endedBg.Wait(t, 20*time.Second)
+	if time.Since(start) > 2*time.Second || !strings.Contains(endedBg.Stderr.String(), "sandbox alpha has ended") || endedOut.String() != "" {
+		t.Fatalf("after %v stdout %q stderr %q, want the ended sandbox's session closed at once with the reason",
+			time.Since(start), endedOut.String(), endedBg.Stderr.String())
+	}
+	r := run(t, e.ssh(testCtx(t, sshCeiling), ended, "alpha", nil, "echo in"), nil)
+	if r.code != 255 || !strings.Contains(r.stderr, "sandbox alpha has ended") {
+		t.Fatalf("new connection: code %d stderr %q, want 255 and the reason (not the cached route)", r.code, r.stderr)
+	}
+	aliveBg.Wait(t, 20*time.Second)
+	if aliveOut.String() != "still-open\n" {
+		t.Fatalf("the other sandbox's session: stdout %q stderr %q, want it left alone", aliveOut.String(), aliveBg.Stderr.String())
+	}
+}

@@ -156,6 +156,11 @@ const (
 	InvalidateMembers InvalidationKind = "members"
 	// InvalidateShare: the share link ShareID was revoked.
 	InvalidateShare InvalidationKind = "share"
+	// InvalidateAll: anything may have changed. Never published: a
+	// subscriber makes it when it re-subscribes after a disconnect,
+	// during which invalidations may have been missed. Every receiver
+	// drops what it cached and re-checks every open connection.
+	InvalidateAll InvalidationKind = "all"
 )
 
 // Invalidation is one message on PreviewInvalidateChannel, JSON encoded.

@@ -23,8 +23,11 @@ const applyTimeout = 10 * time.Second
 // Subscribe calls apply with every invalidation published, one at a time,
 // until the returned stop is called; stop waits for the goroutine. It
 // returns once subscribed, so an invalidation published right after is
-// not missed. go-redis re-subscribes after a disconnect; what is lost
-// meanwhile is covered by each receiver's periodic re-check or TTL.
+// not missed. go-redis re-subscribes after a disconnect; whatever was
+// published meanwhile is lost (a revocation made while Redis was
+// stopped), so each re-subscription is applied as an InvalidateAll: the
+// receivers re-check every connection at once rather than at their next
+// periodic re-check (the preview proxy's 30 s; the SSH broker has none).
 func Subscribe(rdb *redis.Client, apply func(context.Context, edgeapi.Invalidation), log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := rdb.Subscribe(ctx, edgeapi.PreviewInvalidateChannel)
@@ -36,8 +39,9 @@ func Subscribe(rdb *redis.Client, apply func(context.Context, edgeapi.Invalidati
 	go func() {
 		defer close(done)
 		defer sub.Close()
-		ch := sub.Channel()
+		ch := sub.ChannelWithSubscriptions()
 		for {
+			var inv edgeapi.Invalidation
 			select {
 			case <-ctx.Done():
 				return
@@ -45,15 +49,29 @@ func Subscribe(rdb *redis.Client, apply func(context.Context, edgeapi.Invalidati
 				if !ok {
 					return
 				}
-				inv, err := edgeapi.ParseInvalidation(m.Payload)
-				if err != nil {
-					log.Warn("invalidation dropped", "err", err)
+				switch m := m.(type) {
+				case *redis.Subscription:
+					// The first confirmation was read by Receive above;
+					// any later one is go-redis re-subscribing after a
+					// disconnect, with messages possibly missed.
+					if m.Kind != "subscribe" {
+						continue
+					}
+					log.Warn("invalidations re-subscribed after a disconnect; re-checking every connection")
+					inv = edgeapi.Invalidation{Kind: edgeapi.InvalidateAll}
+				case *redis.Message:
+					var err error
+					if inv, err = edgeapi.ParseInvalidation(m.Payload); err != nil {
+						log.Warn("invalidation dropped", "err", err)
+						continue
+					}
+				default:
 					continue
 				}
-				actx, cancelOne := context.WithTimeout(ctx, applyTimeout)
-				apply(actx, inv)
-				cancelOne()
 			}
+			actx, cancelOne := context.WithTimeout(ctx, applyTimeout)
+			apply(actx, inv)
+			cancelOne()
 		}
 	}()
 	return func() {
