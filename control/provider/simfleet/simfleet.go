@@ -236,3 +236,6 @@ func (s *sandbox) stop() {
 	s.cancel()
 	s.wg.Wait()
 }
+
+// Name is what webhook messages say the sandboxes run on.
+func (f *Fleet) Name() string { return "simfleet" }
