@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
@@ -43,8 +44,8 @@ type errCounts struct {
 
 func (e *errCounts) add(err error) {
 	k := err.Error()
-	if len(k) > 60 {
-		k = k[:60]
+	if len(k) > 200 {
+		k = k[:200]
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -92,13 +93,14 @@ func (r *scaleRun) creates(ctx context.Context) ([]scaleRow, error) {
 		errs errCounts
 		n    atomic.Int64
 	)
+	profile := devseed.DefaultProfile
 	create := func(ctx context.Context, timed bool) {
 		for ctx.Err() == nil && n.Add(1) <= int64(r.c.Sandboxes) {
 			t0 := time.Now()
-			resp, err := r.api.CreateSandboxWithResponse(ctx, nil, apiclient.CreateSandbox{})
+			resp, err := r.api.CreateSandboxWithResponse(ctx, nil, apiclient.CreateSandbox{Profile: &profile})
 			d := time.Since(t0)
 			if err == nil && resp.JSON201 == nil {
-				err = fmt.Errorf("create: status %d", resp.StatusCode())
+				err = fmt.Errorf("create: status %d: %.300s", resp.StatusCode(), resp.Body)
 			}
 			if err != nil {
 				n.Add(-1)
@@ -386,7 +388,9 @@ func (r *scaleRun) redisWindow(ctx context.Context, held []*heldSession) ([]scal
 		touched atomic.Int64
 	)
 	t0 := time.Now()
-	for round := 0; wctx.Err() == nil; round++ {
+	// A trickle, as people type: each session a keystroke a second.
+	for wctx.Err() == nil {
+		next := time.Now().Add(time.Second)
 		parallel(wctx, 0, len(held), 64, func(i int) {
 			if held[i] == nil {
 				return
@@ -402,6 +406,10 @@ func (r *scaleRun) redisWindow(ctx context.Context, held []*heldSession) ([]scal
 			lat = append(lat, d)
 			mu.Unlock()
 		})
+		select {
+		case <-wctx.Done():
+		case <-time.After(time.Until(next)):
+		}
 	}
 	secs := time.Since(t0).Seconds()
 	c1, b1, err := redisStats(ctx, rdb)
