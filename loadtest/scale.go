@@ -92,8 +92,8 @@ func (l *intList) Set(v string) error {
 type scaleRow struct{ name, target, measured, verdict, note string }
 
 const (
-	pass   = "pass"
-	miss   = "miss"
+	pass     = "pass"
+	miss     = "miss"
 	noTarget = "—" // no target: a figure to read
 )
 
