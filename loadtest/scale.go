@@ -140,7 +140,10 @@ func runScale(ctx context.Context, args []string) error {
 		return err
 	}
 	r := &scaleRun{c: &c, st: st}
-	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.sessions, r.websockets, r.private}
+	// WebSockets before SSH sessions: the edge does not hand the
+	// sessions' memory back to the kernel at once, so a later step's
+	// PSS delta would come out short (or negative).
+	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.websockets, r.sessions, r.private}
 	for _, step := range steps {
 		got, err := step(ctx)
 		rows = append(rows, got...)

@@ -501,7 +501,7 @@ func (r *scaleRun) websockets(ctx context.Context) ([]scaleRow, error) {
 	octx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	t0 := time.Now()
 	parallel(octx, 0, len(conns), 32, func(i int) {
-		dctx, dcancel := context.WithTimeout(octx, 30*time.Second)
+		dctx, dcancel := context.WithTimeout(octx, 10*time.Second)
 		defer dcancel()
 		c, _, err := websocket.Dial(dctx, "ws://"+hosts[i%len(hosts)]+"/ws", &websocket.DialOptions{HTTPClient: cl})
 		if err != nil {

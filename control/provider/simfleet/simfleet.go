@@ -225,7 +225,7 @@ func start(ip netip.Addr, cfg Config, hostKey ssh.Signer, ca ssh.PublicKey, log 
 		return podtcp.Keys{HostKey: hostKey, UserCAs: []ssh.PublicKey{ca}, Principal: cfg.User}, nil
 	}}
 	s.wg.Go(func() {
-		if err := fw.Serve(ctx, fln); err != nil {
+		if err := fw.Serve(ctx, copyingListener{fln}); err != nil {
 			log.Warn("simfleet: forwarder stopped", "err", err)
 		}
 	})
@@ -239,3 +239,31 @@ func (s *sandbox) stop() {
 
 // Name is what webhook messages say the sandboxes run on.
 func (f *Fleet) Name() string { return "simfleet" }
+
+// copyingListener hands the forwarder connections that io.Copy cannot
+// splice: a spliced TCP copy holds a kernel pipe (two descriptors) per
+// direction while it waits, six descriptors a proxied connection where
+// two would do, and with thousands of sandboxes' connections in one
+// process the descriptor limit, not memory, is what runs out. Copies
+// through a user-space buffer cost 32 KiB a direction instead, which a
+// simulated fleet can afford.
+type copyingListener struct{ net.Listener }
+
+func (l copyingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return copyingConn{c}, nil
+}
+
+// copyingConn hides *net.TCPConn's ReadFrom and WriteTo but keeps its
+// half-close, which the forwarder uses to pass an EOF on.
+type copyingConn struct{ net.Conn }
+
+func (c copyingConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
