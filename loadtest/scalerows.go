@@ -269,6 +269,31 @@ func parallel(ctx context.Context, from, to, workers int, f func(i int)) {
 // buffers) before its memory is read.
 func settle() { time.Sleep(5 * time.Second) }
 
+// edgeGauges reads the edge's goroutines and Go heap in use from its
+// /metrics (zero when it cannot): where a session's memory goes.
+func (r *scaleRun) edgeGauges() (goroutines, heap float64) {
+	resp, err := http.Get("http://" + r.st.edgeMetrics + "/metrics")
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	for line := range strings.SplitSeq(string(b), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		switch name {
+		case "go_goroutines":
+			goroutines = f
+		case "go_memstats_heap_inuse_bytes":
+			heap = f
+		}
+	}
+	return goroutines, heap
+}
+
 func (r *scaleRun) edgePss() int64 {
 	v, _ := procPss(r.st.edge.Process.Pid)
 	return v
@@ -283,6 +308,7 @@ func (r *scaleRun) sessions(ctx context.Context) ([]scaleRow, error) {
 	}
 	settle()
 	base := r.edgePss()
+	g0, h0 := r.edgeGauges()
 	held := make([]*heldSession, r.c.Sessions[len(r.c.Sessions)-1])
 	defer func() {
 		parallel(context.Background(), 0, len(held), 64, func(i int) {
@@ -316,9 +342,11 @@ func (r *scaleRun) sessions(ctx context.Context) ([]scaleRow, error) {
 		settle()
 		pss := r.edgePss()
 		per := float64(pss-base) / float64(max(open, 1)) / 1024
+		g, h := r.edgeGauges()
 		rows = append(rows, scaleRow{fmt.Sprintf("edge PSS per idle SSH session at %d", n), "≤ 64 KiB",
 			fmt.Sprintf("%.1f KiB (%d open; edge %.0f MiB, %.0f MiB before)", per, open, float64(pss)/(1<<20), float64(base)/(1<<20)),
-			verdict(per <= 64 && open == n), fmt.Sprintf("opened in %.0f s; %s", took.Seconds(), errs.String())})
+			verdict(per <= 64 && open == n), fmt.Sprintf("%.1f goroutines and %.0f KiB Go heap in use a session; opened in %.0f s; %s",
+				(g-g0)/float64(max(open, 1)), (h-h0)/float64(max(open, 1))/1024, took.Seconds(), errs.String())})
 		from = n
 	}
 	rows = append(rows, scaleRow{"idle SSH sessions on one edge", fmt.Sprintf("%d", r.c.Sessions[len(r.c.Sessions)-1]),

@@ -32,6 +32,7 @@ import (
 // loopback; close stops it all and drops the database.
 type scaleStack struct {
 	dir, dbURL                 string
+	edgeMetrics                string
 	apiURL, token              string
 	sshAddr, previewAddr       string
 	redisAddr                  string
@@ -185,6 +186,7 @@ func (s *scaleStack) start(ctx context.Context, c *scaleConfig) (err error) {
 	apiAddr, internalAddr, sshAddr := addrOf(ports[0]), addrOf(ports[1]), addrOf(ports[2])
 	previewAddr, edgeMetrics := addrOf(ports[3]), addrOf(ports[4])
 	s.sshAddr, s.previewAddr, s.apiURL = sshAddr, previewAddr, "http://"+apiAddr
+	s.edgeMetrics = edgeMetrics
 	redisURL := "redis://" + s.redisAddr + "/0"
 	logLevel := "warn"
 
