@@ -31,17 +31,17 @@ import (
 // simulated fleet as control's provider. Everything listens on
 // loopback; close stops it all and drops the database.
 type scaleStack struct {
-	dir, dbURL                 string
-	edgeMetrics                string
-	apiURL, token              string
-	sshAddr, previewAddr       string
-	redisAddr                  string
-	sessionKey                 []byte
-	issuer                     string
-	control, edge, redis       *exec.Cmd
-	cleanup                    []func()
-	appPorts                   [2]int // the sandboxes' app, twice (a public and a private port)
-	accountID, subject, domain string
+	dir, dbURL           string
+	edgeMetrics          string
+	apiURL, token        string
+	sshAddr, previewAddr string
+	redisAddr            string
+	sessionKey           []byte
+	issuer               string
+	control, edge, redis *exec.Cmd
+	cleanup              []func()
+	appPorts             [2]int // the sandboxes' app, twice (a public and a private port)
+	accountID            string
 }
 
 const (
