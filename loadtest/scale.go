@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -186,7 +187,7 @@ func raiseFileLimit() error {
 	return nil
 }
 
-func printTable(w *os.File, rows []scaleRow) {
+func printTable(w io.Writer, rows []scaleRow) {
 	if len(rows) == 0 {
 		return
 	}
