@@ -7,6 +7,7 @@
 //	go run ./loadtest preview [flags] preview proxy vs the same upstream direct, via nginx and Caddy, and over its SSH transport alone
 //	go run ./loadtest exec [flags]    exec round trip: MCP vs REST vs SSH on an open connection
 //	go run ./loadtest private [flags] private preview with a token vs a public port, on control and the edge
+//	go run ./loadtest scale [flags]   control + edge binaries, a simulated fleet: memory per session, creates/s, Redis, private preview
 //	go run ./loadtest usage [flags]   the usage query over a million ledger rows: hourly rollup vs one pass
 //	go run ./loadtest fleet [flags]   2 controls and 3 edges as processes under faults: the fault table
 //
@@ -35,6 +36,7 @@ var commands = []command{
 	{name: "private", summary: "private preview (account token) vs public port on the real stack (control + edge in process): req/s, p99", run: runPrivPreview},
 	{name: "usage", summary: "the usage query on one account with a million ledger rows: the hourly rollup vs one pass over the ledger", run: runUsage},
 	{name: "fleet", summary: "2 control + 3 edge processes (real binaries) with private Redis and Postgres; kill -9 an edge, a control, stop Redis, restart Postgres under SSH/PTY/preview/exec traffic: fault table", run: runFleet},
+	{name: "scale", summary: "control + edge binaries on Postgres and a private Redis with a simulated fleet: creates/s, edge memory per SSH session and WebSocket, Redis per flush, private preview vs public", run: runScale},
 	{name: "exec", summary: "exec round trip: MCP tool vs REST vs SSH exec on an open connection, same run", run: runExec},
 	{name: previewChildCmd, summary: "(internal) the preview proxy under test, in its own process", run: runPreviewChild, hidden: true},
 	{name: forwarderChildCmd, summary: "(internal) a sandbox's port forwarder, in its own process", run: runForwarderChild, hidden: true},

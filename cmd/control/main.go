@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
+	"github.com/sbxedge/sbx/control/provider/simfleet"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
 	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/httplimit"
@@ -145,6 +147,10 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 			return c, 0, fmt.Errorf("--provider k8s: %w", err)
 		}
 		c.Provider = kc
+	case simfleetProvider:
+		// Not in the help and not for users: sandboxes that are only SSH
+		// echo endpoints, for go run ./loadtest scale.
+		c.Provider = simfleetOpener{}
 	default:
 		return c, 0, fmt.Errorf("--provider %q: want local or k8s", *prov)
 	}
@@ -169,6 +175,26 @@ type kubernetes k8s.Setup
 
 func (k *kubernetes) Open(ctx context.Context, d control.ProviderDeps) (provider.Provider, error) {
 	return k8s.Open(ctx, k8s.Setup(*k), d.Store, d.Registry, d.Logger)
+}
+
+// simfleetProvider selects package simfleet's simulated sandboxes; it
+// is for load tests only, so the --provider help leaves it out.
+const simfleetProvider = "internal-simfleet"
+
+type simfleetOpener struct{}
+
+// Open places the fleet at $SBX_SIMFLEET_BASE (a loopback address) when
+// set, so two load tests on one machine keep apart.
+func (simfleetOpener) Open(ctx context.Context, d control.ProviderDeps) (provider.Provider, error) {
+	cfg := simfleet.Config{Logger: d.Logger}
+	if v := os.Getenv("SBX_SIMFLEET_BASE"); v != "" {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("SBX_SIMFLEET_BASE: %w", err)
+		}
+		cfg.Base = a
+	}
+	return simfleet.New(cfg)
 }
 
 // run serves until ctx ends. ready, if set, sees the running service.

@@ -20,6 +20,11 @@ func TestProviderFlags(t *testing.T) {
 	if err != nil || c.Provider != nil {
 		t.Errorf("default provider: %+v, %v; want local (no provider injected)", c.Provider, err)
 	}
+	// The simulated fleet is for load tests: selectable, never advertised.
+	c, _, err = parseConfig(append(base, "--provider", simfleetProvider), secretEnv)
+	if _, ok := c.Provider.(simfleetOpener); err != nil || !ok {
+		t.Errorf("--provider %s: %+v, %v; want the simulated fleet", simfleetProvider, c.Provider, err)
+	}
 	for _, bad := range [][]string{
 		{"--provider", "nomad"},
 		{"--provider", "k8s", "--k8s-catalog", "/nonexistent/catalog.yaml"},

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// scaleConfig bounds the scale scenario. The defaults are a smoke run
+// (a couple of minutes); the sizes are
+//
+//	go run ./loadtest scale --sandboxes 10000 --sessions 1000,5000,10000 --websockets 10000 --duration 60s
+type scaleConfig struct {
+	Sandboxes   int
+	Sessions    []int
+	WebSockets  int
+	Duration    time.Duration // the create run
+	CreateConns int
+	Traffic     time.Duration // the Redis window, keystrokes on every session
+	PrevConns   int
+	PrevDur     time.Duration
+	PrevRounds  int
+	Timeout     time.Duration
+	AdminURL    string
+	RedisServer string
+	BinDir      string
+	FleetBase   string
+}
+
+func (c *scaleConfig) Validate() error {
+	var errs []error
+	if c.Sandboxes < 1 || c.Sandboxes > 12000 {
+		errs = append(errs, errors.New("--sandboxes must be 1..12000"))
+	}
+	last := 0
+	for _, n := range c.Sessions {
+		if n <= last || n > 12000 {
+			errs = append(errs, errors.New("--sessions must rise and stay at most 12000 (spread round the sandboxes)"))
+			break
+		}
+		last = n
+	}
+	if c.WebSockets < 0 || c.WebSockets > 12000 {
+		errs = append(errs, errors.New("--websockets must be 0..12000"))
+	}
+	if c.Duration <= 0 || c.Duration > 5*time.Minute || c.Traffic <= 0 || c.Traffic > time.Minute ||
+		c.PrevDur <= 0 || c.PrevDur > time.Minute {
+		errs = append(errs, errors.New("--duration must be (0, 5m], --traffic and --preview-duration (0, 1m]"))
+	}
+	if c.CreateConns < 1 || c.CreateConns > 256 || c.PrevConns < 1 || c.PrevConns > 1024 || c.PrevRounds < 1 || c.PrevRounds > 10 {
+		errs = append(errs, errors.New("--create-conns must be 1..256, --preview-conns 1..1024, --preview-rounds 1..10"))
+	}
+	if c.Timeout <= 0 || c.Timeout > 2*time.Hour {
+		errs = append(errs, errors.New("--timeout must be (0, 2h]"))
+	}
+	if c.BinDir == "" {
+		errs = append(errs, errors.New("--bin-dir is required: a directory with control and edge built from this tree (go build -o DIR/control ./cmd/control; likewise edge)"))
+	}
+	return errors.Join(errs...)
+}
+
+// intList is a comma-separated list of counts.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, n := range *l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return err
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// scaleRow is one line of the table.
+type scaleRow struct{ name, target, measured, verdict, note string }
+
+const (
+	pass     = "pass"
+	miss     = "miss"
+	noTarget = "—" // no target: a figure to read
+)
+
+func verdict(ok bool) string {
+	if ok {
+		return pass
+	}
+	return miss
+}
+
+// runScale starts the stack and measures the rows in order,
+// printing the table at the end (and whatever rows it reached if a step
+// fails).
+func runScale(ctx context.Context, args []string) error {
+	c := scaleConfig{Sessions: intList{100, 200}}
+	fs := flag.NewFlagSet("loadtest scale", flag.ContinueOnError)
+	fs.IntVar(&c.Sandboxes, "sandboxes", 200, "simulated sandboxes to create (the create run stops early when it reaches them)")
+	fs.Var((*intList)(&c.Sessions), "sessions", "idle SSH sessions through the edge at which its memory is read, rising (one per sandbox)")
+	fs.IntVar(&c.WebSockets, "websockets", 200, "WebSockets held through the edge's preview proxy")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "the create run's length (the issue's figure is 60s)")
+	fs.IntVar(&c.CreateConns, "create-conns", 16, "concurrent create requests")
+	fs.DurationVar(&c.Traffic, "traffic", 10*time.Second, "the Redis window: keystrokes on every held session")
+	fs.IntVar(&c.PrevConns, "preview-conns", 64, "keep-alive connections of the private-preview runs")
+	fs.DurationVar(&c.PrevDur, "preview-duration", 5*time.Second, "length of each private-preview run")
+	fs.IntVar(&c.PrevRounds, "preview-rounds", 3, "rotated rounds of the private-preview runs (medians)")
+	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
+	fs.StringVar(&c.AdminURL, "admin-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "a Postgres URL allowed to create and drop a scratch database")
+	fs.StringVar(&c.RedisServer, "redis-server", "redis-server", "the redis-server binary (a private one is started on a free port)")
+	fs.StringVar(&c.BinDir, "bin-dir", "", "directory holding control and edge binaries built from this tree")
+	fs.StringVar(&c.FleetBase, "fleet-base", "127.90.0.1", "first loopback address of the simulated sandboxes")
+	if err := parseConfig(fs, args, &c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	if err := raiseFileLimit(); err != nil {
+		return err
+	}
+	st := &scaleStack{}
+	defer st.close()
+	var rows []scaleRow
+	defer func() { printScaleTable(os.Stdout, rows) }()
+	if err := st.start(ctx, &c); err != nil {
+		return err
+	}
+	r := &scaleRun{c: &c, st: st}
+	// WebSockets before SSH sessions: the edge does not hand the
+	// sessions' memory back to the kernel at once, so a later step's
+	// PSS delta would come out short (or negative).
+	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.websockets, r.sessions, r.private}
+	for _, step := range steps {
+		got, err := step(ctx)
+		rows = append(rows, got...)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// raiseFileLimit lifts the soft descriptor limit to the hard one, which
+// 10,000 sessions and sockets (each a client and the edge's end) need.
+// The children inherit it.
+func raiseFileLimit() error {
+	const fileLimit = 200_000
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return err
+	}
+	old := l.Max
+	// Root (a test machine) may raise the hard limit too, unless a
+	// container keeps it from.
+	if l.Max < fileLimit && os.Geteuid() == 0 {
+		l.Max = fileLimit
+	}
+	l.Cur = l.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		l.Max = old
+		l.Cur = old
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+			return fmt.Errorf("raise the descriptor limit: %w", err)
+		}
+	}
+	if l.Cur < 65536 {
+		// The broker holds two descriptors a session (client and
+		// upstream) and the fleet three a sandbox in use (two listeners
+		// and the session's upstream end).
+		fmt.Fprintf(os.Stderr, "loadtest scale: descriptor limit %d (this process and its children): the edge holds 2 a session, control 2 a sandbox plus 1 a session\n", l.Cur)
+	}
+	return nil
+}
+
+func printScaleTable(w io.Writer, rows []scaleRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| row | target | measured | pass/miss | note |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.name, r.target, r.measured, r.verdict, r.note)
+	}
+}
