@@ -20,7 +20,7 @@ const markerEnv = "FAKETART_VM"
 func endGuest(dir string) error {
 	mark := []byte(markerEnv + "=" + dir)
 	for range 100 {
-		pids := guestPIDs(mark)
+		pids := guestPIDs(mark, dir)
 		if len(pids) == 0 {
 			return nil
 		}
@@ -37,8 +37,27 @@ func endGuest(dir string) error {
 	return fmt.Errorf("the guest processes of %s keep appearing", dir)
 }
 
+// ofGuest reports whether process pid is the guest's: it carries the
+// marker, or its command line or working directory is inside the VM's
+// directory. The second catches daemons such as sshd, whose process title
+// overwrites the memory /proc/<pid>/environ reads.
+func ofGuest(pid string, mark []byte, dir string) bool {
+	if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil {
+		for kv := range bytes.SplitSeq(env, []byte{0}) {
+			if bytes.Equal(kv, mark) {
+				return true
+			}
+		}
+	}
+	if cmd, err := os.ReadFile("/proc/" + pid + "/cmdline"); err == nil && bytes.Contains(cmd, []byte(dir+"/")) {
+		return true
+	}
+	cwd, err := os.Readlink("/proc/" + pid + "/cwd")
+	return err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
+}
+
 // guestPIDs lists the processes carrying mark and their descendants.
-func guestPIDs(mark []byte) []int {
+func guestPIDs(mark []byte, dir string) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -59,13 +78,7 @@ func guestPIDs(mark []byte) []int {
 				}
 			}
 		}
-		if env, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil {
-			for kv := range bytes.SplitSeq(env, []byte{0}) {
-				if bytes.Equal(kv, mark) {
-					in[pid] = true
-				}
-			}
-		}
+		in[pid] = ofGuest(e.Name(), mark, dir)
 	}
 	var out []int
 	for pid := range parent {

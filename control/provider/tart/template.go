@@ -1,0 +1,112 @@
+package tart
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// templates builds each (host, template) once: concurrent creates of one
+// profile wait for the same build.
+type templates struct {
+	p      *Provider
+	mu     sync.Mutex // guards builds
+	builds map[string]*sync.Mutex
+	count  atomic.Int64
+}
+
+func newTemplates(p *Provider) *templates {
+	return &templates{p: p, builds: map[string]*sync.Mutex{}}
+}
+
+// TemplateName is the VM name of t's template: a content hash of the base
+// image and the setup script, so a changed script is a new template.
+func TemplateName(t Template) string {
+	sum := sha256.Sum256([]byte(t.BaseImage + "\x00" + t.SetupScript))
+	return templatePrefix + hex.EncodeToString(sum[:8])
+}
+
+// TemplateBuilds is how many templates this provider has built.
+func (p *Provider) TemplateBuilds() int64 { return p.tpls.count.Load() }
+
+// ensure returns t's template on h, building it if it is not there. The
+// caller holds a slot on h for the sandbox's VM, not running yet; a build
+// that must boot the template runs in that slot.
+func (ts *templates) ensure(ctx context.Context, h *host, t Template) (string, error) {
+	if t.BaseImage == "" {
+		return "", fmt.Errorf("no base image: set the profile's template or a default base image")
+	}
+	name := TemplateName(t)
+	ts.mu.Lock()
+	m := ts.builds[h.name+"/"+name]
+	if m == nil {
+		m = &sync.Mutex{}
+		ts.builds[h.name+"/"+name] = m
+	}
+	ts.mu.Unlock()
+	m.Lock()
+	defer m.Unlock()
+	vms, err := h.driver.List(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list VMs on %s: %w", h.name, err)
+	}
+	for _, vm := range vms {
+		if vm.Name == name {
+			return name, nil
+		}
+	}
+	if err := ts.build(ctx, h, t, name); err != nil {
+		return "", fmt.Errorf("build template %s of %s: %w", name, t.BaseImage, err)
+	}
+	ts.count.Add(1)
+	return name, nil
+}
+
+// build clones the base into name+"-build", runs the setup script once
+// through the guest, stops it and renames it to name: a template that
+// exists is always complete.
+func (ts *templates) build(ctx context.Context, h *host, t Template, name string) error {
+	p, d := ts.p, h.driver
+	tmp := name + "-build"
+	_ = d.Stop(ctx, tmp) // a build an earlier process left
+	if err := d.Delete(ctx, tmp); err != nil {
+		return err
+	}
+	p.log.Info("building template", "template", name, "base", t.BaseImage, "host", h.name)
+	if err := d.Clone(ctx, t.BaseImage, tmp); err != nil {
+		return fmt.Errorf("clone %s: %w", t.BaseImage, err)
+	}
+	if strings.TrimSpace(t.SetupScript) != "" {
+		if err := d.Run(ctx, tmp, false); err != nil {
+			return err
+		}
+		if _, err := p.waitIP(ctx, h, tmp); err != nil {
+			_ = d.Stop(context.WithoutCancel(ctx), tmp)
+			return err
+		}
+		res, err := d.Exec(ctx, tmp, []byte(t.SetupScript), "/bin/sh", "-s")
+		stopErr := d.Stop(context.WithoutCancel(ctx), tmp)
+		if err != nil {
+			return err
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("setup script exited %d: %s", res.ExitCode, tail(string(res.Stderr)+string(res.Stdout), 400))
+		}
+		if stopErr != nil {
+			return stopErr
+		}
+	}
+	return d.Rename(ctx, tmp, name)
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
