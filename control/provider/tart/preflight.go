@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func Preflight(ctx context.Context, d Driver, minFreeGB int) error {
 	v, err := d.Version(ctx)
 	if err != nil {
 		var ee *exec.Error
-		if errors.As(err, &ee) {
+		if errors.As(err, &ee) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			return fmt.Errorf("tart is not installed or not executable (%w): install it with `brew install cirruslabs/cli/tart`, or name the binary with --tart PATH / SBX_TART", err)
 		}
 		return fmt.Errorf("`tart --version` failed: %w; check the tart installation", err)

@@ -110,3 +110,84 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// TemplateInfo is one template VM on a host.
+type TemplateInfo struct {
+	Host    string `json:"host"`
+	Name    string `json:"name"`
+	Current bool   `json:"current"` // built from a profile's current base and script
+}
+
+// current are the template names of the configured profiles.
+func (p *Provider) current() map[string]bool {
+	cur := map[string]bool{}
+	for _, t := range p.cfg.Templates {
+		cur[TemplateName(t)] = true
+	}
+	if p.cfg.DefaultBaseImage != "" {
+		cur[TemplateName(Template{BaseImage: p.cfg.DefaultBaseImage})] = true
+	}
+	return cur
+}
+
+// Templates lists the template VMs on every host.
+func (p *Provider) Templates(ctx context.Context) ([]TemplateInfo, error) {
+	cur := p.current()
+	var out []TemplateInfo
+	for _, h := range p.hosts {
+		vms, err := h.driver.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list VMs on %s: %w", h.name, err)
+		}
+		for _, vm := range vms {
+			if strings.HasPrefix(vm.Name, templatePrefix) {
+				out = append(out, TemplateInfo{Host: h.name, Name: vm.Name, Current: cur[vm.Name]})
+			}
+		}
+	}
+	return out, nil
+}
+
+// PruneTemplates deletes the templates no profile builds any more (a
+// changed script made a new one) and builds an earlier process left
+// half done; sandboxes cloned from them are unaffected (a clone is its
+// own copy). It returns what it deleted.
+func (p *Provider) PruneTemplates(ctx context.Context) ([]string, error) {
+	tpls, err := p.Templates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []string
+	for _, t := range tpls {
+		if t.Current {
+			continue
+		}
+		h := p.host(t.Host)
+		// Held while a build of that name runs, so a build is not pruned.
+		p.tpls.mu.Lock()
+		m := p.tpls.builds[h.name+"/"+strings.TrimSuffix(t.Name, "-build")]
+		p.tpls.mu.Unlock()
+		if m != nil && !m.TryLock() {
+			continue
+		}
+		_ = h.driver.Stop(ctx, t.Name)
+		err := h.driver.Delete(ctx, t.Name)
+		if m != nil {
+			m.Unlock()
+		}
+		if err != nil {
+			return deleted, fmt.Errorf("delete template %s on %s: %w", t.Name, h.name, err)
+		}
+		deleted = append(deleted, t.Host+"/"+t.Name)
+	}
+	return deleted, nil
+}
+
+func (p *Provider) host(name string) *host {
+	for _, h := range p.hosts {
+		if h.name == name {
+			return h
+		}
+	}
+	return nil
+}
