@@ -257,7 +257,7 @@ func (h *home) rename(args []string) int {
 func (h *home) delete(args []string) int {
 	pos, err := parse(flag.NewFlagSet("delete", flag.ContinueOnError), args)
 	if err != nil || len(pos) == 0 {
-		return usage(errors.New("delete takes <name>..."))
+		return usage(errors.New("delete takes one or more <name>"))
 	}
 	for _, n := range pos {
 		dir := h.vmDir(n)
@@ -505,7 +505,7 @@ func (h *home) exec(args []string) int {
 	}
 	rest := fs.Args()
 	if len(rest) < 2 {
-		return usage(errors.New("exec takes <name> <command>..."))
+		return usage(errors.New("exec takes <name> and a command"))
 	}
 	name, argv := rest[0], rest[1:]
 	dir := h.vmDir(name)

@@ -21,12 +21,6 @@ func newSlots() *slots {
 	return &slots{reserved: map[string]map[string]bool{}, changed: make(chan struct{})}
 }
 
-// usage is one host's slots at a moment.
-type usage struct {
-	host  *host
-	inUse int
-}
-
 // tryReserve reserves a slot for vm on the freest host that has one and
 // returns it; ok is false with the counts when every host is full.
 func (s *slots) tryReserve(ctx context.Context, hosts []*host, vm string, pick func(*host) bool) (h *host, used, total int, err error) {
@@ -79,13 +73,6 @@ func (s *slots) release(hostName, vm string) {
 	if s.reserved[hostName][vm] {
 		delete(s.reserved[hostName], vm)
 	}
-	s.notifyLocked()
-}
-
-// freed wakes the waiters: a VM stopped.
-func (s *slots) freed() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.notifyLocked()
 }
 
