@@ -190,3 +190,10 @@ type Shape struct {
 type Fitter interface {
 	Fits(s Shape) error
 }
+
+// PlatformServer is implemented by providers that run only some
+// platforms (sbx dev: Linux always, macOS only with a tart host). Control
+// offers and accepts only the profiles of platforms it serves.
+type PlatformServer interface {
+	Serves(platform string) bool
+}
