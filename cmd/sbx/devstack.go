@@ -62,8 +62,8 @@ type devConfig struct {
 	// Tart is a tart binary (absolute): macOS sandboxes run as its VMs
 	// on this machine, and the macOS profiles are seeded. Empty: Linux
 	// only.
-	Tart string
-	ReapInterval        time.Duration
+	Tart         string
+	ReapInterval time.Duration
 	// ConnLease, ConnSweep and PreviewSessionIdle tune the connection
 	// log (control.Config, edge.Config).
 	ConnLease, ConnSweep, PreviewSessionIdle time.Duration
