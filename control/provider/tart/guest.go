@@ -73,7 +73,7 @@ func (p *Provider) boot(ctx context.Context, h *host, spec provider.Spec) (provi
 			return provider.Endpoint{}, err
 		}
 	}
-	if _, err := guestExec(ctx, h.driver, name, nil, "/bin/sh", "-c", startSSHD, "sh", dir, home+"/workspace"); err != nil {
+	if _, err := guestExec(ctx, h.driver, name, nil, "/bin/sh", "-c", startSSHD, "sh", dir); err != nil {
 		return provider.Endpoint{}, fmt.Errorf("start the guest's sshd: %w", err)
 	}
 	addr := net.JoinHostPort(ip, strconv.Itoa(p.cfg.GuestSSHPort))
@@ -81,11 +81,13 @@ func (p *Provider) boot(ctx context.Context, h *host, spec provider.Spec) (provi
 		out, _ := guestExec(context.WithoutCancel(ctx), h.driver, name, nil, "/bin/sh", "-c", `tail -5 "$1/sshd.log" 2>/dev/null`, "sh", dir)
 		return provider.Endpoint{}, fmt.Errorf("%w; sshd said: %s", err, strings.TrimSpace(out))
 	}
-	return provider.Endpoint{Addr: addr, User: user, Workspace: home + "/workspace", Boot: "cold_boot"}, nil
+	// The workspace is the guest user's home: where an OpenSSH login
+	// lands, so exec, files and `ssh` agree on relative paths.
+	return provider.Endpoint{Addr: addr, User: user, Workspace: home, Boot: "cold_boot"}, nil
 }
 
 // startSSHD ends the sandbox's previous sshd (a resumed guest still runs
-// it, with an older key), makes the workspace and starts sshd, which
+// it, with an older key) and starts sshd, which
 // backgrounds itself. The old pid is checked to be an sshd first.
 const startSSHD = `set -e
 D="$1"
@@ -94,7 +96,6 @@ if [ -f "$D/sshd.pid" ]; then
   if ps -p "$pid" -o command= 2>/dev/null | grep -q "sshd"; then kill "$pid" 2>/dev/null || true; sleep 0.2; fi
   rm -f "$D/sshd.pid"
 fi
-mkdir -p "$2"
 [ -d /run/sshd ] || mkdir -p /run/sshd 2>/dev/null || true
 /usr/sbin/sshd -f "$D/sshd_config" -E "$D/sshd.log"
 `
