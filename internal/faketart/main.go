@@ -65,6 +65,10 @@ func run(args []string) int {
 		code = h.ip(rest)
 	case "exec":
 		code = h.exec(rest)
+	case "export":
+		code = h.export(rest)
+	case "import":
+		code = h.importVM(rest)
 	default:
 		fmt.Fprintf(os.Stderr, "Error: Unknown subcommand '%s'.\n", cmd)
 		code = 64

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/sbxedge/sbx/control/provider"
 )
@@ -93,4 +96,76 @@ func (p *Provider) fetchBundle(ctx context.Context, spec provider.Spec) (*host, 
 		p.log.Warn("delete fetched bundle", "sandbox_id", spec.SandboxID, "err", err)
 	}
 	return h, true, nil
+}
+
+// DirBundles is a BundleStore in a directory: for one machine (sbx dev
+// without object storage) and for tests of the offload path; hosts that
+// share nothing use the S3 store (internal/objstore).
+type DirBundles struct{ Dir string }
+
+func (d DirBundles) path(key string) (string, error) {
+	if !filepath.IsLocal(key) {
+		return "", fmt.Errorf("bundle key %q", key)
+	}
+	return filepath.Join(d.Dir, filepath.FromSlash(key)), nil
+}
+
+func (d DirBundles) Put(ctx context.Context, key string, r io.Reader) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), p)
+}
+
+func (d DirBundles) Get(ctx context.Context, key string, w io.Writer) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func (d DirBundles) Exists(ctx context.Context, key string) (bool, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return false, err
+	}
+	_, err = os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (d DirBundles) Delete(ctx context.Context, key string) error {
+	p, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }

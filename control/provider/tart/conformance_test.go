@@ -83,3 +83,12 @@ func TestConformance(t *testing.T) {
 		return providertest.Env{Provider: p, Spec: macSpec}
 	})
 }
+
+// TestConformanceWithOffload: suspend moves the VM's bundle off the host
+// (a BundleStore) and frees it; restore brings it back and resumes.
+func TestConformanceWithOffload(t *testing.T) {
+	providertest.Run(t, func(t *testing.T) providertest.Env {
+		p, _ := newProvider(t, tart.Config{Suspendable: true, Bundles: tart.DirBundles{Dir: t.TempDir()}})
+		return providertest.Env{Provider: p, Spec: macSpec}
+	})
+}

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -381,4 +383,49 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
+}
+
+var _ Exporter = (*CLI)(nil)
+
+// Export is `tart export name FILE`, streamed to w.
+func (c *CLI) Export(ctx context.Context, name string, w io.Writer) error {
+	dir, err := os.MkdirTemp("", "sbx-tart-export-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, name+".tvm")
+	if _, err := c.tart(ctx, nil, "export", name, path); err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+// Import is `tart import FILE name`, from r.
+func (c *CLI) Import(ctx context.Context, name string, r io.Reader) error {
+	dir, err := os.MkdirTemp("", "sbx-tart-import-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, name+".tvm")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	_, err = c.tart(ctx, nil, "import", path, name)
+	return err
 }

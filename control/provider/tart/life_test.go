@@ -341,3 +341,51 @@ func TestPreflight(t *testing.T) {
 		t.Fatalf("Preflight wanting 1 PB free = %v; want the disk advice", err)
 	}
 }
+
+// TestSuspendOffloadsAndFreesTheSlot: a suspended VM leaves the host
+// (its bundle, memory included, in the BundleStore), its slot serves
+// another sandbox, and it resumes with its files when a slot frees.
+func TestSuspendOffloadsAndFreesTheSlot(t *testing.T) {
+	bundles := t.TempDir()
+	p, cli := newProvider(t, tart.Config{Suspendable: true, Bundles: tart.DirBundles{Dir: bundles}})
+	sp := newSpecs(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	for _, id := range []string{"sbx-s1", "sbx-s2"} {
+		if _, err := p.Provision(ctx, sp.spec(t, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := cli.Exec(ctx, "sbx-sbx-s1", nil, "sh", "-c", "echo kept > kept.txt"); err != nil || res.ExitCode != 0 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	if err := p.Suspend(ctx, "sbx-s1"); err != nil {
+		t.Fatal(err)
+	}
+	vms, _ := cli.List(ctx)
+	for _, vm := range vms {
+		if vm.Name == "sbx-sbx-s1" {
+			t.Fatalf("suspended VM still on the host: %+v", vm)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(bundles, "macos-bundles", "sbx-s1.tvm"))
+	// 4096 MB at FAKETART_STATE_SCALE=0.001: the state is ~4 MB of the bundle.
+	if err != nil || fi.Size() < 4<<20 {
+		t.Fatalf("bundle: %v, %v; want one holding the VM's memory", fi, err)
+	}
+	if _, err := p.Provision(ctx, sp.spec(t, "sbx-s3")); err != nil {
+		t.Fatalf("the freed slot: %v", err)
+	}
+	if err := p.Destroy(ctx, "sbx-s2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Restore(ctx, sp.spec(t, "sbx-s1")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cli.Exec(ctx, "sbx-sbx-s1", nil, "cat", "kept.txt")
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "kept" {
+		t.Fatalf("after wake: %q %v", res.Stdout, err)
+	}
+	if ok, _ := (tart.DirBundles{Dir: bundles}).Exists(ctx, "macos-bundles/sbx-s1.tvm"); ok {
+		t.Fatal("bundle kept after the wake")
+	}
+}
