@@ -191,3 +191,18 @@ func (p *Provider) host(name string) *host {
 	}
 	return nil
 }
+
+// Start prunes what earlier runs left: templates of changed scripts and
+// half-done builds. (Sandbox VMs no sandbox owns go in lifecycle's
+// reconcile pass, which List feeds.) A host that does not answer is
+// logged, not fatal: it is pruned at the next start.
+func (p *Provider) Start(ctx context.Context) error {
+	pruned, err := p.PruneTemplates(ctx)
+	if len(pruned) > 0 {
+		p.log.Info("pruned templates no profile builds", "templates", strings.Join(pruned, ", "))
+	}
+	if err != nil {
+		p.log.Warn("prune templates", "err", err)
+	}
+	return nil
+}
