@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: dev test check generate mcp-client k8s-bins fleet build fmt vet staticcheck vuln race loadtest-ssh images manifests
+.PHONY: dev test check generate mcp-client k8s-bins fleet build fmt vet staticcheck vuln race loadtest-ssh images manifests faketart
 
 # dev runs the whole stack in one process on embedded defaults.
 dev:
@@ -62,6 +62,13 @@ fleet:
 build:
 	mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+# faketart builds the fake of Cirrus Labs' tart CLI (internal/faketart;
+# docs/faketart.md) into bin/tart, for `sbx dev --tart bin/tart` on a
+# machine that is not a Mac.
+faketart:
+	mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/tart ./internal/faketart
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

@@ -109,6 +109,10 @@ type Config struct {
 	// sbx-init (local.Config.InitFallback): its path and the arguments
 	// after which it acts as one.
 	SandboxInitFallback []string
+	// Tart, when set, makes this machine a one-host macOS pool: macOS
+	// sandboxes run as tart VMs driven by that binary (sbx dev --tart),
+	// beside the local provider's Linux ones. Not with Provider.
+	Tart *TartConfig
 	// Provider, when set, builds where sandboxes run instead of the local
 	// provider (cmd/control injects Kubernetes).
 	Provider ProviderOpener

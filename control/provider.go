@@ -10,6 +10,8 @@ import (
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/control/provider/platform"
+	"github.com/sbxedge/sbx/control/provider/tart"
 	"github.com/sbxedge/sbx/control/store"
 )
 
@@ -40,7 +42,54 @@ func openProvider(ctx context.Context, cfg Config, st store.Store) (provider.Pro
 	if err != nil {
 		return nil, fmt.Errorf("start local provider: %w", err)
 	}
-	return lp, nil
+	if cfg.Tart == nil {
+		return lp, nil
+	}
+	tp, err := openTart(ctx, *cfg.Tart, cfg.Logger)
+	if err != nil {
+		lp.Close()
+		return nil, err
+	}
+	return &platform.Router{Default: lp, ByPlatform: map[string]provider.Provider{tart.PlatformMacOS: tp}}, nil
+}
+
+// TartConfig is this machine as a one-host macOS pool (Config.Tart).
+type TartConfig struct {
+	// Path is the tart binary (a real one on a Mac, bin/tart elsewhere).
+	Path string
+	// Env is added to tart's environment (TART_HOME, the fake's delays).
+	Env []string
+	// Templates are the macOS profiles' base images and setup scripts.
+	Templates map[string]tart.Template
+	// Suspendable runs VMs with --suspendable (tart 1.8+, macOS 14+).
+	Suspendable bool
+	// MinFreeDiskGB is preflight's free-disk floor (0: tart.MinFreeDiskGB).
+	MinFreeDiskGB int
+}
+
+// openTart checks tart (preflight) and builds the one-host provider.
+func openTart(ctx context.Context, c TartConfig, logger *slog.Logger) (*tart.Provider, error) {
+	d := tart.NewCLI(c.Path, c.Env, logger)
+	min := c.MinFreeDiskGB
+	if min == 0 {
+		min = tart.MinFreeDiskGB
+	}
+	if err := tart.Preflight(ctx, d, min); err != nil {
+		return nil, fmt.Errorf("tart preflight: %w", err)
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	p, err := tart.New(tart.Config{
+		Hosts: []tart.Host{{Name: host, Driver: d}}, Templates: c.Templates, Suspendable: c.Suspendable, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Builds an earlier run left half done go now; old templates stay
+	// until `sbx admin templates prune`.
+	return p, nil
 }
 
 // startProvider subscribes lifecycle to pod stops and starts the
@@ -48,6 +97,7 @@ func openProvider(ctx context.Context, cfg Config, st store.Store) (provider.Pro
 // reconciliation reads state.
 func (s *Service) startProvider(ctx context.Context) error {
 	s.Life.WatchStops()
+	s.Life.WatchProgress()
 	if st, ok := s.Provider.(interface{ Start(context.Context) error }); ok {
 		if err := st.Start(ctx); err != nil {
 			return fmt.Errorf("start provider: %w", err)

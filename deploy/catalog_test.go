@@ -18,7 +18,7 @@ func TestCatalogHoldsDevProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range devseed.Profiles {
+	for _, p := range append(devseed.Profiles, devseed.MacOSProfiles...) {
 		shape, ok := cat.Shape(p.Name)
 		if !ok {
 			t.Errorf("sbx dev's profile %s is not in base/catalog.yaml", p.Name)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -81,6 +82,7 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (default: $SBX_DATABASE_URL, else embedded SQLite in --data-dir)")
 	fs.StringVar(&c.SandboxServer, "sandbox-server", "embedded", `sandbox SSH server: "embedded" (Go) or "sshd" (the machine's OpenSSH)`)
 	fs.StringVar(&c.SandboxInit, "sandbox-init", os.Getenv("SBX_SANDBOX_INIT"), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside sbx, on PATH, or else sbx itself)")
+	fs.StringVar(&c.Tart, "tart", os.Getenv("SBX_TART"), "a tart binary: this machine becomes a one-host macOS pool and the macOS profiles appear (a Mac's tart, or bin/tart from `make faketart` elsewhere)")
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 30*time.Second, "how often expired sandboxes are reaped")
 	fs.DurationVar(&c.ConnLease, "conn-lease", 30*time.Second, "connection log: how long a live connection stays live without its reporter's next batch (a crashed edge's connections end as edge_lost after it)")
 	fs.DurationVar(&c.ConnSweep, "conn-sweep", 10*time.Second, "connection log: how often lapsed leases are settled")
@@ -131,6 +133,20 @@ func runDev(ctx context.Context, args []string) error {
 			return fmt.Errorf("--sandbox-init: %w", err)
 		}
 		c.SandboxInit = abs
+	}
+	if c.Tart != "" && !strings.ContainsRune(c.Tart, '/') {
+		p, err := exec.LookPath(c.Tart)
+		if err != nil {
+			return fmt.Errorf("--tart %s: %w (install tart with `brew install cirruslabs/cli/tart`, or `make faketart` and pass bin/tart)", c.Tart, err)
+		}
+		c.Tart = p
+	}
+	if c.Tart != "" {
+		abs, err := filepath.Abs(c.Tart)
+		if err != nil {
+			return fmt.Errorf("--tart: %w", err)
+		}
+		c.Tart = abs
 	}
 	c.SandboxInitFallback = selfInit()
 	c.DevToken = os.Getenv("SBX_DEV_TOKEN")

@@ -59,7 +59,11 @@ type devConfig struct {
 	// SandboxInitFallback (sbx itself, when run as the CLI).
 	SandboxInit         string
 	SandboxInitFallback []string
-	ReapInterval        time.Duration
+	// Tart is a tart binary (absolute): macOS sandboxes run as its VMs
+	// on this machine, and the macOS profiles are seeded. Empty: Linux
+	// only.
+	Tart         string
+	ReapInterval time.Duration
 	// ConnLease, ConnSweep and PreviewSessionIdle tune the connection
 	// log (control.Config, edge.Config).
 	ConnLease, ConnSweep, PreviewSessionIdle time.Duration
@@ -198,6 +202,9 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		cfg.Lifecycle.EgressProxy = net.JoinHostPort(h, strconv.Itoa(p))
 		cfg.ReservedPorts[p] = "sbx dev's own egress gateway"
 	}
+	if c.Tart != "" {
+		cfg.Tart = &control.TartConfig{Path: c.Tart, Templates: devseed.MacOSTemplates, Suspendable: true}
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -208,6 +215,9 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 	}
 	d := &devStack{svc: svc, tokenFile: devTokenFile(c.DataDir), drain: c.SSHDrain}
 	d.token, d.fresh, err = devseed.Seed(ctx, svc.Store, c.DevToken, d.tokenFile)
+	if err == nil && c.Tart != "" {
+		err = devseed.SeedProfiles(ctx, svc.Store, devseed.MacOSProfiles)
+	}
 	if err == nil {
 		d.edge, err = startDevEdge(ctx, c, svc, cfg.InternalSecret, sshLn, previewLn, egressLn, log)
 	}

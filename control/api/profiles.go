@@ -33,6 +33,9 @@ func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
 	}{Profiles: make([]profileView, 0, len(ps))}
 	def := s.life.Config().DefaultProfile
 	for _, p := range ps {
+		if !s.life.Serves(p.Platform) {
+			continue // no hosts of its platform here (sbx dev without --tart: macOS)
+		}
 		out.Profiles = append(out.Profiles, profileView{Name: p.Name, Platform: p.Platform, CPU: p.CPU, MemoryMB: p.MemoryMB, DiskGB: p.DiskGB, Default: p.Name == def,
 			Network: s.life.ProfileNetwork(p.Name).Spec()})
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/provider/tart"
 	"github.com/sbxedge/sbx/control/store"
 )
 
@@ -28,6 +29,37 @@ var Profiles = []store.Profile{
 	{Name: "tuist-linux-small", Platform: "linux", CPU: 1, MemoryMB: 2048, DiskGB: 10, Image: "local"},
 	{Name: "tuist-linux-medium", Platform: "linux", CPU: 2, MemoryMB: 4096, DiskGB: 20, Image: "local"},
 	{Name: "tuist-linux-large", Platform: "linux", CPU: 4, MemoryMB: 8192, DiskGB: 40, Image: "local"},
+}
+
+// MacOSProfiles are seeded when sbx dev has a tart host (--tart): the
+// same names as the catalog's macOS profiles. Their Image is the tart
+// base image their template clones.
+var MacOSProfiles = []store.Profile{
+	{Name: "tuist-macos-16-large", Platform: "macos", CPU: 8, MemoryMB: 16384, DiskGB: 120, Image: "ghcr.io/cirruslabs/macos-sequoia-xcode:latest"},
+}
+
+// MacOSTemplates are the macOS profiles' setup scripts, run once per
+// template through the guest (control/provider/tart).
+var MacOSTemplates = map[string]tart.Template{
+	"tuist-macos-16-large": {BaseImage: "ghcr.io/cirruslabs/macos-sequoia-xcode:latest", SetupScript: "mkdir -p \"$HOME/workspace\"\n"},
+}
+
+// SeedProfiles upserts profiles (sbx dev's macOS ones, with --tart). A
+// dev run without --tart leaves them in the store; control does not
+// offer them then (it serves no macOS, see lifecycle.Manager.Serves).
+func SeedProfiles(ctx context.Context, st store.Store, profiles []store.Profile) error {
+	err := st.InTx(ctx, func(tx store.Tx) error {
+		for _, p := range profiles {
+			if err := tx.UpsertProfile(ctx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("seed profiles: %w", err)
+	}
+	return nil
 }
 
 // Seed creates the dev account (feature on, concurrency limit 10) and

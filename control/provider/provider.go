@@ -161,3 +161,39 @@ type Snapshotter interface {
 	// DeleteSnapshot removes snapshotID; an unknown one succeeds.
 	DeleteSnapshot(ctx context.Context, snapshotID string) error
 }
+
+// Progress is a report from a provision that is waiting, such as for a
+// macOS slot: lifecycle records it as an event of the sandbox.
+type Progress struct {
+	SandboxID string
+	Reason    string // e.g. "waiting_for_slot"
+	Message   string
+}
+
+// ProgressReporter is implemented by providers whose Provision may wait
+// (the tart provider, for a licence slot). fn is called from Provision's
+// goroutine; it must not block for long.
+type ProgressReporter interface {
+	OnProgress(fn func(Progress))
+}
+
+// Shape is what a profile asks of one sandbox.
+type Shape struct {
+	Platform string
+	CPU      float64
+	MemoryMB int
+}
+
+// Fitter is implemented by providers that can tell at create that a shape
+// will never run (no host large enough): control refuses the create (422)
+// instead of leaving it pending until the provisioning timeout.
+type Fitter interface {
+	Fits(s Shape) error
+}
+
+// PlatformServer is implemented by providers that run only some
+// platforms (sbx dev: Linux always, macOS only with a tart host). Control
+// offers and accepts only the profiles of platforms it serves.
+type PlatformServer interface {
+	Serves(platform string) bool
+}

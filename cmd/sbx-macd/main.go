@@ -1,0 +1,71 @@
+// Command sbx-macd is the host agent of a Mac in a macOS pool: it drives
+// the tart CLI on its own machine (control/provider/tart.CLI) and serves
+// it to control's tart provider over HTTP, every request authenticated
+// with the internal-API token (control/provider/tart/agent). A separate
+// small binary rather than a mode of sbx: it runs under launchd on Mac
+// minis that need none of the rest, links only the driver, and outlives
+// control's restarts, so the VMs it supervises keep running.
+//
+//	SBX_MACD_TOKEN=... sbx-macd --listen 0.0.0.0:7443 --tart /opt/homebrew/bin/tart
+//
+// At start it runs preflight (tart present and recent, free disk) and
+// exits with what to do if that fails; then it prints "listening on ADDR".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sbxedge/sbx/control/provider/tart"
+	"github.com/sbxedge/sbx/control/provider/tart/agent"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sbx-macd:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", "127.0.0.1:7443", "address to serve control on")
+	tartPath := flag.String("tart", "tart", "the tart binary")
+	minFree := flag.Int("min-free-gb", tart.MinFreeDiskGB, "preflight: free disk needed where tart keeps VMs")
+	flag.Parse()
+	token := os.Getenv("SBX_MACD_TOKEN")
+	if len(token) < 16 {
+		return errors.New("SBX_MACD_TOKEN must hold control's internal-API token (16 characters or more)")
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d := tart.NewCLI(*tartPath, nil, logger)
+	if err := tart.Preflight(ctx, d, *minFree); err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: agent.Handler(d, token), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("listening on %s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	case err := <-errc:
+		return err
+	}
+}

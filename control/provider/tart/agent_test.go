@@ -1,0 +1,131 @@
+package tart_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/provider/providertest"
+	"github.com/sbxedge/sbx/control/provider/tart"
+	"github.com/sbxedge/sbx/control/provider/tart/agent"
+)
+
+var (
+	macdOnce sync.Once
+	macdPath string
+	macdErr  error
+)
+
+const agentToken = "internal-api-token-for-tests-0123"
+
+// startAgent runs cmd/sbx-macd as its own process over the fake tart
+// with its own TART_HOME, and returns a Driver speaking to it.
+func startAgent(t *testing.T) *agent.Client {
+	t.Helper()
+	macdOnce.Do(func() {
+		macdPath = filepath.Join(filepath.Dir(fakeTart), "sbx-macd")
+		if out, err := exec.Command("go", "build", "-o", macdPath, "github.com/sbxedge/sbx/cmd/sbx-macd").CombinedOutput(); err != nil {
+			macdErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if macdErr != nil {
+		t.Fatal(macdErr)
+	}
+	cmd := exec.Command(macdPath, "--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0")
+	cmd.Env = append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken), fakeEnv(t)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		t.Fatalf("sbx-macd said %q, %v", line, err)
+	}
+	c := &agent.Client{BaseURL: "http://" + addr, Token: agentToken}
+	// Its VMs are stopped before the agent (their supervisor) goes.
+	t.Cleanup(func() { stopAll(t, c) })
+	return c
+}
+
+// TestConformanceThroughAgent runs providertest against a provider whose
+// one host is a host agent in its own process.
+func TestConformanceThroughAgent(t *testing.T) {
+	providertest.Run(t, func(t *testing.T) providertest.Env {
+		c := startAgent(t)
+		p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true})
+		return providertest.Env{Provider: p, Spec: macSpec}
+	})
+}
+
+// TestAgentRefusesWithoutToken: no route of the agent answers without
+// the internal-API token.
+func TestAgentRefusesWithoutToken(t *testing.T) {
+	c := startAgent(t)
+	for _, tok := range []string{"", "wrong-token-wrong-token-wrong"} {
+		bad := &agent.Client{BaseURL: c.BaseURL, Token: tok}
+		if _, err := bad.List(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("List with token %q = %v; want 401", tok, err)
+		}
+	}
+	if _, err := c.List(context.Background()); err != nil {
+		t.Fatalf("List with the token: %v", err)
+	}
+}
+
+// TestPlacementAcrossHosts: two agents, two slots each, hold four
+// sandboxes, two on each; a fifth waits with the pool's counts.
+func TestPlacementAcrossHosts(t *testing.T) {
+	a, b := startAgent(t), startAgent(t)
+	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: a}, {Name: "mini-2", Driver: b}}})
+	sp := newSpecs(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	var wg sync.WaitGroup
+	for _, id := range []string{"sbx-p1", "sbx-p2", "sbx-p3", "sbx-p4"} {
+		wg.Go(func() {
+			if _, err := p.Provision(ctx, sp.spec(t, id)); err != nil {
+				t.Errorf("Provision %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if na, nb := running(t, a), running(t, b); na != 2 || nb != 2 {
+		t.Fatalf("running VMs per host = %d, %d; want 2, 2", na, nb)
+	}
+	msgs := make(chan string, 4)
+	p.OnProgress(func(pr provider.Progress) { msgs <- pr.Message })
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := p.Provision(short, sp.spec(t, "sbx-p5")); err == nil {
+		t.Fatal("a fifth sandbox got a slot on a full pool")
+	}
+	if got, want := <-msgs, "waiting for a macOS slot (4 of 4 in use on 2 hosts)"; got != want {
+		t.Fatalf("progress %q, want %q", got, want)
+	}
+}
