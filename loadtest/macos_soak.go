@@ -318,7 +318,15 @@ func (c *macSoakConfig) phaseWork(ctx context.Context, tart string, v *soakVM, p
 	case "preview":
 		// A dev server answering preview traffic: one request a second to
 		// a server in the guest, measured from the host.
-		do(`(python3 -m http.server 8080 >/dev/null 2>&1 &) ; sleep 1`)
+		// Bound to the guest's own address: on a Mac that is the VM's
+		// NIC; under the fake, each VM's loopback address, so two VMs'
+		// servers do not collide.
+		ip, err := tartCmd(ctx, tart, "ip", v.name)
+		if err != nil {
+			v.fail("ip: %v", err)
+			return
+		}
+		do(fmt.Sprintf(`(python3 -m http.server --bind %s 8080 >/dev/null 2>&1 &) ; sleep 1`, strings.TrimSpace(ip)))
 		for time.Now().Before(end) && ctx.Err() == nil {
 			v.previews++
 			if err := previewGet(ctx, tart, v.name); err != nil {
