@@ -359,10 +359,15 @@ func printRecommendation(w io.Writer, all []cycle, c macSuspendConfig) {
 	fmt.Fprintf(w, "Feasibility (budgets: suspend <= %s, wake <= %s at full size; the spec sets no number, these are flags):\n", c.sleepBudget, c.wakeBudget)
 	feasible := map[int]bool{}
 	for _, gb := range c.sizes {
+		// The best setting is the one with the most room under both
+		// budgets: the smaller of the two budget fractions it uses.
+		fit := func(cy *cycle) float64 {
+			return max(cy.suspendTime.Seconds()/c.sleepBudget.Seconds(), cy.wakeTime.Seconds()/c.wakeBudget.Seconds())
+		}
 		var best *cycle
 		for i := range all {
 			cy := &all[i]
-			if cy.gb == gb && (best == nil || cy.wakeTime < best.wakeTime) {
+			if cy.gb == gb && (best == nil || fit(cy) < fit(best)) {
 				best = cy
 			}
 		}
