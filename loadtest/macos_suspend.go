@@ -134,7 +134,7 @@ func runMacSuspend(ctx context.Context, args []string) error {
 	fs.StringVar(&c.endpoint, "endpoint", "", "S3 endpoint host:port (default: start SeaweedFS's weed on loopback); keys from SBX_S3_ACCESS_KEY and SBX_S3_SECRET_KEY")
 	fs.StringVar(&c.bucket, "bucket", "sbx-macos-suspend", "bucket for the bundles (with -endpoint)")
 	fs.BoolVar(&c.secure, "https", false, "use HTTPS to -endpoint")
-	fs.StringVar(&c.weed, "weed-bins", os.Getenv(s3test.EnvBins), "folder holding weed (make s3-bins; default $"+s3test.EnvBins+")")
+	fs.StringVar(&c.weed, "weed-bins", os.Getenv(s3test.EnvBins), "folder holding weed (default $"+s3test.EnvBins+", else make s3-bins' cache folder)")
 	fs.DurationVar(&c.wakeBudget, "wake-budget", 60*time.Second, "longest acceptable wake (download + resume) at full size: a wake past it outlasts control's API hold and a user's patience")
 	fs.DurationVar(&c.sleepBudget, "suspend-budget", 120*time.Second, "longest acceptable suspend (pause + upload) at full size: the VM is paused and its slot held meanwhile")
 	if err := parseConfig(fs, args, &c); err != nil {
@@ -202,6 +202,14 @@ func (c *macSuspendConfig) openStore(ctx context.Context, dir string) (*objstore
 			return nil, "", nil, err
 		}
 		return st, c.endpoint, func() {}, nil
+	}
+	if c.weed == "" {
+		// make s3-bins' cache folder, when the environment names none.
+		if home, err := os.UserCacheDir(); err == nil {
+			if m, _ := filepath.Glob(filepath.Join(home, "sbx", "s3-bins", "seaweedfs-*", "weed")); len(m) > 0 {
+				c.weed = filepath.Dir(m[len(m)-1])
+			}
+		}
 	}
 	if c.weed != "" {
 		os.Setenv(s3test.EnvBins, c.weed)
