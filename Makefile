@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: dev test check generate mcp-client k8s-bins fleet build fmt vet staticcheck vuln race loadtest-ssh images manifests faketart
+.PHONY: dev test check generate mcp-client k8s-bins s3-bins fleet build fmt vet staticcheck vuln race loadtest-ssh images manifests faketart
 
 # dev runs the whole stack in one process on embedded defaults.
 dev:
@@ -11,17 +11,17 @@ dev:
 # a real kube-apiserver and etcd (k8s-bins), and the MCP TypeScript client
 # the MCP end-to-end test drives. SBX_K8S_REQUIRED makes a missing
 # apiserver fail the Kubernetes tests instead of skipping them.
-K8S_TEST_ENV = SBX_K8S_BINS=$(K8S_BINS) SBX_K8S_REQUIRED=1
+K8S_TEST_ENV = SBX_K8S_BINS=$(K8S_BINS) SBX_K8S_REQUIRED=1 SBX_S3_BINS=$(S3_BINS) SBX_S3_REQUIRED=1
 # The k8s provider's package runs alone, after the rest: each of its test
 # pods is a real sbx-init and sshd, and beside cmd/sbx on two cores its
 # pods missed their ready waits (two full runs; it passes alone).
 K8S_PROVIDER_PKG := ./control/provider/k8s
-test: mcp-client k8s-bins
+test: mcp-client k8s-bins s3-bins
 	$(K8S_TEST_ENV) $(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/control/provider/k8s$$')
 	$(K8S_TEST_ENV) $(GO) test -count=1 -timeout 30m $(K8S_PROVIDER_PKG)
 
 # race runs the same two steps as test under the race detector, shuffled.
-race: mcp-client k8s-bins
+race: mcp-client k8s-bins s3-bins
 	$(K8S_TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/control/provider/k8s$$')
 	$(K8S_TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout 30m $(K8S_PROVIDER_PKG)
 
@@ -58,6 +58,24 @@ $(K8S_BINS)/etcd:
 # under traffic, and prints the fault table (go run ./loadtest fleet -h).
 fleet:
 	$(GO) run ./loadtest fleet $(FLEET_FLAGS)
+
+# s3-bins builds SeaweedFS's weed, the S3-compatible server the object
+# store tests run (internal/objstore/s3test), from the version pinned in
+# internal/objstore/s3bins into a cache folder keyed by that version, like
+# k8s-bins. GONOSUMDB: one of its dependencies (a SeaweedFS fork of the
+# CockroachDB parser) is on the module proxy but not in the checksum
+# database; s3bins/go.sum pins its hash instead.
+S3_MOD := internal/objstore/s3bins
+S3_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/seaweedfs/seaweedfs") {print $$(i+1); exit}}' $(S3_MOD)/go.mod)
+S3_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sbx/s3-bins
+S3_BINS ?= $(S3_CACHE)/seaweedfs-$(S3_VERSION)
+s3-bins: $(S3_BINS)/weed
+
+$(S3_BINS)/weed:
+	@mkdir -p $(S3_BINS)
+	@echo "building weed $(S3_VERSION) into $(S3_BINS) (first time: several minutes)"
+	cd $(S3_MOD) && GONOSUMDB=github.com/seaweedfs/cockroachdb-parser $(GO) build -trimpath -o $@.tmp -ldflags "-s -w" github.com/seaweedfs/seaweedfs/weed
+	mv $@.tmp $@
 
 build:
 	mkdir -p $(BIN)
