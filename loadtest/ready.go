@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,6 +61,8 @@ func runReady(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Wakes, "wakes", 5, "wakes per round")
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds; figures are medians with ranges over all rounds")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	var verbose bool
+	fs.BoolVar(&verbose, "v", false, "print each wake's overhead and the edge's steps")
 	if err := parseConfig(fs, args, &c); err != nil {
 		return err
 	}
@@ -77,6 +80,7 @@ func runReady(ctx context.Context, args []string) error {
 	defer st.close()
 
 	var ready, overhead, before, after, appStart []time.Duration
+	var stepLog []string
 	steps := map[string][]float64{}
 	for round := range c.Rounds {
 		for range c.N {
@@ -99,6 +103,7 @@ func runReady(ctx context.Context, args []string) error {
 				before = append(before, x.before)
 				after = append(after, x.after)
 				appStart = append(appStart, x.app)
+				stepLog = append(stepLog, x.steps)
 			}
 		}
 	}
@@ -118,6 +123,11 @@ func runReady(ctx context.Context, args []string) error {
 		fmt.Printf("    GET → app process start:   %s\n", durRange(before))
 		fmt.Printf("    app start → listening:     %s\n", durRange(appStart))
 		fmt.Printf("    app listening → answer:    %s\n", durRange(after))
+		if verbose {
+			for i, s := range stepLog {
+				fmt.Printf("    wake %2d: %5.1f ms; edge steps (ms since its start) %s\n", i+1, float64(overhead[i].Microseconds())/1000, s)
+			}
+		}
 	}
 	return nil
 }
@@ -180,6 +190,7 @@ type wake struct {
 	app    time.Duration // the app's process start to its listening
 	before time.Duration // the GET's start to the app's process start
 	after  time.Duration // the app listening to the answer's end
+	steps  string        // the edge's wake steps, as its status endpoint says
 }
 
 // wakes creates a sandbox whose service is readyAppCmd on a private
@@ -268,9 +279,39 @@ func wakes(ctx context.Context, st *devStack, dir string, n int) ([]wake, error)
 		if appStart.Before(start) {
 			return nil, fmt.Errorf("the app's last start %v is before the wake's GET %v: it did not restart", appStart, start)
 		}
-		out = append(out, wake{total: end.Sub(start), app: listening.Sub(appStart), before: appStart.Sub(start), after: end.Sub(listening)})
+		steps, err := wakeSteps(ctx, client, u.Host, st.token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, wake{total: end.Sub(start), app: listening.Sub(appStart), before: appStart.Sub(start), after: end.Sub(listening), steps: steps})
 	}
 	return out, nil
+}
+
+// wakeSteps is the last wake's steps from the preview's status endpoint,
+// as "step@ms" in order.
+func wakeSteps(ctx context.Context, client *http.Client, host, token string) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+host+"/__sbx_preview/wake-status", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("wake status: %w", err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Steps []struct {
+			Step string `json:"step"`
+			AtMS int64  `json:"at_ms"`
+		} `json:"steps"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return "", fmt.Errorf("wake status: %w", err)
+	}
+	var parts []string
+	for _, s := range st.Steps {
+		parts = append(parts, s.Step+"@"+strconv.FormatInt(s.AtMS, 10))
+	}
+	return strings.Join(parts, " "), nil
 }
 
 // retryGet tries get for up to 10 s: the service starts after ready.

@@ -48,13 +48,19 @@ const (
 	stepFailed    = "failed"
 )
 
-// A waking preview tries its port first after portPollMin, then twice
-// as long after each miss, up to portPoll. An app usually listens within
-// milliseconds of its sandbox's restore: a fixed 150 ms between tries was
-// half of a wake's cost (BenchmarkWakeLatency in cmd/sbx), and a port that
-// takes its time is still tried only every portPoll.
+// A waking preview tries its port at once when its sandbox is ready (the
+// event the wake waited for), then every portPollMin for portFastFor,
+// when an app that starts with its sandbox comes up, then twice as long
+// after each miss up to portPoll. A try is a channel open on the pooled
+// SSH connection to the sandbox, refused there by a closed port: a few
+// hundred in the fast window cost less than a millisecond of CPU each.
+// A fixed 150 ms between tries was half of a wake's cost, and doubling
+// from 2 ms still left a median ~20 ms between the app listening and the
+// next try (loadtest ready); a port that takes its time is still tried
+// only every portPoll.
 const (
 	portPollMin = 2 * time.Millisecond
+	portFastFor = 2 * time.Second
 	portPoll    = 150 * time.Millisecond
 )
 
@@ -254,7 +260,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 	}
 	var lastAsk time.Time
 	var lastErr error
-	wait := portPollMin
+	wait, portSince := portPollMin, p.cfg.Now()
 	for {
 		conn, err := p.dialPort(ctx, rt, rt.upstream)
 		if err == nil {
@@ -297,7 +303,9 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 			}
 		}
 		t := time.NewTimer(wait)
-		wait = min(2*wait, portPoll)
+		if p.cfg.Now().Sub(portSince) >= portFastFor {
+			wait = min(2*wait, portPoll)
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()
