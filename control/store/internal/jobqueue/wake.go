@@ -34,8 +34,11 @@ func (w *Wake) c() chan struct{} {
 
 // Nudge signals committed jobs. It never blocks: nudges coalesce while
 // the client has not yet taken the last one, as one fetch takes every
-// job available.
+// job available. A nil Wake ignores it.
 func (w *Wake) Nudge() {
+	if w == nil {
+		return
+	}
 	select {
 	case w.c() <- struct{}{}:
 	default:
