@@ -49,19 +49,19 @@ const (
 )
 
 // A waking preview tries its port at once when its sandbox is ready (the
-// event the wake waited for), then every portPollMin for portFastFor,
+// event the wake waited for), then every portPollFast for portFastFor,
 // when an app that starts with its sandbox comes up, then twice as long
-// after each miss up to portPoll. A try is a channel open on the pooled
-// SSH connection to the sandbox, refused there by a closed port: a few
-// hundred in the fast window cost less than a millisecond of CPU each.
-// A fixed 150 ms between tries was half of a wake's cost, and doubling
-// from 2 ms still left a median ~20 ms between the app listening and the
-// next try (loadtest ready); a port that takes its time is still tried
-// only every portPoll.
+// after each miss up to portPoll. A refused try costs a connection and a
+// handshake with the sandbox's forwarder (or a channel open on the
+// pooled SSH connection): 250 of them in the fast window at most. A fixed
+// 150 ms between tries was half of a wake's cost, and doubling from 2 ms
+// still left tens of ms between the app listening and the next try
+// (loadtest ready); a port that takes its time is still tried only every
+// portPoll.
 const (
-	portPollMin = 2 * time.Millisecond
-	portFastFor = 2 * time.Second
-	portPoll    = 150 * time.Millisecond
+	portPollFast = 4 * time.Millisecond
+	portFastFor  = time.Second
+	portPoll     = 150 * time.Millisecond
 )
 
 // wakeState is one wake of one preview host.
@@ -260,7 +260,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 	}
 	var lastAsk time.Time
 	var lastErr error
-	wait, portSince := portPollMin, p.cfg.Now()
+	wait, portSince := portPollFast, p.cfg.Now()
 	for {
 		conn, err := p.dialPort(ctx, rt, rt.upstream)
 		if err == nil {
