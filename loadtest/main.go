@@ -4,6 +4,7 @@
 // it never targets another host.
 //
 //	go run ./loadtest ssh [flags]     SSH broker vs a direct connection to the same sshd
+//	go run ./loadtest ready [flags]   create→ready split by step, and a preview wake's overhead over the app's start
 //	go run ./loadtest preview [flags] preview proxy vs the same upstream direct, via nginx and Caddy, and over its SSH transport alone
 //	go run ./loadtest exec [flags]    exec round trip: MCP vs REST vs SSH on an open connection
 //	go run ./loadtest private [flags] private preview with a token vs a public port, on control and the edge
@@ -32,12 +33,14 @@ type command struct {
 
 var commands = []command{
 	{name: "ssh", summary: "SSH broker vs direct sshd: throughput, CPU/GiB, handshakes/s, keystroke RTT, memory per idle session", run: runSSH},
+	{name: "ready", summary: "create→ready in the sbx dev stack, split by step, and a preview wake's overhead over the app's own start", run: runReady},
 	{name: "preview", summary: "preview proxy vs direct, nginx, Caddy and its bare SSH transport: 1 KiB req/s, tier CPU per request and p50/p99 at 64 conns, one large download, WebSocket echo RTT", run: runPreview},
 	{name: "private", summary: "private preview (account token) vs public port on the real stack (control + edge in process): req/s, p99", run: runPrivPreview},
 	{name: "usage", summary: "the usage query on one account with a million ledger rows: the hourly rollup vs one pass over the ledger", run: runUsage},
 	{name: "fleet", summary: "2 control + 3 edge processes (real binaries) with private Redis and Postgres; kill -9 an edge, a control, stop Redis, restart Postgres under SSH/PTY/preview/exec traffic: fault table", run: runFleet},
 	{name: "scale", summary: "control + edge binaries on Postgres and a private Redis with a simulated fleet: creates/s, edge memory per SSH session and WebSocket, Redis per flush, private preview vs public", run: runScale},
 	{name: "exec", summary: "exec round trip: MCP tool vs REST vs SSH exec on an open connection, same run", run: runExec},
+	{name: readyAppCmd, summary: "(internal) the woken app of the ready scenario", run: runReadyApp, hidden: true},
 	{name: previewChildCmd, summary: "(internal) the preview proxy under test, in its own process", run: runPreviewChild, hidden: true},
 	{name: forwarderChildCmd, summary: "(internal) a sandbox's port forwarder, in its own process", run: runForwarderChild, hidden: true},
 	{name: brokerChildCmd, summary: "(internal) the broker under test, in its own process", run: runBrokerChild, hidden: true},

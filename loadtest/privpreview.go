@@ -2,28 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"time"
 
-	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/control/devseed"
-	"github.com/sbxedge/sbx/control/lifecycle"
-	"github.com/sbxedge/sbx/edge"
-	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/apiclient"
-	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // privConfig bounds the private-preview scenario.
@@ -74,76 +63,12 @@ func runPrivPreview(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 
-	previewLn, err := net.Listen("tcp", "127.0.0.1:0")
+	st, err := startDevStack(ctx, dir)
 	if err != nil {
 		return err
 	}
-	sshLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	previewPort := previewLn.Addr().(*net.TCPAddr).Port
-	secret := make([]byte, 32)
-	_, _ = rand.Read(secret)
-	var running atomic.Pointer[edge.Edge] // set once the edge serves
-	svc, err := control.Open(ctx, control.Config{
-		DataDir: dir, APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: sshLn.Addr().(*net.TCPAddr).Port,
-		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret),
-		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort,
-		// In process, as sbx dev without Redis: control hands its
-		// invalidations to the edge.
-		PreviewChanged: func(ctx context.Context, inv edgeapi.Invalidation) error {
-			if e := running.Load(); e != nil {
-				e.Invalidate(ctx, inv)
-			}
-			return nil
-		},
-		Lifecycle: lifecycle.Config{DefaultProfile: devseed.DefaultProfile},
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = svc.Shutdown(sctx)
-	}()
-	tok, _, err := devseed.Seed(ctx, svc.Store, "", filepath.Join(dir, "token"))
-	if err != nil {
-		return err
-	}
-	if err := svc.Start(ctx); err != nil {
-		return err
-	}
-	ecfg := edge.DefaultConfig()
-	ecfg.SSHListener = sshLn
-	ecfg.ControlURL, ecfg.InternalSecret = svc.InternalURL(), hex.EncodeToString(secret)
-	ecfg.HostKeyDir = filepath.Join(dir, "broker-keys")
-	ecfg.CA = svc.CA
-	ecfg.Activity = svc.Activity
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	ecfg.Preview = edge.PreviewConfig{Listener: previewLn, PlainHTTP: true, Domain: "preview.localhost", PublicPort: previewPort,
-		SessionKey: key, RouteTTL: ecfg.Preview.RouteTTL, DevSignIn: &preview.DevSignIn{AccountID: devseed.AccountID, User: "dev"}}
-	ecfg.Logger, ecfg.Registry = slog.New(slog.DiscardHandler), svc.Registry
-	e, err := edge.Open(ctx, ecfg)
-	if err != nil {
-		return err
-	}
-	if err := e.Start(ctx); err != nil {
-		return err
-	}
-	running.Store(e)
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer scancel()
-		_ = e.Shutdown(sctx)
-	}()
-
-	api, err := apiclient.New(svc.URL(), tok, nil)
-	if err != nil {
-		return err
-	}
+	defer st.close()
+	api, tok := st.api, st.token
 	created, err := apiclient.Result(api.CreateSandboxWithResponse(ctx, nil, apiclient.CreateSandbox{}))
 	if err != nil {
 		return fmt.Errorf("create sandbox: %w", err)
@@ -187,7 +112,7 @@ func runPrivPreview(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	addr := previewLn.Addr().String()
+	addr := st.previewAddr
 	paths := []path{
 		{name: "public", addr: addr, host: pubHost},
 		{name: "private-token", addr: addr, host: privHost, header: http.Header{"Authorization": {"Bearer " + tok}}},

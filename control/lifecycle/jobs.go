@@ -145,6 +145,8 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		return m.fail(ctx, sb.ID, "provisioning timed out")
 	}
 	start := time.Now()
+	steps := newProvisionSteps(sb.CreatedAt, job.JobRow, start)
+	steps.mark("job_start", start)
 	var spec provider.Spec
 	var hostPub string
 	err = m.retryStore(ctx, "build spec of "+sb.ID, func() error {
@@ -156,6 +158,7 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		return err
 	}
 	spec.FromSnapshot = sb.FromSnapshot // a fork starts as its snapshot
+	steps.mark("spec", time.Now())
 	ep, err := m.prov.Provision(ctx, spec)
 	if err != nil {
 		m.log.WarnContext(ctx, "provision attempt failed", "sandbox_id", sb.ID, "attempt", job.Attempt, "err", err)
@@ -164,12 +167,15 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		}
 		return fmt.Errorf("provision %s: %w", sb.ID, err)
 	}
+	steps.mark("provision", time.Now())
 	if repo := job.Args.Repo; repo != nil {
 		if done, err := m.cloneStep(ctx, sb, ep, hostPub, *repo, job.Attempt >= job.MaxAttempts); done || err != nil {
 			return err
 		}
+		steps.mark("clone", time.Now())
 	}
 	m.startServices(ctx, sb, ep, hostPub)
+	steps.mark("services", time.Now())
 	boot := ep.Boot // warm_hit or cold_boot, recorded on the ready event
 	if boot == "" {
 		boot = "cold_boot"
@@ -177,7 +183,7 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 	becameReady := false
 	err = m.retryStore(ctx, "mark "+sb.ID+" ready", func() error {
 		becameReady = false
-		return m.markReady(ctx, sb.ID, ep, hostPub, boot, &becameReady)
+		return m.markReady(ctx, sb.ID, ep, hostPub, boot, steps, &becameReady)
 	})
 	if err != nil {
 		return fmt.Errorf("mark %s ready: %w", sb.ID, err)
@@ -191,7 +197,7 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 
 // markReady moves a still-pending sandbox to ready and opens its compute
 // session, in one transaction; becameReady says whether it did.
-func (m *Manager) markReady(ctx context.Context, id string, ep provider.Endpoint, hostPub, boot string, becameReady *bool) error {
+func (m *Manager) markReady(ctx context.Context, id string, ep provider.Endpoint, hostPub, boot string, steps *provisionSteps, becameReady *bool) error {
 	return m.store.InTx(ctx, func(tx store.Tx) error {
 		cur, err := tx.SandboxForUpdate(ctx, id)
 		if err != nil {
@@ -215,7 +221,9 @@ func (m *Manager) markReady(ctx context.Context, id string, ep provider.Endpoint
 			return err
 		}
 		*becameReady = true
-		return tx.InsertEvent(ctx, stateEvent(cur, boot, "provisioner", now))
+		ev := stateEvent(cur, boot, "provisioner", now)
+		ev.Message = steps.message(time.Now())
+		return tx.InsertEvent(ctx, ev)
 	})
 }
 
@@ -351,6 +359,7 @@ func retried(err error, job *rivertype.JobRow) bool {
 func (w *terminateWorker) work(ctx context.Context, job *river.Job[TerminateArgs]) error {
 	m := w.m
 	id := job.Args.SandboxID
+	m.ending.wait(ctx, id) // the edges tell open sessions why first
 	if m.conns != nil {
 		m.conns.Forget(id)
 	}

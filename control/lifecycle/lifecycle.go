@@ -154,6 +154,9 @@ type Manager struct {
 	tokens tokenVault
 	// reserved are the host's own ports (see ReservePort).
 	reserved reservedPorts
+	// ending are this process's ends not yet told to the edges, which
+	// their teardowns wait for.
+	ending endings
 }
 
 // Deps are the Manager's collaborators.
@@ -530,6 +533,10 @@ func (m *Manager) end(ctx context.Context, id, reason, actor string) (store.Sand
 // the close run under the sandbox's row lock, so callers racing on several
 // replicas close a session once.
 func (m *Manager) endAt(ctx context.Context, id, reason, actor string, at time.Time, only func(store.Sandbox) bool) (store.Sandbox, error) {
+	// The teardown this enqueues waits until publish below told the
+	// edges (see endings).
+	told := m.ending.begin(id)
+	defer told()
 	var out store.Sandbox
 	err := m.store.InTx(ctx, func(tx store.Tx) error {
 		sb, err := tx.SandboxForUpdate(ctx, id)

@@ -48,14 +48,20 @@ const (
 	stepFailed    = "failed"
 )
 
-// A waking preview tries its port first after portPollMin, then twice
-// as long after each miss, up to portPoll. An app usually listens within
-// milliseconds of its sandbox's restore: a fixed 150 ms between tries was
-// half of a wake's cost (BenchmarkWakeLatency in cmd/sbx), and a port that
-// takes its time is still tried only every portPoll.
+// A waking preview tries its port at once when its sandbox is ready (the
+// event the wake waited for), then every portPollFast for portFastFor,
+// when an app that starts with its sandbox comes up, then twice as long
+// after each miss up to portPoll. A refused try costs a connection and a
+// handshake with the sandbox's forwarder (or a channel open on the
+// pooled SSH connection): 250 of them in the fast window at most. A fixed
+// 150 ms between tries was half of a wake's cost, and doubling from 2 ms
+// still left tens of ms between the app listening and the next try
+// (loadtest ready); a port that takes its time is still tried only every
+// portPoll.
 const (
-	portPollMin = 2 * time.Millisecond
-	portPoll    = 150 * time.Millisecond
+	portPollFast = 4 * time.Millisecond
+	portFastFor  = time.Second
+	portPoll     = 150 * time.Millisecond
 )
 
 // wakeState is one wake of one preview host.
@@ -254,7 +260,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 	}
 	var lastAsk time.Time
 	var lastErr error
-	wait := portPollMin
+	wait, portSince := portPollFast, p.cfg.Now()
 	for {
 		conn, err := p.dialPort(ctx, rt, rt.upstream)
 		if err == nil {
@@ -297,7 +303,9 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 			}
 		}
 		t := time.NewTimer(wait)
-		wait = min(2*wait, portPoll)
+		if p.cfg.Now().Sub(portSince) >= portFastFor {
+			wait = min(2*wait, portPoll)
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -39,21 +39,10 @@ const (
 	// connections let WAL readers (and a read issued inside a caller's
 	// transaction through the Store) run while a writer holds the lock.
 	maxConns = 4
-	// fetchPollInterval replaces LISTEN/NOTIFY, which SQLite lacks, and
-	// River wakes its producer on an insert only for a non-transactional
-	// insert by the working client itself, while ours are inserted in the
-	// transaction of the state change that implies them. A new job waits
-	// half of it on average, once per job of a chain: at 200 ms
-	// create→ready took 209 ms of which the provider's own work was 5 ms
-	// (BenchmarkCreateToReady in control/api). An idle poll is one indexed
-	// query on a local file, 50 a second a fraction of a percent of a core.
-	//
-	// Held at 200 ms for now: at 20 ms a destroy's teardown killed the
-	// sandbox's sshd before the SSH broker's re-check (a control round
-	// trip after the invalidation) could tell its open sessions why
-	// (TestSSHSessionToldSandboxEnded failed 1 run in 1). The poll can
-	// drop once the teardown waits for the edges' word, or the broker
-	// explains a sandbox side that went away on its own.
+	// fetchPollInterval is the backup for the in-process wake
+	// (jobqueue.Wake), which starts a job committed by this process at
+	// once: the poll finds jobs another process inserted (`sbx admin`)
+	// and scheduled ones coming due.
 	fetchPollInterval = 200 * time.Millisecond
 	// fetchCooldown is the least time between two fetches; River's
 	// default (100 ms) would floor the poll above. Fetches a job's end
@@ -133,6 +122,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 			Logger:  logger,
 			Tune:    func(c *river.Config) { c.FetchPollInterval, c.FetchCooldown = fetchPollInterval, fetchCooldown },
 			Reclaim: reclaimer(db),
+			Wake:    new(jobqueue.Wake),
 		},
 	}, nil
 }
@@ -165,6 +155,9 @@ func (s *Store) inTx(ctx context.Context, fn func(store.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	if t.enqueued {
+		s.jobs.Wake.Nudge()
+	}
 	for _, id := range t.eventSandboxes {
 		s.events.Notify(id)
 	}
@@ -206,6 +199,9 @@ type tx struct {
 	// eventSandboxes are the sandboxes InsertEvent wrote for, signalled
 	// once the transaction commits.
 	eventSandboxes []string
+	// enqueued says a job was inserted: the job client is woken once the
+	// transaction commits.
+	enqueued bool
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -214,6 +210,7 @@ func (t *tx) Enqueue(ctx context.Context, args river.JobArgs, opts *river.Insert
 	if _, err := t.inserter.InsertTx(ctx, t.stx, args, opts); err != nil {
 		return fmt.Errorf("enqueue %s: %w", args.Kind(), err)
 	}
+	t.enqueued = true
 	return nil
 }
 

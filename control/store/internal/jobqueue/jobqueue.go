@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +40,9 @@ type Runner[TTx any] struct {
 	// each gets an attempt error saying why, dated at. It returns how many
 	// it changed. Required for JobsConfig.Instance.
 	Reclaim func(ctx context.Context, clientID string, at time.Time) (int64, error)
+	// Wake, when set, is how the store tells the client of jobs it
+	// committed, for a database without LISTEN/NOTIFY (see Wake).
+	Wake *Wake
 
 	mu     sync.Mutex // guards client
 	client *river.Client[TTx]
@@ -106,7 +111,11 @@ func (r *Runner[TTx]) Start(ctx context.Context, cfg store.JobsConfig) error {
 			return err
 		}
 	}
-	client, err := river.NewClient(r.Driver, rc)
+	driver := r.Driver
+	if r.Wake != nil {
+		driver = wakeDriver[TTx]{Driver: r.Driver, wake: r.Wake, queues: slices.Sorted(maps.Keys(rc.Queues))}
+	}
+	client, err := river.NewClient(driver, rc)
 	if err != nil {
 		return fmt.Errorf("start jobs: new river client: %w", err)
 	}
