@@ -7,9 +7,8 @@ import (
 
 func TestProviderFlags(t *testing.T) {
 	t.Parallel()
-	base := []string{"--data-dir", t.TempDir(), "--no-idle-offload"}
-	c, _, err := parseConfig(append(base, "--provider", "k8s", "--k8s-namespace", "sbx-test",
-		"--k8s-catalog", "../../control/provider/k8s/testdata/catalog.yaml"), secretEnv)
+	base := required(t)
+	c, _, err := parseConfig(append(base, "--provider", "k8s", "--k8s-namespace", "sbx-test"), secretEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,8 +16,11 @@ func TestProviderFlags(t *testing.T) {
 		t.Errorf("k8s config %+v; want namespace sbx-test and the catalog's 3 profiles", c.Provider)
 	}
 	c, _, err = parseConfig(base, secretEnv)
-	if err != nil || c.Provider != nil {
-		t.Errorf("default provider: %+v, %v; want local (no provider injected)", c.Provider, err)
+	if _, ok := c.Provider.(*kubernetes); err != nil || !ok {
+		t.Errorf("default provider: %+v, %v; want k8s, the one this binary links", c.Provider, err)
+	}
+	if _, _, err := parseConfig(append(base, "--provider", "local"), secretEnv); err == nil || !strings.Contains(err.Error(), "sbx dev") {
+		t.Errorf("--provider local: %v; want a refusal pointing at sbx dev", err)
 	}
 	for _, bad := range [][]string{
 		{"--provider", "nomad"},
