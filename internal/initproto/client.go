@@ -1,6 +1,8 @@
 package initproto
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,12 +115,8 @@ func (c Client) Follow(ctx context.Context, name string, tail int, accepted func
 	defer sess.Close()
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
-	var first Response
-	if err := dec.Decode(&first); err != nil {
-		return fmt.Errorf("read init answer: %w", err)
-	}
-	if first.Error != "" {
-		return &RemoteError{Msg: first.Error, Unknown: first.Unknown}
+	if _, err := dec.Response(); err != nil {
+		return err
 	}
 	if accepted != nil {
 		if err := accepted(); err != nil {
@@ -127,7 +125,7 @@ func (c Client) Follow(ctx context.Context, name string, tail int, accepted func
 	}
 	for {
 		var l Line
-		if err := dec.Decode(&l); err != nil {
+		if err := dec.Next(&l); err != nil {
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -147,20 +145,18 @@ func (c Client) call(ctx context.Context, req Request) (Response, error) {
 	defer sess.Close()
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
-	var resp Response
-	if err := dec.Decode(&resp); err != nil {
+	resp, err := dec.Response()
+	var remote *RemoteError
+	if err != nil && !errors.As(err, &remote) {
 		if ctx.Err() != nil {
 			return Response{}, fmt.Errorf("init %s: %w", req.Op, context.Cause(ctx))
 		}
-		return Response{}, fmt.Errorf("read init answer to %s: %w", req.Op, err)
+		return Response{}, fmt.Errorf("init %s: %w", req.Op, err)
 	}
-	if resp.Error != "" {
-		return resp, &RemoteError{Msg: resp.Error, Unknown: resp.Unknown}
-	}
-	return resp, nil
+	return resp, err
 }
 
-func (c Client) open(ctx context.Context, req Request) (*ssh.Session, *json.Decoder, error) {
+func (c Client) open(ctx context.Context, req Request) (*ssh.Session, *Replies, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -190,5 +186,70 @@ func (c Client) open(ctx context.Context, req Request) (*ssh.Session, *json.Deco
 		sess.Close()
 		return nil, nil, fmt.Errorf("send init request: %w", err)
 	}
-	return sess, json.NewDecoder(out), nil
+	return sess, NewReplies(out), nil
+}
+
+// maxReply bounds one line of an init's answer. The answer comes from
+// inside a tenant's sandbox, where anything may stand in for the init:
+// a longer line is refused, not buffered. The largest honest one is a
+// log tail of 1000 lines of up to 64 KiB (the supervisor's scanner).
+const maxReply = 64 << 20
+
+// ErrReplyTooLong is a line of the init's answer over maxReply.
+var ErrReplyTooLong = errors.New("sandbox init: answer line too long")
+
+// Replies reads an init's answers: one JSON value a line (the server's
+// json.Encoder ends each with a newline).
+type Replies struct {
+	br  *bufio.Reader
+	max int
+}
+
+// NewReplies reads answers from r.
+func NewReplies(r io.Reader) *Replies { return &Replies{br: bufio.NewReader(r), max: maxReply} }
+
+// Next decodes the next line into v; io.EOF when the stream ends between
+// lines. Blank lines are skipped.
+func (r *Replies) Next(v any) error {
+	for {
+		line, err := r.line()
+		if len(bytes.TrimSpace(line)) > 0 {
+			if jerr := json.Unmarshal(line, v); jerr != nil {
+				return fmt.Errorf("sandbox init: malformed answer: %w", jerr)
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Response reads the answer to a call: the Response, or the init's own
+// error as a *RemoteError.
+func (r *Replies) Response() (Response, error) {
+	var resp Response
+	if err := r.Next(&resp); err != nil {
+		return Response{}, fmt.Errorf("read init answer: %w", err)
+	}
+	if resp.Error != "" {
+		return resp, &RemoteError{Msg: resp.Error, Unknown: resp.Unknown}
+	}
+	return resp, nil
+}
+
+// line reads up to and including the next newline, or to the end of the
+// stream, refusing more than r.max bytes.
+func (r *Replies) line() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		if len(line)+len(chunk) > r.max {
+			return nil, fmt.Errorf("%w (over %d bytes)", ErrReplyTooLong, r.max)
+		}
+		line = append(line, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
 }
