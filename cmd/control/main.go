@@ -114,8 +114,10 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		return c, 0, fmt.Errorf("--ssh-public-addr port: %w", err)
 	}
 	c.SSHHost = host
-	switch *prov {
-	case "k8s":
+	switch p, extra := providers[*prov]; {
+	case extra:
+		c.Provider = p
+	case *prov == "k8s":
 		cat, err := k8s.LoadCatalog(*k8sCatalog)
 		if err != nil {
 			return c, 0, fmt.Errorf("--k8s-catalog: %w", err)
@@ -126,8 +128,8 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 			return c, 0, fmt.Errorf("--provider k8s: %w", err)
 		}
 		c.Provider = kc
-	case "local":
-		return c, 0, errors.New("--provider local: this binary runs replicas, whose sandboxes are pods (k8s); sandboxes on one machine are `sbx dev`")
+	case *prov == "local":
+		return c, 0, errors.New("--provider local: this build runs replicas, whose sandboxes are pods (k8s); sandboxes on one machine are `sbx dev`, or a control built with -tags sbxlocal (a fleet on one machine: go run ./loadtest fleet)")
 	default:
 		return c, 0, fmt.Errorf("--provider %q: want k8s", *prov)
 	}
@@ -148,6 +150,12 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	}
 	return c, lv, nil
 }
+
+// providers are the --provider choices a build adds beyond k8s:
+// local.go, built with -tags sbxlocal, adds "local" for a fleet of
+// replicas on one machine. The default build (the replica's image) links
+// no local provider.
+var providers = map[string]control.ProviderOpener{}
 
 // kubernetes runs sandboxes as pods: the k8s provider, injected into
 // control so only this binary links client-go.

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sbxedge/sbx/internal/depcheck"
 )
 
 func TestProviderFlags(t *testing.T) {
@@ -29,5 +32,22 @@ func TestProviderFlags(t *testing.T) {
 		if _, _, err := parseConfig(append(base, bad...), secretEnv); err == nil || !strings.Contains(err.Error(), "--") {
 			t.Errorf("parseConfig %v: %v; want a flag error", bad, err)
 		}
+	}
+}
+
+// TestLocalBuild: the build with -tags sbxlocal (a fleet on one machine)
+// compiles, offers --provider local, and links the local provider the
+// default build does not.
+func TestLocalBuild(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	out, err := exec.Command("go", "list", "-tags", "sbxlocal", "-deps", ".").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), depcheck.Module+"/control/provider/local\n") {
+		t.Fatalf("go list -tags sbxlocal: %v; want it to link the local provider\n%.2000s", err, out)
+	}
+	if out, err := exec.Command("go", "vet", "-tags", "sbxlocal", ".").CombinedOutput(); err != nil {
+		t.Fatalf("go vet -tags sbxlocal: %v\n%s", err, out)
 	}
 }
