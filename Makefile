@@ -1,7 +1,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: dev test check generate mcp-client k8s-bins s3-bins fleet build fmt vet staticcheck vuln race loadtest-ssh images manifests faketart
+.PHONY: dev test check generate mcp-client k8s-bins s3-bins fleet build fmt vet staticcheck vuln race fuzz loadtest-ssh images manifests faketart
 
 # dev runs the whole stack in one process on embedded defaults.
 dev:
@@ -24,6 +24,22 @@ test: mcp-client k8s-bins s3-bins
 race: mcp-client k8s-bins s3-bins
 	$(K8S_TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout 40m $$($(GO) list ./... | grep -v '/control/provider/k8s$$')
 	$(K8S_TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout 30m $(K8S_PROVIDER_PKG)
+
+# fuzz runs every fuzz target of the repository (each func Fuzz* in a
+# _test.go file, found afresh each run) for FUZZTIME, after its seed
+# corpus (in code and testdata/fuzz/NAME, which plain go test also runs).
+# A failure stops the run and leaves the input in testdata/fuzz/NAME.
+FUZZTIME ?= 10s
+# Minimising a new input is bounded too (FuzzRelayParity: two requests
+# through SSH an input; the default 60 s stalls it).
+FUZZMINTIME ?= 3s
+fuzz:
+	@set -e; for f in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== ./$$(dirname $$f) $$fn"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
 # k8s-bins builds the kube-apiserver and etcd the Kubernetes tests run
 # (internal/kubetest) from the versions pinned in internal/kubetest/bins,

@@ -7,17 +7,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sbxedge/sbx/activity"
-	"github.com/sbxedge/sbx/activity/memstore"
 	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
 )
 
 // openActivity builds the activity store: on rdb when Redis is configured,
-// shared by every replica, else in memory for one process.
+// shared by every replica, else cfg.Activity, this process's own.
 func openActivity(cfg Config, rdb *redis.Client) (activity.Store, error) {
 	if rdb == nil {
-		return memstore.New(nil), nil
+		return cfg.Activity, nil
 	}
 	s, err := redisstore.New(redisstore.Config{
 		Client: rdb, Prefix: cfg.RedisPrefix, RetryFor: cfg.ActivityRetry,

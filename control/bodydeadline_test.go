@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/standalone"
 )
 
 // TestStalledBodiesAreCut (issue 27, M1): on control's REST API, internal
 // API and metrics listeners, a request whose declared body never arrives
 // ends within the body timeout, before any token or secret is checked.
 func TestStalledBodiesAreCut(t *testing.T) {
-	svc, err := control.Open(context.Background(), control.Config{
+	svc, err := control.Open(context.Background(), standalone.Fill(control.Config{
 		DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
 		InternalAddr: "127.0.0.1:0", InternalSecret: "test-secret-test-secret-test-secret",
 		BodyTimeout: 500 * time.Millisecond,
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,6 @@ import (
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/control/store/postgres"
-	"github.com/sbxedge/sbx/control/store/sqlite"
 	"github.com/sbxedge/sbx/control/webhook"
 	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/edgeapi"
@@ -47,14 +45,15 @@ import (
 
 // Config is the control plane's configuration.
 type Config struct {
-	// DataDir holds keys, the SQLite database and local sandboxes.
+	// DataDir holds keys, and whatever the injected store and provider
+	// keep on this machine (sbx dev: the SQLite database, sandboxes).
 	DataDir string
 	// SecretsKeyFile holds the key account secrets are sealed with (see
 	// lifecycle.ParseSecretsKey). Empty: POST /secrets is 503 and a
 	// create naming secrets is refused.
 	SecretsKeyFile string
-	// DatabaseURL selects Postgres (postgres://...). Empty means SQLite in
-	// DataDir.
+	// DatabaseURL selects Postgres (postgres://...). Empty: Store opens
+	// the store.
 	DatabaseURL string
 	// APIAddr is where the REST API listens (host:port; port 0 picks one).
 	APIAddr string
@@ -98,24 +97,17 @@ type Config struct {
 	// API) as "<name>'s own REST API" and so on, once bound and before the
 	// API serves, so ports picked at random are covered.
 	ReserveOwnPorts string
-	// ProviderMode is the local provider's server: "embedded" or "sshd".
-	ProviderMode string
-	// SandboxInit is the sbx-init binary the local provider's sshd runs
-	// for the init's subsystem (ProviderMode sshd), through which the
-	// sandbox's services are run; default: beside the program, or on
-	// PATH, or else SandboxInitFallback.
-	SandboxInit string
-	// SandboxInitFallback is the running program's own stand-in for
-	// sbx-init (local.Config.InitFallback): its path and the arguments
-	// after which it acts as one.
-	SandboxInitFallback []string
-	// Tart, when set, makes this machine a one-host macOS pool: macOS
-	// sandboxes run as tart VMs driven by that binary (sbx dev --tart),
-	// beside the local provider's Linux ones. Not with Provider.
-	Tart *TartConfig
-	// Provider, when set, builds where sandboxes run instead of the local
-	// provider (cmd/control injects Kubernetes).
+	// Provider builds where sandboxes run; required. The binary chooses
+	// it: cmd/control Kubernetes, sbx dev and tests this machine
+	// (standalone.Local), so this package links no provider.
 	Provider ProviderOpener
+	// Store opens the store when DatabaseURL names no Postgres (sbx dev:
+	// standalone.SQLite); one of the two is required.
+	Store StoreOpener
+	// Activity is the activity store when RedisURL names no Redis: one
+	// process's own (sbx dev: standalone's in memory, which its edge
+	// shares). One of the two is required; control closes it.
+	Activity activity.Store
 	// JobsInstance names this process's job client the same way across
 	// its restarts (store.JobsConfig.Instance): at start, jobs a crashed
 	// run of it left running are retried at once instead of after the
@@ -129,8 +121,8 @@ type Config struct {
 	NoJobs bool
 	// Lifecycle tunes deadlines, provisioning timeout and reaper tick.
 	Lifecycle lifecycle.Config
-	// RedisURL selects the shared activity store (redis://...). Empty
-	// means in-memory activity, valid for one process only.
+	// RedisURL selects the shared activity store (redis://...). Empty:
+	// Activity, valid for one process only.
 	RedisURL string
 	// RedisPrefix starts every activity key, so deployments (or tests) can
 	// share a Redis (default "sbx:activity:").
@@ -189,15 +181,19 @@ func (c *Config) Validate() error {
 		return errors.New("control: APIAddr is required")
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
-		return fmt.Errorf("control: DatabaseURL %q: only postgres:// URLs are supported (leave empty for SQLite)", c.DatabaseURL)
+		return fmt.Errorf("control: DatabaseURL %q: only postgres:// URLs are supported", c.DatabaseURL)
+	}
+	if c.DatabaseURL == "" && c.Store == nil {
+		return errors.New("control: DatabaseURL (Postgres) is required, or a Store (one machine: standalone.SQLite)")
+	}
+	if c.RedisURL == "" && c.Activity == nil {
+		return errors.New("control: RedisURL is required, or an Activity store (one process: standalone's in memory)")
+	}
+	if c.Provider == nil {
+		return errors.New("control: Provider is required (one machine: standalone.Local)")
 	}
 	if c.InternalAddr != "" && c.InternalSecret == "" {
 		return errors.New("control: InternalSecret is required when InternalAddr is set")
-	}
-	switch c.ProviderMode {
-	case "", "embedded", "sshd":
-	default:
-		return fmt.Errorf("control: ProviderMode %q: want embedded or sshd", c.ProviderMode)
 	}
 	if c.APIMaxConns < 0 || c.InternalMaxConns < 0 || c.BodyTimeout < 0 {
 		return errors.New("control: APIMaxConns, InternalMaxConns and BodyTimeout must not be negative")
@@ -297,21 +293,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// Assigned only once open: a nil *postgres.Store or *sqlite.Store in
-	// s.Store would be a non-nil interface, and closeParts would call
-	// Close on it.
-	if cfg.DatabaseURL != "" {
-		var pg *postgres.Store
-		if pg, err = postgres.Open(ctx, cfg.DatabaseURL, cfg.Logger); err == nil {
-			s.Store = pg
-		}
-	} else {
-		var lite *sqlite.Store
-		if lite, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "sbx.db"), cfg.Logger); err == nil {
-			s.Store = lite
-		}
-	}
-	if err != nil {
+	if s.Store, err = openStore(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if s.Provider, err = openProvider(ctx, cfg, s.Store); err != nil {
@@ -345,7 +327,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.previewChanged = previewChanged
 	wcfg := cfg.Webhook
 	wcfg.SSHHost, wcfg.SSHPort = cfg.SSHHost, cfg.SSHPort
-	wcfg.Provider, wcfg.Host = providerName(cfg, s.Provider)
+	wcfg.Provider, wcfg.Host = providerName(s.Provider)
 	// Own reads the Manager's reserved ports, filled in below and as
 	// listeners bind: s.Life is set before any delivery runs.
 	own := func(port int) (string, bool) { return s.Life.ReservedPort(port) }

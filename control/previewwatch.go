@@ -17,15 +17,33 @@ import (
 // by the operator, a sandbox ended by the reaper or a pod failure. The
 // watchers here turn each into an edgeapi.Invalidation.
 
-// revokedTokensEvery is how often the store is asked for revocations.
-// One indexed-by-nothing query a second per control replica is cheap next
-// to a tokens table of thousands, and keeps revocation well under the 5 s
-// the edge promises.
+// revokedTokensEvery is how often the store is asked for revocations
+// when control has no Redis: then it is the one road from `sbx admin`
+// (which writes the database) to the edge of a running sbx dev. One
+// indexed-by-nothing query a second is cheap next to a tokens table of
+// thousands, and keeps revocation well under the 5 s the edge promises.
 const revokedTokensEvery = time.Second
+
+// revokedTokensSafetyEvery is the interval with Redis: `sbx admin`
+// publishes each revocation there in the same call that writes it
+// (control/accounts; --redis-url or SBX_REDIS_URL), and every edge hears
+// it at once (cmd/sbx TestAdminRevokePublishes). The poll only catches
+// a revocation made without Redis, or a lost message.
+const revokedTokensSafetyEvery = 30 * time.Second
+
+// revokedTokensPoll is the watcher's interval: the safety poll when
+// revocations are published on Redis, else the quick one.
+func revokedTokensPoll(published bool) time.Duration {
+	if published {
+		return revokedTokensSafetyEvery
+	}
+	return revokedTokensEvery
+}
 
 // revokedTokensWindow is how far back each look reaches: revoked_at is
 // written with the clock of whoever revoked (sbx admin on another host),
-// so a revocation stamped up to this much in the past is still seen.
+// so a revocation stamped up to this much in the past is still seen; it
+// is longer than either poll.
 // The edge's periodic re-check catches anything older.
 const revokedTokensWindow = time.Minute
 
@@ -53,14 +71,14 @@ func (s *Service) startRevocationWatch(ctx context.Context) {
 	s.watchers.Add(1)
 	go func() {
 		defer s.watchers.Done()
-		s.watchRevokedTokens(ctx, time.Now)
+		s.watchRevokedTokens(ctx, time.Now, revokedTokensPoll(s.rdb != nil))
 	}()
 }
 
 // watchRevokedTokens publishes a token invalidation for each token
 // revoked since it started looking, once.
-func (s *Service) watchRevokedTokens(ctx context.Context, now func() time.Time) {
-	t := time.NewTicker(revokedTokensEvery)
+func (s *Service) watchRevokedTokens(ctx context.Context, now func() time.Time, every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	seen := map[string]time.Time{} // token ID -> revoked_at, within the window
 	for {

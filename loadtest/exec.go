@@ -16,6 +16,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/internal/apiclient"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
@@ -72,11 +73,11 @@ func runExec(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	svc, err := control.Open(ctx, control.Config{
+	svc, err := control.Open(ctx, standalone.Fill(control.Config{
 		DataDir: dir, APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: 22,
 		// As sbx dev: a create that names no profile gets the dev default.
 		Lifecycle: lifecycle.Config{DefaultProfile: devseed.DefaultProfile},
-	})
+	}))
 	if err != nil {
 		return err
 	}

@@ -230,7 +230,7 @@ func (f *fleet) controlCmd(c *controlProc, i int) *proc {
 		"--internal-secret-file", filepath.Join(f.dir, "internal-secret"),
 		"--ssh-public-addr", f.edges[0].ssh,
 		"--redis-url", f.redis.url(), "--jobs-instance", name,
-		"--preview-domain", previewDomain,
+		"--preview-domain", previewDomain, "--provider", "local",
 		// A local sandbox lives in one control's process: another
 		// replica's reconcile would take it for a vanished pod. Once
 		// at start (before any sandbox exists) is all this fleet runs.

@@ -178,13 +178,15 @@ func mustFreeAddrs(n int) ([]string, error) {
 }
 
 // buildBinaries builds cmd/control and cmd/edge into dir with the go
-// tool, from the module this program is run in.
+// tool, from the module this program is run in. The control is built
+// with -tags sbxlocal: the fleet's sandboxes run on this machine
+// (--provider local), which the replica image does not link.
 func buildBinaries(ctx context.Context, dir string) (control, edge string, err error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator), "./cmd/control", "./cmd/edge")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "sbxlocal", "-o", dir+string(os.PathSeparator), "./cmd/control", "./cmd/edge")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build: %w\n%s", err, out)

@@ -61,7 +61,7 @@ func (c *scaleConfig) Validate() error {
 		errs = append(errs, errors.New("--timeout must be (0, 2h]"))
 	}
 	if c.BinDir == "" {
-		errs = append(errs, errors.New("--bin-dir is required: a directory with control and edge built from this tree (go build -o DIR/control ./cmd/control; likewise edge)"))
+		errs = append(errs, errors.New("--bin-dir is required: a directory with control and edge built from this tree (go build -tags sbxlocal -o DIR/control ./cmd/control, which links the simulated fleet; go build -o DIR/edge ./cmd/edge)"))
 	}
 	return errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/apiclient"
@@ -56,7 +57,7 @@ func (s *devStack) start(ctx context.Context, dir string) error {
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	var running atomic.Pointer[edge.Edge] // set once the edge serves
-	svc, err := control.Open(ctx, control.Config{
+	svc, err := control.Open(ctx, standalone.Fill(control.Config{
 		DataDir: dir, APIAddr: "127.0.0.1:0", SSHHost: "127.0.0.1", SSHPort: sshLn.Addr().(*net.TCPAddr).Port,
 		InternalAddr: "127.0.0.1:0", InternalSecret: hex.EncodeToString(secret),
 		PreviewDomain: "preview.localhost", PreviewScheme: "http", PreviewPort: previewPort,
@@ -69,7 +70,7 @@ func (s *devStack) start(ctx context.Context, dir string) error {
 			return nil
 		},
 		Lifecycle: lifecycle.Config{DefaultProfile: devseed.DefaultProfile},
-	})
+	}))
 	if err != nil {
 		previewLn.Close()
 		sshLn.Close()

@@ -4,13 +4,16 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/servicetest"
+	"github.com/sbxedge/sbx/internal/testdb"
 )
 
 const secret = "control-test-secret-control-test-secret"
@@ -23,18 +26,31 @@ func secretEnv(k string) string {
 	return ""
 }
 
+// catalog is a valid pools-and-profiles file for --k8s-catalog.
+const catalog = "../../control/provider/k8s/testdata/catalog.yaml"
+
+// required are the flags parseConfig cannot do without: a data dir,
+// Postgres, Redis and the k8s provider's catalog (parsed, never dialled).
+func required(t *testing.T) []string {
+	return []string{"--data-dir", t.TempDir(), "--database-url", "postgres://127.0.0.1/none",
+		"--redis-url", "redis://127.0.0.1:6379/0", "--k8s-catalog", catalog}
+}
+
 // The internal API answers only on its own listener and only to the secret;
 // the public listener does not serve it at all. Metrics are likewise only
-// on their own listener.
+// on their own listener. Sandboxes run on this machine here: the test has
+// no cluster, and only its binary links the local provider.
 func TestInternalAPIListener(t *testing.T) {
-	dir := t.TempDir()
 	cfg, _, err := parseConfig([]string{
-		"--data-dir", dir, "--api-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--database-url", testdb.Postgres(t), "--redis-url", "redis://127.0.0.1:6379/0",
+		"--activity-prefix", "sbxtest:cmdcontrol:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":", "--k8s-catalog", catalog,
+		"--api-addr", "127.0.0.1:0", "--internal-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0",
 		"--ssh-public-addr", "127.0.0.1:2222", "--no-idle-offload",
 	}, secretEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Provider = standalone.Local{}
 	ctx, cancel := context.WithCancel(context.Background())
 	svc, done := servicetest.Start(t, "control", func(ready func(*control.Service)) error { return run(ctx, cfg, ready) })
 	t.Cleanup(func() {
@@ -78,31 +94,38 @@ func TestInternalAPIListener(t *testing.T) {
 
 func TestConfigNeedsSecretForInternalAPI(t *testing.T) {
 	t.Parallel()
-	_, _, err := parseConfig([]string{"--data-dir", t.TempDir()}, func(string) string { return "" })
+	_, _, err := parseConfig(required(t), func(string) string { return "" })
 	if err == nil || !strings.Contains(err.Error(), "InternalSecret") {
 		t.Fatalf("parseConfig without a secret: %v, want an InternalSecret error", err)
 	}
 }
 
-// Without Redis the edge's activity is invisible to this process, so idle
-// offload would suspend sandboxes in use: control refuses to start unless
-// offload is turned off, and then the detector does not run.
-func TestConfigIdleOffloadNeedsRedis(t *testing.T) {
+// A replica shares Postgres and Redis with the others: without either,
+// control refuses to start, naming the flag. --no-idle-offload only turns
+// the detector off.
+func TestConfigNeedsPostgresAndRedis(t *testing.T) {
 	t.Parallel()
-	base := []string{"--data-dir", t.TempDir()}
-	if _, _, err := parseConfig(base, secretEnv); err == nil || !strings.Contains(err.Error(), "--redis-url") || !strings.Contains(err.Error(), "--no-idle-offload") {
-		t.Fatalf("parseConfig without Redis: %v; want an error naming --redis-url and --no-idle-offload", err)
+	for _, c := range []struct{ drop, want string }{{"--database-url", "--database-url"}, {"--redis-url", "--redis-url"}} {
+		var args []string
+		for a := range slices.Chunk(required(t), 2) {
+			if a[0] != c.drop {
+				args = append(args, a...)
+			}
+		}
+		if _, _, err := parseConfig(args, secretEnv); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("parseConfig without %s: %v; want an error naming it", c.drop, err)
+		}
 	}
-	c, _, err := parseConfig(append(base, "--no-idle-offload"), secretEnv)
+	c, _, err := parseConfig(append(required(t), "--no-idle-offload"), secretEnv)
 	if err != nil || !c.Lifecycle.NoIdleOffload {
 		t.Fatalf("--no-idle-offload: %+v, %v; want offload off", c.Lifecycle, err)
 	}
 	if c.MetricsAddr != "127.0.0.1:9091" {
 		t.Errorf("default metrics address %q, want loopback 127.0.0.1:9091", c.MetricsAddr)
 	}
-	c, _, err = parseConfig(append(base, "--redis-url", "redis://127.0.0.1:6379/0"), secretEnv)
+	c, _, err = parseConfig(required(t), secretEnv)
 	if err != nil || c.Lifecycle.NoIdleOffload {
-		t.Fatalf("--redis-url: %+v, %v; want offload on", c.Lifecycle, err)
+		t.Fatalf("default: %+v, %v; want offload on", c.Lifecycle, err)
 	}
 }
 
@@ -111,7 +134,7 @@ func TestConfigIdleOffloadNeedsRedis(t *testing.T) {
 // with the flag's name.
 func TestConfigReconcileInterval(t *testing.T) {
 	t.Parallel()
-	base := []string{"--data-dir", t.TempDir(), "--no-idle-offload"}
+	base := required(t)
 	cases := []struct {
 		name    string
 		envVal  string
@@ -152,7 +175,7 @@ func TestConfigReconcileInterval(t *testing.T) {
 // terminal streams.
 func TestConfigStreamOrigins(t *testing.T) {
 	t.Parallel()
-	base := []string{"--data-dir", t.TempDir(), "--no-idle-offload"}
+	base := required(t)
 	c, _, err := parseConfig(append(slices.Clone(base), "--stream-origins", "api.example.com, *.tools.example.com:8443,"), secretEnv)
 	if err != nil || !slices.Equal(c.StreamOrigins, []string{"api.example.com", "*.tools.example.com:8443"}) {
 		t.Fatalf("StreamOrigins %q, %v; want the two patterns", c.StreamOrigins, err)

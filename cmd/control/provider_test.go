@@ -1,15 +1,17 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sbxedge/sbx/internal/depcheck"
 )
 
 func TestProviderFlags(t *testing.T) {
 	t.Parallel()
-	base := []string{"--data-dir", t.TempDir(), "--no-idle-offload"}
-	c, _, err := parseConfig(append(base, "--provider", "k8s", "--k8s-namespace", "sbx-test",
-		"--k8s-catalog", "../../control/provider/k8s/testdata/catalog.yaml"), secretEnv)
+	base := required(t)
+	c, _, err := parseConfig(append(base, "--provider", "k8s", "--k8s-namespace", "sbx-test"), secretEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,13 +19,11 @@ func TestProviderFlags(t *testing.T) {
 		t.Errorf("k8s config %+v; want namespace sbx-test and the catalog's 3 profiles", c.Provider)
 	}
 	c, _, err = parseConfig(base, secretEnv)
-	if err != nil || c.Provider != nil {
-		t.Errorf("default provider: %+v, %v; want local (no provider injected)", c.Provider, err)
+	if _, ok := c.Provider.(*kubernetes); err != nil || !ok {
+		t.Errorf("default provider: %+v, %v; want k8s, the one this binary links", c.Provider, err)
 	}
-	// The simulated fleet is for load tests: selectable, never advertised.
-	c, _, err = parseConfig(append(base, "--provider", simfleetProvider), secretEnv)
-	if _, ok := c.Provider.(simfleetOpener); err != nil || !ok {
-		t.Errorf("--provider %s: %+v, %v; want the simulated fleet", simfleetProvider, c.Provider, err)
+	if _, _, err := parseConfig(append(base, "--provider", "local"), secretEnv); err == nil || !strings.Contains(err.Error(), "sbx dev") {
+		t.Errorf("--provider local: %v; want a refusal pointing at sbx dev", err)
 	}
 	for _, bad := range [][]string{
 		{"--provider", "nomad"},
@@ -32,5 +32,24 @@ func TestProviderFlags(t *testing.T) {
 		if _, _, err := parseConfig(append(base, bad...), secretEnv); err == nil || !strings.Contains(err.Error(), "--") {
 			t.Errorf("parseConfig %v: %v; want a flag error", bad, err)
 		}
+	}
+}
+
+// TestLocalBuild: the build with -tags sbxlocal (a fleet on one machine)
+// compiles, offers --provider local, and links the local provider the
+// default build does not.
+func TestLocalBuild(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	out, err := exec.Command("go", "list", "-tags", "sbxlocal", "-deps", ".").CombinedOutput()
+	for _, p := range []string{"local", "simfleet"} {
+		if err != nil || !strings.Contains(string(out), depcheck.Module+"/control/provider/"+p+"\n") {
+			t.Fatalf("go list -tags sbxlocal: %v; want it to link the %s provider\n%.2000s", err, p, out)
+		}
+	}
+	if out, err := exec.Command("go", "vet", "-tags", "sbxlocal", ".").CombinedOutput(); err != nil {
+		t.Fatalf("go vet -tags sbxlocal: %v\n%s", err, out)
 	}
 }

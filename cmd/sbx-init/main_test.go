@@ -15,9 +15,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
@@ -151,17 +151,17 @@ func TestPID1InPIDNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	term := filepath.Join(ws, "got-term")
-	svc := sandboxinit.Service{Name: "loop", Command: "trap 'echo term > " + term + "; exit 0' TERM; while true; do sleep 0.1; done"}
-	if _, err := (sandboxinit.Client{SSH: c}).Sync(ctx, []sandboxinit.Service{svc}); err != nil {
+	svc := initproto.Service{Name: "loop", Command: "trap 'echo term > " + term + "; exit 0' TERM; while true; do sleep 0.1; done"}
+	if _, err := (initproto.Client{SSH: c}).Sync(ctx, []initproto.Service{svc}); err != nil {
 		t.Fatalf("sync over the subsystem: %v", err)
 	}
-	var st []sandboxinit.Status
+	var st []initproto.Status
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if st, err = (sandboxinit.Client{SSH: c}).List(ctx); err == nil && len(st) == 1 && st[0].State == sandboxinit.StateRunning {
+		if st, err = (initproto.Client{SSH: c}).List(ctx); err == nil && len(st) == 1 && st[0].State == initproto.StateRunning {
 			break
 		}
 	}
-	if len(st) != 1 || st[0].State != sandboxinit.StateRunning {
+	if len(st) != 1 || st[0].State != initproto.StateRunning {
 		t.Fatalf("service list %+v, %v", st, err)
 	}
 
@@ -178,12 +178,12 @@ func TestPID1InPIDNamespace(t *testing.T) {
 	target.HostKey = string(ssh.MarshalAuthorizedKey(key2.PublicKey()))
 	// sshd re-reads its host key per connection, so the old sshd may show
 	// the new key just before it ends: the new one may not listen yet.
-	afterRestart := func() ([]sandboxinit.Status, error) {
+	afterRestart := func() ([]initproto.Status, error) {
 		c, err := pool.Client(ctx, target)
 		if err != nil {
 			return nil, err
 		}
-		return sandboxinit.Client{SSH: c}.List(ctx)
+		return initproto.Client{SSH: c}.List(ctx)
 	}
 	st, err = afterRestart()
 	for end := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {

@@ -23,6 +23,7 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/control/webhook"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
@@ -179,9 +180,11 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 			sshLn.Addr().(*net.TCPAddr).Port:     "sbx dev's own SSH broker",
 			previewLn.Addr().(*net.TCPAddr).Port: "sbx dev's own preview proxy",
 		},
-		SSHHost: sshHost, SSHPort: sshPort, ProviderMode: c.SandboxServer, NoJobs: c.NoJobs, JobsInstance: instance,
-		Webhook:     webhook.Config{Trust: c.WebhookTrust},
-		SandboxInit: c.SandboxInit, SandboxInitFallback: c.SandboxInitFallback,
+		SSHHost: sshHost, SSHPort: sshPort, NoJobs: c.NoJobs, JobsInstance: instance,
+		Webhook: webhook.Config{Trust: c.WebhookTrust},
+		// This machine: local sandboxes, SQLite (without --database-url),
+		// activity in memory (without --redis-url); see standalone.Fill.
+		Provider:      standalone.Local{Mode: c.SandboxServer, InitPath: c.SandboxInit, InitFallback: c.SandboxInitFallback},
 		PreviewDomain: c.PreviewDomain, PreviewScheme: "http", PreviewPort: previewPort,
 		// One process: invalidations reach the edge directly.
 		PreviewChanged: func(ctx context.Context, inv edgeapi.Invalidation) error {
@@ -203,11 +206,14 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 		cfg.ReservedPorts[p] = "sbx dev's own egress gateway"
 	}
 	if c.Tart != "" {
-		cfg.Tart = &control.TartConfig{Path: c.Tart, Templates: devseed.MacOSTemplates, Suspendable: true}
+		local := cfg.Provider.(standalone.Local)
+		local.Tart = &standalone.TartConfig{Path: c.Tart, Templates: devseed.MacOSTemplates, Suspendable: true}
+		cfg.Provider = local
 	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
+	cfg = standalone.Fill(cfg)
 	svc, err := control.Open(ctx, cfg)
 	if err != nil {
 		closeListeners()

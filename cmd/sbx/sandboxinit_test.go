@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
@@ -20,7 +21,7 @@ func TestSandboxInitCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sup.Close()
-	if err := sup.Put(sandboxinit.Service{Name: "idle", Command: "sleep 30"}); err != nil {
+	if err := sup.Put(initproto.Service{Name: "idle", Command: "sleep 30"}); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(t.TempDir(), "init.sock")
@@ -39,7 +40,7 @@ func TestSandboxInitCommand(t *testing.T) {
 	}()
 
 	code, out, errOut := runCLI(t, `{"op":"list"}`+"\n", sandboxInitCmd, "ctl", "--socket", sock)
-	var resp sandboxinit.Response
+	var resp initproto.Response
 	if code != 0 || json.Unmarshal([]byte(out), &resp) != nil || len(resp.Services) != 1 || resp.Services[0].Name != "idle" {
 		t.Fatalf("sbx sandbox-init ctl: exit %d, stdout %q, stderr %q; want the init's list", code, out, errOut)
 	}

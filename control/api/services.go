@@ -14,8 +14,8 @@ import (
 
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/problem"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 var errServiceNotFound = problem.New(http.StatusNotFound, "service_not_found", "this sandbox declares no service with that name")
@@ -151,7 +151,7 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var lines []string
-	err := s.life.ServiceLogs(r.Context(), account(r), chi.URLParam(r, "id"), chi.URLParam(r, "name"), tail, func(l sandboxinit.Line) error {
+	err := s.life.ServiceLogs(r.Context(), account(r), chi.URLParam(r, "id"), chi.URLParam(r, "name"), tail, func(l initproto.Line) error {
 		lines = append(lines, l.Text)
 		return nil
 	})
@@ -210,7 +210,7 @@ func (s *Server) followServiceLogs(w http.ResponseWriter, r *http.Request, tail 
 		}
 		return rc.Flush()
 	}
-	err := s.life.FollowServiceLogs(ctx, account(r), sb.ID, chi.URLParam(r, "name"), tail, start, func(l sandboxinit.Line) error {
+	err := s.life.FollowServiceLogs(ctx, account(r), sb.ID, chi.URLParam(r, "name"), tail, start, func(l initproto.Line) error {
 		return event("line", l)
 	})
 	if r.Context().Err() != nil {

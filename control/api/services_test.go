@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
@@ -62,10 +63,10 @@ func (e *env) waitService(t *testing.T, id, name, what string, cond func(service
 func TestServicesLifecycle(t *testing.T) {
 	for _, mode := range []string{local.ModeEmbedded, local.ModeSSHD} {
 		t.Run(mode, func(t *testing.T) {
-			opt := func(c *control.Config) { c.ProviderMode = mode }
+			opt := func(c *control.Config) { c.Provider = standalone.Local{Mode: mode} }
 			if mode == local.ModeSSHD {
 				bin := inittest.Build(t)
-				opt = func(c *control.Config) { c.ProviderMode, c.SandboxInit = mode, bin }
+				opt = func(c *control.Config) { c.Provider = standalone.Local{Mode: mode, InitPath: bin} }
 			}
 			testServicesLifecycle(t, newEnv(t, "sqlite", false, opt))
 		})

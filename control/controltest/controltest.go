@@ -10,6 +10,7 @@ import (
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
+	"github.com/sbxedge/sbx/control/standalone"
 )
 
 // Start runs control with cfg (an empty DataDir is a fresh temporary
@@ -25,7 +26,7 @@ func Start(t testing.TB, cfg control.Config) (*control.Service, string) {
 		cfg.APIAddr = "127.0.0.1:0"
 	}
 	ctx := context.Background()
-	svc, err := control.Open(ctx, cfg)
+	svc, err := control.Open(ctx, standalone.Fill(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // Idleness that knows about work: a sandbox idle by its connections and
@@ -48,7 +48,7 @@ func (m *Manager) busyOf(ctx context.Context, id string) busyVerdict {
 		return busyVerdict{unknown: true, why: err.Error()}
 	}
 	b, err := c.Busy(ctx)
-	if errors.Is(err, sandboxinit.ErrNoInit) {
+	if errors.Is(err, initproto.ErrNoInit) {
 		return busyVerdict{}
 	}
 	if err != nil {
@@ -59,7 +59,7 @@ func (m *Manager) busyOf(ctx context.Context, id string) busyVerdict {
 
 // weighBusy is the rule: any process that is not a service, or CPU use
 // at or above threshold cores, is work.
-func weighBusy(b sandboxinit.Busy, threshold float64) busyVerdict {
+func weighBusy(b initproto.Busy, threshold float64) busyVerdict {
 	if len(b.Processes) > 0 {
 		p := b.Processes[0]
 		return busyVerdict{busy: true, why: fmt.Sprintf("%d processes running (%s, pid %d)", len(b.Processes), p.Command, p.PID)}

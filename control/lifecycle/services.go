@@ -12,8 +12,8 @@ import (
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // Services are declared in the store and run by the sandbox's init.
@@ -24,7 +24,7 @@ import (
 // service that exits, with backoff, is the init's job.
 
 // ServiceSpec is a service declaration as clients send it.
-type ServiceSpec = sandboxinit.Service
+type ServiceSpec = initproto.Service
 
 // ServiceStatus is a declared service and what its init reports.
 type ServiceStatus struct {
@@ -146,7 +146,7 @@ func (m *Manager) PutService(ctx context.Context, acct store.Account, id string,
 	if sb.State != store.StateReady {
 		return st, nil
 	}
-	statuses, err := m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+	statuses, err := m.callInit(ctx, sb, func(ctx context.Context, c initproto.Client) ([]initproto.Status, error) {
 		return c.Put(ctx, sv)
 	})
 	if err != nil {
@@ -177,10 +177,10 @@ func (m *Manager) DeleteService(ctx context.Context, acct store.Account, id, nam
 	if sb.State != store.StateReady {
 		return nil
 	}
-	_, err = m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+	_, err = m.callInit(ctx, sb, func(ctx context.Context, c initproto.Client) ([]initproto.Status, error) {
 		return nil, c.Delete(ctx, name)
 	})
-	if err != nil && !errors.Is(err, sandboxinit.ErrUnknownService) {
+	if err != nil && !errors.Is(err, initproto.ErrUnknownService) {
 		m.log.WarnContext(ctx, "stop deleted service", "sandbox_id", id, "service", name, "err", err)
 	}
 	return nil
@@ -203,7 +203,7 @@ func (m *Manager) Services(ctx context.Context, acct store.Account, id string) (
 	if sb.State != store.StateReady || len(rows) == 0 {
 		return out, nil
 	}
-	statuses, err := m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+	statuses, err := m.callInit(ctx, sb, func(ctx context.Context, c initproto.Client) ([]initproto.Status, error) {
 		return c.List(ctx)
 	})
 	if err != nil {
@@ -220,7 +220,7 @@ func (m *Manager) Services(ctx context.Context, acct store.Account, id string) (
 }
 
 // merge is row with what the init reports of it.
-func merge(row store.Service, statuses []sandboxinit.Status) ServiceStatus {
+func merge(row store.Service, statuses []initproto.Status) ServiceStatus {
 	st := ServiceStatus{Service: row, State: ServiceStopped}
 	for _, s := range statuses {
 		if s.Name == row.Name {
@@ -232,7 +232,7 @@ func merge(row store.Service, statuses []sandboxinit.Status) ServiceStatus {
 
 // ServiceLogs sends the last tail lines of a service's output to emit.
 // The sandbox must be ready: its init holds the output.
-func (m *Manager) ServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, emit func(sandboxinit.Line) error) error {
+func (m *Manager) ServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, emit func(initproto.Line) error) error {
 	c, err := m.logsInit(ctx, acct, id, name)
 	if err != nil {
 		return err
@@ -240,7 +240,7 @@ func (m *Manager) ServiceLogs(ctx context.Context, acct store.Account, id, name 
 	cctx, cancel := context.WithTimeout(ctx, initCallTimeout)
 	lines, err := c.Logs(cctx, name, tail)
 	cancel()
-	if errors.Is(err, sandboxinit.ErrUnknownService) {
+	if errors.Is(err, initproto.ErrUnknownService) {
 		return nil // declared but not started (yet): no output to show
 	}
 	if err != nil {
@@ -259,13 +259,13 @@ func (m *Manager) ServiceLogs(ctx context.Context, acct store.Account, id, name 
 // the follow, before any line, so that a caller can answer its client
 // while the service is quiet; a service declared but not started ends
 // the follow at once, without an error.
-func (m *Manager) FollowServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, accepted func() error, emit func(sandboxinit.Line) error) error {
+func (m *Manager) FollowServiceLogs(ctx context.Context, acct store.Account, id, name string, tail int, accepted func() error, emit func(initproto.Line) error) error {
 	c, err := m.logsInit(ctx, acct, id, name)
 	if err != nil {
 		return err
 	}
 	err = c.Follow(ctx, name, tail, accepted, emit)
-	if errors.Is(err, sandboxinit.ErrUnknownService) {
+	if errors.Is(err, initproto.ErrUnknownService) {
 		return nil
 	}
 	return err
@@ -273,24 +273,24 @@ func (m *Manager) FollowServiceLogs(ctx context.Context, acct store.Account, id,
 
 // logsInit checks that name is a service of the caller's ready sandbox
 // id and returns the client of the init that holds its output.
-func (m *Manager) logsInit(ctx context.Context, acct store.Account, id, name string) (sandboxinit.Client, error) {
+func (m *Manager) logsInit(ctx context.Context, acct store.Account, id, name string) (initproto.Client, error) {
 	sb, err := m.Get(ctx, acct, id)
 	if err != nil {
-		return sandboxinit.Client{}, err
+		return initproto.Client{}, err
 	}
 	rows, err := m.store.Services(ctx, id)
 	if err != nil {
-		return sandboxinit.Client{}, fmt.Errorf("list services of %s: %w", id, err)
+		return initproto.Client{}, fmt.Errorf("list services of %s: %w", id, err)
 	}
 	declared := false
 	for _, r := range rows {
 		declared = declared || r.Name == name
 	}
 	if !declared {
-		return sandboxinit.Client{}, UnknownService(name, rows)
+		return initproto.Client{}, UnknownService(name, rows)
 	}
 	if sb.State != store.StateReady {
-		return sandboxinit.Client{}, &StateError{State: string(sb.State), Action: "read service logs of"}
+		return initproto.Client{}, &StateError{State: string(sb.State), Action: "read service logs of"}
 	}
 	return m.initClient(ctx, sb)
 }
@@ -315,7 +315,7 @@ func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provid
 	}
 	sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey = ep.Addr, ep.User, ep.Workspace, hostKey
 	sb.ForwardEndpoint = ep.ForwardAddr
-	if _, err := m.callInit(ctx, sb, func(ctx context.Context, c sandboxinit.Client) ([]sandboxinit.Status, error) {
+	if _, err := m.callInit(ctx, sb, func(ctx context.Context, c initproto.Client) ([]initproto.Status, error) {
 		return c.Sync(ctx, specs)
 	}); err != nil {
 		m.log.WarnContext(ctx, "start services", "sandbox_id", sb.ID, "err", err)
@@ -324,20 +324,20 @@ func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provid
 	m.log.InfoContext(ctx, "services started", "sandbox_id", sb.ID, "services", len(specs))
 }
 
-func (m *Manager) initClient(ctx context.Context, sb store.Sandbox) (sandboxinit.Client, error) {
+func (m *Manager) initClient(ctx context.Context, sb store.Sandbox) (initproto.Client, error) {
 	if m.pods == nil {
-		return sandboxinit.Client{}, errors.New("lifecycle: no connection pool to reach the sandbox's init")
+		return initproto.Client{}, errors.New("lifecycle: no connection pool to reach the sandbox's init")
 	}
 	c, err := m.pods.Client(ctx, podssh.Target{
 		SandboxID: sb.ID, Addr: sb.Endpoint, User: sb.SSHUser, HostKey: sb.HostKey, Workspace: sb.Workspace,
 	})
 	if err != nil {
-		return sandboxinit.Client{}, fmt.Errorf("reach sandbox %s: %w", sb.ID, err)
+		return initproto.Client{}, fmt.Errorf("reach sandbox %s: %w", sb.ID, err)
 	}
-	return sandboxinit.Client{SSH: c}, nil
+	return initproto.Client{SSH: c}, nil
 }
 
-func (m *Manager) callInit(ctx context.Context, sb store.Sandbox, call func(context.Context, sandboxinit.Client) ([]sandboxinit.Status, error)) ([]sandboxinit.Status, error) {
+func (m *Manager) callInit(ctx context.Context, sb store.Sandbox, call func(context.Context, initproto.Client) ([]initproto.Status, error)) ([]initproto.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, initCallTimeout)
 	defer cancel()
 	c, err := m.initClient(ctx, sb)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // BenchmarkDownload reads one 64 MiB response per op: straight from the
@@ -139,10 +139,10 @@ func BenchmarkSmallRequests(b *testing.B) {
 func BenchmarkWakePortWait(b *testing.B) {
 	const most = 64
 	var ports []int
-	var services []sandboxinit.Status
+	var services []initproto.Status
 	for i := range most {
 		ports = append(ports, freePort(b))
-		services = append(services, sandboxinit.Status{Service: sandboxinit.Service{Name: fmt.Sprintf("web%d", i), Command: "x", Port: ports[i]}, State: "starting"})
+		services = append(services, initproto.Status{Service: initproto.Service{Name: fmt.Sprintf("web%d", i), Command: "x", Port: ports[i]}, State: "starting"})
 	}
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(b, newTestApp(), envOptions{waker: waker, sshdConfig: initStatus(b, services...)})

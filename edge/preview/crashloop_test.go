@@ -13,7 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // crashingInit makes the sandbox's init answer, to a list and to a log
@@ -22,10 +22,10 @@ import (
 func crashingInit(t *testing.T, port int) []string {
 	t.Helper()
 	one := 1
-	resp := sandboxinit.Response{
-		Services: []sandboxinit.Status{{Service: sandboxinit.Service{Name: "broken", Command: "node server.js", Port: port},
-			State: sandboxinit.StateRestarting, ExitCode: &one, Starts: 4, QuickExits: 4}},
-		Lines: []sandboxinit.Line{
+	resp := initproto.Response{
+		Services: []initproto.Status{{Service: initproto.Service{Name: "broken", Command: "node server.js", Port: port},
+			State: initproto.StateRestarting, ExitCode: &one, Starts: 4, QuickExits: 4}},
+		Lines: []initproto.Line{
 			{Text: "sbx-init: starting broken: node server.js"},
 			{Text: "Error: Cannot find module 'express'"},
 			{Text: "sbx-init: broken exited with code 1; restarting in 4s"},
@@ -36,7 +36,7 @@ func crashingInit(t *testing.T, port int) []string {
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"Subsystem " + sandboxinit.Subsystem + " read request; cat " + path}
+	return []string{"Subsystem " + initproto.Subsystem + " read request; cat " + path}
 }
 
 // TestCrashLoopingServiceIsNamed: a preview whose declared service keeps

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // browserNav are the headers a browser sends when a person opens an
@@ -82,7 +82,7 @@ func TestWakingPageSaysWhyTruly(t *testing.T) {
 	t.Cleanup(func() { close(gate) })
 	waker := &gateWaker{gates: map[string]chan struct{}{"sbx-start": gate, "sbx-sleep": gate}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute,
-		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+		sshdConfig: initStatus(t, initproto.Status{Service: initproto.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
 	e.expose("running", "sbx-a", "acct-a", false, false)
 	rt, _ := e.res.Resolve(t.Context(), "running")
 	rt.Port = appPort

@@ -22,9 +22,9 @@ import (
 	"github.com/sbxedge/sbx/edge/internal/slots"
 	"github.com/sbxedge/sbx/edge/preview/previewhost"
 	"github.com/sbxedge/sbx/internal/authority"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podtcp"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // Proxy is the preview proxy's http.Handler.
@@ -623,7 +623,7 @@ func (p *Proxy) portClosed(w http.ResponseWriter, r *http.Request, up *upstreamC
 		writeRouteProblem(w, r, crashLoopPage(crash), rt, name)
 		return
 	}
-	if name != "" && state != sandboxinit.StateExited {
+	if name != "" && state != initproto.StateExited {
 		if isNavigation(r) {
 			p.writeWakingPage(w, r, p.startWake(up.label, rt))
 			return

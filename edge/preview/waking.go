@@ -14,7 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // A wake, as the preview sees it, is done when the port answers, not when
@@ -296,7 +296,7 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 				// its last words, rather than hold the caller.
 				fail(&crashLoopError{service: name, code: *svc.ExitCode, logs: p.serviceTail(ctx, rt, name)})
 				return
-			case state == sandboxinit.StateStarting || state == sandboxinit.StateRestarting:
+			case state == initproto.StateStarting || state == initproto.StateRestarting:
 				w.set(now, stepService, name)
 			default:
 				w.set(now, stepPort, name)
@@ -322,26 +322,26 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 // a sandbox whose init is not running). An error means the init could not
 // be asked (no connection, no answer in time), which says nothing about
 // the port.
-func (p *Proxy) portService(ctx context.Context, rt Route) (sandboxinit.Status, error) {
+func (p *Proxy) portService(ctx context.Context, rt Route) (initproto.Status, error) {
 	c, err := p.cfg.Pods.Client(ctx, rt.Target)
 	if err != nil {
-		return sandboxinit.Status{}, err
+		return initproto.Status{}, err
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	list, err := (sandboxinit.Client{SSH: c}).List(ictx)
+	list, err := (initproto.Client{SSH: c}).List(ictx)
 	switch {
-	case errors.Is(err, sandboxinit.ErrNoInit), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return sandboxinit.Status{}, nil
+	case errors.Is(err, initproto.ErrNoInit), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return initproto.Status{}, nil
 	case err != nil:
-		return sandboxinit.Status{}, err
+		return initproto.Status{}, err
 	}
 	for _, s := range list {
 		if s.Port == rt.Port {
 			return s, nil
 		}
 	}
-	return sandboxinit.Status{}, nil
+	return initproto.Status{}, nil
 }
 
 // crashLoopExits is how many quick exits in a row make a service one
@@ -373,7 +373,7 @@ func (p *Proxy) serviceTail(ctx context.Context, rt Route, name string) []string
 	}
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	lines, err := (sandboxinit.Client{SSH: c}).Logs(ictx, name, crashLogLines)
+	lines, err := (initproto.Client{SSH: c}).Logs(ictx, name, crashLogLines)
 	if err != nil {
 		p.log.DebugContext(ctx, "read service log", "sandbox_id", rt.SandboxID, "service", name, "err", err)
 		return nil

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/chromiumtest"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/sshscenario"
 )
 
@@ -55,16 +55,16 @@ func (g *gateWaker) Wake(ctx context.Context, id string) error {
 // initStatus makes the sandbox's sshd answer the init's subsystem with a
 // fixed list of services (read from a file the test writes), as an init
 // whose service is still starting would.
-func initStatus(t testing.TB, services ...sandboxinit.Status) []string {
-	return []string{"Subsystem " + sandboxinit.Subsystem + " read request; cat " + statusFile(t, services...)}
+func initStatus(t testing.TB, services ...initproto.Status) []string {
+	return []string{"Subsystem " + initproto.Subsystem + " read request; cat " + statusFile(t, services...)}
 }
 
 // statusFile writes the init's answer listing services, and returns its
 // path.
-func statusFile(t testing.TB, services ...sandboxinit.Status) string {
+func statusFile(t testing.TB, services ...initproto.Status) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "status.json")
-	b, _ := json.Marshal(sandboxinit.Response{Services: services})
+	b, _ := json.Marshal(initproto.Response{Services: services})
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestWakingPageInBrowser(t *testing.T) {
 	waker := &gateWaker{gates: map[string]chan struct{}{}, ended: map[string]bool{"sbx-gone": true}, ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{
 		oidc: cfg, waker: waker,
-		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "vite", Command: "npm run dev", Port: appPort}, State: "starting"}),
+		sshdConfig: initStatus(t, initproto.Status{Service: initproto.Service{Name: "vite", Command: "npm run dev", Port: appPort}, State: "starting"}),
 	})
 	ready := asleep(t, e, "sleepy", "sbx-sleepy", "acct-a", appPort)
 	gate := make(chan struct{})
@@ -271,7 +271,7 @@ func TestAPIClientHeldUntilPortAnswers(t *testing.T) {
 	appPort := freePort(t)
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker,
-		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+		sshdConfig: initStatus(t, initproto.Status{Service: initproto.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
 	ready := asleep(t, e, "later", "sbx-a", "acct-a", appPort)
 	// The service listens a while after the sandbox is ready.
 	appUp := serveLater(t, waker, "sbx-a", func() { e.res.set("later", ready) }, appPort, 700*time.Millisecond)
@@ -290,11 +290,11 @@ func TestAPIClientHeldUntilPortAnswers(t *testing.T) {
 func TestWakeOutlastsAFailedInitAsk(t *testing.T) {
 	t.Parallel()
 	appPort := freePort(t)
-	status := statusFile(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})
+	status := statusFile(t, initproto.Status{Service: initproto.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})
 	asked := filepath.Join(t.TempDir(), "asked")
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute, sshdConfig: []string{
-		"Subsystem " + sandboxinit.Subsystem + " read request; if [ -e " + asked + " ]; then echo garbled; exit 1; fi; touch " + asked + "; cat " + status,
+		"Subsystem " + initproto.Subsystem + " read request; if [ -e " + asked + " ]; then echo garbled; exit 1; fi; touch " + asked + "; cat " + status,
 	}})
 	ready := asleep(t, e, "flaky", "sbx-a", "acct-a", appPort)
 	// Long enough for the wake to ask the init a few times (every
@@ -401,7 +401,7 @@ func TestNavigationToStartingPortGetsWakingPage(t *testing.T) {
 			t.Parallel()
 			appPort := freePort(t)
 			e := newEnv(t, newTestApp(), envOptions{reverseProxy: tc.reverseProxy, wakeTimeout: time.Minute,
-				sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+				sshdConfig: initStatus(t, initproto.Status{Service: initproto.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
 			e.expose("starting", "sbx-a", "acct-a", false, false)
 			rt, _ := e.res.Resolve(t.Context(), "starting")
 			rt.Port = appPort
@@ -433,7 +433,7 @@ func TestAPIClientsHeldWhileWakeWaitsForPort(t *testing.T) {
 	appPort := freePort(t)
 	waker := &gateWaker{ready: map[string]func(){}}
 	e := newEnv(t, newTestApp(), envOptions{waker: waker, wakeTimeout: time.Minute,
-		sshdConfig: initStatus(t, sandboxinit.Status{Service: sandboxinit.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
+		sshdConfig: initStatus(t, initproto.Status{Service: initproto.Service{Name: "web", Command: "x", Port: appPort}, State: "starting"})})
 	ready := asleep(t, e, "crowd", "sbx-a", "acct-a", appPort)
 	appUp := serveLater(t, waker, "sbx-a", func() { e.res.set("crowd", ready) }, appPort, 2*time.Second)
 	first := make(chan string, 1)

@@ -89,3 +89,24 @@ func Golden(t testing.TB, pkg, path string) {
 			pkg, len(added), path, len(gone), pkg, path, strings.Join(append(added, gone...), "\n"))
 	}
 }
+
+// Imports maps every package the pattern matches to the packages its
+// non-test files import (go list's Imports: test files' imports are
+// not part of it).
+func Imports(t testing.TB, pattern string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pattern).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -f ... %s: %v\n%s", pattern, err, out)
+	}
+	m := map[string][]string{}
+	for l := range strings.Lines(string(out)) {
+		if f := strings.Fields(l); len(f) > 0 {
+			m[f[0]] = f[1:]
+		}
+	}
+	if len(m) < 5 {
+		t.Fatalf("go list %s listed only %d packages; the check would be vacuous", pattern, len(m))
+	}
+	return m
+}

@@ -15,28 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Busy is what an init reports about work running in its sandbox, for
-// the idle detector: a sandbox running something (a nohup build, an exec
-// still going) or using CPU is not idle, whatever its connections say.
-type Busy struct {
-	// Processes are the running processes that are neither the sandbox's
-	// machinery (the init, sshd, the control call's own relay), nor its
-	// services or their children, nor servers: a process listening on a
-	// TCP port (a dev server started by hand) waits for traffic, which
-	// the edge already counts, so like a service it is work only through
-	// its CPU.
-	Processes []BusyProcess `json:"processes"`
-	// CPU is the cores every process of the sandbox (services included)
-	// used over the sample window.
-	CPU float64 `json:"cpu"`
-}
-
-// BusyProcess is one process of Busy.Processes.
-type BusyProcess struct {
-	PID     int    `json:"pid"`
-	Command string `json:"command"`
-}
-
 // ProcScan says how an init finds its sandbox's processes in /proc.
 type ProcScan struct {
 	// Root is the proc file system (default /proc).

@@ -3,6 +3,8 @@ package sandboxinit
 import (
 	"strconv"
 	"strings"
+
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // SSHDConfig is a sandbox's sshd_config: authentication only by user
@@ -72,7 +74,7 @@ func (c SSHDConfig) String() string {
 		"LogLevel INFO",
 	)
 	if c.InitCommand != "" {
-		lines = append(lines, "Subsystem "+Subsystem+" "+c.InitCommand)
+		lines = append(lines, "Subsystem "+initproto.Subsystem+" "+c.InitCommand)
 	}
 	return strings.Join(lines, "\n") + "\n"
 }

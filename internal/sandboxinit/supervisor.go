@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,90 +32,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// Service is one declared long-running process.
-type Service struct {
-	Name string `json:"name"`
-	// Command is run with Args as its argv; without Args it is a shell
-	// line run by /bin/sh -c.
-	Command string            `json:"command"`
-	Args    []string          `json:"args,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"` // relative to the workspace
-	Env     map[string]string `json:"env,omitempty"`
-	// Port, when set, is where the service answers: it is "running" only
-	// once something accepts on 127.0.0.1 or ::1 at that port.
-	Port int `json:"port,omitempty"`
-}
-
-// Service states.
-const (
-	StateStarting   = "starting"   // started; its port does not answer yet
-	StateRunning    = "running"    // alive (and its port answers)
-	StateExited     = "exited"     // ended and not restarted (removed, or init stopping)
-	StateRestarting = "restarting" // ended; waiting out the backoff
-)
-
-// Status is what the supervisor knows of one service.
-type Status struct {
-	Service
-	State string `json:"state"`
-	// ExitCode is the last exit's code (128+signal for a signal), nil
-	// before the first exit.
-	ExitCode *int `json:"exit_code,omitempty"`
-	// Starts counts starts since the init began supervising it.
-	Starts int `json:"starts"`
-	// QuickExits counts its exits in a row, each sooner than StableAfter
-	// after its start, while it is not running: a service that keeps
-	// crashing, which a preview stops waiting for.
-	QuickExits  int        `json:"quick_exits,omitempty"`
-	LastStartAt *time.Time `json:"last_start_at,omitempty"`
-	LastExitAt  *time.Time `json:"last_exit_at,omitempty"`
-	PID         int        `json:"pid,omitempty"`
-}
-
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// Validate checks a service declaration without side effects; the error
-// names the bad field.
-func (s Service) Validate() error {
-	switch {
-	case !nameRE.MatchString(s.Name):
-		return fmt.Errorf("name: %q must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or digit", s.Name)
-	case strings.TrimSpace(s.Command) == "":
-		return errors.New("command: is required")
-	case s.Port < 0 || s.Port > 65535:
-		return fmt.Errorf("port: %d is not between 1 and 65535", s.Port)
-	case s.Cwd != "" && !filepath.IsLocal(s.Cwd):
-		return fmt.Errorf("cwd: %q must be a relative path inside the workspace", s.Cwd)
-	}
-	if strings.ContainsRune(s.Command, 0) || slices.ContainsFunc(s.Args, func(a string) bool { return strings.ContainsRune(a, 0) }) {
-		return errors.New("command: command and args must not contain NUL bytes")
-	}
-	for k, v := range s.Env {
-		if !envNameRE.MatchString(k) || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("env: %q: names must match %s and values must not contain NUL", k, envNameRE)
-		}
-	}
-	return nil
-}
-
-func (s Service) equal(o Service) bool {
-	return s.Name == o.Name && s.Command == o.Command && slices.Equal(s.Args, o.Args) &&
-		s.Cwd == o.Cwd && s.Port == o.Port && mapsEqual(s.Env, o.Env)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
 
 // Config configures a Supervisor.
 type Config struct {
@@ -179,9 +94,6 @@ func (c Config) Backoff(n int) time.Duration {
 	return min(d, c.MaxBackoff)
 }
 
-// ErrUnknownService is returned for a name the supervisor does not run.
-var ErrUnknownService = errors.New("unknown service")
-
 // Supervisor runs services. Close stops them all and waits.
 type Supervisor struct {
 	cfg Config
@@ -214,7 +126,7 @@ func (s *Supervisor) Sync(svcs []Service) error {
 	s.mu.Lock()
 	var stale []*proc
 	for name, p := range s.services {
-		if w, ok := want[name]; !ok || !w.equal(p.svc) {
+		if w, ok := want[name]; !ok || !sameService(w, p.svc) {
 			stale = append(stale, p)
 			delete(s.services, name)
 		}
@@ -247,7 +159,7 @@ func (s *Supervisor) start(sv Service, replace bool) error {
 		return errors.New("sandboxinit: supervisor stopped")
 	}
 	old := s.services[sv.Name]
-	if old != nil && old.svc.equal(sv) {
+	if old != nil && sameService(old.svc, sv) {
 		s.mu.Unlock()
 		return nil
 	}
@@ -581,12 +493,6 @@ func exitCode(st *os.ProcessState, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return st.ExitCode()
-}
-
-// Line is one line of a service's output.
-type Line struct {
-	At   time.Time `json:"at"`
-	Text string    `json:"text"`
 }
 
 // logRing keeps the last lines of a service's output and wakes followers.

@@ -19,6 +19,7 @@ import (
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
@@ -128,7 +129,7 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 				return true, nil
 			},
 		},
-		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": e.handleSFTP, sandboxinit.Subsystem: e.handleInit},
+		SubsystemHandlers: map[string]gliderssh.SubsystemHandler{"sftp": e.handleSFTP, initproto.Subsystem: e.handleInit},
 	}
 	go func() {
 		defer close(e.serveDone)

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
@@ -58,7 +58,7 @@ func TestServices(t *testing.T) {
 		port := freeTCPPort(t)
 		pidFile := filepath.Join(t.TempDir(), "web.pid")
 		home := filepath.Join(f.dataDir, "sandboxes", id, "home")
-		svcs := []sandboxinit.Service{
+		svcs := []initproto.Service{
 			// This test binary as a server holding the port (see daemon).
 			{Name: "web", Command: self, Args: []string{"daemon"}, Port: port, Env: map[string]string{
 				"SBX_TEST_DAEMON_LISTEN": fmt.Sprintf("127.0.0.1:%d", port), "SBX_TEST_DAEMON_PIDFILE": pidFile,
@@ -71,7 +71,7 @@ func TestServices(t *testing.T) {
 		if _, err := ic.Sync(ctx, svcs); err != nil {
 			t.Fatal(err)
 		}
-		web := waitStatus(ctx, t, ic, "web", "running", func(s sandboxinit.Status) bool { return s.State == sandboxinit.StateRunning })
+		web := waitStatus(ctx, t, ic, "web", "running", func(s initproto.Status) bool { return s.State == initproto.StateRunning })
 		if web.Starts != 1 || web.Port != port {
 			t.Errorf("web = %+v, want one start on port %d", web, port)
 		}
@@ -80,10 +80,10 @@ func TestServices(t *testing.T) {
 		} else {
 			c.Close()
 		}
-		crash := waitStatus(ctx, t, ic, "crash", "restarted twice with exit code 7", func(s sandboxinit.Status) bool {
+		crash := waitStatus(ctx, t, ic, "crash", "restarted twice with exit code 7", func(s initproto.Status) bool {
 			return s.Starts >= 3 && s.ExitCode != nil && *s.ExitCode == 7
 		})
-		if crash.State == sandboxinit.StateExited {
+		if crash.State == initproto.StateExited {
 			t.Errorf("crash = %+v, want it still supervised", crash)
 		}
 		res, err := pool.Exec(ctx, f.target(id, ep), podssh.ExecRequest{Command: "cat where.txt"})
@@ -115,7 +115,7 @@ func TestServices(t *testing.T) {
 		if g1, g2 := starts[1].Sub(starts[0]), starts[2].Sub(starts[1]); g1 < 450*time.Millisecond || g2 < 950*time.Millisecond {
 			t.Errorf("gaps between starts %v then %v, want at least 500ms then 1s", g1, g2)
 		}
-		if _, err := ic.Logs(ctx, "nope", 10); !errors.Is(err, sandboxinit.ErrUnknownService) {
+		if _, err := ic.Logs(ctx, "nope", 10); !errors.Is(err, initproto.ErrUnknownService) {
 			t.Errorf("logs of an unknown service: %v, want ErrUnknownService", err)
 		}
 		// A followed log streams new lines (the next restart's) and
@@ -123,7 +123,7 @@ func TestServices(t *testing.T) {
 		fctx, stop := context.WithCancel(ctx)
 		var followed []string
 		accepted := false
-		err = ic.Follow(fctx, "crash", 1, func() error { accepted = true; return nil }, func(ln sandboxinit.Line) error {
+		err = ic.Follow(fctx, "crash", 1, func() error { accepted = true; return nil }, func(ln initproto.Line) error {
 			if !accepted {
 				t.Errorf("line %q before the follow was accepted", ln.Text)
 			}
@@ -157,8 +157,8 @@ func TestServices(t *testing.T) {
 		if _, err := ic.Sync(ctx, svcs[:1]); err != nil {
 			t.Fatal(err)
 		}
-		waitStatus(ctx, t, ic, "web", "running after the restore", func(s sandboxinit.Status) bool {
-			return s.State == sandboxinit.StateRunning && s.Starts == 1
+		waitStatus(ctx, t, ic, "web", "running after the restore", func(s initproto.Status) bool {
+			return s.State == initproto.StateRunning && s.Starts == 1
 		})
 		lines, err = ic.Logs(ctx, "web", 100)
 		if err != nil {
@@ -170,18 +170,18 @@ func TestServices(t *testing.T) {
 	})
 }
 
-func initClient(ctx context.Context, t *testing.T, pool *podssh.Pool, target podssh.Target) sandboxinit.Client {
+func initClient(ctx context.Context, t *testing.T, pool *podssh.Pool, target podssh.Target) initproto.Client {
 	t.Helper()
 	c, err := pool.Client(ctx, target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sandboxinit.Client{SSH: c}
+	return initproto.Client{SSH: c}
 }
 
-func waitStatus(ctx context.Context, t *testing.T, ic sandboxinit.Client, name, what string, cond func(sandboxinit.Status) bool) sandboxinit.Status {
+func waitStatus(ctx context.Context, t *testing.T, ic initproto.Client, name, what string, cond func(initproto.Status) bool) initproto.Status {
 	t.Helper()
-	var last sandboxinit.Status
+	var last initproto.Status
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		st, err := ic.List(ctx)
 		if err != nil {
@@ -199,7 +199,7 @@ func waitStatus(ctx context.Context, t *testing.T, ic sandboxinit.Client, name, 
 	return last
 }
 
-func texts(lines []sandboxinit.Line) string {
+func texts(lines []initproto.Line) string {
 	var b strings.Builder
 	for _, l := range lines {
 		b.WriteString(l.Text + "\n")

@@ -236,6 +236,15 @@ func validID(id string) error {
 	return nil
 }
 
+// Name is what webhook messages say sandboxes run on.
+func (l *Local) Name() string { return "local" }
+
+// Host is the machine they run on.
+func (l *Local) Host() string {
+	h, _ := os.Hostname()
+	return h
+}
+
 func (l *Local) dir(id string) string { return filepath.Join(l.root, id) }
 
 // lock checks id and serializes lifecycle operations on that sandbox.

@@ -1,0 +1,39 @@
+package sandboxinit
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/sbxedge/sbx/internal/initproto"
+)
+
+// The wire types are initproto's, which the init's callers (control, the
+// edge) link without the supervisor; these names keep the supervisor's
+// code as it was.
+type (
+	Service     = initproto.Service
+	Status      = initproto.Status
+	Line        = initproto.Line
+	Busy        = initproto.Busy
+	BusyProcess = initproto.BusyProcess
+	Request     = initproto.Request
+	Response    = initproto.Response
+)
+
+// Service states (initproto's).
+const (
+	StateStarting   = initproto.StateStarting
+	StateRunning    = initproto.StateRunning
+	StateExited     = initproto.StateExited
+	StateRestarting = initproto.StateRestarting
+)
+
+// ErrUnknownService is initproto's.
+var ErrUnknownService = initproto.ErrUnknownService
+
+// sameService reports whether two declarations run the same process:
+// an unchanged one is not restarted by a sync.
+func sameService(a, b Service) bool {
+	return a.Name == b.Name && a.Command == b.Command && slices.Equal(a.Args, b.Args) &&
+		a.Cwd == b.Cwd && a.Port == b.Port && maps.Equal(a.Env, b.Env)
+}
