@@ -8,9 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sbxedge/sbx/auth/token"
+	"github.com/sbxedge/sbx/control/accounts"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/wstest"
 )
 
@@ -61,10 +66,15 @@ func TestPreviewCachedTokenRevoked(t *testing.T) {
 	}
 	ws := wstest.Dial(t, proxy, pv.URL, http.Header{"Authorization": {"Bearer " + secret}})
 
+	// Revoked as `sbx admin token revoke` does it: control/accounts writes
+	// and publishes on Redis (control's poll of the store is a 30 s
+	// safety net beside Redis, so the close within 5 s is the published
+	// road).
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	publish := func(ctx context.Context, inv edgeapi.Invalidation) error { return invalidation.Publish(ctx, rdb, inv) }
 	start := time.Now()
-	if err := s.svc.Store.InTx(t.Context(), func(tx store.Tx) error {
-		return tx.RevokeToken(t.Context(), "tok-cached", time.Now().UTC())
-	}); err != nil {
+	if err := accounts.New(s.svc.Store, publish, time.Now).RevokeToken(t.Context(), "tok-cached"); err != nil {
 		t.Fatal(err)
 	}
 	wstest.WantPolicyClose(t, ws, start, "token revoked")
