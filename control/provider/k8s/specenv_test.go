@@ -124,14 +124,21 @@ func TestSpecEnvReachesPods(t *testing.T) {
 		t.Errorf("the cold sandbox's Secret does not carry its env: %v", err)
 	}
 
-	// An Env the init could not deliver: refused, nothing created.
-	bad := e.spec(t, "sbx-env-bad", "tuist-linux-medium")
-	bad.Env = []string{"BAD=one\nsecond-line-secret"}
-	if _, err := p.Provision(ctx, bad); err == nil || strings.Contains(err.Error(), "second-line-secret") {
-		t.Errorf("provision with a newline in an env value: %v; want an error that does not show the value", err)
+	// An Env the init could not deliver: refused, nothing created, no
+	// warm pod taken.
+	free := len(freeRows(t, st))
+	for _, profile := range []string{"tuist-linux-medium", "tuist-linux-warm"} {
+		bad := e.spec(t, "sbx-env-bad", profile)
+		bad.Env = []string{"BAD=one\nsecond-line-secret"}
+		if _, err := p.Provision(ctx, bad); err == nil || strings.Contains(err.Error(), "second-line-secret") {
+			t.Errorf("%s: provision with a newline in an env value: %v; want an error that does not show the value", profile, err)
+		}
+		if p, c, s, v := count(t, e, "sbx-env-bad"); p+c+s+v != 0 {
+			t.Errorf("%s: a refused env left %d pods, %d pvcs, %d secrets, %d snapshots", profile, p, c, s, v)
+		}
 	}
-	if p, c, s, v := count(t, e, "sbx-env-bad"); p+c+s+v != 0 {
-		t.Errorf("a refused env left %d pods, %d pvcs, %d secrets, %d snapshots", p, c, s, v)
+	if now := len(freeRows(t, st)); now != free {
+		t.Errorf("a refused env took a warm pod: %d free before, %d after", free, now)
 	}
 	for id := range pods {
 		if err := p.Destroy(ctx, id); err != nil {
