@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,7 +159,9 @@ func TestSandboxNetwork(t *testing.T) {
 	t.Parallel()
 	profile := egresspolicy.MustParse(egresspolicy.Spec{Egress: egresspolicy.Allowlist, Allow: []string{"*.example.com", "github.com"}})
 	pub := &publishes{Activity: memstore.New(time.Now)}
-	h := newHarness(t, "sqlite", lifecycle.Config{Network: map[string]*egresspolicy.Policy{"tuist-linux-small": profile}}, nil,
+	var labels *egressLabels
+	h := newHarness(t, "sqlite", lifecycle.Config{Network: map[string]*egresspolicy.Policy{"tuist-linux-small": profile}},
+		func(p provider.Provider) provider.Provider { labels = &egressLabels{Provider: p}; return labels },
 		func(d *lifecycle.Deps) { d.Activity = pub })
 	ctx := context.Background()
 	allow := func(mode egresspolicy.Mode, entries ...string) *egresspolicy.Spec {
@@ -211,6 +214,9 @@ func TestSandboxNetwork(t *testing.T) {
 	if pub.count(sb.ID) != before+1 {
 		t.Errorf("the PATCH published %d changes, want 1", pub.count(sb.ID)-before)
 	}
+	if got := labels.calls(); len(got) != 1 || got[0] != sb.ID+"=none" {
+		t.Errorf("the provider was told %v; want the sandbox's pod set to none", got)
+	}
 	_, err = h.m.Patch(ctx, h.acct, sb.ID, lifecycle.Patch{Network: allow(egresspolicy.Allowlist, "gitlab.com")})
 	var fe *lifecycle.FieldError
 	if !errors.As(err, &fe) || fe.Field != "network.allow[0]" || !strings.Contains(fe.Detail, "gitlab.com") {
@@ -230,4 +236,25 @@ func TestSandboxNetwork(t *testing.T) {
 	if !found {
 		t.Errorf("no settings event for the network change in %+v", events)
 	}
+}
+
+// egressLabels is a provider that enforces the egress mode below the
+// proxy, recording what it was told.
+type egressLabels struct {
+	provider.Provider
+	mu   sync.Mutex
+	seen []string
+}
+
+func (e *egressLabels) SetEgress(_ context.Context, id, mode string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seen = append(e.seen, id+"="+mode)
+	return nil
+}
+
+func (e *egressLabels) calls() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.seen)
 }

@@ -459,5 +459,8 @@ func (m *Manager) Reap(ctx context.Context) error {
 	if err := m.SweepRetention(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := m.SweepEgressLog(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

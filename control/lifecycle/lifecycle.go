@@ -85,6 +85,10 @@ type Config struct {
 	// lowercase forms and NO_PROXY with its own proxy credential
 	// (provider.Spec.Env). Empty: no proxy environment.
 	EgressProxy string
+	// EgressLogRetention is how long the egress gateway's decisions are
+	// kept (GET .../egress); the reaper deletes older ones (default 14
+	// days).
+	EgressLogRetention time.Duration
 	// BusyCPU is the CPU use, in cores, at which a sandbox counts as
 	// working and is not suspended for idleness (default 0.1).
 	BusyCPU float64
@@ -100,6 +104,7 @@ func (c *Config) setDefaults() {
 	c.ReapInterval = cmp.Or(c.ReapInterval, 30*time.Second)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, 5*time.Minute)
 	c.BusyCPU = cmp.Or(c.BusyCPU, 0.1)
+	c.EgressLogRetention = cmp.Or(c.EgressLogRetention, 14*24*time.Hour)
 	if c.IdleCheckInterval == 0 {
 		// River on Postgres does not honour sub-second periodic intervals.
 		// At most 10 s, so an account overriding the timeout below the

@@ -112,8 +112,23 @@ func (m *Manager) Patch(ctx context.Context, acct store.Account, idOrName string
 		if err := m.act.Publish(context.WithoutCancel(ctx), out.ID); err != nil {
 			m.log.WarnContext(ctx, "tell the edge of a network policy change", "sandbox_id", out.ID, "err", err)
 		}
+		// Below the proxy: a provider that enforces the mode itself
+		// (Kubernetes: the pod's sbx.dev/egress label, which the
+		// NetworkPolicy selects on) applies it to the running sandbox.
+		// A sandbox without one gets it from the spec when it resumes.
+		if s, ok := m.prov.(egressSetter); ok {
+			if err := s.SetEgress(context.WithoutCancel(ctx), out.ID, string(m.SandboxNetwork(out).Mode())); err != nil {
+				m.log.WarnContext(ctx, "apply a network policy change to the sandbox's pod", "sandbox_id", out.ID, "err", err)
+			}
+		}
 	}
 	return out, nil
+}
+
+// egressSetter is a provider that enforces the egress mode below the
+// proxy (control/provider/k8s.EgressSetter).
+type egressSetter interface {
+	SetEgress(ctx context.Context, sandboxID, mode string) error
 }
 
 // Label bounds: a label is a small tag, not a place to store data.

@@ -219,6 +219,9 @@ type Tx interface {
 	InsertSandbox(ctx context.Context, sb Sandbox) error
 	// InsertEgressDecision appends to a sandbox's egress log.
 	InsertEgressDecision(ctx context.Context, d EgressDecision) error
+	// PruneEgressLog deletes at most limit decisions made before
+	// before, oldest first, and returns how many it deleted.
+	PruneEgressLog(ctx context.Context, before time.Time, limit int) (int, error)
 	// PutCredential creates a credential or replaces the upstream,
 	// header and secret of the one of its name; DeleteCredential removes
 	// one (ErrNotFound when missing); TouchCredential stamps its use.

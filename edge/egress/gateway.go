@@ -23,6 +23,8 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -87,6 +89,12 @@ type Config struct {
 	Dialer Dialer
 	// Credentials opens credential routes; nil serves none.
 	Credentials CredentialRoutes
+	// UpstreamRootCAs are the CAs a credential route's HTTPS upstream
+	// must chain to; nil is the system's. An operator sets it for an
+	// in-cluster upstream with a private CA; tests, for one on loopback.
+	// The name verified is the upstream URL's host, not the address
+	// dialed.
+	UpstreamRootCAs *x509.CertPool
 	// Log receives every decision; nil records none.
 	Log Recorder
 	// Metrics registers the gateway's collectors; nil registers none.
@@ -479,6 +487,8 @@ func (g *Gateway) relayHTTP(w http.ResponseWriter, r *http.Request, req *request
 			},
 			DisableKeepAlives:     true,
 			ResponseHeaderTimeout: 60 * time.Second,
+			// Used for an https:// upstream only (credential routes).
+			TLSClientConfig: &tls.Config{RootCAs: g.cfg.UpstreamRootCAs, MinVersion: tls.VersionTLS12},
 		}
 		defer tr.CloseIdleConnections()
 		var rerr error

@@ -138,8 +138,9 @@ func mode(m egresspolicy.Mode) *egresspolicy.Policy {
 	return egresspolicy.MustParse(egresspolicy.Spec{Egress: m})
 }
 
-// newRig starts a gateway for one sandbox with policy p and ranges rc.
-func newRig(t testing.TB, p *egresspolicy.Policy, rc egresspolicy.RangesConfig) *rig {
+// newRig starts a gateway for one sandbox with policy p and ranges rc;
+// opts change its Config before it is built.
+func newRig(t testing.TB, p *egresspolicy.Policy, rc egresspolicy.RangesConfig, opts ...func(*Config)) *rig {
 	t.Helper()
 	ranges, err := egresspolicy.NewRanges(rc)
 	if err != nil {
@@ -152,10 +153,14 @@ func newRig(t testing.TB, p *egresspolicy.Policy, rc egresspolicy.RangesConfig) 
 		log:       &MemoryLog{},
 		reg:       prometheus.NewRegistry(),
 	}
-	r.gw, err = New(Config{
+	cfg := Config{
 		Sandboxes: r.sandboxes, Ranges: ranges, Resolver: r.resolver, Dialer: r.dialer,
 		Log: r.log, Metrics: r.reg,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r.gw, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,8 +80,16 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
 	}
+	// sandboxEnv is the Secret's EnvFile as last installed: services
+	// started from then on get it.
+	var sandboxEnv atomic.Pointer[[]string]
 	sup, err := New(Config{Workspace: cfg.Workspace, Env: []string{
 		"HOME=" + cfg.HomeDir, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+	}, SandboxEnv: func() []string {
+		if e := sandboxEnv.Load(); e != nil {
+			return *e
+		}
+		return nil
 	}, LogDir: filepath.Join(cfg.Workspace, ".sbx", "service-logs"), Logger: log,
 		// A pod's PID namespace is the sandbox's own.
 		Procs: &ProcScan{}})
@@ -166,7 +174,7 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 	}
 	defer stopSSHD()
 
-	sum, k, err := install(cfg)
+	in, err := install(cfg)
 	for err != nil { // a warm pod may start before its Secret has keys
 		log.Info("waiting for the secret", "err", err)
 		select {
@@ -174,9 +182,11 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 			return nil
 		case <-time.After(cfg.WatchInterval):
 		}
-		sum, k, err = install(cfg)
+		in, err = install(cfg)
 	}
-	keys.Store(k)
+	sum := in.sum
+	keys.Store(in.keys)
+	sandboxEnv.Store(&in.env)
 	if err := startSSHD(); err != nil {
 		return err
 	}
@@ -199,14 +209,16 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 			if err != nil || bytes.Equal(now, sum) {
 				continue
 			}
-			s, k, err := install(cfg)
+			in, err := install(cfg)
 			if err != nil {
 				log.Warn("install changed secret", "err", err)
 				continue
 			}
-			sum = s
-			keys.Store(k)
-			log.Info("secret changed: keys reinstalled; restarting sshd")
+			sum = in.sum
+			keys.Store(in.keys)
+			sandboxEnv.Store(&in.env)
+			// The count only: values may be secrets.
+			log.Info("secret changed: keys reinstalled; restarting sshd", "env_vars", len(in.env))
 			stopSSHD()
 			if err := startSSHD(); err != nil {
 				return err
@@ -219,9 +231,9 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 // symlink swap, which is how a mounted Secret changes).
 func secretSum(dir string) ([]byte, error) {
 	h := sha256.New()
-	for _, name := range []string{"host_key", "user_ca.pub", "files.json"} {
+	for _, name := range []string{"host_key", "user_ca.pub", "files.json", EnvFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil && !(name == "files.json" && errors.Is(err, fs.ErrNotExist)) {
+		if err != nil && !((name == "files.json" || name == EnvFile) && errors.Is(err, fs.ErrNotExist)) {
 			return nil, err
 		}
 		fmt.Fprintf(h, "%s %d\n", name, len(b))
@@ -230,28 +242,44 @@ func secretSum(dir string) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
+// installed is what one install put in place.
+type installed struct {
+	sum  []byte       // the Secret's fingerprint
+	keys *podtcp.Keys // the forwarder's
+	env  []string     // the sandbox's environment (EnvFile)
+}
+
 // install copies the host key and CA into RunDir (sshd wants the key
 // 0600 and owned by its user, which a Secret mount is not), writes the
-// files.json entries under HomeDir, and writes sshd_config. It returns
-// the Secret's fingerprint and the forwarder's keys: parsed from the
-// bytes sshd is given, before anything is written, so keys that do not
-// parse leave the previous install in place.
-func install(cfg InitConfig) ([]byte, *podtcp.Keys, error) {
+// files.json entries under HomeDir, and writes sshd_config with the
+// sandbox's environment (EnvFile) as SetEnv. The forwarder's keys and the
+// environment are parsed from the bytes sshd is given, before anything
+// is written, so a Secret that does not parse leaves the previous
+// install in place.
+func install(cfg InitConfig) (installed, error) {
 	sum, err := secretSum(cfg.SecretDir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read secret: %w", err)
+		return installed{}, fmt.Errorf("read secret: %w", err)
 	}
 	hostKey, err := os.ReadFile(filepath.Join(cfg.SecretDir, "host_key"))
 	if err != nil {
-		return nil, nil, err
+		return installed{}, err
 	}
 	userCA, err := os.ReadFile(filepath.Join(cfg.SecretDir, "user_ca.pub"))
 	if err != nil {
-		return nil, nil, err
+		return installed{}, err
 	}
 	keys, err := parseKeys(hostKey, userCA, cfg.User)
 	if err != nil {
-		return nil, nil, err
+		return installed{}, err
+	}
+	env := []string{}
+	if b, err := os.ReadFile(filepath.Join(cfg.SecretDir, EnvFile)); err == nil {
+		if env, err = ParseEnv(b); err != nil {
+			return installed{}, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return installed{}, fmt.Errorf("read %s: %w", EnvFile, err)
 	}
 	for _, f := range []struct {
 		name string
@@ -259,7 +287,7 @@ func install(cfg InitConfig) ([]byte, *podtcp.Keys, error) {
 		mode fs.FileMode
 	}{{"host_key", hostKey, 0o600}, {"user_ca.pub", userCA, 0o644}} {
 		if err := writeAtomic(filepath.Join(cfg.RunDir, f.name), f.data, f.mode); err != nil {
-			return nil, nil, err
+			return installed{}, err
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(cfg.SecretDir, "files.json")); err == nil {
@@ -269,37 +297,38 @@ func install(cfg InitConfig) ([]byte, *podtcp.Keys, error) {
 			Mode uint32 `json:"mode"`
 		}
 		if err := json.Unmarshal(b, &entries); err != nil {
-			return nil, nil, fmt.Errorf("files.json: %w", err)
+			return installed{}, fmt.Errorf("files.json: %w", err)
 		}
 		for _, e := range entries {
 			if !filepath.IsLocal(e.Path) || strings.ContainsAny(e.Key, "/\\") {
-				return nil, nil, fmt.Errorf("files.json: entry %q -> %q leaves the home directory", e.Key, e.Path)
+				return installed{}, fmt.Errorf("files.json: entry %q -> %q leaves the home directory", e.Key, e.Path)
 			}
 			data, err := os.ReadFile(filepath.Join(cfg.SecretDir, e.Key))
 			if err != nil {
-				return nil, nil, err
+				return installed{}, err
 			}
 			p := filepath.Join(cfg.HomeDir, e.Path)
 			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return nil, nil, err
+				return installed{}, err
 			}
 			mode := fs.FileMode(e.Mode).Perm()
 			if mode == 0 {
 				mode = 0o600
 			}
 			if err := writeAtomic(p, data, mode); err != nil {
-				return nil, nil, err
+				return installed{}, err
 			}
 		}
 	}
 	conf := SSHDConfig{
 		Listen: cfg.ListenAddr, Port: cfg.SSHPort, HostKey: filepath.Join(cfg.RunDir, "host_key"), CAKeys: filepath.Join(cfg.RunDir, "user_ca.pub"),
 		PidFile: filepath.Join(cfg.RunDir, "sshd.pid"), InitCommand: cfg.Self + " ctl --socket " + SocketPath(cfg.RunDir),
+		SetEnv: env,
 	}.String()
 	if err := writeAtomic(filepath.Join(cfg.RunDir, "sshd_config"), []byte(conf), 0o600); err != nil {
-		return nil, nil, err
+		return installed{}, err
 	}
-	return sum, keys, nil
+	return installed{sum: sum, keys: keys, env: env}, nil
 }
 
 // parseKeys reads the host key and the trusted CA keys the way sshd

@@ -40,6 +40,10 @@ type Config struct {
 	// Env is every service's base environment (HOME, USER, PATH...);
 	// a service's own Env overrides it.
 	Env []string
+	// SandboxEnv, when set, is read at every start of a service and comes
+	// after Env, before the service's own: the sandbox's environment
+	// (EnvFile), which a warm pod learns only when it is claimed.
+	SandboxEnv func() []string
 	// MinBackoff and MaxBackoff bound the wait before a restart (default
 	// 500 ms and 30 s); it doubles with each exit in a row of a service
 	// that ran less than StableAfter (default 10 s).
@@ -335,7 +339,11 @@ func (p *proc) once() (int, error) {
 		cmd = exec.Command(p.svc.Command, p.svc.Args...)
 	}
 	cmd.Dir = filepath.Join(p.cfg.Workspace, p.svc.Cwd)
-	cmd.Env = append(slices.Clone(p.cfg.Env), "SBX_SERVICE="+p.svc.Name)
+	cmd.Env = slices.Clone(p.cfg.Env)
+	if p.cfg.SandboxEnv != nil {
+		cmd.Env = append(cmd.Env, p.cfg.SandboxEnv()...)
+	}
+	cmd.Env = append(cmd.Env, "SBX_SERVICE="+p.svc.Name)
 	if p.svc.Port != 0 {
 		cmd.Env = append(cmd.Env, "PORT="+strconv.Itoa(p.svc.Port))
 	}

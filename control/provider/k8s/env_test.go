@@ -83,6 +83,20 @@ func newEnvIn(t testing.TB, c *k8stest.Cluster, warm k8s.WarmStore) *env {
 	return e
 }
 
+// warmProvider is a second provider in e's namespace with a warm pool on
+// st; nothing replenishes it but the test (Replenish).
+func (e *env) warmProvider(t testing.TB, st k8s.WarmStore) *k8s.Provider {
+	t.Helper()
+	p, err := k8s.New(k8s.Config{
+		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), ForwardPort: e.kubelet.ForwardPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
+		PollInterval: 20 * time.Millisecond, ReadyTimeout: testReadyTimeout,
+	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func (e *env) spec(t testing.TB, id, profile string) provider.Spec {
 	t.Helper()
 	shape, ok := e.catalog.Shape(profile)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // Labels and annotations on every object the provider creates. The Pod
@@ -46,7 +47,7 @@ const (
 // sshd on the SSH port trusting SecretDir/user_ca.pub, and serves the
 // edge's forwarder on the forward port with the same keys for
 // SandboxUser. Grant tokens reach the sandbox this way, at the path the
-// grants code documents.
+// grants code documents, and so does the spec's Env (secretData).
 const (
 	SecretDir      = "/etc/sbx"
 	LinuxWorkspace = "/workspace"
@@ -101,11 +102,24 @@ func annotationsFor(shape Shape, spec *provider.Spec) map[string]string {
 }
 
 // secretData is the Secret a sandbox's pod mounts at SecretDir: host key,
-// CA public key, and the provisioning files with their manifest.
+// CA public key, the provisioning files with their manifest, and the
+// spec's Env (sandboxinit.EnvFile), which the init sets in every SSH
+// session and service. The Env is here and never in the pod's env: it
+// may hold the proxy credential and a create's secrets, which must not
+// show in the pod object (kubectl get -o yaml, describe) or its events,
+// and a warm pod boots before it is known.
 func secretData(spec provider.Spec) (map[string][]byte, error) {
 	data := map[string][]byte{
 		keyHostKey: spec.HostKeyPEM,
 		keyUserCA:  []byte(spec.UserCAKey),
+	}
+	if len(spec.Env) > 0 {
+		env, err := sandboxinit.EncodeEnv(spec.Env)
+		if err != nil {
+			// Names the variable, never the value.
+			return nil, fmt.Errorf("sandbox %s: %w", spec.SandboxID, err)
+		}
+		data[sandboxinit.EnvFile] = env
 	}
 	entries := make([]FileEntry, 0, len(spec.Files))
 	for i, f := range spec.Files {

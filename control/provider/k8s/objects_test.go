@@ -45,13 +45,19 @@ func TestObjectsGolden(t *testing.T) {
 				SandboxID: "sbx-goldengoldengoldengolden12", AccountID: "acct-golden", Profile: shape.Name,
 				Platform: shape.Platform, HostKeyPEM: []byte("HOST KEY PEM"), UserCAKey: "ssh-ed25519 AAAA ca",
 				Files: []provider.File{{Path: ".config/sbx/grants/p1.token", Data: []byte("tok")}},
+				// In the Secret's env.json, never in the pod's env.
+				Env: []string{"HTTP_PROXY=http://sbx:golden-credential@gw:3128", "GREETING=say \"hi\""},
 			}
 			n := namesFor(spec.SandboxID)
 			sec, err := p.secret(n, RoleSandbox, shape, &spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs := []any{p.pod(n, RoleSandbox, shape, &spec), sec}
+			pod := p.pod(n, RoleSandbox, shape, &spec)
+			if b, _ := yaml.Marshal(pod); bytes.Contains(b, []byte("golden-credential")) {
+				t.Errorf("the spec's Env shows in the pod object:\n%s", b)
+			}
+			objs := []any{pod, sec}
 			if shape.Platform == PlatformLinux {
 				objs = append(objs, p.pvc(n, RoleSandbox, shape, &spec, ""))
 			}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 var (
@@ -252,6 +253,12 @@ const (
 // current resolves what Provision and Restore both start from: the
 // profile's shape, the host key to pin, and the sandbox's pod if one exists.
 func (p *Provider) current(ctx context.Context, spec provider.Spec) (Shape, gossh.PublicKey, *corev1.Pod, error) {
+	// Before any object is touched (a warm claim labels the pod first):
+	// an Env the init could not deliver. The error names the variable,
+	// not its value.
+	if err := sandboxinit.CheckEnv(spec.Env); err != nil {
+		return Shape{}, nil, nil, fmt.Errorf("sandbox %s: %w", spec.SandboxID, err)
+	}
 	shape, err := p.shapeFor(spec)
 	if err != nil {
 		return Shape{}, nil, nil, err

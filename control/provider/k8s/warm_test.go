@@ -225,13 +225,7 @@ func TestWarmClaimResumes(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := ctxT(t)
 	st := openSQLite(t)
-	p, err := k8s.New(k8s.Config{
-		Namespace: e.ns, Catalog: e.catalog, SSHPort: e.kubelet.SSHPort(), ForwardPort: e.kubelet.ForwardPort(), WorkspaceDir: e.kubelet.WorkspaceDir(),
-		PollInterval: 20 * time.Millisecond, ReadyTimeout: testReadyTimeout,
-	}, k8s.Deps{Client: e.ctl.Client, Dynamic: e.ctl.Dynamic, Warm: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.warmProvider(t, st)
 	replenishUntil(t, p, st, "2 warm pods", func(f map[string]string) bool { return len(f) == 2 })
 
 	// Cut after the claim: nothing on the pod says whose it is yet.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,6 +91,64 @@ func testEgressLog(t *testing.T, ctx context.Context, s store.Store) {
 	quiet, err := s.EgressDecisions(ctx, "sb-quiet", 0, 10)
 	if err != nil || len(quiet) != 0 {
 		t.Errorf("another sandbox's log: %v, %v; want it empty", quiet, err)
+	}
+}
+
+// testEgressLogPrune: pruning deletes decisions older than the cutoff,
+// oldest first, at most limit at a time, across sandboxes, and keeps
+// the rest whole.
+func testEgressLogPrune(t *testing.T, ctx context.Context, s store.Store) {
+	insertSandboxes(t, s, sandbox("a", "sb-p1", t0), sandbox("a", "sb-p2", t0))
+	inTx(t, s, func(tx store.Tx) error {
+		for i := range 6 {
+			id := []string{"sb-p1", "sb-p2"}[i%2]
+			d := store.EgressDecision{SandboxID: id, At: t0.Add(time.Duration(i) * time.Hour), Host: "h" + string(rune('a'+i)), Port: 443, Verdict: "allowed"}
+			if err := tx.InsertEgressDecision(ctx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	prune := func(before time.Time, limit int) int {
+		t.Helper()
+		var n int
+		inTx(t, s, func(tx store.Tx) error {
+			var err error
+			n, err = tx.PruneEgressLog(ctx, before, limit)
+			return err
+		})
+		return n
+	}
+	hosts := func() []string {
+		t.Helper()
+		var out []string
+		for _, id := range []string{"sb-p1", "sb-p2"} {
+			list, err := s.EgressDecisions(ctx, id, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range list {
+				out = append(out, d.Host)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	// Four are older than t0+4h (ha..hd); two at a time, oldest first.
+	if n := prune(t0.Add(4*time.Hour), 2); n != 2 {
+		t.Errorf("first batch pruned %d, want 2", n)
+	}
+	if got := hosts(); !slices.Equal(got, []string{"hc", "hd", "he", "hf"}) {
+		t.Errorf("after the first batch: %v; want the two oldest gone", got)
+	}
+	if n := prune(t0.Add(4*time.Hour), 10); n != 2 {
+		t.Errorf("second batch pruned %d, want 2", n)
+	}
+	if n := prune(t0.Add(4*time.Hour), 10); n != 0 {
+		t.Errorf("third batch pruned %d, want 0", n)
+	}
+	if got := hosts(); !slices.Equal(got, []string{"he", "hf"}) {
+		t.Errorf("after pruning: %v; want he and hf (at and after the cutoff)", got)
 	}
 }
 

@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Secrets", []string{"a", "b"}, testSecrets},
 		{"SandboxNetwork", []string{"a"}, testSandboxNetwork},
 		{"EgressLog", []string{"a"}, testEgressLog},
+		{"EgressLogPrune", []string{"a"}, testEgressLogPrune},
 		{"Credentials", []string{"a", "b"}, testCredentials},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},

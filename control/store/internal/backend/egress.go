@@ -19,6 +19,17 @@ func (q Queries) InsertEgressDecision(ctx context.Context, d store.EgressDecisio
 	return nil
 }
 
+// PruneEgressLog implements store.Tx. Batched (limit) so one sweep
+// never holds a long transaction over a large backlog.
+func (q Queries) PruneEgressLog(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := q.DB.Exec(ctx, `DELETE FROM egress_log WHERE id IN (
+		SELECT id FROM egress_log WHERE at < $1 ORDER BY at LIMIT $2)`, q.Dialect.Time(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune egress log: %w", err)
+	}
+	return int(n), nil
+}
+
 // EgressDecisions implements store.Reader.
 func (q Queries) EgressDecisions(ctx context.Context, sandboxID string, beforeID int64, limit int) ([]store.EgressDecision, error) {
 	d := q.Dialect
