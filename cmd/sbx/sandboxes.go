@@ -36,8 +36,8 @@ func (a *app) printSandbox(sb sandbox) error {
 		_, err := fmt.Fprintln(a.out, sb.ID)
 		return err
 	}
-	t := newTable(a.out, "ID", "STATUS", "PROFILE", "PLATFORM", "DEADLINE")
-	t.row(sb.ID, sb.Status, sb.Profile, sb.Platform, deadlineCell(sb))
+	t := newTable(a.out, "ID", "NAME", "STATUS", "PROFILE", "PLATFORM", "DEADLINE")
+	t.row(sb.ID, nameCell(sb), sb.Status, sb.Profile, sb.Platform, deadlineCell(sb))
 	return t.flush()
 }
 

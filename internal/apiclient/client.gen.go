@@ -1328,11 +1328,20 @@ type UpdateSandboxJSONBody struct {
 	// ExtendMinutes Minutes added to the current deadline.
 	ExtendMinutes *int `json:"extend_minutes,omitempty"`
 
+	// IdleTimeoutMinutes The sandbox's own idle timeout: minutes without activity before it is suspended, from 1 to the account's idle timeout (422 naming the field and the range otherwise).
+	IdleTimeoutMinutes *int `json:"idle_timeout_minutes,omitempty"`
+
+	// KeepAwakeWhileBusy Whether running work keeps the sandbox awake past its idle timeout: a process other than its services still running (a nohup build, an exec), or CPU use above a threshold.
+	KeepAwakeWhileBusy *bool `json:"keep_awake_while_busy,omitempty"`
+
 	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
 	Labels *map[string]string `json:"labels,omitempty"`
 
 	// Network Where a sandbox's outbound connections may go through the egress gateway. Entries: a host name (that name only), a leading-wildcard name ("*.npmjs.org": every subdomain, not the apex), an IP address or CIDR; each optionally with ":port" (IPv6 in brackets). Loopback, private, CGNAT, link-local (metadata), the cluster's ranges and the product's own listeners are refused whatever the policy.
 	Network *NetworkPolicy `json:"network,omitempty"`
+
+	// RetentionDays Days the sandbox may stay suspended before it is deleted, counted from when it was suspended (a sandbox suspended longer than that is deleted at the next sweep); from 1 to the deployment's maximum lifetime in days (422 naming the field and the range otherwise). A new retention gets its own retention_warning a day before.
+	RetentionDays *int `json:"retention_days,omitempty"`
 
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
@@ -1667,18 +1676,18 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandboxWithBody Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandbox Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2380,9 +2389,9 @@ func (c *Client) GetSandbox(ctx context.Context, id string, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandboxWithBody Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2399,9 +2408,9 @@ func (c *Client) UpdateSandboxWithBody(ctx context.Context, id string, contentTy
 	return c.Client.Do(req)
 }
 
-// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandbox Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6238,18 +6247,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
-	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
 
-	// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11012,9 +11021,9 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 	return ParseGetSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11027,9 +11036,9 @@ func (c *ClientWithResponses) UpdateSandboxWithBodyWithResponse(ctx context.Cont
 	return ParseUpdateSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

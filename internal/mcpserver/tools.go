@@ -178,6 +178,14 @@ func (t *tools) register(c *contract) error {
 			OutputSchema: out.api("/api/v1/sandboxes/{id}", "patch", "200"),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
 		}, withArgs(t.extendSandbox))
+		t.add(&mcp.Tool{Name: "update_sandbox", Title: "Change a sandbox's settings",
+			Description: "Change any of a sandbox's idle_timeout_minutes (1 to the account's idle timeout), keep_awake_while_busy, " +
+				"retention_days (days it may stay suspended before it is deleted), labels, wake_on_traffic, network or deadline " +
+				"(PATCH /api/v1/sandboxes/{id}); fields left out are left alone, and a value out of range is an error naming the field and the range.",
+			InputSchema:  object(extend, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			OutputSchema: out.api("/api/v1/sandboxes/{id}", "patch", "200"),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
+		}, withArgs(t.extendSandbox))
 
 		t.add(&mcp.Tool{Name: "wait_sandbox_ready", Title: "Wait until a sandbox is ready",
 			Description: "Wait on the sandbox's event stream (GET /api/v1/sandboxes/{id}/events) until it is ready, " +
