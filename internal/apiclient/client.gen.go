@@ -1925,7 +1925,7 @@ type ClientInterface interface {
 
 	// CreateSnapshotWithBody Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1934,7 +1934,7 @@ type ClientInterface interface {
 
 	// CreateSnapshot Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2948,7 +2948,7 @@ func (c *Client) ListSandboxSnapshots(ctx context.Context, id string, reqEditors
 
 // CreateSnapshotWithBody Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2967,7 +2967,7 @@ func (c *Client) CreateSnapshotWithBody(ctx context.Context, id string, contentT
 
 // CreateSnapshot Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6532,7 +6532,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSnapshotWithBodyWithResponse Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6541,7 +6541,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSnapshotWithResponse Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11492,7 +11492,7 @@ func (c *ClientWithResponses) ListSandboxSnapshotsWithResponse(ctx context.Conte
 
 // CreateSnapshotWithBodyWithResponse Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11507,7 +11507,7 @@ func (c *ClientWithResponses) CreateSnapshotWithBodyWithResponse(ctx context.Con
 
 // CreateSnapshotWithResponse Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
