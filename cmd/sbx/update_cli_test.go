@@ -22,8 +22,10 @@ func (p *devProc) cliStatus(args ...string) (string, int) {
 
 // TestUpdateAndNameColumnFromCLI (issue 30): `sbx update NAME` changes
 // the idleness settings (a value out of range is refused naming the
-// field, nothing to change is a usage error), and the rows `sbx stop`,
-// `sbx start` and `sbx get` print carry the sandbox's NAME.
+// field, nothing to change is a usage error), `sbx destroy
+// --delete-snapshots` takes the sandbox's snapshots with it (without it
+// they stay), and the rows `sbx stop`, `sbx start` and `sbx get` print
+// carry the sandbox's NAME.
 func TestUpdateAndNameColumnFromCLI(t *testing.T) {
 	p := startDev(t, t.TempDir(), "")
 	id := strings.TrimSpace(p.cli("create", "--name", "web", "-o", "id"))
@@ -44,6 +46,17 @@ func TestUpdateAndNameColumnFromCLI(t *testing.T) {
 	}
 	if out, code := p.cliStatus("update", "web"); code != 2 || !strings.Contains(out, "nothing to change") {
 		t.Errorf("sbx update with no flag: exit %d\n%s\nwant 2", code, out)
+	}
+
+	// Two sandboxes with a snapshot each: destroyed without the flag, the
+	// snapshot stays; with --delete-snapshots it goes with the sandbox.
+	other := strings.TrimSpace(p.cli("create", "--name", "scratch", "-o", "id"))
+	keptSnap := strings.TrimSpace(p.cli("snapshot", "web", "-o", "id"))
+	goneSnap := strings.TrimSpace(p.cli("snapshot", "scratch", "-o", "id"))
+	p.cli("destroy", "scratch", "--delete-snapshots")
+	live := p.cli("snapshots", "-o", "id")
+	if strings.Contains(live, goneSnap) || !strings.Contains(live, keptSnap) {
+		t.Errorf("after sbx destroy %s --delete-snapshots, sbx snapshots lists\n%s\nwant %s and not %s", other, live, keptSnap, goneSnap)
 	}
 
 	for _, args := range [][]string{{"stop", "web"}, {"start", "web"}, {"get", "web"}} {

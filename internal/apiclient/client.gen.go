@@ -1317,6 +1317,12 @@ type CreateSandboxParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// DeleteSandboxParams defines parameters for DeleteSandbox.
+type DeleteSandboxParams struct {
+	// DeleteSnapshots true: also delete the sandbox's snapshots (each storage line closes with snapshot_deleted). By default they outlive the sandbox: snapshots are the account's data, kept and billed until deleted (DELETE /api/v1/snapshots/{id}) or with the account. Anything but true or false is 400 invalid_query.
+	DeleteSnapshots *bool `form:"delete_snapshots,omitempty" json:"delete_snapshots,omitempty"`
+}
+
 // UpdateSandboxJSONBody defines parameters for UpdateSandbox.
 type UpdateSandboxJSONBody struct {
 	// AllowShorten With deadline_minutes: accept a deadline earlier than the current one.
@@ -1669,7 +1675,7 @@ type ClientInterface interface {
 	// DeleteSandbox Destroy a sandbox (idempotent)
 	//
 	// Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-	DeleteSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteSandbox(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSandbox Get a sandbox
 	//
@@ -2362,8 +2368,8 @@ func (c *Client) EnsureSandbox(ctx context.Context, name string, body EnsureSand
 // DeleteSandbox Destroy a sandbox (idempotent)
 //
 // Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-func (c *Client) DeleteSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteSandboxRequest(c.Server, id)
+func (c *Client) DeleteSandbox(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSandboxRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3921,7 +3927,7 @@ func NewEnsureSandboxRequestWithBody(server string, name string, contentType str
 }
 
 // NewDeleteSandboxRequest constructs an http.Request for the DeleteSandbox method
-func NewDeleteSandboxRequest(server string, id string) (*http.Request, error) {
+func NewDeleteSandboxRequest(server string, id string, params *DeleteSandboxParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3944,6 +3950,33 @@ func NewDeleteSandboxRequest(server string, id string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DeleteSnapshots != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "delete_snapshots", *params.DeleteSnapshots, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -6238,7 +6271,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-	DeleteSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error)
+	DeleteSandboxWithResponse(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error)
 
 	// GetSandboxWithResponse Get a sandbox
 	//
@@ -7478,6 +7511,8 @@ type DeleteSandboxResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Sandbox
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -7489,6 +7524,11 @@ type DeleteSandboxResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteSandboxResponse) GetJSON200() *Sandbox {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteSandboxResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -11000,8 +11040,8 @@ func (c *ClientWithResponses) EnsureSandboxWithResponse(ctx context.Context, nam
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error) {
-	rsp, err := c.DeleteSandbox(ctx, id, reqEditors...)
+func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error) {
+	rsp, err := c.DeleteSandbox(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12441,6 +12481,13 @@ func ParseDeleteSandboxResponse(rsp *http.Response) (*DeleteSandboxResponse, err
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem
