@@ -74,7 +74,7 @@ func runPrivPreview(ctx context.Context, args []string) error {
 		return fmt.Errorf("create sandbox: %w", err)
 	}
 	id := created.JSON201.Id
-	defer func() { _, _ = api.DeleteSandboxWithResponse(context.Background(), id) }()
+	defer func() { _, _ = api.DeleteSandboxWithResponse(context.Background(), id, nil) }()
 	if err := apiclient.WatchEvents(ctx, api, id, 0, func(e apiclient.Event) (bool, error) {
 		return e.State == nil || *e.State != "ready", nil
 	}); err != nil {

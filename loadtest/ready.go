@@ -151,7 +151,7 @@ func createToReady(ctx context.Context, api *apiclient.ClientWithResponses) (tim
 		return 0, nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	id := created.JSON201.Id
-	defer func() { _, _ = api.DeleteSandboxWithResponse(context.WithoutCancel(ctx), id) }()
+	defer func() { _, _ = api.DeleteSandboxWithResponse(context.WithoutCancel(ctx), id, nil) }()
 	var msg string
 	err = apiclient.WatchEvents(ctx, api, id, 0, func(e apiclient.Event) (bool, error) {
 		if e.State != nil && *e.State == "ready" {
@@ -223,7 +223,7 @@ func wakes(ctx context.Context, st *devStack, dir string, n int) ([]wake, error)
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	id := created.JSON201.Id
-	defer func() { _, _ = st.api.DeleteSandboxWithResponse(context.WithoutCancel(ctx), id) }()
+	defer func() { _, _ = st.api.DeleteSandboxWithResponse(context.WithoutCancel(ctx), id, nil) }()
 	if err := waitState(ctx, st.api, id, "ready"); err != nil {
 		return nil, err
 	}

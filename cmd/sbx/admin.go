@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,8 +32,8 @@ Usage:
   sbx admin [--database-url URL | --data-dir DIR] [--redis-url URL] COMMAND [-o json]
 
 Commands:
-  account create [--name N] [--limit N] [--disabled] [--platforms P,..] [--monthly-minutes M] ID
-  account set [--name N] [--enabled=BOOL] [--limit N] [--platforms P,..|none] [--monthly-minutes M] [--idle-timeout D] ID
+  account create [--name N] [--limit N] [--disabled] [--platforms P,..] [--monthly-minutes M] [--snapshot-limit N] ID
+  account set [--name N] [--enabled=BOOL] [--limit N] [--platforms P,..|none] [--monthly-minutes M] [--snapshot-limit N] [--idle-timeout D] ID
   account show ID
   account list
   project create --account ID --name NAME [--id UUID]     prints the project ID
@@ -201,6 +202,7 @@ type accountFlags struct {
 	enabled   bool
 	platforms string
 	minutes   int
+	snapshots int
 	idle      time.Duration
 }
 
@@ -211,6 +213,7 @@ func newAccountFlags(cmd string) *accountFlags {
 	f.fs.BoolVar(&f.enabled, "enabled", true, "the sandboxes feature flag")
 	f.fs.StringVar(&f.platforms, "platforms", "", `platform allowlist, comma-separated ("none" or empty: every platform)`)
 	f.fs.IntVar(&f.minutes, "monthly-minutes", 0, "sandbox_monthly_minutes soft cap (0: none); shown in usage and metrics, blocks nothing")
+	f.fs.IntVar(&f.snapshots, "snapshot-limit", 0, "snapshots (creating or ready) the account may keep at once (0: the deployment's default)")
 	f.fs.DurationVar(&f.idle, "idle-timeout", 0, "suspend this account's sandboxes after this long idle, overriding the deployment's default (0: the default)")
 	return f
 }
@@ -259,6 +262,12 @@ func (f *accountFlags) apply(a *store.Account, only map[string]bool) error {
 			return errors.New("--monthly-minutes must be 0 or more")
 		}
 		a.MonthlyMinutes = f.minutes
+	}
+	if set("snapshot-limit") {
+		if f.snapshots < 0 {
+			return errors.New("--snapshot-limit must be 0 or more")
+		}
+		a.SnapshotLimit = f.snapshots
 	}
 	return nil
 }
@@ -359,8 +368,8 @@ func (a *admin) printAccount(acct store.Account) error {
 	if a.json {
 		return printJSON(a.out, toAccountJSON(acct))
 	}
-	_, err := fmt.Fprintf(a.out, "account %s\n  name: %s\n  sandboxes_enabled: %t\n  sandbox_concurrent_limit: %d\n  platforms: %s\n  sandbox_monthly_minutes: %d\n",
-		acct.ID, acct.Name, acct.SandboxesEnabled, acct.ConcurrentLimit, platformList(acct.AllowedPlatforms), acct.MonthlyMinutes)
+	_, err := fmt.Fprintf(a.out, "account %s\n  name: %s\n  sandboxes_enabled: %t\n  sandbox_concurrent_limit: %d\n  platforms: %s\n  sandbox_monthly_minutes: %d\n  snapshot_limit: %s\n",
+		acct.ID, acct.Name, acct.SandboxesEnabled, acct.ConcurrentLimit, platformList(acct.AllowedPlatforms), acct.MonthlyMinutes, snapshotLimitText(acct.SnapshotLimit))
 	return err
 }
 
@@ -491,4 +500,13 @@ func helpRequested(args []string) bool {
 		}
 	}
 	return false
+}
+
+// snapshotLimitText is an account's snapshot limit, or "default" when it
+// takes the deployment's.
+func snapshotLimitText(n int) string {
+	if n <= 0 {
+		return "default"
+	}
+	return strconv.Itoa(n)
 }

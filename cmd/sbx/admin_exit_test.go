@@ -61,6 +61,19 @@ func TestAdminOutputJSON(t *testing.T) {
 			t.Errorf("sbx admin %s: exit %d, stdout %q, stderr %q; want the account as JSON", strings.Join(args, " "), code, out, stderr)
 		}
 	}
+	// The per-account snapshot quota (issue 30): set, shown, cleared.
+	if code, out, stderr := admin("account", "set", "--snapshot-limit", "5", "acct-j"); code != 0 || !strings.Contains(out, "snapshot_limit: 5") {
+		t.Errorf("account set --snapshot-limit 5: exit %d, %q %q", code, out, stderr)
+	}
+	if code, out, _ := admin("account", "show", "acct-j", "-o", "json"); code != 0 || !strings.Contains(out, `"snapshot_limit": 5`) {
+		t.Errorf("account show after --snapshot-limit 5: %q", out)
+	}
+	if code, out, _ := admin("account", "set", "--snapshot-limit", "0", "acct-j"); code != 0 || !strings.Contains(out, "snapshot_limit: default") {
+		t.Errorf("account set --snapshot-limit 0: exit %d, %q", code, out)
+	}
+	if code, _, stderr := admin("account", "set", "--snapshot-limit", "-1", "acct-j"); code == 0 || !strings.Contains(stderr, "--snapshot-limit") {
+		t.Errorf("account set --snapshot-limit -1: exit %d, %q; want a refusal naming the flag", code, stderr)
+	}
 	code, out, _ := admin("account", "list", "-o", "json")
 	var list []accountJSON
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) == 0 {

@@ -47,6 +47,8 @@ type accountJSON struct {
 	ConcurrentLimit int      `json:"sandbox_concurrent_limit"`
 	Platforms       []string `json:"platforms"`
 	MonthlyMinutes  int      `json:"sandbox_monthly_minutes"`
+	// SnapshotLimit is 0 when the account takes the deployment's default.
+	SnapshotLimit int `json:"snapshot_limit"`
 }
 
 func toAccountJSON(a store.Account) accountJSON {
@@ -54,5 +56,5 @@ func toAccountJSON(a store.Account) accountJSON {
 	if p == nil {
 		p = []string{}
 	}
-	return accountJSON{ID: a.ID, Name: a.Name, Enabled: a.SandboxesEnabled, ConcurrentLimit: a.ConcurrentLimit, Platforms: p, MonthlyMinutes: a.MonthlyMinutes}
+	return accountJSON{ID: a.ID, Name: a.Name, Enabled: a.SandboxesEnabled, ConcurrentLimit: a.ConcurrentLimit, Platforms: p, MonthlyMinutes: a.MonthlyMinutes, SnapshotLimit: a.SnapshotLimit}
 }

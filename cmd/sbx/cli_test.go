@@ -248,6 +248,7 @@ func TestFlagsAndArguments(t *testing.T) {
 			map[string]any{"profile": "tuist-linux-large"}},
 		{"global flag after the ID", []string{"get", fakeID, "-o", "json"}, "GET", "/api/v1/sandboxes/" + fakeID, nil},
 		{"extend adds", []string{"extend", fakeID, "45"}, "PATCH", "/api/v1/sandboxes/" + fakeID, map[string]any{"extend_minutes": 45.0}},
+		{"update sends only the flags given", []string{"update", fakeID, "--idle-timeout", "3", "--keep-awake=false"}, "PATCH", "/api/v1/sandboxes/" + fakeID, map[string]any{"idle_timeout_minutes": 3.0, "keep_awake_while_busy": false}},
 		{"services list", []string{"services", fakeID, "-o", "json"}, "GET", "/api/v1/sandboxes/" + fakeID + "/services", nil},
 		{"service set with flags after NAME", []string{"services", "set", fakeID, "web", "--port", "5173", "--env", "A=1=2", "--cwd", "app", "--", "npm", "run", "dev", "--host"},
 			"PUT", "/api/v1/sandboxes/" + fakeID + "/services/web",

@@ -10,11 +10,17 @@ import (
 	"testing"
 )
 
+// cliCmd is a client command of the real binary against p.
+func (p *devProc) cliCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(sbxBinary(p.t), args...)
+	cmd.Env = append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+filepath.Join(p.DataDir, "cli-config"))
+	return cmd
+}
+
 // cli runs a client command of the real binary against p.
 func (p *devProc) cli(args ...string) string {
 	p.t.Helper()
-	cmd := exec.Command(sbxBinary(p.t), args...)
-	cmd.Env = append(os.Environ(), "SBX_API="+p.API, "SBX_TOKEN="+p.Token, "SBX_CONFIG_DIR="+filepath.Join(p.DataDir, "cli-config"))
+	cmd := p.cliCmd(args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

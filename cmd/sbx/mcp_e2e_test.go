@@ -92,7 +92,7 @@ func TestMCPThroughDev(t *testing.T) {
 				"expose_sandbox_port", "extend_sandbox", "fork_snapshot", "get_sandbox", "get_sandbox_usage", "get_usage", "kill_exec", "list_connections",
 				"list_preview_shares", "list_profiles", "list_sandbox_files", "list_sandbox_ports", "list_sandbox_services", "list_sandboxes", "list_snapshots", "read_egress_log",
 				"read_exec_output", "read_sandbox_events", "read_sandbox_file", "read_sandbox_service_logs", "recreate_sandbox", "restore_sandbox", "resume_sandbox", "revoke_preview_share",
-				"set_sandbox_service", "share_preview", "snapshot_sandbox", "suspend_sandbox", "unexpose_sandbox_port", "wait_exec", "wait_sandbox_ready", "write_sandbox_file"}
+				"set_sandbox_service", "share_preview", "snapshot_sandbox", "suspend_sandbox", "unexpose_sandbox_port", "update_sandbox", "wait_exec", "wait_sandbox_ready", "write_sandbox_file"}
 			if !slices.Equal(seen.Tools, want) {
 				t.Errorf("tools %v, want %v", seen.Tools, want)
 			}

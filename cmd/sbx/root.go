@@ -72,7 +72,7 @@ it is the API that sbx dev serves. A saved token is never sent to another API.
 	root.AddGroup(&cobra.Group{ID: "sandbox", Title: "Sandboxes:"}, &cobra.Group{ID: "connect", Title: "Working in a sandbox:"},
 		&cobra.Group{ID: "account", Title: "Account:"}, &cobra.Group{ID: "stack", Title: "Running the stack:"})
 	for _, c := range []*cobra.Command{
-		newCreateCmd(a), newListCmd(a), newGetCmd(a), newExtendCmd(a), newStopCmd(a), newStartCmd(a), newSnapshotCmd(a), newSnapshotsCmd(a), newRestoreCmd(a), newForkCmd(a), newRecreateCmd(a), newDestroyCmd(a), newEventsCmd(a), newEgressCmd(a),
+		newCreateCmd(a), newListCmd(a), newGetCmd(a), newExtendCmd(a), newUpdateCmd(a), newStopCmd(a), newStartCmd(a), newSnapshotCmd(a), newSnapshotsCmd(a), newRestoreCmd(a), newForkCmd(a), newRecreateCmd(a), newDestroyCmd(a), newEventsCmd(a), newEgressCmd(a),
 	} {
 		c.GroupID = "sandbox"
 		root.AddCommand(c)

@@ -36,8 +36,8 @@ func (a *app) printSandbox(sb sandbox) error {
 		_, err := fmt.Fprintln(a.out, sb.ID)
 		return err
 	}
-	t := newTable(a.out, "ID", "STATUS", "PROFILE", "PLATFORM", "DEADLINE")
-	t.row(sb.ID, sb.Status, sb.Profile, sb.Platform, deadlineCell(sb))
+	t := newTable(a.out, "ID", "NAME", "STATUS", "PROFILE", "PLATFORM", "DEADLINE")
+	t.row(sb.ID, nameCell(sb), sb.Status, sb.Profile, sb.Platform, deadlineCell(sb))
 	return t.flush()
 }
 
@@ -318,15 +318,23 @@ func newGetCmd(a *app) *cobra.Command {
 }
 
 func newDestroyCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:               "destroy ID",
-		Aliases:           []string{"rm", "delete"},
-		Short:             "Destroy a sandbox (its workspace is deleted)",
-		Example:           "  sbx destroy $ID",
+	var withSnaps bool
+	c := &cobra.Command{
+		Use:     "destroy ID",
+		Aliases: []string{"rm", "delete"},
+		Short:   "Destroy a sandbox (its workspace is deleted)",
+		Long: `Destroy a sandbox: its workspace is deleted and billing stops. Its
+snapshots are kept (they are the account's, billed as storage until deleted
+with sbx snapshots --rm SNAP, and forkable) unless --delete-snapshots.`,
+		Example:           "  sbx destroy $ID\n  sbx destroy my-pr-1234 --delete-snapshots",
 		Args:              args([]string{"ID"}),
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: a.withAPI(func(c *cobra.Command, cl *apiClient, got []string) error {
-			if err := a.printAnswer(apiclient.Raw(cl.gen.DeleteSandboxWithResponse(c.Context(), got[0]))); err != nil {
+			params := &apiclient.DeleteSandboxParams{}
+			if withSnaps {
+				params.DeleteSnapshots = &withSnaps
+			}
+			if err := a.printAnswer(apiclient.Raw(cl.gen.DeleteSandboxWithResponse(c.Context(), got[0], params))); err != nil {
 				return err
 			}
 			// Its sbx ssh-config Host entry would stay in VS Code's list,
@@ -335,6 +343,8 @@ func newDestroyCmd(a *app) *cobra.Command {
 			return err
 		}),
 	}
+	c.Flags().BoolVar(&withSnaps, "delete-snapshots", false, "also delete the sandbox's snapshots (default: they are kept)")
+	return c
 }
 
 func newExtendCmd(a *app) *cobra.Command {

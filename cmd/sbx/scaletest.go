@@ -334,7 +334,7 @@ func (a *app) scaleCleanup(ctx context.Context, cl *apiClient, label string, ids
 		if !alive {
 			continue
 		}
-		_, err := apiclient.Result(cl.gen.DeleteSandboxWithResponse(ctx, id))
+		_, err := apiclient.Result(cl.gen.DeleteSandboxWithResponse(ctx, id, nil))
 		var pe *apiError
 		if errors.As(err, &pe) && pe.Status == 404 {
 			continue // it ended already

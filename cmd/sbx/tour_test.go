@@ -103,7 +103,10 @@ func TestREADMETour(t *testing.T) {
 	// sandbox (it once used the one the part before deleted, and ran
 	// make test where there is no Makefile).
 	for _, want := range []string{"hello", "it's $HOME, not expanded", "explicit_delete", "-rw-r--r--", "<!DOCTYPE HTML>",
-		`"data":"step 3\n"`, `"exit_code":0`, `"ticket"`} {
+		`"data":"step 3\n"`, `"exit_code":0`, `"ticket"`,
+		// Env, secrets and idle settings (issue 30), and SSH by name.
+		"NODE_ENV=test, NPM_TOKEN has 16 characters", `"idle_timeout_minutes": 1`, `"keep_awake_while_busy": false`,
+		`"retention_days": 1`, "by name: NODE_ENV=test"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tour output lacks %q:\n%s", want, out)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -148,7 +149,7 @@ func TestMCPTools(t *testing.T) {
 		"expose_sandbox_port", "extend_sandbox", "fork_snapshot", "get_sandbox", "get_sandbox_usage", "get_usage", "kill_exec", "list_connections",
 		"list_preview_shares", "list_profiles", "list_sandbox_files", "list_sandbox_ports", "list_sandbox_services", "list_sandboxes", "list_snapshots", "read_egress_log",
 		"read_exec_output", "read_sandbox_events", "read_sandbox_file", "read_sandbox_service_logs", "recreate_sandbox", "restore_sandbox", "resume_sandbox", "revoke_preview_share",
-		"set_sandbox_service", "share_preview", "snapshot_sandbox", "suspend_sandbox", "unexpose_sandbox_port", "wait_exec", "wait_sandbox_ready", "write_sandbox_file"}
+		"set_sandbox_service", "share_preview", "snapshot_sandbox", "suspend_sandbox", "unexpose_sandbox_port", "update_sandbox", "wait_exec", "wait_sandbox_ready", "write_sandbox_file"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -291,6 +292,13 @@ func TestMCPTools(t *testing.T) {
 
 	if got, isErr := call(t, s, "extend_sandbox", map[string]any{"sandbox_id": id, "deadline_minutes": 90}); isErr || got["id"] != id {
 		t.Fatalf("extend_sandbox: %v", got)
+	}
+	if got, isErr := call(t, s, "update_sandbox", map[string]any{"sandbox_id": id, "idle_timeout_minutes": 3, "keep_awake_while_busy": false, "retention_days": 2}); isErr ||
+		got["idle_timeout_minutes"] != float64(3) || got["keep_awake_while_busy"] != false || got["retention_days"] != float64(2) {
+		t.Fatalf("update_sandbox: %v", got)
+	}
+	if got, isErr := call(t, s, "update_sandbox", map[string]any{"sandbox_id": id, "retention_days": 0}); !isErr || !strings.Contains(fmt.Sprint(got), "retention_days") {
+		t.Fatalf("update_sandbox retention_days 0: %v, want an error naming the field", got)
 	}
 	if got, isErr := call(t, s, "list_sandboxes", map[string]any{"limit": 5}); isErr || len(got["sandboxes"].([]any)) != 1 {
 		t.Fatalf("list_sandboxes: %v", got)

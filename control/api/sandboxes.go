@@ -259,7 +259,22 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 // deleteSandbox is idempotent: deleting an ended sandbox answers 200 with
 // its final state, so retried DELETEs never error.
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.life.Delete(r.Context(), account(r), chi.URLParam(r, "id"))
+	var withSnaps bool
+	switch v := r.URL.Query().Get("delete_snapshots"); v {
+	case "", "false":
+	case "true":
+		withSnaps = true
+	default:
+		writeProblem(w, r, badQuery("delete_snapshots", "must be true or false"))
+		return
+	}
+	var sb store.Sandbox
+	var err error
+	if withSnaps {
+		sb, _, err = s.life.DeleteWithSnapshots(r.Context(), account(r), chi.URLParam(r, "id"))
+	} else {
+		sb, err = s.life.Delete(r.Context(), account(r), chi.URLParam(r, "id"))
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return

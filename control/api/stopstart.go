@@ -91,7 +91,7 @@ func lifecycleProblem(err error) (*problem.Problem, bool) {
 		var qe *lifecycle.SnapshotQuotaError
 		errors.As(err, &qe)
 		p := problem.New(http.StatusConflict, "snapshot_quota", qe.Error())
-		p.Errors = []problem.FieldError{{Field: "snapshots", Detail: fmt.Sprintf("at most %d per account", qe.Limit)}}
+		p.Errors = []problem.FieldError{{Field: "snapshots", Detail: fmt.Sprintf("%d of at most %d for this account", qe.Count, qe.Limit)}}
 		return p, true
 	case errors.Is(err, lifecycle.ErrNameTaken):
 		var nt *lifecycle.NameTakenError

@@ -51,6 +51,11 @@ func (s *Server) toProblem(r *http.Request, err error) *problem.Problem {
 	if errors.As(err, &p) {
 		return p
 	}
+	if nr := (*edgeapi.SSHNotReadyError)(nil); errors.As(err, &nr) {
+		p := problem.New(edgeapi.ErrSSHNotReady.Status, edgeapi.ErrSSHNotReady.Code, nr.Error())
+		p.SandboxID = nr.SandboxID
+		return p
+	}
 	if r := (*edgeapi.Refusal)(nil); errors.As(err, &r) {
 		return problem.New(r.Status, r.Code, r.Error())
 	}

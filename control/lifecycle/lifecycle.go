@@ -70,7 +70,9 @@ type Config struct {
 	// its job may make (default five provisioning timeouts and a minute).
 	SettleAfter time.Duration
 	// MaxSnapshots is how many snapshots (creating or ready) one account
-	// may keep (default 20); a snapshot past it is refused, naming it.
+	// may keep (default 20) unless the account has its own
+	// snapshot_limit (sbx admin account set --snapshot-limit); a snapshot
+	// past the limit is refused, naming the count and the limit.
 	MaxSnapshots int
 	// DefaultProfile is what a create that names no profile gets (the k8s
 	// catalog's defaultProfile; sbx dev: devseed.DefaultProfile). Empty:

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
@@ -26,6 +27,17 @@ type Patch struct {
 	// profile's); it applies to new connections within seconds, and
 	// open ones it no longer allows are closed.
 	Network *egresspolicy.Spec `json:"network,omitempty"`
+	// IdleTimeoutMinutes, KeepAwakeWhileBusy and RetentionDays are the
+	// create's idleness settings, under the same bounds (validateIdle).
+	// A retention change counts from when the sandbox was suspended, and
+	// re-arms its last-day warning.
+	IdleTimeoutMinutes *int  `json:"idle_timeout_minutes,omitempty"`
+	KeepAwakeWhileBusy *bool `json:"keep_awake_while_busy,omitempty"`
+	RetentionDays      *int  `json:"retention_days,omitempty"`
+}
+
+func (p Patch) hasIdle() bool {
+	return p.IdleTimeoutMinutes != nil || p.KeepAwakeWhileBusy != nil || p.RetentionDays != nil
 }
 
 func (p Patch) hasDeadline() bool {
@@ -33,8 +45,8 @@ func (p Patch) hasDeadline() bool {
 }
 
 func (p Patch) validate(m *Manager) error {
-	if !p.hasDeadline() && p.WakeOnTraffic == nil && p.Labels == nil && p.Network == nil {
-		return invalid("extend_minutes", "or deadline_minutes, wake_on_traffic, labels or network is required")
+	if !p.hasDeadline() && p.WakeOnTraffic == nil && p.Labels == nil && p.Network == nil && !p.hasIdle() {
+		return invalid("extend_minutes", "or deadline_minutes, wake_on_traffic, labels, network, idle_timeout_minutes, keep_awake_while_busy or retention_days is required")
 	}
 	if p.hasDeadline() {
 		if err := p.DeadlineChange.validate(m); err != nil {
@@ -54,6 +66,12 @@ func (m *Manager) Patch(ctx context.Context, acct store.Account, idOrName string
 		return store.Sandbox{}, err
 	}
 	cur, err := m.Resolve(ctx, acct, idOrName)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	// Bounded by the account's idle timeout as at create; read before the
+	// transaction, as create does.
+	idle, retention, err := m.validateIdle(ctx, cur.AccountID, p.IdleTimeoutMinutes, p.RetentionDays)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -79,6 +97,7 @@ func (m *Manager) Patch(ctx context.Context, acct store.Account, idOrName string
 			sb.Labels = maps.Clone(*p.Labels)
 			changed = append(changed, "labels")
 		}
+		changed = append(changed, applyIdle(&sb, p, idle, retention)...)
 		if p.Network != nil {
 			n, err := m.narrowNetwork(sb.Profile, p.Network)
 			if err != nil {
@@ -186,4 +205,25 @@ func describeNetwork(s egresspolicy.Spec) string {
 		return string(s.Egress)
 	}
 	return string(s.Egress) + " (" + strings.Join(s.Allow, ", ") + ")"
+}
+
+// applyIdle sets the idleness settings p names (idle and retention
+// already validated) and says what changed, for the settings event.
+func applyIdle(sb *store.Sandbox, p Patch, idle time.Duration, retention int) []string {
+	var changed []string
+	if p.IdleTimeoutMinutes != nil {
+		sb.IdleTimeout = idle
+		changed = append(changed, fmt.Sprintf("idle_timeout_minutes=%d", *p.IdleTimeoutMinutes))
+	}
+	if p.KeepAwakeWhileBusy != nil {
+		sb.IgnoreBusy = !*p.KeepAwakeWhileBusy
+		changed = append(changed, fmt.Sprintf("keep_awake_while_busy=%t", *p.KeepAwakeWhileBusy))
+	}
+	if p.RetentionDays != nil {
+		sb.RetentionDays = retention
+		// A new retention gets its own last-day warning.
+		sb.RetentionWarnedAt = nil
+		changed = append(changed, fmt.Sprintf("retention_days=%d", retention))
+	}
+	return changed
 }

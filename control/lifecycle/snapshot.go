@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,10 +35,13 @@ var (
 )
 
 // SnapshotQuotaError refuses a snapshot past the account's quota.
-type SnapshotQuotaError struct{ Limit int }
+type SnapshotQuotaError struct {
+	Count int // the account's snapshots that count (creating or ready)
+	Limit int // the account's limit, or the deployment's default
+}
 
 func (e *SnapshotQuotaError) Error() string {
-	return fmt.Sprintf("snapshot quota reached: this account may keep at most %d snapshots; delete one first (DELETE /api/v1/snapshots/{id}, sbx snapshots)", e.Limit)
+	return fmt.Sprintf("snapshot quota reached: this account has %d snapshots and may keep at most %d; delete one first (DELETE /api/v1/snapshots/{id}, sbx snapshots)", e.Count, e.Limit)
 }
 
 // SnapshotRequest is POST /sandboxes/{id}/snapshots after JSON decoding.
@@ -98,8 +102,15 @@ func (m *Manager) TakeSnapshot(ctx context.Context, acct store.Account, idOrName
 		if err != nil {
 			return err
 		}
-		if len(live) >= m.cfg.MaxSnapshots {
-			return &SnapshotQuotaError{Limit: m.cfg.MaxSnapshots}
+		// Read under the account lock, so an operator's change applies
+		// to the next snapshot and never between count and insert.
+		fresh, err := tx.Account(ctx, acct.ID)
+		if err != nil {
+			return err
+		}
+		limit := cmp.Or(fresh.SnapshotLimit, m.cfg.MaxSnapshots)
+		if len(live) >= limit {
+			return &SnapshotQuotaError{Count: len(live), Limit: limit}
 		}
 		if err := tx.InsertSnapshot(ctx, snap); err != nil {
 			return err

@@ -29,6 +29,7 @@ type Route struct {
 type Reader interface {
 	SSHCredential(ctx context.Context, fingerprint string) (store.SSHCredential, error)
 	Sandbox(ctx context.Context, id string) (store.Sandbox, error)
+	SandboxByName(ctx context.Context, accountID, name string) (store.Sandbox, error)
 }
 
 // Authorizer checks credentials against the store. It is safe for
@@ -52,6 +53,9 @@ func New(r Reader, now func() time.Time, log *slog.Logger) *Authorizer {
 
 // Authorize maps (username, fingerprint) to a Route or a refusal wrapping
 // one of edgeapi's ErrSSH* refusals. Any other error is a store fault.
+// The username is the sandbox's ID or its name; the Route, and the
+// not-ready refusal (*edgeapi.SSHNotReadyError), carry the ID, so the
+// edge never takes a name for an ID.
 //
 // The order of checks matters: the credential must belong to the sandbox
 // named before anything about that sandbox (expiry, state) is revealed, so
@@ -73,7 +77,13 @@ func (a *Authorizer) Authorize(ctx context.Context, username, fingerprint string
 		return Route{}, edgeapi.ErrSSHUnknownKey
 	}
 	if cred.SandboxID != username {
-		return Route{}, edgeapi.ErrSSHWrongSandbox
+		ok, err := a.namesCredSandbox(ctx, cred, username)
+		if err != nil {
+			return Route{}, err
+		}
+		if !ok {
+			return Route{}, edgeapi.ErrSSHWrongSandbox
+		}
 	}
 	sb, err := a.store.Sandbox(ctx, cred.SandboxID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -99,10 +109,30 @@ func (a *Authorizer) Authorize(ctx context.Context, username, fingerprint string
 	}
 	// Starting or Wakeable: the broker wakes it (or waits) and asks again.
 	if admission != lifecycle.Ready || sb.Endpoint == "" || sb.HostKey == "" {
-		return Route{}, fmt.Errorf("sandbox %s is %s: %w", sb.ID, sb.State, edgeapi.ErrSSHNotReady)
+		return Route{}, &edgeapi.SSHNotReadyError{SandboxID: sb.ID, State: string(sb.State)}
 	}
 	return Route{
 		SandboxID: sb.ID, Addr: sb.Endpoint, User: sb.SSHUser, HostKey: sb.HostKey,
 		ExpiresAt: cred.ExpiresAt,
 	}, nil
+}
+
+// namesCredSandbox reports whether username is the name of the
+// credential's sandbox. A name is looked up only among the credential's
+// own account's sandboxes that have not ended (where names are unique),
+// so another account's name, an ended sandbox's old name and an unknown
+// name all come back false: the same ErrSSHWrongSandbox as any ID the key
+// does not belong to, and probing names learns nothing.
+func (a *Authorizer) namesCredSandbox(ctx context.Context, cred store.SSHCredential, username string) (bool, error) {
+	if lifecycle.ValidID(username) || !lifecycle.ValidName(username) {
+		return false, nil
+	}
+	sb, err := a.store.SandboxByName(ctx, cred.AccountID, username)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up sandbox named %s: %w", username, err)
+	}
+	return sb.ID == cred.SandboxID, nil
 }

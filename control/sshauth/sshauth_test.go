@@ -37,6 +37,20 @@ func (f *fakeStore) Sandbox(_ context.Context, id string) (store.Sandbox, error)
 	return sb, nil
 }
 
+// SandboxByName finds a sandbox that has not ended by account and name,
+// as the store does.
+func (f *fakeStore) SandboxByName(_ context.Context, acct, name string) (store.Sandbox, error) {
+	if f.err != nil {
+		return store.Sandbox{}, f.err
+	}
+	for _, sb := range f.sbs {
+		if sb.AccountID == acct && sb.Name == name && sb.State != store.StateTerminated && sb.State != store.StateFailed && sb.State != store.StateTerminating {
+			return sb, nil
+		}
+	}
+	return store.Sandbox{}, store.ErrNotFound
+}
+
 func TestAuthorize(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	sb := func(id string, st store.State) store.Sandbox {
@@ -63,6 +77,18 @@ func TestAuthorize(t *testing.T) {
 			"sb-pending": sb("sb-pending", store.StatePending),
 		},
 	}
+	// Names: unique among an account's live sandboxes. "other" belongs to
+	// another account, "gone" to an ended sandbox.
+	named := func(id, name, acct string, st store.State) {
+		s := sb(id, st)
+		s.Name, s.AccountID = name, acct
+		fs.sbs[id] = s
+	}
+	named("sb-a", "alpha", "acct", store.StateReady)
+	named("sb-b", "beta", "acct", store.StateReady)
+	named("sb-pending", "pend", "acct", store.StatePending)
+	named("sb-ended", "gone", "acct", store.StateTerminated)
+	named("sb-o", "other", "acct-other", store.StateReady)
 	a := sshauth.New(fs, func() time.Time { return now }, nil)
 	tests := []struct {
 		name, user, fp string
@@ -79,6 +105,14 @@ func TestAuthorize(t *testing.T) {
 		{"account mismatch", "sb-a", "fp-stolen", edgeapi.ErrSSHUnknownKey},
 		{"minting token revoked", "sb-a", "fp-revoked", edgeapi.ErrSSHUnknownKey},
 		{"minting token revoked, other sandbox reveals nothing", "sb-b", "fp-revoked", edgeapi.ErrSSHUnknownKey},
+		{"live by name", "alpha", "fp-a", nil},
+		{"unknown key by name", "alpha", "fp-nope", edgeapi.ErrSSHUnknownKey},
+		{"name of another of the account's sandboxes", "beta", "fp-a", edgeapi.ErrSSHWrongSandbox},
+		{"unknown name", "nope", "fp-a", edgeapi.ErrSSHWrongSandbox},
+		{"another account's name, refused as an unknown name", "other", "fp-a", edgeapi.ErrSSHWrongSandbox},
+		{"ended sandbox's name is no longer its", "gone", "fp-ended", edgeapi.ErrSSHWrongSandbox},
+		{"pending by name", "pend", "fp-pending", edgeapi.ErrSSHNotReady},
+		{"expired by name", "alpha", "fp-old", edgeapi.ErrSSHExpired},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,6 +132,21 @@ func TestAuthorize(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("not ready by name names the ID to wake", func(t *testing.T) {
+		_, err := a.Authorize(t.Context(), "pend", "fp-pending")
+		var nr *edgeapi.SSHNotReadyError
+		if !errors.As(err, &nr) || nr.SandboxID != "sb-pending" {
+			t.Fatalf("got %v, want SSHNotReadyError naming sb-pending", err)
+		}
+	})
+	t.Run("another account's name and an unknown name answer alike", func(t *testing.T) {
+		_, e1 := a.Authorize(t.Context(), "other", "fp-a")
+		_, e2 := a.Authorize(t.Context(), "nope", "fp-a")
+		if e1 != e2 || e1.Error() != e2.Error() {
+			t.Errorf("another account's name: %v; unknown name: %v", e1, e2)
+		}
+	})
 
 	t.Run("store fault is not a refusal", func(t *testing.T) {
 		boom := errors.New("db down")

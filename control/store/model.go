@@ -71,7 +71,10 @@ type Account struct {
 	// account may create.
 	AllowedPlatforms []string
 	MonthlyMinutes   int
-	CreatedAt        time.Time
+	// SnapshotLimit is how many snapshots (creating or ready) the
+	// account may keep at once; 0: the deployment's default.
+	SnapshotLimit int
+	CreatedAt     time.Time
 }
 
 // Project groups an account's work for reporting; grants name a project

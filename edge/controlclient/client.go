@@ -116,6 +116,9 @@ func (e *Error) Error() string {
 // edgeapi.Refusal), so the edge's packages recognise control's refusals
 // with errors.Is; nil for a fault.
 func (e *Error) Unwrap() error {
+	if e.Code == edgeapi.CodeSSHNotReady && e.SandboxID != "" {
+		return &edgeapi.SSHNotReadyError{SandboxID: e.SandboxID}
+	}
 	if r := edgeapi.RefusalOf(e.Code); r != nil {
 		return r
 	}

@@ -136,15 +136,18 @@ func (c *authCache) Clear() {
 	c.lru.Purge()
 }
 
-// Invalidate forgets every answer about sandboxID (the SSH username names
-// the sandbox), and any lookup in flight, so a deleted sandbox's or revoked
-// credential's cached route does not admit new connections.
+// Invalidate forgets every answer about sandboxID (asked for by that ID,
+// or by a name that led to it), and any lookup in flight, so a deleted
+// sandbox's or revoked credential's cached route does not admit new
+// connections.
 func (c *authCache) Invalidate(sandboxID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	for _, k := range c.lru.Keys() {
-		if k.user == sandboxID {
+		// The username may be the sandbox's name: an accepted route
+		// cached under it is found by the ID control resolved it to.
+		if e, ok := c.lru.Peek(k); k.user == sandboxID || ok && e.route.SandboxID == sandboxID {
 			c.lru.Remove(k)
 		}
 	}

@@ -280,7 +280,7 @@ func (cc *clientConn) verifiedKey(meta ssh.ConnMetadata, key ssh.PublicKey, perm
 		return nil, errors.New("verified key was never authorized")
 	}
 	if cc.wakeable(res.err) {
-		res = cc.wake(meta.User(), fp)
+		res = cc.wake(meta.User(), fp, res.err)
 	}
 	if res.err != nil {
 		return nil, &offeredKeyError{fp: fp, err: &ssh.BannerError{Err: res.err, Message: refusalMessage(meta.User(), res.err)}}

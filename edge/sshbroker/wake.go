@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 
 // errWakeFailed marks a connection refused because its sandbox did not
@@ -24,14 +26,26 @@ func (cc *clientConn) wakeable(err error) bool {
 	return cc.b.cfg.Waker != nil && errors.Is(err, ErrNotReady)
 }
 
+// wakeTarget is the sandbox a not-ready refusal is about: the ID control
+// resolved the username to (the username may be the sandbox's name), or
+// the username itself from a control that predates names.
+func wakeTarget(user string, notReady error) string {
+	if nr := (*edgeapi.SSHNotReadyError)(nil); errors.As(notReady, &nr) && nr.SandboxID != "" {
+		return nr.SandboxID
+	}
+	return user
+}
+
 // wake runs once the client proved it holds a key for a sandbox that is
-// not running (suspended while idle, or still starting). It tells the
+// not running (suspended while idle, or still starting); notReady is
+// control's refusal, which names the sandbox. It tells the
 // client what is happening with a userauth banner, which stock OpenSSH
 // prints on stderr while it waits (unless -q), extends the handshake
 // deadline by WakeTimeout, waits for the sandbox and authorizes again for
 // its new endpoint.
-func (cc *clientConn) wake(user, fp string) authResult {
+func (cc *clientConn) wake(user, fp string, notReady error) authResult {
 	b := cc.b
+	sandboxID := wakeTarget(user, notReady)
 	if cc.preAuth != nil {
 		msg := fmt.Sprintf("sbx: waking sandbox %s (suspended while idle); this takes a few seconds...\r\n", user)
 		if err := cc.preAuth.SendAuthBanner(msg); err != nil {
@@ -44,14 +58,14 @@ func (cc *clientConn) wake(user, fp string) authResult {
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(cc.ctx, b.cfg.WakeTimeout)
-	err := b.cfg.Waker.Wake(ctx, user)
+	err := b.cfg.Waker.Wake(ctx, sandboxID)
 	cancel()
 	b.m.wakes.Observe(time.Since(start).Seconds())
 	if err != nil {
-		cc.log.Warn("wake failed", "sandbox_id", user, "err", err)
+		cc.log.Warn("wake failed", "sandbox_id", sandboxID, "err", err)
 		return authResult{err: fmt.Errorf("%w: %w: %w", ErrNotReady, errWakeFailed, err)}
 	}
-	cc.log.Info("sandbox woken for connection", "sandbox_id", user, "waited", time.Since(start).Round(time.Millisecond))
+	cc.log.Info("sandbox woken for connection", "sandbox_id", sandboxID, "waited", time.Since(start).Round(time.Millisecond))
 	res := cc.authorize(user, fp)
 	cc.results[fp] = res
 	return res
@@ -69,7 +83,7 @@ func (cc *clientConn) refreshRoute(user, fp string) authResult {
 	}
 	res := cc.authorize(user, fp)
 	if cc.wakeable(res.err) {
-		res = cc.wake(user, fp)
+		res = cc.wake(user, fp, res.err)
 	}
 	cc.results[fp] = res
 	return res

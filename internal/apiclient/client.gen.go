@@ -1317,6 +1317,12 @@ type CreateSandboxParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// DeleteSandboxParams defines parameters for DeleteSandbox.
+type DeleteSandboxParams struct {
+	// DeleteSnapshots true: also delete the sandbox's snapshots (each storage line closes with snapshot_deleted). By default they outlive the sandbox: snapshots are the account's data, kept and billed until deleted (DELETE /api/v1/snapshots/{id}) or with the account. Anything but true or false is 400 invalid_query.
+	DeleteSnapshots *bool `form:"delete_snapshots,omitempty" json:"delete_snapshots,omitempty"`
+}
+
 // UpdateSandboxJSONBody defines parameters for UpdateSandbox.
 type UpdateSandboxJSONBody struct {
 	// AllowShorten With deadline_minutes: accept a deadline earlier than the current one.
@@ -1328,11 +1334,20 @@ type UpdateSandboxJSONBody struct {
 	// ExtendMinutes Minutes added to the current deadline.
 	ExtendMinutes *int `json:"extend_minutes,omitempty"`
 
+	// IdleTimeoutMinutes The sandbox's own idle timeout: minutes without activity before it is suspended, from 1 to the account's idle timeout (422 naming the field and the range otherwise).
+	IdleTimeoutMinutes *int `json:"idle_timeout_minutes,omitempty"`
+
+	// KeepAwakeWhileBusy Whether running work keeps the sandbox awake past its idle timeout: a process other than its services still running (a nohup build, an exec), or CPU use above a threshold.
+	KeepAwakeWhileBusy *bool `json:"keep_awake_while_busy,omitempty"`
+
 	// Labels Tags for lists (GET /api/v1/sandboxes?label=key=value): at most 32, keys of letters, digits and - _ . / (1-63 bytes), values up to 255 bytes.
 	Labels *map[string]string `json:"labels,omitempty"`
 
 	// Network Where a sandbox's outbound connections may go through the egress gateway. Entries: a host name (that name only), a leading-wildcard name ("*.npmjs.org": every subdomain, not the apex), an IP address or CIDR; each optionally with ":port" (IPv6 in brackets). Loopback, private, CGNAT, link-local (metadata), the cluster's ranges and the product's own listeners are refused whatever the policy.
 	Network *NetworkPolicy `json:"network,omitempty"`
+
+	// RetentionDays Days the sandbox may stay suspended before it is deleted, counted from when it was suspended (a sandbox suspended longer than that is deleted at the next sweep); from 1 to the deployment's maximum lifetime in days (422 naming the field and the range otherwise). A new retention gets its own retention_warning a day before.
+	RetentionDays *int `json:"retention_days,omitempty"`
 
 	// WakeOnTraffic Whether traffic (SSH, previews, exec, files) wakes the sandbox while it is suspended, by idleness or by a stop. false: only POST .../resume (sbx start) brings it back; traffic gets 409 sandbox_stopped.
 	WakeOnTraffic *bool `json:"wake_on_traffic,omitempty"`
@@ -1660,25 +1675,25 @@ type ClientInterface interface {
 	// DeleteSandbox Destroy a sandbox (idempotent)
 	//
 	// Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-	DeleteSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteSandbox(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSandbox Get a sandbox
 	//
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandboxWithBody Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandbox Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1916,7 +1931,7 @@ type ClientInterface interface {
 
 	// CreateSnapshotWithBody Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1925,7 +1940,7 @@ type ClientInterface interface {
 
 	// CreateSnapshot Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2353,8 +2368,8 @@ func (c *Client) EnsureSandbox(ctx context.Context, name string, body EnsureSand
 // DeleteSandbox Destroy a sandbox (idempotent)
 //
 // Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-func (c *Client) DeleteSandbox(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteSandboxRequest(c.Server, id)
+func (c *Client) DeleteSandbox(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSandboxRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2380,9 +2395,9 @@ func (c *Client) GetSandbox(ctx context.Context, id string, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
-// UpdateSandboxWithBody Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandboxWithBody Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2399,9 +2414,9 @@ func (c *Client) UpdateSandboxWithBody(ctx context.Context, id string, contentTy
 	return c.Client.Do(req)
 }
 
-// UpdateSandbox Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandbox Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2939,7 +2954,7 @@ func (c *Client) ListSandboxSnapshots(ctx context.Context, id string, reqEditors
 
 // CreateSnapshotWithBody Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2958,7 +2973,7 @@ func (c *Client) CreateSnapshotWithBody(ctx context.Context, id string, contentT
 
 // CreateSnapshot Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3912,7 +3927,7 @@ func NewEnsureSandboxRequestWithBody(server string, name string, contentType str
 }
 
 // NewDeleteSandboxRequest constructs an http.Request for the DeleteSandbox method
-func NewDeleteSandboxRequest(server string, id string) (*http.Request, error) {
+func NewDeleteSandboxRequest(server string, id string, params *DeleteSandboxParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3935,6 +3950,33 @@ func NewDeleteSandboxRequest(server string, id string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.DeleteSnapshots != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "delete_snapshots", *params.DeleteSnapshots, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -6229,7 +6271,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-	DeleteSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error)
+	DeleteSandboxWithResponse(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error)
 
 	// GetSandboxWithResponse Get a sandbox
 	//
@@ -6238,18 +6280,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/sandboxes/{id} (the `GetSandbox` operationId).
 	GetSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetSandboxResponse, error)
 
-	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/sandboxes/{id} (the `UpdateSandbox` operationId).
 	UpdateSandboxWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSandboxResponse, error)
 
-	// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
+	// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 	//
-	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+	// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6523,7 +6565,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSnapshotWithBodyWithResponse Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6532,7 +6574,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSnapshotWithResponse Snapshot a sandbox's workspace
 	//
-	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+	// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7469,6 +7511,8 @@ type DeleteSandboxResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Sandbox
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
@@ -7480,6 +7524,11 @@ type DeleteSandboxResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteSandboxResponse) GetJSON200() *Sandbox {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteSandboxResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10991,8 +11040,8 @@ func (c *ClientWithResponses) EnsureSandboxWithResponse(ctx context.Context, nam
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/v1/sandboxes/{id} (the `DeleteSandbox` operationId).
-func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error) {
-	rsp, err := c.DeleteSandbox(ctx, id, reqEditors...)
+func (c *ClientWithResponses) DeleteSandboxWithResponse(ctx context.Context, id string, params *DeleteSandboxParams, reqEditors ...RequestEditorFn) (*DeleteSandboxResponse, error) {
+	rsp, err := c.DeleteSandbox(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11012,9 +11061,9 @@ func (c *ClientWithResponses) GetSandboxWithResponse(ctx context.Context, id str
 	return ParseGetSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandboxWithBodyWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11027,9 +11076,9 @@ func (c *ClientWithResponses) UpdateSandboxWithBodyWithResponse(ctx context.Cont
 	return ParseUpdateSandboxResponse(rsp)
 }
 
-// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels or the network policy
+// UpdateSandboxWithResponse Change the deadline, the wake flag, the labels, the network policy or the idleness settings
 //
-// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed.
+// Send exactly one of extend_minutes (added to the current deadline; an extension past the 7-day cap stops at the cap) or deadline_minutes (the deadline becomes now + deadline_minutes). A deadline_minutes that would move the deadline earlier than the current one is refused with 409 deadline_shortened, whose detail names the current deadline, unless allow_shorten is true. While a sandbox is suspended its deadline clock is paused, and the current deadline is the one GET shows. wake_on_traffic and labels may be sent alone or with a deadline change; every change commits together. network replaces the sandbox's egress policy (within its profile's, else 422 naming the entry): new connections follow it within 5 s, and open connections through the egress gateway to a destination it no longer allows are closed. idle_timeout_minutes, keep_awake_while_busy and retention_days change the idleness settings given at create, under the same bounds.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11483,7 +11532,7 @@ func (c *ClientWithResponses) ListSandboxSnapshotsWithResponse(ctx context.Conte
 
 // CreateSnapshotWithBodyWithResponse Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11498,7 +11547,7 @@ func (c *ClientWithResponses) CreateSnapshotWithBodyWithResponse(ctx context.Con
 
 // CreateSnapshotWithResponse Snapshot a sandbox's workspace
 //
-// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota: past it, 409 snapshot_quota naming the limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
+// Takes a point-in-time copy of the workspace of a ready sandbox while it keeps running (Kubernetes: a CSI VolumeSnapshot of its PVC; local: a copy-on-write copy where the filesystem has one). A ready snapshot is billed as its own storage line until deleted, belongs to the account (it outlives the sandbox) and counts against the account's snapshot quota (its snapshot_limit, set by the operator with sbx admin account set --snapshot-limit, else the deployment's default of 20): past it, 409 snapshot_quota naming the account's count and its limit. 201 once ready (or failed, with a reason); 202 while still being made. A sandbox that is not ready is 409 sandbox_state; a provider without snapshots is 409 snapshots_unsupported.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12432,6 +12481,13 @@ func ParseDeleteSandboxResponse(rsp *http.Response) (*DeleteSandboxResponse, err
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Problem

@@ -39,8 +39,8 @@ func TestDotSegmentsRefused(t *testing.T) {
 		{"file ..", func() (*http.Response, error) {
 			return c.DeleteSandboxFile(ctx, "sbx-1", "..", &apiclient.DeleteSandboxFileParams{})
 		}},
-		{"sandbox .", func() (*http.Response, error) { return c.DeleteSandbox(ctx, ".") }},
-		{"sandbox ..", func() (*http.Response, error) { return c.DeleteSandbox(ctx, "..") }},
+		{"sandbox .", func() (*http.Response, error) { return c.DeleteSandbox(ctx, ".", nil) }},
+		{"sandbox ..", func() (*http.Response, error) { return c.DeleteSandbox(ctx, "..", nil) }},
 		{"empty sandbox id", func() (*http.Response, error) { return c.DeleteService(ctx, "", "web") }},
 	}
 	for _, tt := range refused {
@@ -64,7 +64,7 @@ func TestDotSegmentsRefused(t *testing.T) {
 		"GET /api/v1/sandboxes/sbx-1/files/":          func() (*http.Response, error) { return c.ReadSandboxFile(ctx, "sbx-1", "", nil) },
 		"GET /api/v1/sandboxes/sbx-1/files/.env":      func() (*http.Response, error) { return c.ReadSandboxFile(ctx, "sbx-1", ".env", nil) },
 		"DELETE /api/v1/sandboxes/sbx-1/services/a.b": func() (*http.Response, error) { return c.DeleteService(ctx, "sbx-1", "a.b") },
-		"DELETE /api/v1/sandboxes/sbx-1":              func() (*http.Response, error) { return c.DeleteSandbox(ctx, "sbx-1") },
+		"DELETE /api/v1/sandboxes/sbx-1":              func() (*http.Response, error) { return c.DeleteSandbox(ctx, "sbx-1", nil) },
 	}
 	for want, call := range allowed {
 		mu.Lock()

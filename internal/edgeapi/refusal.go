@@ -30,6 +30,23 @@ var (
 	ErrSSHNotReady = &Refusal{CodeSSHNotReady, http.StatusConflict, "sandbox not ready"}
 )
 
+// SSHNotReadyError is ErrSSHNotReady naming the sandbox the username
+// resolved to. The username may be the sandbox's name, and only control
+// knows which sandbox that is, so the broker wakes the ID it is told and
+// never the username. It travels as the ssh_not_ready problem's
+// sandbox_id.
+type SSHNotReadyError struct {
+	SandboxID string
+	State     string
+}
+
+func (e *SSHNotReadyError) Error() string {
+	return "sandbox " + e.SandboxID + " is " + e.State + ": " + ErrSSHNotReady.Error()
+}
+
+// Unwrap lets errors.Is(err, ErrSSHNotReady) match.
+func (e *SSHNotReadyError) Unwrap() error { return ErrSSHNotReady }
+
 // Preview refusals.
 var (
 	// ErrPreviewUnknownHost: no exposed port has this label (never had,

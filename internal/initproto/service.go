@@ -64,6 +64,9 @@ type Status struct {
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// ValidEnvName reports whether s may name an environment variable.
+func ValidEnvName(s string) bool { return envNameRE.MatchString(s) }
+
 // Validate checks a service declaration without side effects; the error
 // names the bad field.
 func (s Service) Validate() error {

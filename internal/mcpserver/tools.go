@@ -163,8 +163,10 @@ func (t *tools) register(c *contract) error {
 		}, withArgs(t.serviceLogs))
 
 		t.add(&mcp.Tool{Name: "destroy_sandbox", Title: "Destroy a sandbox",
-			Description: "Destroy a sandbox and its workspace; billing stops (DELETE /api/v1/sandboxes/{id}). Idempotent.",
-			InputSchema: sandboxOnly, OutputSchema: out.api("/api/v1/sandboxes/{id}", "delete", "200"),
+			Description: "Destroy a sandbox and its workspace; billing stops (DELETE /api/v1/sandboxes/{id}). Idempotent. " +
+				"Its snapshots are kept (they are the account's, billed until deleted) unless delete_snapshots is true.",
+			InputSchema: object(nil, map[string]any{"sandbox_id": id, "delete_snapshots": map[string]any{"type": "boolean",
+				"description": "also delete the sandbox's snapshots (default false: they outlive it)"}}, "sandbox_id"), OutputSchema: out.api("/api/v1/sandboxes/{id}", "delete", "200"),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true},
 		}, withArgs(t.destroySandbox))
 
@@ -174,6 +176,14 @@ func (t *tools) register(c *contract) error {
 		}
 		t.add(&mcp.Tool{Name: "extend_sandbox", Title: "Extend a sandbox's deadline",
 			Description:  "Set the deadline to now + deadline_minutes, within the 7-day cap (PATCH /api/v1/sandboxes/{id}).",
+			InputSchema:  object(extend, map[string]any{"sandbox_id": id}, "sandbox_id"),
+			OutputSchema: out.api("/api/v1/sandboxes/{id}", "patch", "200"),
+			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
+		}, withArgs(t.extendSandbox))
+		t.add(&mcp.Tool{Name: "update_sandbox", Title: "Change a sandbox's settings",
+			Description: "Change any of a sandbox's idle_timeout_minutes (1 to the account's idle timeout), keep_awake_while_busy, " +
+				"retention_days (days it may stay suspended before it is deleted), labels, wake_on_traffic, network or deadline " +
+				"(PATCH /api/v1/sandboxes/{id}); fields left out are left alone, and a value out of range is an error naming the field and the range.",
 			InputSchema:  object(extend, map[string]any{"sandbox_id": id}, "sandbox_id"),
 			OutputSchema: out.api("/api/v1/sandboxes/{id}", "patch", "200"),
 			Annotations:  &mcp.ToolAnnotations{DestructiveHint: &no, IdempotentHint: true},
@@ -233,8 +243,11 @@ func (t *tools) listSandboxes(ctx context.Context, req *mcp.CallToolRequest, arg
 	return apiclient.Raw(t.api.ListSandboxesWithResponse(ctx, &args, auth))
 }
 
-func (t *tools) destroySandbox(ctx context.Context, req *mcp.CallToolRequest, args sandboxArgs, auth apiclient.RequestEditorFn) (any, error) {
-	return apiclient.Raw(t.api.DeleteSandboxWithResponse(ctx, args.SandboxID, auth))
+func (t *tools) destroySandbox(ctx context.Context, req *mcp.CallToolRequest, args struct {
+	sandboxArgs
+	apiclient.DeleteSandboxParams
+}, auth apiclient.RequestEditorFn) (any, error) {
+	return apiclient.Raw(t.api.DeleteSandboxWithResponse(ctx, args.SandboxID, &args.DeleteSandboxParams, auth))
 }
 
 func (t *tools) extendSandbox(ctx context.Context, req *mcp.CallToolRequest, args struct {

@@ -27,6 +27,10 @@ type Problem struct {
 	// Logs are the last log lines of what failed (a preview's service
 	// that keeps exiting), oldest first.
 	Logs []string `json:"logs,omitempty"`
+	// SandboxID names the sandbox a refusal is about when the request
+	// named it another way (control's internal ssh_not_ready answer to a
+	// username that is the sandbox's name).
+	SandboxID string `json:"sandbox_id,omitempty"`
 	// RetryAfter, when set, is also sent as the Retry-After header.
 	RetryAfter time.Duration `json:"-"`
 }

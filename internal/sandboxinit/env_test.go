@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
@@ -203,8 +204,8 @@ func TestInitDeliversEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(ws, "svc-env")
-	svc := Service{Name: "envdump", Command: `printf '%s|' "$HTTP_PROXY" "$TRICKY" > ` + out + `.tmp && mv ` + out + `.tmp ` + out + `; exec sleep 600`}
-	if _, err := (Client{SSH: c}).Sync(ctx, []Service{svc}); err != nil {
+	svc := initproto.Service{Name: "envdump", Command: `printf '%s|' "$HTTP_PROXY" "$TRICKY" > ` + out + `.tmp && mv ` + out + `.tmp ` + out + `; exec sleep 600`}
+	if _, err := (initproto.Client{SSH: c}).Sync(ctx, []initproto.Service{svc}); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 	var b []byte

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sbxedge/sbx/control/provider/k8s"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
@@ -68,8 +69,8 @@ func TestSpecEnvReachesPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := sandboxinit.Service{Name: "envdump", Command: `printf '%s|' "$HTTP_PROXY" "$API_TOKEN" > svc-env.tmp && mv svc-env.tmp svc-env; exec sleep 600`}
-		if _, err := (sandboxinit.Client{SSH: c}).Sync(ctx, []sandboxinit.Service{svc}); err != nil {
+		svc := initproto.Service{Name: "envdump", Command: `printf '%s|' "$HTTP_PROXY" "$API_TOKEN" > svc-env.tmp && mv svc-env.tmp svc-env; exec sleep 600`}
+		if _, err := (initproto.Client{SSH: c}).Sync(ctx, []initproto.Service{svc}); err != nil {
 			t.Fatalf("%s: sync: %v", tc.id, err)
 		}
 		pod, err := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelSandbox + "=" + tc.id})

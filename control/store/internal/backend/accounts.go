@@ -12,7 +12,7 @@ import (
 func (q Queries) scanAccount(row Row, extra ...any) (store.Account, error) {
 	var a store.Account
 	dest := append([]any{&a.ID, &a.Name, &a.SandboxesEnabled, &a.ConcurrentLimit, q.Dialect.StringsDest(&a.AllowedPlatforms),
-		&a.MonthlyMinutes, q.Dialect.TimeDest(&a.CreatedAt)}, extra...)
+		&a.MonthlyMinutes, &a.SnapshotLimit, q.Dialect.TimeDest(&a.CreatedAt)}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return store.Account{}, err
 	}
@@ -64,12 +64,12 @@ func (q Queries) UpsertAccount(ctx context.Context, a store.Account) error {
 		platforms = []string{}
 	}
 	// created_at is kept from the first insert.
-	_, err := q.DB.Exec(ctx, `INSERT INTO accounts (id, name, sandboxes_enabled, concurrent_limit, allowed_platforms, monthly_minutes, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+	_, err := q.DB.Exec(ctx, `INSERT INTO accounts (id, name, sandboxes_enabled, concurrent_limit, allowed_platforms, monthly_minutes, snapshot_limit, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (id) DO UPDATE SET name = excluded.name, sandboxes_enabled = excluded.sandboxes_enabled,
 			concurrent_limit = excluded.concurrent_limit, allowed_platforms = excluded.allowed_platforms,
-			monthly_minutes = excluded.monthly_minutes`,
-		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, q.Dialect.Strings(platforms), a.MonthlyMinutes, q.timeOrNow(a.CreatedAt))
+			monthly_minutes = excluded.monthly_minutes, snapshot_limit = excluded.snapshot_limit`,
+		a.ID, a.Name, a.SandboxesEnabled, a.ConcurrentLimit, q.Dialect.Strings(platforms), a.MonthlyMinutes, a.SnapshotLimit, q.timeOrNow(a.CreatedAt))
 	if err != nil {
 		return q.Dialect.Conflict(err, "upsert account "+a.ID)
 	}

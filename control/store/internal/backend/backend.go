@@ -47,7 +47,7 @@ func ScanLiveCount(r Row) (store.LiveCount, error) {
 
 // Column lists, in the order each backend's scanner reads them.
 const (
-	AccountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.created_at`
+	AccountCols = `a.id, a.name, a.sandboxes_enabled, a.concurrent_limit, a.allowed_platforms, a.monthly_minutes, a.snapshot_limit, a.created_at`
 
 	ProfileCols = `name, platform, cpu, memory_mb, disk_gb, image`
 
