@@ -55,7 +55,6 @@ type macSuspendConfig struct {
 	sizes  []int
 	comps  []objstore.Compression
 	pars   []int
-	region string
 }
 
 func (c *macSuspendConfig) Validate() error {
