@@ -52,9 +52,9 @@ type macSuspendConfig struct {
 	wakeBudget  time.Duration
 	sleepBudget time.Duration
 
-	sizes  []int
-	comps  []objstore.Compression
-	pars   []int
+	sizes []int
+	comps []objstore.Compression
+	pars  []int
 }
 
 func (c *macSuspendConfig) Validate() error {
