@@ -42,31 +42,31 @@ func TestCheckEnv(t *testing.T) {
 		{"twice", []string{"V=1", "V=" + secret}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckEnv(tc.env)
+			err := initproto.CheckEnv(tc.env)
 			if (err == nil) != tc.ok {
-				t.Fatalf("CheckEnv(%q) = %v; want ok=%v", tc.env, err, tc.ok)
+				t.Fatalf("initproto.CheckEnv(%q) = %v; want ok=%v", tc.env, err, tc.ok)
 			}
 			if err != nil && strings.Contains(err.Error(), secret) {
 				t.Errorf("the error %q shows the value", err)
 			}
-			b, err := EncodeEnv(tc.env)
+			b, err := initproto.EncodeEnv(tc.env)
 			if (err == nil) != tc.ok {
-				t.Fatalf("EncodeEnv: %v", err)
+				t.Fatalf("initproto.EncodeEnv: %v", err)
 			}
 			if !tc.ok {
 				return
 			}
-			back, err := ParseEnv(b)
+			back, err := initproto.ParseEnv(b)
 			if err != nil || len(back) != len(tc.env) {
-				t.Fatalf("ParseEnv(EncodeEnv(%q)) = %q, %v", tc.env, back, err)
+				t.Fatalf("initproto.ParseEnv(initproto.EncodeEnv(%q)) = %q, %v", tc.env, back, err)
 			}
 		})
 	}
-	if _, err := ParseEnv([]byte(`{"V":"` + secret + `"}`)); err == nil || strings.Contains(err.Error(), secret) {
-		t.Errorf("ParseEnv of an object: %v; want an error without the value", err)
+	if _, err := initproto.ParseEnv([]byte(`{"V":"` + secret + `"}`)); err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("initproto.ParseEnv of an object: %v; want an error without the value", err)
 	}
-	if _, err := ParseEnv([]byte(`["V=` + secret)); err == nil || strings.Contains(err.Error(), secret) {
-		t.Errorf("ParseEnv of broken JSON: %v; want an error without the value", err)
+	if _, err := initproto.ParseEnv([]byte(`["V=` + secret)); err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("initproto.ParseEnv of broken JSON: %v; want an error without the value", err)
 	}
 }
 
@@ -157,14 +157,14 @@ func TestInitDeliversEnv(t *testing.T) {
 	const tricky = `say "hi" \ it's é #1 $HOME ` + "`id`"
 	env1 := []string{"HTTP_PROXY=http://sbx-env:" + cred + "@127.0.0.1:3128", "NO_PROXY=localhost,127.0.0.1", "TRICKY=" + tricky, "EMPTY="}
 	envJSON := func(env []string) []byte {
-		b, err := EncodeEnv(env)
+		b, err := initproto.EncodeEnv(env)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
 	files := func(env []byte) map[string][]byte {
-		return map[string][]byte{"host_key": keyPEM, "user_ca.pub": []byte(ca.AuthorizedKey()), EnvFile: env}
+		return map[string][]byte{"host_key": keyPEM, "user_ca.pub": []byte(ca.AuthorizedKey()), initproto.EnvFile: env}
 	}
 	// The warm pod's claim.
 	time.Sleep(100 * time.Millisecond)

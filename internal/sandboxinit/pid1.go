@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podtcp"
 )
 
@@ -80,7 +81,7 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
 	}
-	// sandboxEnv is the Secret's EnvFile as last installed: services
+	// sandboxEnv is the Secret's initproto.EnvFile as last installed: services
 	// started from then on get it.
 	var sandboxEnv atomic.Pointer[[]string]
 	sup, err := New(Config{Workspace: cfg.Workspace, Env: []string{
@@ -231,9 +232,9 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 // symlink swap, which is how a mounted Secret changes).
 func secretSum(dir string) ([]byte, error) {
 	h := sha256.New()
-	for _, name := range []string{"host_key", "user_ca.pub", "files.json", EnvFile} {
+	for _, name := range []string{"host_key", "user_ca.pub", "files.json", initproto.EnvFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil && !((name == "files.json" || name == EnvFile) && errors.Is(err, fs.ErrNotExist)) {
+		if err != nil && !((name == "files.json" || name == initproto.EnvFile) && errors.Is(err, fs.ErrNotExist)) {
 			return nil, err
 		}
 		fmt.Fprintf(h, "%s %d\n", name, len(b))
@@ -246,13 +247,13 @@ func secretSum(dir string) ([]byte, error) {
 type installed struct {
 	sum  []byte       // the Secret's fingerprint
 	keys *podtcp.Keys // the forwarder's
-	env  []string     // the sandbox's environment (EnvFile)
+	env  []string     // the sandbox's environment (initproto.EnvFile)
 }
 
 // install copies the host key and CA into RunDir (sshd wants the key
 // 0600 and owned by its user, which a Secret mount is not), writes the
 // files.json entries under HomeDir, and writes sshd_config with the
-// sandbox's environment (EnvFile) as SetEnv. The forwarder's keys and the
+// sandbox's environment (initproto.EnvFile) as SetEnv. The forwarder's keys and the
 // environment are parsed from the bytes sshd is given, before anything
 // is written, so a Secret that does not parse leaves the previous
 // install in place.
@@ -274,12 +275,12 @@ func install(cfg InitConfig) (installed, error) {
 		return installed{}, err
 	}
 	env := []string{}
-	if b, err := os.ReadFile(filepath.Join(cfg.SecretDir, EnvFile)); err == nil {
-		if env, err = ParseEnv(b); err != nil {
+	if b, err := os.ReadFile(filepath.Join(cfg.SecretDir, initproto.EnvFile)); err == nil {
+		if env, err = initproto.ParseEnv(b); err != nil {
 			return installed{}, err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return installed{}, fmt.Errorf("read %s: %w", EnvFile, err)
+		return installed{}, fmt.Errorf("read %s: %w", initproto.EnvFile, err)
 	}
 	for _, f := range []struct {
 		name string

@@ -42,7 +42,7 @@ type Config struct {
 	Env []string
 	// SandboxEnv, when set, is read at every start of a service and comes
 	// after Env, before the service's own: the sandbox's environment
-	// (EnvFile), which a warm pod learns only when it is claimed.
+	// (initproto.EnvFile), which a warm pod learns only when it is claimed.
 	SandboxEnv func() []string
 	// MinBackoff and MaxBackoff bound the wait before a restart (default
 	// 500 ms and 30 s); it doubles with each exit in a row of a service

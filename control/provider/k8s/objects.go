@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sbxedge/sbx/control/provider"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // Labels and annotations on every object the provider creates. The Pod
@@ -103,7 +103,7 @@ func annotationsFor(shape Shape, spec *provider.Spec) map[string]string {
 
 // secretData is the Secret a sandbox's pod mounts at SecretDir: host key,
 // CA public key, the provisioning files with their manifest, and the
-// spec's Env (sandboxinit.EnvFile), which the init sets in every SSH
+// spec's Env (initproto.EnvFile), which the init sets in every SSH
 // session and service. The Env is here and never in the pod's env: it
 // may hold the proxy credential and a create's secrets, which must not
 // show in the pod object (kubectl get -o yaml, describe) or its events,
@@ -114,12 +114,12 @@ func secretData(spec provider.Spec) (map[string][]byte, error) {
 		keyUserCA:  []byte(spec.UserCAKey),
 	}
 	if len(spec.Env) > 0 {
-		env, err := sandboxinit.EncodeEnv(spec.Env)
+		env, err := initproto.EncodeEnv(spec.Env)
 		if err != nil {
 			// Names the variable, never the value.
 			return nil, fmt.Errorf("sandbox %s: %w", spec.SandboxID, err)
 		}
-		data[sandboxinit.EnvFile] = env
+		data[initproto.EnvFile] = env
 	}
 	entries := make([]FileEntry, 0, len(spec.Files))
 	for i, f := range spec.Files {

@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 var (
@@ -256,7 +256,7 @@ func (p *Provider) current(ctx context.Context, spec provider.Spec) (Shape, goss
 	// Before any object is touched (a warm claim labels the pod first):
 	// an Env the init could not deliver. The error names the variable,
 	// not its value.
-	if err := sandboxinit.CheckEnv(spec.Env); err != nil {
+	if err := initproto.CheckEnv(spec.Env); err != nil {
 		return Shape{}, nil, nil, fmt.Errorf("sandbox %s: %w", spec.SandboxID, err)
 	}
 	shape, err := p.shapeFor(spec)

@@ -13,7 +13,6 @@ import (
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
 // TestSpecEnvReachesPods: the spec's Env (the egress proxy with its
@@ -121,7 +120,7 @@ func TestSpecEnvReachesPods(t *testing.T) {
 		}
 	}
 	sec, err := e.client.CoreV1().Secrets(e.ns).Get(ctx, "sbx-env-cold-ssh", metav1.GetOptions{})
-	if err != nil || !strings.Contains(string(sec.Data[sandboxinit.EnvFile]), "tok-sbx-env-cold-secretvalue") {
+	if err != nil || !strings.Contains(string(sec.Data[initproto.EnvFile]), "tok-sbx-env-cold-secretvalue") {
 		t.Errorf("the cold sandbox's Secret does not carry its env: %v", err)
 	}
 

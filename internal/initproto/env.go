@@ -1,12 +1,10 @@
-package sandboxinit
+package initproto
 
 import (
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
-
-	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // EnvFile is the key of the sandbox's environment in the mounted Secret:
@@ -34,7 +32,7 @@ func CheckEnv(env []string) error {
 	for i, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
 		if !envPairRE.MatchString(kv) {
-			if !initproto.ValidEnvName(name) {
+			if !ValidEnvName(name) {
 				return fmt.Errorf("env entry %d: want NAME=value with a name of letters, digits and '_'", i)
 			}
 			return fmt.Errorf("env %s: the value holds a control character (a newline, say), which cannot be delivered", name)
