@@ -19,26 +19,13 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/podtcp"
 )
 
-// Target says how to reach one sandbox's sshd. It comes from the provider's
-// Endpoint plus the host key control generated and pinned.
-type Target struct {
-	SandboxID string
-	// Addr is host:port of the sandbox's sshd.
-	Addr string
-	// User is the login name; the certificate's only principal.
-	User string
-	// HostKey is the pinned public host key in authorized_keys form.
-	HostKey string
-	// Workspace is the absolute workspace path inside the sandbox; the
-	// default Dir for Pool.Exec.
-	Workspace string
-	// ForwardAddr is host:port of the sandbox's port forwarder (package
-	// podtcp), the plain-TCP road the preview proxy takes to the
-	// sandbox's ports; empty when the sandbox has none.
-	ForwardAddr string
-}
+// Target says how to reach one sandbox's sshd (and its port forwarder).
+// It is podtcp's, which the sandbox's own init links: the type lives
+// with the smaller package so the init needs no SSH client pool.
+type Target = podtcp.Target
 
 // ErrPoolClosed is returned by calls made after Close.
 var ErrPoolClosed = errors.New("podssh: pool closed")

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-
-	"github.com/sbxedge/sbx/internal/podssh"
 )
 
 // ErrRefused is a forwarder's answer that nothing listens on the port.
@@ -51,7 +49,7 @@ type minted struct {
 // Dial connects to port on t's loopback through t's forwarder. The
 // forwarder must prove t's pinned host key; ErrRefused (wrapped) says
 // that the forwarder answered and nothing listens on the port.
-func (d *Dialer) Dial(ctx context.Context, t podssh.Target, port int) (net.Conn, error) {
+func (d *Dialer) Dial(ctx context.Context, t Target, port int) (net.Conn, error) {
 	if t.ForwardAddr == "" {
 		return nil, fmt.Errorf("sandbox %s: %w", t.SandboxID, ErrNoForwarder)
 	}

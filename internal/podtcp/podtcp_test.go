@@ -20,7 +20,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
-	"github.com/sbxedge/sbx/internal/podssh"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -115,8 +114,8 @@ func fixed(host ssh.Signer, ca ssh.PublicKey) func() (Keys, error) {
 	return func() (Keys, error) { return Keys{HostKey: host, UserCAs: []ssh.PublicKey{ca}, Principal: "sbx"}, nil }
 }
 
-func (sb *sandbox) target() podssh.Target {
-	return podssh.Target{SandboxID: "sb-1", ForwardAddr: sb.addr, User: sb.user,
+func (sb *sandbox) target() Target {
+	return Target{SandboxID: "sb-1", ForwardAddr: sb.addr, User: sb.user,
 		HostKey: string(ssh.MarshalAuthorizedKey(sb.host.PublicKey()))}
 }
 
@@ -471,7 +470,7 @@ func TestServeEndsStreams(t *testing.T) {
 			held <- c
 		}
 	}()
-	tg := podssh.Target{ForwardAddr: addr, User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
+	tg := Target{ForwardAddr: addr, User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
 	c, err := (&Dialer{CA: ca}).Dial(t.Context(), tg, app.Addr().(*net.TCPAddr).Port)
 	if err != nil {
 		t.Fatal(err)
@@ -553,7 +552,7 @@ func TestHandshakeBound(t *testing.T) {
 	}
 	silent[0].Close()
 	port, _ := startApp(t, "tcp", "127.0.0.1:0")
-	tg := podssh.Target{ForwardAddr: addr, User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
+	tg := Target{ForwardAddr: addr, User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
 	d := &Dialer{CA: ca}
 	// The slot frees when the forwarder sees the close: retry briefly.
 	deadline := time.Now().Add(10 * time.Second)
