@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -42,7 +43,7 @@ func TestFleetFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	rds := f.scenario(ctx, ap, "Redis SIGSTOP 3s, restarted empty", 5*time.Second, stopRedis(3*time.Second))
-	ctl := f.scenario(ctx, ap, "kill -9 of a control", 3*time.Second, killControl(5*time.Second))
+	ctl := f.scenario(ctx, ap, "kill -9 of a control", 3*time.Second, killControl(20*time.Second))
 	all := []faultResult{edge, rds, ctl}
 	t.Logf("\n%s", printTable(all))
 	for _, r := range all {
@@ -57,6 +58,9 @@ func TestFleetFaults(t *testing.T) {
 		if len(r.stillDown) > 0 {
 			t.Errorf("%s: not flowing again: %v", r.name, r.stillDown)
 		}
+	}
+	if !strings.HasPrefix(ctl.takeover, "ready") || !strings.Contains(ctl.takeover, "usable") || strings.Contains(ctl.takeover, "unusable") {
+		t.Errorf("kill -9 of a control: its provisioning job was not taken over: %s", ctl.takeover)
 	}
 	if edge.othersFailed != 0 {
 		t.Errorf("kill -9 of an edge: %d failed round trips on the other edges, want 0", edge.othersFailed)

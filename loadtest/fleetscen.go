@@ -206,9 +206,8 @@ func killControl(takeover time.Duration) fault {
 			a.instance, caught, begun, sbState))
 		err = w.revoke(ctx, 30*time.Second)
 		status, werr := f.waitStatus(ctx, caught, "ready", takeover)
-		r.takeover = fmt.Sprintf("no: %s after %v (a job left running by a dead control waits for River's stuck-job rescue, "+
-			"JobTimeout 5 min + 1 min, and the reaper fails a sandbox still pending after ProvisionTimeout, 5 min, first; "+
-			"a restart under the same --jobs-instance retries it at once)", status, takeover)
+		r.takeover = fmt.Sprintf("no: %s after %v (a live control requeues a dead one's running jobs once the dead one's "+
+			"instance lock is free, at its next 2 s sweep)", status, takeover)
 		if werr == nil {
 			r.takeover = fmt.Sprintf("ready %v after the kill", time.Since(t0).Round(time.Millisecond))
 			// Ready is not enough: A may have committed it ready as it

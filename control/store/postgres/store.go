@@ -31,6 +31,10 @@ type Store struct {
 	inserter *river.Client[pgx.Tx]
 
 	jobs jobqueue.Runner[pgx.Tx]
+	// watch is the job instance's lock and dead-instance sweep, while
+	// jobs run under a fixed instance name.
+	watchMu sync.Mutex
+	watch   *instanceWatch
 
 	listenOnce sync.Once // starts listen; Close consumes it too
 	listen     listener
@@ -88,12 +92,46 @@ func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
 // StartJobs starts a River client working the default queue; periodic
 // jobs run on River's elected leader among replicas. The client runs
 // until StopJobs or Close; ctx bounds only the start itself.
+//
+// With cfg.Instance, the process also holds that instance's lock while
+// its client runs and takes over the running jobs of instances that died
+// (liveness.go), so a replica killed mid-provisioning delays its jobs by
+// seconds, not by River's stuck-job rescue.
 func (s *Store) StartJobs(ctx context.Context, cfg store.JobsConfig) error {
-	return s.jobs.Start(ctx, cfg)
+	if cfg.Instance == "" {
+		return s.jobs.Start(ctx, cfg)
+	}
+	w, err := startInstanceWatch(ctx, s.pool, cfg.Instance, s.logger, sweepEvery)
+	if err != nil {
+		return fmt.Errorf("start jobs: %w", err)
+	}
+	if err := s.jobs.Start(ctx, cfg); err != nil {
+		w.stop()
+		return err
+	}
+	s.watchMu.Lock()
+	s.watch = w
+	s.watchMu.Unlock()
+	return nil
 }
 
 // StopJobs stops fetching and waits for running jobs or for ctx.
-func (s *Store) StopJobs(ctx context.Context) error { return s.jobs.Stop(ctx) }
+func (s *Store) StopJobs(ctx context.Context) error {
+	if err := s.jobs.Stop(ctx); err != nil {
+		return err // jobs may still run: keep the instance's lock
+	}
+	s.stopWatch()
+	return nil
+}
+
+// stopWatch releases the instance lock once no job of ours runs.
+func (s *Store) stopWatch() {
+	s.watchMu.Lock()
+	w := s.watch
+	s.watch = nil
+	s.watchMu.Unlock()
+	w.stop()
+}
 
 // Close stops a job client that is still running (cancelling its jobs) and
 // closes the pool. It returns once no goroutine of the store remains.
@@ -101,6 +139,7 @@ func (s *Store) StopJobs(ctx context.Context) error { return s.jobs.Stop(ctx) }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.jobs.Close()
+		s.stopWatch()
 		s.stopListener()
 		s.pool.Close()
 	})
