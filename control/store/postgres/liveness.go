@@ -42,19 +42,27 @@ type instanceWatch struct {
 	instance string
 	log      *slog.Logger
 	every    time.Duration
-	conn     *pgxpool.Conn
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// grace is how long an instance's lock must stay free before its
+	// jobs are taken: a Postgres restart drops every connection, the live
+	// holders' lock connections too, and each takes its lock again at its
+	// next sweep (keepLock); only a process that never does is dead.
+	grace  time.Duration
+	conn   *pgxpool.Conn // holds the lock; replaced if it breaks
+	cancel context.CancelFunc
+	done   chan struct{}
+	// freeSince is when each instance's lock was first seen free (sweep
+	// goroutine only).
+	freeSince map[string]time.Time
 }
 
-// startInstanceWatch takes instance's lock (waiting up to lockStartWait)
-// and registers the instance, then starts the sweep.
-func startInstanceWatch(ctx context.Context, pool *pgxpool.Pool, instance string, log *slog.Logger, every time.Duration) (*instanceWatch, error) {
+// acquireLock takes instance's lock on a connection of its own, trying
+// for up to wait.
+func acquireLock(ctx context.Context, pool *pgxpool.Pool, instance string, wait time.Duration) (*pgxpool.Conn, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("jobs instance %s: %w", instance, err)
 	}
-	deadline := time.Now().Add(lockStartWait)
+	deadline := time.Now().Add(wait)
 	for {
 		var got bool
 		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+lockKey+`)`, instance).Scan(&got); err != nil {
@@ -62,7 +70,7 @@ func startInstanceWatch(ctx context.Context, pool *pgxpool.Pool, instance string
 			return nil, fmt.Errorf("jobs instance %s: lock: %w", instance, err)
 		}
 		if got {
-			break
+			return conn, nil
 		}
 		if time.Now().After(deadline) {
 			conn.Release()
@@ -75,6 +83,15 @@ func startInstanceWatch(ctx context.Context, pool *pgxpool.Pool, instance string
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// startInstanceWatch takes instance's lock (waiting up to lockStartWait)
+// and registers the instance, then starts the sweep.
+func startInstanceWatch(ctx context.Context, pool *pgxpool.Pool, instance string, log *slog.Logger, every time.Duration) (*instanceWatch, error) {
+	conn, err := acquireLock(ctx, pool, instance, lockStartWait)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := conn.Exec(ctx, `INSERT INTO job_instances (instance) VALUES ($1) ON CONFLICT DO NOTHING`, instance); err != nil {
 		// Closing the connection, not releasing it: the lock goes with it.
 		conn.Conn().Close(context.Background())
@@ -82,7 +99,8 @@ func startInstanceWatch(ctx context.Context, pool *pgxpool.Pool, instance string
 		return nil, fmt.Errorf("jobs instance %s: register: %w", instance, err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	w := &instanceWatch{pool: pool, instance: instance, log: log, every: every, conn: conn, cancel: cancel, done: make(chan struct{})}
+	w := &instanceWatch{pool: pool, instance: instance, log: log, every: every, grace: 3 * every, conn: conn,
+		cancel: cancel, done: make(chan struct{}), freeSince: map[string]time.Time{}}
 	go w.sweepLoop(sctx)
 	return w, nil
 }
@@ -97,10 +115,29 @@ func (w *instanceWatch) sweepLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		w.keepLock(ctx)
 		if err := w.sweep(ctx); err != nil && ctx.Err() == nil && w.log != nil {
 			w.log.WarnContext(ctx, "jobs: sweep for dead instances failed", "err", err)
 		}
 	}
+}
+
+// keepLock takes the lock again on a new connection if its connection
+// broke (a Postgres restart), before the others' grace runs out.
+func (w *instanceWatch) keepLock(ctx context.Context) {
+	if _, err := w.conn.Exec(ctx, `SELECT 1`); err == nil || ctx.Err() != nil {
+		return
+	}
+	conn, err := acquireLock(ctx, w.pool, w.instance, w.every)
+	if err != nil {
+		if w.log != nil {
+			w.log.ErrorContext(ctx, "jobs: lost this instance's lock and cannot take it again; another replica may take over its running jobs", "instance", w.instance, "err", err)
+		}
+		return
+	}
+	w.conn.Conn().Close(context.WithoutCancel(ctx))
+	w.conn.Release()
+	w.conn = conn
 }
 
 // sweep reclaims the running jobs of every listed instance whose lock is
@@ -125,8 +162,15 @@ func (w *instanceWatch) sweep(ctx context.Context) error {
 		return err
 	}
 	var errs []error
+	seen := map[string]bool{}
 	for _, inst := range candidates {
+		seen[inst] = true
 		errs = append(errs, w.takeOver(ctx, inst))
+	}
+	for inst := range w.freeSince {
+		if !seen[inst] {
+			delete(w.freeSince, inst)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -142,9 +186,19 @@ func (w *instanceWatch) takeOver(ctx context.Context, inst string) error {
 		return fmt.Errorf("check instance %s: %w", inst, err)
 	}
 	if !free {
+		delete(w.freeSince, inst)
 		return nil // alive
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(`+lockKey+`)`, inst)
+	first, ok := w.freeSince[inst]
+	if !ok {
+		w.freeSince[inst] = time.Now()
+		return nil
+	}
+	if time.Since(first) < w.grace {
+		return nil // perhaps reconnecting after a Postgres restart
+	}
+	delete(w.freeSince, inst)
 	tag, err := conn.Exec(ctx, reclaimSQL, inst, time.Now().UTC(), "the control running this job died ("+inst+"); taken over")
 	if err != nil {
 		return fmt.Errorf("reclaim jobs of dead instance %s: %w", inst, err)

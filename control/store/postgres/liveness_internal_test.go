@@ -103,4 +103,25 @@ func TestDeadInstanceJobsTakenOver(t *testing.T) {
 	live.stop()
 	liveStopped = true
 	waitState(liveJob, "available")
+
+	// A live process whose lock connection breaks (a Postgres restart
+	// drops them all) takes its lock again before the others' grace runs
+	// out: its job is not taken.
+	phoenix, err := startInstanceWatch(ctx, s.pool, "phoenix", nil, 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer phoenix.stop()
+	phoenixJob := running("phoenix")
+	var ended int
+	if err := s.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+		  AND l.classid::bigint = (hashtextextended('sbx-jobs:phoenix', 0) >> 32) & 4294967295
+		  AND l.objid::bigint = hashtextextended('sbx-jobs:phoenix', 0) & 4294967295`).Scan(&ended); err != nil || ended != 1 {
+		t.Fatalf("ending phoenix's lock session: %d ended, %v; want 1", ended, err)
+	}
+	time.Sleep(30 * sweeper.every) // ten times the sweeper's grace
+	if st := state(phoenixJob); st != "running" {
+		t.Fatalf("the job of a live instance whose lock connection broke was taken: %s", st)
+	}
 }

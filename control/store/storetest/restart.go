@@ -3,9 +3,11 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/sbxedge/sbx/control/store"
@@ -112,6 +114,11 @@ func RunCrashRestart(t *testing.T, newDB func(testing.TB) string, openAt func(t 
 	enqueue(c, "c")
 	expect("c#1", 30*time.Second)
 
+	// ctl-1's process is gone: its connections with it, and on Postgres
+	// the instance lock its job client held (the store's StopJobs kept it,
+	// its job still running).
+	endSessionLocks(t, dsn, "ctl-1")
+
 	// ctl-1 starts again: "a" runs again at once (here, or on ctl-2:
 	// any live replica may take it); "c" is not touched.
 	b := openAt(t, dsn)
@@ -134,5 +141,29 @@ func RunCrashRestart(t *testing.T, newDB func(testing.TB) string, openAt func(t 
 	case got := <-runs:
 		t.Errorf("job run %s while winding down, want none", got)
 	default:
+	}
+}
+
+// endSessionLocks ends, on Postgres, the sessions holding instance's job
+// lock (control/store/postgres liveness.go), as a killed process's
+// connections end; on SQLite there is no such lock.
+func endSessionLocks(t *testing.T, dsn, instance string) {
+	t.Helper()
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// An advisory lock on a bigint key shows in pg_locks as its high and
+	// low 32 bits (classid, objid).
+	if _, err := conn.Exec(t.Context(), `
+SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.classid::bigint = (hashtextextended('sbx-jobs:' || $1, 0) >> 32) & 4294967295
+  AND l.objid::bigint = hashtextextended('sbx-jobs:' || $1, 0) & 4294967295`, instance); err != nil {
+		t.Fatal(err)
 	}
 }
