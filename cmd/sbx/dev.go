@@ -16,7 +16,43 @@ import (
 	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/httplimit"
 	"github.com/sbxedge/sbx/internal/mcpserver"
+	"github.com/sbxedge/sbx/internal/objstore"
 )
+
+// envOr is variable k, or def when it is unset or empty.
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// s3Flags are sbx dev's object storage for suspended macOS VMs.
+type s3Flags struct{ endpoint, bucket, region, accessKey, secretKeyFile string }
+
+// config is the flags as an objstore configuration. The secret comes from
+// a file or the environment, never from a flag's value.
+func (f s3Flags) config(getenv func(string) string) (objstore.Config, error) {
+	cfg := objstore.Config{Endpoint: f.endpoint, Bucket: f.bucket, Region: f.region, AccessKey: f.accessKey, Secure: true}
+	if rest, ok := strings.CutPrefix(f.endpoint, "http://"); ok {
+		cfg.Endpoint, cfg.Secure = rest, false
+	} else if rest, ok := strings.CutPrefix(f.endpoint, "https://"); ok {
+		cfg.Endpoint = rest
+	}
+	cfg.Endpoint = strings.TrimSuffix(cfg.Endpoint, "/")
+	secret, err := flagenv.Secret("--s3-secret-key-file", f.secretKeyFile, getenv("AWS_SECRET_ACCESS_KEY"))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.SecretKey = secret
+	if cfg.AccessKey == "" || cfg.SecretKey == "" {
+		return cfg, errors.New("--s3-endpoint: set AWS_ACCESS_KEY_ID (or --s3-access-key) and AWS_SECRET_ACCESS_KEY (or --s3-secret-key-file)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("--s3-endpoint: %w", err)
+	}
+	return cfg, nil
+}
 
 func defaultDataDir() string {
 	if d := os.Getenv("SBX_DATA_DIR"); d != "" {
@@ -83,6 +119,12 @@ func runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&c.SandboxServer, "sandbox-server", "embedded", `sandbox SSH server: "embedded" (Go) or "sshd" (the machine's OpenSSH)`)
 	fs.StringVar(&c.SandboxInit, "sandbox-init", os.Getenv("SBX_SANDBOX_INIT"), "with --sandbox-server sshd: the sbx-init binary sshd runs for the sandbox's services (empty: beside sbx, on PATH, or else sbx itself)")
 	fs.StringVar(&c.Tart, "tart", os.Getenv("SBX_TART"), "a tart binary: this machine becomes a one-host macOS pool and the macOS profiles appear (a Mac's tart, or bin/tart from `make faketart` elsewhere)")
+	var s3 s3Flags
+	fs.StringVar(&s3.endpoint, "s3-endpoint", os.Getenv("SBX_S3_ENDPOINT"), "with --tart: S3-compatible object storage (http://HOST:PORT, https://HOST:PORT, or HOST:PORT for HTTPS) where a suspended macOS sandbox's VM bundle goes, freeing this machine's disk (empty: suspended VMs stay on this machine)")
+	fs.StringVar(&s3.bucket, "s3-bucket", envOr("SBX_S3_BUCKET", "sbx-macos-bundles"), "with --s3-endpoint: the bucket, made if missing")
+	fs.StringVar(&s3.region, "s3-region", os.Getenv("AWS_REGION"), "with --s3-endpoint: the region signed for (most non-AWS servers take any)")
+	fs.StringVar(&s3.accessKey, "s3-access-key", "", "with --s3-endpoint: the access key id (default: $AWS_ACCESS_KEY_ID)")
+	fs.StringVar(&s3.secretKeyFile, "s3-secret-key-file", "", "with --s3-endpoint: a file holding the secret key (default: $AWS_SECRET_ACCESS_KEY)")
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 30*time.Second, "how often expired sandboxes are reaped")
 	fs.DurationVar(&c.ConnLease, "conn-lease", 30*time.Second, "connection log: how long a live connection stays live without its reporter's next batch (a crashed edge's connections end as edge_lost after it)")
 	fs.DurationVar(&c.ConnSweep, "conn-sweep", 10*time.Second, "connection log: how often lapsed leases are settled")
@@ -123,6 +165,7 @@ func runDev(ctx context.Context, args []string) error {
 	// Not flag defaults: -help would print them (a URL's password).
 	if err := flagenv.Unshown(fs, os.Getenv, map[string]string{
 		"database-url": "SBX_DATABASE_URL", "redis-url": "SBX_REDIS_URL", "oidc-client-secret": "SBX_OIDC_CLIENT_SECRET",
+		"s3-access-key": "AWS_ACCESS_KEY_ID",
 	}); err != nil {
 		return err
 	}
@@ -147,6 +190,16 @@ func runDev(ctx context.Context, args []string) error {
 			return fmt.Errorf("--tart: %w", err)
 		}
 		c.Tart = abs
+	}
+	if s3.endpoint != "" {
+		if c.Tart == "" {
+			return &usageError{cmd: "sbx dev", msg: "--s3-endpoint holds macOS sandboxes' bundles: it needs --tart"}
+		}
+		cfg, err := s3.config(os.Getenv)
+		if err != nil {
+			return err
+		}
+		c.TartBundles = &cfg
 	}
 	c.SandboxInitFallback = selfInit()
 	c.DevToken = os.Getenv("SBX_DEV_TOKEN")

@@ -23,11 +23,13 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/provider/tart/s3bundles"
 	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/control/webhook"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/edgeapi"
+	"github.com/sbxedge/sbx/internal/objstore"
 )
 
 // devConfig is `sbx dev`'s configuration, filled from its flags.
@@ -63,7 +65,10 @@ type devConfig struct {
 	// Tart is a tart binary (absolute): macOS sandboxes run as its VMs
 	// on this machine, and the macOS profiles are seeded. Empty: Linux
 	// only.
-	Tart         string
+	Tart string
+	// TartBundles, with Tart, is the bucket suspended macOS VMs' bundles
+	// go to; nil keeps them on this machine's disk.
+	TartBundles  *objstore.Config
 	ReapInterval time.Duration
 	// ConnLease, ConnSweep and PreviewSessionIdle tune the connection
 	// log (control.Config, edge.Config).
@@ -208,6 +213,14 @@ func startDevStackLocked(ctx context.Context, c devConfig, log *slog.Logger, twe
 	if c.Tart != "" {
 		local := cfg.Provider.(standalone.Local)
 		local.Tart = &standalone.TartConfig{Path: c.Tart, Templates: devseed.MacOSTemplates, Suspendable: true}
+		if c.TartBundles != nil {
+			b, err := s3bundles.Open(ctx, *c.TartBundles)
+			if err != nil {
+				closeListeners()
+				return nil, fmt.Errorf("--s3-endpoint %s: %w", c.TartBundles.Endpoint, err)
+			}
+			local.Tart.Bundles = b
+		}
 		cfg.Provider = local
 	}
 	if tweak != nil {

@@ -63,6 +63,27 @@ func tartVMs(t *testing.T, tartBin string, env []string) []struct {
 	return vms
 }
 
+// fakeTartEnv is the fake's environment for a test: its VMs under dir,
+// short delays, and bundles a thousandth of the memory setting. VMs a
+// failing test leaves running are stopped when it ends.
+func fakeTartEnv(t *testing.T, tartBin, dir string) []string {
+	t.Helper()
+	env := []string{
+		"TART_HOME=" + filepath.Join(dir, "tart"), "FAKETART_PULL_DELAY=200ms", "FAKETART_CLONE_DELAY=100ms",
+		"FAKETART_BOOT_DELAY=1s", "FAKETART_STATE_SCALE=0.001",
+	}
+	t.Cleanup(func() {
+		for _, vm := range tartVMs(t, tartBin, env) {
+			if vm.Running {
+				cmd := exec.Command(tartBin, "stop", vm.Name)
+				cmd.Env = append(os.Environ(), env...)
+				_ = cmd.Run()
+			}
+		}
+	})
+	return env
+}
+
 func hasProfile(t *testing.T, p *devProc, name string) bool {
 	t.Helper()
 	var out struct {
@@ -89,20 +110,7 @@ func hasProfile(t *testing.T, p *devProc, name string) bool {
 func TestMacOSOnTartThroughDev(t *testing.T) {
 	tartBin := fakeTartBinary(t)
 	dir := t.TempDir()
-	env := []string{
-		"TART_HOME=" + filepath.Join(dir, "tart"), "FAKETART_PULL_DELAY=200ms", "FAKETART_CLONE_DELAY=100ms",
-		"FAKETART_BOOT_DELAY=1s", "FAKETART_STATE_SCALE=0.001",
-	}
-	t.Cleanup(func() {
-		// VMs the test left running (a failure half way).
-		for _, vm := range tartVMs(t, tartBin, env) {
-			if vm.Running {
-				cmd := exec.Command(tartBin, "stop", vm.Name)
-				cmd.Env = append(os.Environ(), env...)
-				_ = cmd.Run()
-			}
-		}
-	})
+	env := fakeTartEnv(t, tartBin, dir)
 	data := filepath.Join(dir, "data")
 	p := startDevEnv(t, env, data, "", "--tart", tartBin)
 	profile := devseed.MacOSProfiles[0].Name

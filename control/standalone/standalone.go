@@ -98,6 +98,11 @@ type TartConfig struct {
 	Suspendable bool
 	// MinFreeDiskGB is preflight's free-disk floor (0: tart.MinFreeDiskGB).
 	MinFreeDiskGB int
+	// Bundles, when set, takes a suspended VM's bundle off this machine
+	// (object storage, tart/s3bundles) and frees its disk; nil keeps
+	// suspended VMs on this machine's disk (their slot is freed either
+	// way).
+	Bundles tart.BundleStore
 }
 
 // openTart checks tart (preflight) and builds the one-host provider.
@@ -117,6 +122,6 @@ func openTart(ctx context.Context, c TartConfig, logger *slog.Logger) (*tart.Pro
 	// Builds an earlier run left half done go at Start; old templates
 	// stay until they are pruned.
 	return tart.New(tart.Config{
-		Hosts: []tart.Host{{Name: host, Driver: d}}, Templates: c.Templates, Suspendable: c.Suspendable, Logger: logger,
+		Hosts: []tart.Host{{Name: host, Driver: d}}, Templates: c.Templates, Suspendable: c.Suspendable, Bundles: c.Bundles, Logger: logger,
 	})
 }
