@@ -356,8 +356,13 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 	if err != nil {
 		return sb, false, fmt.Errorf("look up profile %q: %w", req.Profile, err)
 	}
-	if err := m.admitProfile(profile); err != nil {
-		return sb, false, err
+	// A platform the account may not use is refused by its own rule
+	// (Admit's 403); whether this deployment has such hosts is not
+	// something that account is told.
+	if len(acct.AllowedPlatforms) == 0 || contains(acct.AllowedPlatforms, profile.Platform) {
+		if err := m.admitProfile(profile); err != nil {
+			return sb, false, err
+		}
 	}
 	if req.FromSnapshot != "" && profile.Platform != fork.Platform {
 		return sb, false, invalid("from_snapshot", "snapshot %s is of a %s sandbox; profile %s is %s", fork.ID, fork.Platform, profile.Name, profile.Platform)

@@ -60,13 +60,21 @@ func TestAgentForwarding(t *testing.T) {
 		sock := strings.SplitN(string(out), "\n", 2)[0]
 		if mode == "embedded" {
 			// sshd removes its socket on its own schedule; ours goes with
-			// the session.
-			s2, err := c.NewSession()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out, err := s2.CombinedOutput("test -e " + sock + " && echo still there"); strings.Contains(string(out), "still there") {
-				t.Fatalf("agent socket %s outlived its session: %v %s", sock, err, out)
+			// the session, once its handler has returned (which may be
+			// just after the client saw the exit status).
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				s2, err := c.NewSession()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := s2.CombinedOutput("test -e " + sock + " && echo still there")
+				if !strings.Contains(string(out), "still there") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("agent socket %s outlived its session by 10 s: %v %s", sock, err, out)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		}
 
