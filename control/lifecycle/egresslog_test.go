@@ -19,6 +19,12 @@ func TestSweepEgressLog(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, backend, lifecycle.Config{EgressLogRetention: 7 * 24 * time.Hour}, nil)
 			ctx := context.Background()
+			// The sweep is called directly here; the reaper, which runs it
+			// too (once at start, then every ReapInterval), must not race
+			// it: on Postgres its first run can land after the inserts.
+			if err := h.st.StopJobs(ctx); err != nil {
+				t.Fatal(err)
+			}
 			now := h.clock.Now().UTC()
 			const old = 2345 // more than two batches
 			err := h.st.InTx(ctx, func(tx store.Tx) error {
