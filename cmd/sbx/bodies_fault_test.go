@@ -132,7 +132,7 @@ func TestStalledBodiesCostBoundedMemory(t *testing.T) {
 // TestNestedBodiesOnTheRunningStack (issue 27, H1, fault): the 1 MiB
 // nested body sent again and again to the running sbx dev (no token,
 // with a token, and to the MCP endpoint) is refused every time, and the
-// process's resident memory stays within 10 MB of where it was; it
+// process's resident memory stays within 24 MB of where it was; it
 // served a well-behaved request after. One such body once grew sbx dev to
 // 24 GB and stopped it for good.
 func TestNestedBodiesOnTheRunningStack(t *testing.T) {
