@@ -50,12 +50,7 @@ func TestMain(m *testing.M) {
 // in a bucket of the test's own.
 func store(t *testing.T, cfg func(*objstore.Config)) *objstore.Store {
 	t.Helper()
-	if _, err := s3test.Bin(); err != nil {
-		if s3test.Required() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	s3test.Need(t)
 	serverOnce.Do(func() {
 		serverDir, serverErr = os.MkdirTemp("", "sbx-objstore-test-")
 		if serverErr != nil {

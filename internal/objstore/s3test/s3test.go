@@ -236,9 +236,9 @@ func (s *Server) Stop() {
 	})
 }
 
-// New starts a server for t, stopped when t ends. Without the binary it
-// skips t, or fails it when SBX_S3_REQUIRED=1.
-func New(t testing.TB) *Server {
+// Need skips t when the weed binary is missing, or fails it when
+// SBX_S3_REQUIRED=1 (make test sets it, so CI never skips).
+func Need(t testing.TB) {
 	t.Helper()
 	if _, err := Bin(); err != nil {
 		if Required() {
@@ -246,6 +246,13 @@ func New(t testing.TB) *Server {
 		}
 		t.Skip(err)
 	}
+}
+
+// New starts a server for t, stopped when t ends. Without the binary it
+// skips t, or fails it when SBX_S3_REQUIRED=1 (Need).
+func New(t testing.TB) *Server {
+	t.Helper()
+	Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, t.TempDir())
