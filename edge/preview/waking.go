@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -264,7 +265,11 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 	for {
 		conn, err := p.dialPort(ctx, rt, rt.upstream)
 		if err == nil {
-			conn.Close()
+			// The connection that found the port open is the one the
+			// held requests need: it goes to the idle pool they take
+			// from, rather than closed and a new one dialled (a second
+			// connect and handshake with the forwarder on every wake).
+			p.pool.adopt(conn, cmp.Or(rt.upstream, upstreamKey(rt)))
 			w.mu.Lock()
 			w.route = rt
 			w.mu.Unlock()
