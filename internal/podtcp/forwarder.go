@@ -169,8 +169,8 @@ func (f *Forwarder) handshakeSlot(ctx context.Context, handshakes chan struct{})
 }
 
 // serveConn runs one connection: the handshake (it calls shaken once the
-// edge has proved itself, or when the handshake fails), then the stream. add and remove track the port's connection
-// so Serve can close it.
+// edge has proved itself, or when the handshake fails), then the stream.
+// add and remove track the port's connection so Serve can close it.
 func (f *Forwarder) serveConn(ctx context.Context, c net.Conn, log *slog.Logger, shaken func(), add func(net.Conn) bool, remove func(net.Conn)) {
 	defer c.Close()
 	remote := c.RemoteAddr().String()
