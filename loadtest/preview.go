@@ -34,7 +34,7 @@ import (
 // previewConfig bounds the preview scenarios.
 type previewConfig struct {
 	Duration  time.Duration // per small-request run
-	Conns     int           // concurrent connections for small requests
+	Conns     intList       // concurrent connections for small requests, one run per count
 	Download  int64         // bytes of the large download
 	WSRounds  int           // WebSocket echo round trips
 	Server    string        // sandbox SSH server: sshd or embedded
@@ -54,8 +54,8 @@ func (c *previewConfig) Validate() error {
 	switch {
 	case c.Duration <= 0 || c.Duration > 2*time.Minute:
 		return errors.New("--duration must be in (0, 2m]")
-	case c.Conns < 1 || c.Conns > 1024:
-		return errors.New("--conns must be 1..1024")
+	case len(c.Conns) == 0 || slices.Min(c.Conns) < 1 || slices.Max(c.Conns) > 1024:
+		return errors.New("--conns must be counts in 1..1024")
 	case c.Download < 1<<20 || c.Download > 8<<30:
 		return errors.New("--download must be 1 MiB..8 GiB")
 	case c.WSRounds < 1 || c.WSRounds > 1_000_000:
@@ -85,7 +85,8 @@ func runPreview(ctx context.Context, args []string) error {
 	var c previewConfig
 	fs := flag.NewFlagSet("loadtest preview", flag.ContinueOnError)
 	fs.DurationVar(&c.Duration, "duration", 5*time.Second, "length of each small-request run")
-	fs.IntVar(&c.Conns, "conns", 64, "concurrent connections for small requests")
+	c.Conns = intList{64}
+	fs.Var(&c.Conns, "conns", "concurrent connections for small requests; a comma-separated list runs each count and, for two or more, the p99 growth from the first to the last (e.g. 64,1024)")
 	fs.Int64Var(&c.Download, "download", 1<<30, "bytes of the large download")
 	fs.IntVar(&c.WSRounds, "ws-rounds", 5000, "WebSocket echo round trips")
 	fs.StringVar(&c.Server, "server", "sshd", "sandbox SSH server: sshd or embedded")
@@ -107,7 +108,7 @@ func runPreview(ctx context.Context, args []string) error {
 		return err
 	}
 	defer env.close()
-	fmt.Printf("sandbox server: %s; %d conns, %s per run; %d idle upstream connections per proxy; %d SSH connections to the sandbox\n", c.Server, c.Conns, c.Duration, c.IdleConns, c.SSHConns)
+	fmt.Printf("sandbox server: %s; %s conns, %s per run; %d idle upstream connections per proxy; %d SSH connections to the sandbox\n", c.Server, c.Conns.String(), c.Duration, c.IdleConns, c.SSHConns)
 	for _, p := range env.paths {
 		fmt.Printf("  %-9s %s\n", p.name, p.addr)
 	}
@@ -160,18 +161,39 @@ func runPreview(ctx context.Context, args []string) error {
 	}
 	want := func(s string) bool { return slices.Contains(strings.Split(c.Scenarios, ","), s) }
 	if want("small") {
-		v, err := env.rounds(c.Rounds, 5, func(p path) ([]float64, error) {
-			r, err := smallRequests(ctx, p, c)
-			return []float64{r.rps, r.p50, r.p99, r.cpuPerReq, r.sandboxPerReq}, err
-		})
-		if err != nil {
-			return fmt.Errorf("small requests: %w", err)
+		var p99s [][][]float64 // [count][path][round]
+		for _, n := range c.Conns {
+			v, err := env.rounds(c.Rounds, 5, func(p path) ([]float64, error) {
+				r, err := smallRequests(ctx, p, c, n)
+				return []float64{r.rps, r.p50, r.p99, r.cpuPerReq, r.sandboxPerReq}, err
+			})
+			if err != nil {
+				return fmt.Errorf("small requests, %d conns: %w", n, err)
+			}
+			line(fmt.Sprintf("1 KiB GET, %d conns", n), "req/s", v[0])
+			line("  latency p50", "µs", v[1])
+			line("  latency p99", "µs", v[2])
+			line("  tier CPU per request", "µs", v[3])
+			line("    of which sandbox side", "µs", v[4])
+			p99s = append(p99s, v[2])
 		}
-		line(fmt.Sprintf("1 KiB GET, %d conns", c.Conns), "req/s", v[0])
-		line("  latency p50", "µs", v[1])
-		line("  latency p99", "µs", v[2])
-		line("  tier CPU per request", "µs", v[3])
-		line("    of which sandbox side", "µs", v[4])
+		if len(p99s) > 1 {
+			// The target compares growths, not latencies: the
+			// proxy's p99 may grow no faster than nginx's (ratio of the
+			// growths ≤ 1.5), round by round.
+			first, last := p99s[0], p99s[len(p99s)-1]
+			growth := make([][]float64, len(first))
+			for i := range first {
+				growth[i] = make([]float64, c.Rounds)
+				for r := range c.Rounds {
+					growth[i][r] = -1
+					if first[i][r] > 0 && last[i][r] >= 0 {
+						growth[i][r] = last[i][r] / first[i][r]
+					}
+				}
+			}
+			line(fmt.Sprintf("p99 growth %d→%d conns", c.Conns[0], c.Conns[len(c.Conns)-1]), "×", growth)
+		}
 	}
 	if want("download") {
 		v, err := env.rounds(c.Rounds, 1, func(p path) ([]float64, error) {
@@ -637,8 +659,8 @@ func request(ctx context.Context, p path, target string) (*http.Request, error) 
 // sandboxPerReq is the part of it spent in the sandbox's sshd, -1 if none.
 type smallResult struct{ rps, p50, p99, cpuPerReq, sandboxPerReq float64 }
 
-func smallRequests(ctx context.Context, p path, c previewConfig) (smallResult, error) {
-	cl := clientFor(p, c.Conns)
+func smallRequests(ctx context.Context, p path, c previewConfig, conns int) (smallResult, error) {
+	cl := clientFor(p, conns)
 	defer cl.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
@@ -648,7 +670,7 @@ func smallRequests(ctx context.Context, p path, c previewConfig) (smallResult, e
 	var wg sync.WaitGroup
 	cpu0, sbx0 := p.tierCPU(), cpuOf(p.sandbox)
 	start := time.Now()
-	for range c.Conns {
+	for range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -14,7 +14,7 @@ import (
 // from `go run ./loadtest preview`.
 func TestPreviewPathsSmoke(t *testing.T) {
 	c := previewConfig{Duration: 1500 * time.Millisecond, // long enough for a first SSH handshake on a loaded machine
-		Conns: 2, Download: 1 << 20, WSRounds: 5, Server: "sshd",
+		Conns: intList{2}, Download: 1 << 20, WSRounds: 5, Server: "sshd",
 		NoNginx: true, NoCaddy: true, Rounds: 1, SSHConns: 1, IdleConns: 4}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestPreviewPathsSmoke(t *testing.T) {
 		t.Fatalf("paths %q, want %q", names, want)
 	}
 	for _, p := range env.paths {
-		r, err := smallRequests(ctx, p, c)
+		r, err := smallRequests(ctx, p, c, c.Conns[0])
 		if err != nil || r.rps <= 0 {
 			t.Errorf("%s: small requests: %+v, %v", p.name, r, err)
 		}

@@ -72,7 +72,6 @@ func runPreviewChild(ctx context.Context, args []string) error {
 	pcfg.Accounts = oneToken{tok: "sbx_at_loadtest", acct: c.Route.AccountID}
 	pcfg.SessionKey = key
 	pcfg.DevSignIn = &preview.DevSignIn{AccountID: c.Route.AccountID, User: "load"}
-	pcfg.MaxRequestsPerHost = 4096
 	pcfg.MaxIdleUpstreamPerHost = c.IdlePerHost
 	pcfg.DisableLeanRelay = c.ReverseProxy
 	px, err := preview.New(ctx, pcfg)

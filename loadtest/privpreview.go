@@ -119,11 +119,11 @@ func runPrivPreview(ctx context.Context, args []string) error {
 	}
 	rps := map[string][]float64{}
 	p99 := map[string][]float64{}
-	pc := previewConfig{Conns: c.Conns, Duration: c.Duration}
+	pc := previewConfig{Duration: c.Duration}
 	for round := range c.Rounds {
 		for i := range paths {
 			p := paths[(i+round)%len(paths)]
-			r, err := smallRequests(ctx, p, pc)
+			r, err := smallRequests(ctx, p, pc, c.Conns)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.name, err)
 			}

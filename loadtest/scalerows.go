@@ -619,11 +619,11 @@ func (r *scaleRun) private(ctx context.Context) ([]scaleRow, error) {
 	}
 	rps := map[string][]float64{}
 	p99 := map[string][]float64{}
-	pc := previewConfig{Conns: r.c.PrevConns, Duration: r.c.PrevDur}
+	pc := previewConfig{Duration: r.c.PrevDur}
 	for round := range r.c.PrevRounds {
 		for i := range paths {
 			p := paths[(i+round)%len(paths)]
-			res, err := smallRequests(ctx, p, pc)
+			res, err := smallRequests(ctx, p, pc, r.c.PrevConns)
 			if err != nil {
 				return nil, fmt.Errorf("private preview, %s: %w", p.name, err)
 			}

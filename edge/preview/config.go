@@ -110,7 +110,14 @@ type Config struct {
 	// sandboxes that are not ready.
 	RouteTTL, NegativeTTL time.Duration
 	// MaxRequestsPerHost bounds concurrent requests (and open WebSockets)
-	// to one preview host, so one busy preview cannot take the edge.
+	// to one preview host, so one busy preview cannot take the edge; past
+	// it the edge answers 503 preview_busy. The default, 2048, sits above
+	// the 1,024 keep-alive connections one preview is measured at
+	// (`loadtest preview --conns 1024`: one request each on HTTP/1.1,
+	// and a request's slot goes back just after its answer, so the
+	// client's next request on the same connection can briefly count
+	// twice) and far under the edge's preview connection ceiling (8192),
+	// so one preview still cannot hold them all.
 	MaxRequestsPerHost int
 	// MaxIdleUpstreamPerHost is how many idle upstream connections (each
 	// a direct-tcpip channel) are kept per exposed port. Go's default of 2
@@ -146,7 +153,7 @@ func DefaultConfig() Config {
 		SessionTTL:             12 * time.Hour,
 		RouteTTL:               5 * time.Second,
 		NegativeTTL:            time.Second,
-		MaxRequestsPerHost:     512,
+		MaxRequestsPerHost:     2048,
 		MaxIdleUpstreamPerHost: 64,
 		WakeTimeout:            60 * time.Second,
 		RecheckInterval:        30 * time.Second,

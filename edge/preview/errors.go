@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,7 +20,6 @@ var (
 	errInvalidToken = problem.New(http.StatusUnauthorized, "preview_invalid_token", "the token or session is not valid (unknown, revoked or expired)")
 	errForbidden    = problem.New(http.StatusForbidden, "preview_forbidden", "you are signed in, but not a member of the account that owns this sandbox")
 	errNotReady     = problem.New(http.StatusServiceUnavailable, "sandbox_not_ready", "the sandbox is not running yet; retry shortly")
-	errTooMany      = problem.New(http.StatusServiceUnavailable, "preview_busy", "too many concurrent requests to this preview")
 	errUpstream     = problem.New(http.StatusBadGateway, "upstream_unreachable", "nothing answered on this port inside the sandbox")
 	errEnded        = problem.New(http.StatusGone, "sandbox_ended", "this sandbox has ended (deleted, past its deadline, or failed); its previews are gone")
 	errWakeTimeout  = problem.New(http.StatusServiceUnavailable, "sandbox_waking", "the sandbox is awake, but its port did not answer within the wake limit")
@@ -36,6 +36,14 @@ var (
 	errShareExpired  = problem.New(http.StatusGone, "share_expired", "its time ran out; it opens nothing any more")
 	errShareUnknown  = problem.New(http.StatusNotFound, "share_not_found", "this share link does not open this preview")
 )
+
+// busyProblem is the 503 past Config.MaxRequestsPerHost; its detail names
+// the limit, so whoever meets it knows it is the edge's documented bound
+// and not the app failing.
+func busyProblem(limit int) *problem.Problem {
+	return problem.New(http.StatusServiceUnavailable, "preview_busy", fmt.Sprintf(
+		"more than %d requests and WebSockets are open to this preview host at once: the edge's limit per preview host (MaxRequestsPerHost); retry shortly", limit))
+}
 
 // writeProblem answers with a problem document that a browser app on any
 // origin can read (CORS), or, for a top-level browser navigation, a

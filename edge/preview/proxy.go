@@ -25,6 +25,7 @@ import (
 	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podtcp"
+	"github.com/sbxedge/sbx/internal/problem"
 )
 
 // Proxy is the preview proxy's http.Handler.
@@ -54,6 +55,7 @@ type Proxy struct {
 	loopback sync.Map // string -> string
 
 	inflight *slots.Limit // requests in flight per host
+	errBusy  *problem.Problem
 
 	conns   *authority.Registry[*liveConn] // live connections, by what admitted them
 	sockets sockets                        // upgraded sockets, for Close
@@ -100,6 +102,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		routes:   newRouteCache(cfg.Resolver, cfg.RouteTTL, cfg.NegativeTTL, 100_000),
 		metrics:  newMetrics(cfg.Registry),
 		activity: cfg.Activity, waker: cfg.Waker, inflight: slots.New(cfg.MaxRequestsPerHost),
+		errBusy: busyProblem(cfg.MaxRequestsPerHost),
 		conns:   authority.New[*liveConn](cfg.Now),
 		sockets: sockets{m: map[*wsConn]struct{}{}},
 		shares:  newShareCache(cfg.RouteTTL, cfg.Now),
@@ -285,7 +288,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !p.inflight.Acquire(label) {
-		writeProblem(cw, r, errTooMany)
+		writeProblem(cw, r, p.errBusy)
 		return
 	}
 	defer p.inflight.Release(label)

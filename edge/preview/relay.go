@@ -277,8 +277,7 @@ func (p *Proxy) roundTrip(ctx context.Context, w http.ResponseWriter, r *http.Re
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			c = &upConn{Conn: conn, key: up.key}
-			c.br, c.bw = bufio.NewReaderSize(c, 4<<10), bufio.NewWriterSize(conn, 4<<10)
+			c = newUpConn(conn, up.key)
 		}
 		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
 		resp, err = p.exchange(w, c, r, host, h, body)

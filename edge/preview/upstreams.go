@@ -96,6 +96,21 @@ func (p *upPool) get(key string) *upConn {
 	return c
 }
 
+// newUpConn wraps a new upstream connection for the pool key.
+func newUpConn(conn net.Conn, key string) *upConn {
+	c := &upConn{Conn: conn, key: key}
+	c.br, c.bw = bufio.NewReaderSize(c, 4<<10), bufio.NewWriterSize(conn, 4<<10)
+	return c
+}
+
+// adopt pools a connection that was opened for something else (a wake's
+// probe of the port) for the next request to key. It counts as used, so
+// a request that finds it already closed by the app goes again on a new
+// one.
+func (p *upPool) adopt(conn net.Conn, key string) {
+	p.put(newUpConn(conn, key))
+}
+
 // put returns c for reuse, or closes it when the pool is full or closed.
 func (p *upPool) put(c *upConn) {
 	c.used, c.idleSince, c.read, c.limit = true, p.now(), 0, 0

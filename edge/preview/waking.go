@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -260,11 +261,26 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 	}
 	var lastAsk time.Time
 	var lastErr error
+	// The init is asked beside the tries, not between them: an ask is
+	// an SSH connection to the sandbox just restored (a handshake, and
+	// with sshd a process) plus a call, and an app that starts
+	// listening meanwhile would otherwise wait for it to end before
+	// the next try (loadtest ready). One ask at a time; its goroutine
+	// ends with ctx, and Close waits for it as for the wake.
+	asks := make(chan portAsk, 1)
+	asking := false
 	wait, portSince := portPollFast, p.cfg.Now()
 	for {
+		tried := p.cfg.Now()
 		conn, err := p.dialPort(ctx, rt, rt.upstream)
 		if err == nil {
-			conn.Close()
+			// The connection that found the port open is the one the
+			// held requests need: it goes to the idle pool they take
+			// from, rather than closed and a new one dialled (a second
+			// connect and handshake with the forwarder on every wake).
+			// It is an upstream connection like any, and counts as one.
+			p.metrics.dial.Observe(p.cfg.Now().Sub(tried).Seconds())
+			p.pool.adopt(conn, cmp.Or(rt.upstream, upstreamKey(rt)))
 			w.mu.Lock()
 			w.route = rt
 			w.mu.Unlock()
@@ -277,30 +293,12 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 		// Anything but a refusal (an SSH connection to the sandbox's
 		// previous incarnation, not yet noticed dead) is retried until
 		// the wake's deadline; the pool redials.
-		if now := p.cfg.Now(); errors.Is(err, errPortClosed) && now.Sub(lastAsk) >= 500*time.Millisecond {
-			lastAsk = now
-			svc, askErr := p.portService(ctx, rt)
-			name, state := svc.Name, svc.State
-			switch {
-			case askErr != nil:
-				// Not knowing is not "nothing declares it": keep the
-				// step and wait for the port, and ask again next turn.
-				p.log.DebugContext(ctx, "ask sandbox init", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", askErr)
-			case name == "":
-				// Nothing will come up by itself: say so now rather
-				// than hold the caller for the whole wake timeout.
-				fail(fmt.Errorf("port %d of sandbox %s: %w, and no service declares it", rt.Port, rt.SandboxID, errPortClosed))
-				return
-			case svc.QuickExits >= crashLoopExits && svc.ExitCode != nil:
-				// It will not come up by itself either: say why, with
-				// its last words, rather than hold the caller.
-				fail(&crashLoopError{service: name, code: *svc.ExitCode, logs: p.serviceTail(ctx, rt, name)})
-				return
-			case state == initproto.StateStarting || state == initproto.StateRestarting:
-				w.set(now, stepService, name)
-			default:
-				w.set(now, stepPort, name)
-			}
+		if now := p.cfg.Now(); errors.Is(err, errPortClosed) && !asking && now.Sub(lastAsk) >= 500*time.Millisecond {
+			lastAsk, asking = now, true
+			p.wakes.wg.Go(func() {
+				svc, err := p.portService(ctx, rt)
+				asks <- portAsk{svc: svc, err: err}
+			})
 		}
 		t := time.NewTimer(wait)
 		if p.cfg.Now().Sub(portSince) >= portFastFor {
@@ -311,9 +309,50 @@ func (p *Proxy) runWake(w *wakeState, rt Route) {
 			t.Stop()
 			fail(fmt.Errorf("port %d of sandbox %s did not answer: %w (last: %w)", rt.Port, rt.SandboxID, context.Cause(ctx), lastErr))
 			return
+		case a := <-asks:
+			t.Stop()
+			asking = false
+			if err := p.portAsked(ctx, w, rt, a); err != nil {
+				fail(err)
+				return
+			}
+			// Try the port again at once: the ask took a while.
 		case <-t.C:
 		}
 	}
+}
+
+// portAsk is what the init said about the port a wake waits for.
+type portAsk struct {
+	svc initproto.Status
+	err error
+}
+
+// portAsked records what the init said about the port a wake waits for,
+// and returns the error to fail the wake with when the port will not come
+// up by itself.
+func (p *Proxy) portAsked(ctx context.Context, w *wakeState, rt Route, a portAsk) error {
+	now := p.cfg.Now()
+	svc, name, state := a.svc, a.svc.Name, a.svc.State
+	switch {
+	case a.err != nil:
+		// Not knowing is not "nothing declares it": keep the step and
+		// wait for the port, and ask again later.
+		p.log.DebugContext(ctx, "ask sandbox init", "sandbox_id", rt.SandboxID, "port", rt.Port, "err", a.err)
+	case name == "":
+		// Nothing will come up by itself: say so now rather than hold
+		// the caller for the whole wake timeout.
+		return fmt.Errorf("port %d of sandbox %s: %w, and no service declares it", rt.Port, rt.SandboxID, errPortClosed)
+	case svc.QuickExits >= crashLoopExits && svc.ExitCode != nil:
+		// It will not come up by itself either: say why, with its last
+		// words, rather than hold the caller.
+		return &crashLoopError{service: name, code: *svc.ExitCode, logs: p.serviceTail(ctx, rt, name)}
+	case state == initproto.StateStarting || state == initproto.StateRestarting:
+		w.set(now, stepService, name)
+	default:
+		w.set(now, stepPort, name)
+	}
+	return nil
 }
 
 // portService asks the sandbox's init which service declares rt's port

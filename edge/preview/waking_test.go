@@ -467,3 +467,58 @@ func TestAPIClientsHeldWhileWakeWaitsForPort(t *testing.T) {
 		t.Fatalf("the client that started the wake: %s", got)
 	}
 }
+
+// countingListener counts the connections its server accepted.
+type countingListener struct {
+	net.Listener
+	mu sync.Mutex
+	n  int
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.n++
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *countingListener) accepted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// TestWakeHandsItsProbeToTheRequest: the connection with which a wake
+// found the port open carries the held request, so a wake opens one
+// connection to the app, not a probe and then another (a second connect
+// and forwarder handshake on every wake).
+func TestWakeHandsItsProbeToTheRequest(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	app := &http.Server{Handler: newTestApp(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = app.Serve(cl) }()
+	t.Cleanup(func() { _ = app.Close(); <-done })
+
+	waker := &gateWaker{ready: map[string]func(){}}
+	e := newEnv(t, newTestApp(), envOptions{waker: waker})
+	if e.cfg.DisableLeanRelay {
+		t.Skip("httputil.ReverseProxy dials its own connections; the probe is pooled for the lean relay")
+	}
+	ready := asleep(t, e, "probe", "sbx-a", "acct-a", ln.Addr().(*net.TCPAddr).Port)
+	waker.ready["sbx-a"] = func() { e.res.set("probe", ready) }
+	resp, body := e.get("probe", "/api", "Authorization", "Bearer "+tokenA)
+	if resp.StatusCode != 200 || !strings.Contains(body, "hello from the sandbox") {
+		t.Fatalf("woken request: %d %q, want the app's answer", resp.StatusCode, body)
+	}
+	if n := cl.accepted(); n != 1 {
+		t.Fatalf("the app accepted %d connections for one woken request, want 1 (the wake's probe)", n)
+	}
+}

@@ -429,8 +429,14 @@ func TestCrossOriginRefusalWakesNothing(t *testing.T) {
 	req, _ := http.NewRequest("POST", e.url("sleepy", "/"), nil)
 	req.Header.Set("Cookie", cookie)
 	req.Header.Set("Origin", "http://"+e.host("sleepy"))
-	if resp, body := e.send(req); resp.StatusCode != 200 || w.count() != 1 || dials(t, e) != 1 {
-		t.Errorf("same-origin POST: %d %s, %d wakes, %d dials; want 200 after one wake and one dial", resp.StatusCode, body, w.count(), dials(t, e))
+	// The wake's probe of the port is the request's connection on the
+	// lean relay; httputil.ReverseProxy's transport opens one of its own.
+	wantDials := uint64(1)
+	if e.cfg.DisableLeanRelay {
+		wantDials = 2
+	}
+	if resp, body := e.send(req); resp.StatusCode != 200 || w.count() != 1 || dials(t, e) != wantDials {
+		t.Errorf("same-origin POST: %d %s, %d wakes, %d dials; want 200 after one wake and %d dials", resp.StatusCode, body, w.count(), dials(t, e), wantDials)
 	}
 }
 

@@ -35,10 +35,36 @@ type Dialer struct {
 	// for half of that. Default 10 minutes.
 	CertTTL time.Duration
 	// Timeout bounds the TCP connect plus the handshake. Default 10 s.
+	// Time spent waiting for a handshake slot (MaxHandshakes) is bounded
+	// by the caller's context only.
 	Timeout time.Duration
+	// MaxHandshakes bounds this dialer's connections to one forwarder
+	// that are not yet past the handshake; more wait for a slot, in
+	// order, until their context ends. It stays below the forwarder's
+	// own MaxHandshakes (256), which closes the connections past it, so
+	// that a burst of new connections from one edge (a thousand
+	// keep-alive clients arriving at once) queues here instead of
+	// failing there, with room left for the other replicas. Default
+	// DefaultDialHandshakes.
+	MaxHandshakes int
 
 	mu    sync.Mutex // guards certs
 	certs map[string]minted
+
+	slotsMu sync.Mutex // guards slots
+	slots   map[string]*handshakeSlots
+}
+
+// DefaultDialHandshakes is the Dialer's default MaxHandshakes: a quarter
+// of the forwarder's, so four edge replicas bursting at once still fit.
+const DefaultDialHandshakes = 64
+
+// handshakeSlots are the handshake slots for one forwarder address;
+// users counts the dials holding or waiting for one, so the entry goes
+// when the last leaves.
+type handshakeSlots struct {
+	ch    chan struct{}
+	users int
 }
 
 type minted struct {
@@ -64,6 +90,11 @@ func (d *Dialer) Dial(ctx context.Context, t Target, port int) (net.Conn, error)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: mint certificate: %w", t.SandboxID, err)
 	}
+	release, err := d.acquire(ctx, t.ForwardAddr)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder of sandbox %s at %s: waiting for a handshake slot: %w", t.SandboxID, t.ForwardAddr, err)
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, cmpOr(d.Timeout, 10*time.Second))
 	defer cancel()
 	var nd net.Dialer
@@ -88,6 +119,40 @@ func (d *Dialer) Dial(ctx context.Context, t Target, port int) (net.Conn, error)
 	}
 	_ = c.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// acquire takes one of addr's handshake slots, waiting until ctx ends;
+// release gives it back.
+func (d *Dialer) acquire(ctx context.Context, addr string) (release func(), err error) {
+	d.slotsMu.Lock()
+	if d.slots == nil {
+		d.slots = map[string]*handshakeSlots{}
+	}
+	s := d.slots[addr]
+	if s == nil {
+		n := d.MaxHandshakes
+		if n <= 0 {
+			n = DefaultDialHandshakes
+		}
+		s = &handshakeSlots{ch: make(chan struct{}, n)}
+		d.slots[addr] = s
+	}
+	s.users++
+	d.slotsMu.Unlock()
+	leave := func() {
+		d.slotsMu.Lock()
+		if s.users--; s.users == 0 {
+			delete(d.slots, addr)
+		}
+		d.slotsMu.Unlock()
+	}
+	select {
+	case s.ch <- struct{}{}:
+		return func() { <-s.ch; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, context.Cause(ctx)
+	}
 }
 
 // signer returns a certificate for principal, minting one when there is

@@ -44,9 +44,17 @@ type Forwarder struct {
 	// DialTimeout bounds connecting to the port; default 5 s.
 	DialTimeout time.Duration
 	// MaxHandshakes bounds connections not yet past the handshake
-	// (sshd's MaxStartups, in effect); more are closed at once. Default
-	// 256.
+	// (sshd's MaxStartups, in effect). Default 256.
 	MaxHandshakes int
+	// HandshakeQueue is how long the next connection past MaxHandshakes
+	// waits for a slot before it is closed; while it waits, accepting
+	// stops and later ones wait in the kernel's backlog. A handshake
+	// takes a millisecond or so, so a burst of new connections (an
+	// edge's thousand clients arriving at once, or several edges) is
+	// served in order instead of failing; a flood of connections that
+	// never finish their hello is still cut, each after HandshakeTimeout.
+	// Default 2 s; negative closes them at once.
+	HandshakeQueue time.Duration
 	// Now is the clock certificates are checked against; default
 	// time.Now.
 	Now func() time.Time
@@ -116,9 +124,7 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("podtcp: accept: %w", err)
 		}
 		delay.Reset()
-		select {
-		case handshakes <- struct{}{}:
-		default:
+		if !f.handshakeSlot(ctx, handshakes) {
 			log.Warn("podtcp: too many connections in their handshake; closing a new one", "remote", c.RemoteAddr().String())
 			_ = c.Close()
 			continue
@@ -135,14 +141,48 @@ func (f *Forwarder) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// serveConn runs one connection: the handshake (after which it calls
-// shaken), then the stream. add and remove track the port's connection
-// so Serve can close it.
+// handshakeSlot takes a slot in handshakes, waiting up to
+// HandshakeQueue for one; false when none came or ctx ended.
+func (f *Forwarder) handshakeSlot(ctx context.Context, handshakes chan struct{}) bool {
+	select {
+	case handshakes <- struct{}{}:
+		return true
+	default:
+	}
+	wait := f.HandshakeQueue
+	if wait == 0 {
+		wait = 2 * time.Second
+	}
+	if wait < 0 {
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case handshakes <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// serveConn runs one connection: the handshake (it calls shaken once the
+// edge has proved itself, or when the handshake fails), then the stream.
+// add and remove track the port's connection so Serve can close it.
 func (f *Forwarder) serveConn(ctx context.Context, c net.Conn, log *slog.Logger, shaken func(), add func(net.Conn) bool, remove func(net.Conn)) {
 	defer c.Close()
 	remote := c.RemoteAddr().String()
-	up, err := f.handshake(ctx, c)
-	shaken()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			shaken()
+		}
+	}
+	up, err := f.handshake(ctx, c, release)
+	release()
 	if err != nil {
 		var d *dialError
 		if errors.As(err, &d) {
@@ -169,7 +209,11 @@ func (e *dialError) Error() string { return fmt.Sprintf("port %d: %v", e.port, e
 
 // handshake checks the edge's hello, connects to the port it names and
 // answers. It returns the port's connection when the stream may begin.
-func (f *Forwarder) handshake(ctx context.Context, c net.Conn) (net.Conn, error) {
+// It calls authed as soon as the hello checks out: from there on the
+// connection is the edge's, not a stranger's, and its handshake slot
+// goes back before the answer leaves, so an edge that bounds its own
+// handshakes below MaxHandshakes never finds the forwarder full.
+func (f *Forwarder) handshake(ctx context.Context, c net.Conn, authed func()) (net.Conn, error) {
 	_ = c.SetDeadline(time.Now().Add(cmpOr(f.HandshakeTimeout, 10*time.Second)))
 	keys, err := f.Keys()
 	if err != nil {
@@ -192,6 +236,7 @@ func (f *Forwarder) handshake(ctx context.Context, c net.Conn) (net.Conn, error)
 	if err := f.checkHello(keys, ns, &h); err != nil {
 		return nil, err
 	}
+	authed()
 	if !bytes.Equal(h.HostKey, keys.HostKey.PublicKey().Marshal()) {
 		// The edge meant another sandbox (this address was its pod's).
 		// This one's signature tells it so; nothing is opened.

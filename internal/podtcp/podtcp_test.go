@@ -521,11 +521,11 @@ func (c *countingCA) UserSigner(p, id string, ttl time.Duration) (ssh.Signer, er
 }
 
 // TestHandshakeBound: connections that say nothing take up handshake
-// slots only up to MaxHandshakes; the next is closed at once, and the
-// edge gets through again once a slot frees.
+// slots only up to MaxHandshakes; without a queue the next is closed at
+// once, and the edge gets through again once a slot frees.
 func TestHandshakeBound(t *testing.T) {
 	ca, host := newCA(t), newKey(t)
-	f := &Forwarder{Keys: fixed(host, ca.PublicKey()), MaxHandshakes: 2}
+	f := &Forwarder{Keys: fixed(host, ca.PublicKey()), MaxHandshakes: 2, HandshakeQueue: -1}
 	addr, _ := serve(t, f)
 
 	var silent []net.Conn
