@@ -15,11 +15,13 @@ import (
 // memory per idle channel.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// smallCopyBuf is what an idle or interactive direction holds. Every
-// channel pair has four copy loops parked in Read, so starting at 32 KiB
-// would cost 128 KiB per idle session; a loop moves to a pooled full-size
-// buffer the first time a read fills the small one.
-const smallCopyBuf = 2 << 10
+// idleCopyBuf is what a copy loop holds while its direction is idle.
+// Every channel pair has four copy loops parked in Read (x/crypto/ssh's
+// channels only offer a blocking Read), so this is paid four times per
+// idle session. A read that fills it moves the loop to a pooled full-size
+// buffer, and a short read (the burst is over) hands that back, so only
+// directions that are moving data hold one.
+const idleCopyBuf = 512
 
 // pipe relays one channel pair until both directions are done. cli is the
 // client-side channel, up the sandbox-side one, whoever opened them;
@@ -116,7 +118,8 @@ func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prome
 }
 
 func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counter, logged func(int64)) {
-	buf := make([]byte, smallCopyBuf)
+	idle := make([]byte, idleCopyBuf)
+	buf := idle
 	var pooled *[]byte
 	defer func() {
 		if pooled != nil {
@@ -139,9 +142,13 @@ func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counte
 		if rerr != nil {
 			return
 		}
-		if n == len(buf) && pooled == nil {
+		switch {
+		case pooled == nil && n == len(buf):
 			pooled = copyBufs.Get().(*[]byte)
 			buf = *pooled
+		case pooled != nil && n < idleCopyBuf:
+			copyBufs.Put(pooled)
+			pooled, buf = nil, idle
 		}
 	}
 }
