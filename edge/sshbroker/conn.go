@@ -216,6 +216,9 @@ func (cc *clientConn) handshake() (*ssh.ServerConn, error) {
 	cc.sconn = sconn
 	cc.mu.Unlock()
 	cc.serverChans, cc.serverReqs = chans, reqs
+	// Auth is over (x/crypto/ssh never runs its callbacks again): the
+	// answers per offered key need not live as long as the connection.
+	cc.results = nil
 	return sconn, nil
 }
 
