@@ -47,6 +47,11 @@ func (c *peekedConn) Read(p []byte) (int, error) {
 	if len(c.ahead) > 0 {
 		n := copy(p, c.ahead)
 		c.ahead = c.ahead[n:]
+		if len(c.ahead) == 0 {
+			// An empty slice would still pin the peek buffer (4 KiB or
+			// more) for the life of the connection.
+			c.ahead = nil
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)

@@ -125,14 +125,15 @@ func (b *Broker) handle(nc net.Conn) {
 	}
 	defer leave(b, b.conns, cc)
 
-	// The watcher turns a cancellation (Close, Shutdown, Disconnect) into
-	// closing the sockets, which unblocks every other goroutine.
+	// A cancellation (Close, Shutdown, Disconnect) closes the sockets,
+	// which unblocks every other goroutine. AfterFunc, not a goroutine
+	// parked on Done: an idle connection should hold as few stacks as it
+	// can.
 	watchDone := make(chan struct{})
-	go func() {
+	context.AfterFunc(ctx, func() {
 		defer close(watchDone)
-		<-ctx.Done()
 		cc.teardown(context.Cause(ctx))
-	}()
+	})
 	defer func() {
 		cancel(context.Canceled)
 		<-watchDone
@@ -215,6 +216,9 @@ func (cc *clientConn) handshake() (*ssh.ServerConn, error) {
 	cc.sconn = sconn
 	cc.mu.Unlock()
 	cc.serverChans, cc.serverReqs = chans, reqs
+	// Auth is over (x/crypto/ssh never runs its callbacks again): the
+	// answers per offered key need not live as long as the connection.
+	cc.results = nil
 	return sconn, nil
 }
 

@@ -15,11 +15,13 @@ import (
 // memory per idle channel.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// smallCopyBuf is what an idle or interactive direction holds. Every
-// channel pair has four copy loops parked in Read, so starting at 32 KiB
-// would cost 128 KiB per idle session; a loop moves to a pooled full-size
-// buffer the first time a read fills the small one.
-const smallCopyBuf = 2 << 10
+// idleCopyBuf is what a copy loop holds while its direction is idle.
+// Every channel pair has four copy loops parked in Read (x/crypto/ssh's
+// channels only offer a blocking Read), so this is paid four times per
+// idle session. A read that fills it moves the loop to a pooled full-size
+// buffer, and a short read (the burst is over) hands that back, so only
+// directions that are moving data hold one.
+const idleCopyBuf = 512
 
 // pipe relays one channel pair until both directions are done. cli is the
 // client-side channel, up the sandbox-side one, whoever opened them;
@@ -44,27 +46,61 @@ func (cc *clientConn) pipe(cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.
 	}
 	upDrained, upDone := cc.half(&wg, up, cli, cc.b.m.bytesFromSandbox, cc.rec.AddOut, exited)
 	cc.half(&wg, cli, up, cc.b.m.bytesToSandbox, cc.rec.AddIn, nil)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		cc.forwardRequests(cliReqs, up, nil, nil, true)
-		// The client closed its channel: close ours upstream.
-		up.Close()
-	}()
-	go func() {
-		defer wg.Done()
-		cc.forwardRequests(upReqs, cli, upDrained, exited, false)
-		// No exit status can follow the end of the sandbox's channel.
-		release(exited)
-		// The sandbox closed: deliver what it sent, then close.
-		<-upDone
-		cli.Close()
-	}()
+	cc.channelRequests(&wg, cli, cliReqs, up, upReqs, upDrained, upDone, exited)
 	wg.Wait()
 }
 
-// release closes a hold that may be nil or already released; only the
-// sandbox's request loop calls it, so there is no race between checks.
+// channelRequests passes each side's channel requests to the other until
+// both sides' request streams end. A request that waits (for the peer's
+// reply, or for the output an exit status follows) runs in a goroutine of
+// its own while its side's next requests wait, which keeps each side's
+// requests in order; so an idle channel holds no goroutine for requests,
+// where a blocking loop per side would hold two.
+func (cc *clientConn) channelRequests(wg *sync.WaitGroup, cli ssh.Channel, cliReqs <-chan *ssh.Request, up ssh.Channel, upReqs <-chan *ssh.Request, upDrained, upDone <-chan struct{}, exited chan struct{}) {
+	cliIn, upIn := cliReqs, upReqs
+	cliOpen, upOpen := true, true
+	// One request per side in flight: a send on these never blocks.
+	cliFree, upFree := make(chan struct{}, 1), make(chan struct{}, 1)
+	for cliOpen || upOpen {
+		select {
+		case r, ok := <-cliIn:
+			if !ok {
+				cliOpen, cliIn = false, nil
+				// The client closed its channel: close ours upstream.
+				up.Close()
+				continue
+			}
+			if cc.forwardRequest(wg, r, up, nil, nil, true, cliFree) {
+				cliIn = nil
+			}
+		case <-cliFree:
+			cliIn = cliReqs
+		case r, ok := <-upIn:
+			if !ok {
+				upOpen, upIn = false, nil
+				// No exit status can follow the end of the sandbox's channel.
+				release(exited)
+				// The sandbox closed: deliver what it sent, then close.
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-upDone
+					cli.Close()
+				}()
+				continue
+			}
+			if cc.forwardRequest(wg, r, cli, upDrained, exited, false, upFree) {
+				upIn = nil
+			}
+		case <-upFree:
+			upIn = upReqs
+		}
+	}
+}
+
+// release closes a hold that may be nil or already released. Only the
+// sandbox's side of channelRequests calls it, one request at a time, so
+// there is no race between checks.
 func release(hold chan struct{}) {
 	if hold == nil {
 		return
@@ -116,7 +152,8 @@ func (cc *clientConn) half(wg *sync.WaitGroup, src, dst ssh.Channel, bytes prome
 }
 
 func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counter, logged func(int64)) {
-	buf := make([]byte, smallCopyBuf)
+	idle := make([]byte, idleCopyBuf)
+	buf := idle
 	var pooled *[]byte
 	defer func() {
 		if pooled != nil {
@@ -139,9 +176,13 @@ func (cc *clientConn) copy(dst io.Writer, src io.Reader, bytes prometheus.Counte
 		if rerr != nil {
 			return
 		}
-		if n == len(buf) && pooled == nil {
+		switch {
+		case pooled == nil && n == len(buf):
 			pooled = copyBufs.Get().(*[]byte)
 			buf = *pooled
+		case pooled != nil && n < idleCopyBuf:
+			copyBufs.Put(pooled)
+			pooled, buf = nil, idle
 		}
 	}
 }
@@ -156,31 +197,32 @@ func (cc *clientConn) touch() {
 	cc.b.act.Mark(cc.sandboxID())
 }
 
-// forwardRequests passes channel requests from one side to the other until
-// the source channel closes. fromClient marks requests the client sends,
-// which are filtered; the sandbox's are passed as is, an exit status only
-// once srcDrained (all the output before it was passed on), and then
-// releasing exited so the EOF may follow it.
-func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel, srcDrained <-chan struct{}, exited chan struct{}, fromClient bool) {
-	for r := range reqs {
-		exit := !fromClient && (r.Type == "exit-status" || r.Type == "exit-signal")
-		switch {
-		case fromClient && r.Type == "x11-req":
-			// X11 would open channels back to the client carrying a
-			// display cookie; not worth the surface.
-			r.Reply(false, nil)
-			continue
-		case exit:
+// forwardRequest passes one channel request on to dst. fromClient marks
+// requests the client sends, which are filtered; the sandbox's are passed
+// as is, an exit status only once srcDrained (all the output before it
+// was passed on), and then releasing exited so the EOF may follow it.
+// A request that waits is passed on in a goroutine that signals free when
+// done, and busy says so.
+func (cc *clientConn) forwardRequest(wg *sync.WaitGroup, r *ssh.Request, dst ssh.Channel, srcDrained <-chan struct{}, exited chan struct{}, fromClient bool, free chan<- struct{}) (busy bool) {
+	exit := !fromClient && (r.Type == "exit-status" || r.Type == "exit-signal")
+	if fromClient && r.Type == "x11-req" {
+		// X11 would open channels back to the client carrying a display
+		// cookie; not worth the surface.
+		r.Reply(false, nil)
+		return false
+	}
+	if fromClient {
+		cc.logRequest(r)
+	}
+	if fromClient && r.Type == "auth-agent-req@openssh.com" {
+		// OpenSSH sends it without want-reply, so the client's asking is
+		// the only consent we can see; it arms agent channels for this
+		// connection only.
+		cc.agent.Store(true)
+	}
+	send := func() {
+		if exit {
 			<-srcDrained
-		}
-		if fromClient {
-			cc.logRequest(r)
-		}
-		if fromClient && r.Type == "auth-agent-req@openssh.com" {
-			// OpenSSH sends it without want-reply, so the client's asking
-			// is the only consent we can see; it arms agent channels for
-			// this connection only.
-			cc.agent.Store(true)
 		}
 		ok, err := dst.SendRequest(r.Type, r.WantReply, r.Payload)
 		if err != nil {
@@ -193,4 +235,15 @@ func (cc *clientConn) forwardRequests(reqs <-chan *ssh.Request, dst ssh.Channel,
 			r.Reply(ok, nil)
 		}
 	}
+	if !exit && !r.WantReply {
+		send() // a write, no round trip
+		return false
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		send()
+		free <- struct{}{}
+	}()
+	return true
 }

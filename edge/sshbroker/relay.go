@@ -35,43 +35,69 @@ const markEvery = time.Second
 
 // relay runs until either side of the connection ends, then closes both.
 // It returns when every goroutine it started has returned.
+//
+// One loop serves both legs' new channels and global requests, so an
+// idle connection holds this goroutine and x/crypto/ssh's own, nothing
+// else: a goroutine's stack and descriptor cost more than the rest of an
+// idle session's state on the broker. Nothing here waits on a peer except
+// a write: channel opens run in goroutines of their own (openPair), and a
+// relayed global request runs in one while the client's next waits.
 func (cc *clientConn) relay(sconn *ssh.ServerConn) {
 	up := cc.upConn()
-	cc.wg.Add(5)
-	go func() {
-		defer cc.wg.Done()
-		err := sconn.Wait()
-		cc.cancel(peerClosed("client", err))
-	}()
-	go func() {
-		defer cc.wg.Done()
-		err := up.Wait()
-		cc.cancel(peerClosed("sandbox", err))
-	}()
-	go func() {
-		defer cc.wg.Done()
-		cc.clientGlobal(up)
-	}()
-	go func() {
-		defer cc.wg.Done()
-		// The broker is the sandbox's SSH client: it answers the sandbox's
-		// keepalives itself and never passes on hostkeys-00@openssh.com,
-		// which would teach the client the sandbox's keys for our name.
-		ssh.DiscardRequests(cc.upReqs)
-	}()
-	go func() {
-		defer cc.wg.Done()
-		for nch := range cc.upChans {
-			cc.upstreamChannel(nch, sconn)
-		}
-	}()
 	cfg := cc.b.cfg
 	cc.keepalive(
 		aliveLeg{"client", sconn, cfg.ClientAliveInterval, cfg.ClientAliveCountMax},
 		aliveLeg{"sandbox", up, cfg.UpstreamAliveInterval, cfg.UpstreamAliveCountMax},
 	)
-	for nch := range cc.serverChans {
-		cc.clientChannel(nch, up)
+	cliChans, cliReqs, upChans, upReqs := cc.serverChans, cc.serverReqs, cc.upChans, cc.upReqs
+	// globalFree: the client's relayed global request has its reply. One
+	// at a time keeps the replies in order (RFC 4254 4) and leaves the
+	// backpressure on a flooding client where it was, in x/crypto/ssh's
+	// queue.
+	globalFree := make(chan struct{}, 1)
+	cliReqsOpen := true
+	for cliChans != nil || cliReqsOpen || upChans != nil || upReqs != nil {
+		select {
+		case nch, ok := <-cliChans:
+			if !ok {
+				cliChans = nil
+				// Closed with the connection: its end is the client's.
+				cc.cancel(peerClosed("client", sconn.Wait()))
+				continue
+			}
+			cc.clientChannel(nch, up)
+		case r, ok := <-cliReqs:
+			if !ok {
+				cliReqs, cliReqsOpen = nil, false
+				continue
+			}
+			if cc.clientGlobal(r, up, globalFree) {
+				cliReqs = nil // until globalFree
+			}
+		case <-globalFree:
+			if cliReqsOpen {
+				cliReqs = cc.serverReqs
+			}
+		case nch, ok := <-upChans:
+			if !ok {
+				upChans = nil
+				cc.cancel(peerClosed("sandbox", up.Wait()))
+				continue
+			}
+			cc.upstreamChannel(nch, sconn)
+		case r, ok := <-upReqs:
+			if !ok {
+				upReqs = nil
+				continue
+			}
+			// The broker is the sandbox's SSH client: it answers the
+			// sandbox's keepalives itself and never passes on
+			// hostkeys-00@openssh.com, which would teach the client the
+			// sandbox's keys for our name.
+			if r.WantReply {
+				r.Reply(false, nil)
+			}
+		}
 	}
 	cc.wg.Wait()
 }
@@ -135,26 +161,33 @@ func (cc *clientConn) teardown(cause error) {
 	cc.nc.Close()
 }
 
-func (cc *clientConn) clientGlobal(up ssh.Conn) {
-	for r := range cc.serverReqs {
-		if !clientGlobalRequests[r.Type] {
-			r.Reply(false, nil)
-			continue
-		}
-		if r.Type == "tcpip-forward" || r.Type == "streamlocal-forward@openssh.com" {
-			cc.rec.AddChannel(connlog.ChannelPortForward)
-			// Arm before asking: the sandbox listens (and may accept a
-			// connection) before its reply reaches us, and a forwarded
-			// channel refused in that window resets the caller's connection.
-			// Only listeners this client asked for can open such channels.
-			cc.forwarding.Store(true)
-		}
+// clientGlobal answers or relays one global request from the client.
+// busy says a relay is under way in a goroutine that signals free when
+// the reply is sent; the caller holds the client's next request till then.
+func (cc *clientConn) clientGlobal(r *ssh.Request, up ssh.Conn, free chan<- struct{}) (busy bool) {
+	if !clientGlobalRequests[r.Type] {
+		r.Reply(false, nil)
+		return false
+	}
+	if r.Type == "tcpip-forward" || r.Type == "streamlocal-forward@openssh.com" {
+		cc.rec.AddChannel(connlog.ChannelPortForward)
+		// Arm before asking: the sandbox listens (and may accept a
+		// connection) before its reply reaches us, and a forwarded
+		// channel refused in that window resets the caller's connection.
+		// Only listeners this client asked for can open such channels.
+		cc.forwarding.Store(true)
+	}
+	cc.wg.Add(1)
+	go func() {
+		defer cc.wg.Done()
 		ok, payload, err := up.SendRequest(r.Type, r.WantReply, r.Payload)
 		if err != nil {
 			ok, payload = false, nil
 		}
 		r.Reply(ok, payload)
-	}
+		free <- struct{}{} // never blocks: one request at a time
+	}()
+	return true
 }
 
 // acquireChannel claims a slot of the per-connection channel cap.
