@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +33,11 @@ type scaleConfig struct {
 	RedisServer string
 	BinDir      string
 	FleetBase   string
+	Only        []string // steps to run, in the usual order; empty is all
 }
+
+// scaleSteps are the steps' names for --only, in the order they run.
+var scaleSteps = []string{"creates", "websockets", "sessions", "private"}
 
 func (c *scaleConfig) Validate() error {
 	var errs []error
@@ -59,6 +64,11 @@ func (c *scaleConfig) Validate() error {
 	}
 	if c.Timeout <= 0 || c.Timeout > 2*time.Hour {
 		errs = append(errs, errors.New("--timeout must be (0, 2h]"))
+	}
+	for _, o := range c.Only {
+		if !slices.Contains(scaleSteps, o) {
+			errs = append(errs, fmt.Errorf("--only: %q is not a step (steps: %s)", o, strings.Join(scaleSteps, ", ")))
+		}
 	}
 	if c.BinDir == "" {
 		errs = append(errs, errors.New("--bin-dir is required: a directory with control and edge built from this tree (go build -tags sbxlocal -o DIR/control ./cmd/control, which links the simulated fleet; go build -o DIR/edge ./cmd/edge)"))
@@ -124,6 +134,10 @@ func runScale(ctx context.Context, args []string) error {
 	fs.StringVar(&c.AdminURL, "admin-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "a Postgres URL allowed to create and drop a scratch database")
 	fs.StringVar(&c.RedisServer, "redis-server", "redis-server", "the redis-server binary (a private one is started on a free port)")
 	fs.StringVar(&c.BinDir, "bin-dir", "", "directory holding control and edge binaries built from this tree")
+	fs.Func("only", "comma-separated steps to run ("+strings.Join(scaleSteps, ", ")+"; creates always runs, the others need its sandboxes); empty runs all", func(v string) error {
+		c.Only = strings.Split(v, ",")
+		return nil
+	})
 	fs.StringVar(&c.FleetBase, "fleet-base", "127.90.0.1", "first loopback address of the simulated sandboxes")
 	if err := parseConfig(fs, args, &c); err != nil {
 		return err
@@ -145,7 +159,10 @@ func runScale(ctx context.Context, args []string) error {
 	// sessions' memory back to the kernel at once, so a later step's
 	// PSS delta would come out short (or negative).
 	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.websockets, r.sessions, r.private}
-	for _, step := range steps {
+	for i, step := range steps {
+		if i > 0 && len(c.Only) > 0 && !slices.Contains(c.Only, scaleSteps[i]) {
+			continue
+		}
 		got, err := step(ctx)
 		rows = append(rows, got...)
 		if err != nil {
