@@ -22,6 +22,7 @@ type scaleConfig struct {
 	Sandboxes   int
 	Sessions    []int
 	WebSockets  int
+	KeepAlive   int           // preview keep-alive connections held at once
 	Duration    time.Duration // the create run
 	CreateConns int
 	Traffic     time.Duration // the Redis window, keystrokes on every session
@@ -37,7 +38,7 @@ type scaleConfig struct {
 }
 
 // scaleSteps are the steps' names for --only, in the order they run.
-var scaleSteps = []string{"creates", "websockets", "sessions", "private"}
+var scaleSteps = []string{"creates", "keepalive", "websockets", "sessions", "private"}
 
 func (c *scaleConfig) Validate() error {
 	var errs []error
@@ -52,8 +53,8 @@ func (c *scaleConfig) Validate() error {
 		}
 		last = n
 	}
-	if c.WebSockets < 0 || c.WebSockets > 12000 {
-		errs = append(errs, errors.New("--websockets must be 0..12000"))
+	if c.WebSockets < 0 || c.WebSockets > 12000 || c.KeepAlive < 0 || c.KeepAlive > 12000 {
+		errs = append(errs, errors.New("--websockets and --keepalive must be 0..12000"))
 	}
 	if c.Duration <= 0 || c.Duration > 5*time.Minute || c.Traffic <= 0 || c.Traffic > time.Minute ||
 		c.PrevDur <= 0 || c.PrevDur > time.Minute {
@@ -124,6 +125,7 @@ func runScale(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Sandboxes, "sandboxes", 200, "simulated sandboxes to create (the create run stops early when it reaches them)")
 	fs.Var((*intList)(&c.Sessions), "sessions", "idle SSH sessions through the edge at which its memory is read, rising (one per sandbox)")
 	fs.IntVar(&c.WebSockets, "websockets", 200, "WebSockets held through the edge's preview proxy")
+	fs.IntVar(&c.KeepAlive, "keepalive", 0, "preview keep-alive connections held through the edge at once (0 skips the row)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "the create run's length (the issue's figure is 60s)")
 	fs.IntVar(&c.CreateConns, "create-conns", 16, "concurrent create requests")
 	fs.DurationVar(&c.Traffic, "traffic", 10*time.Second, "the Redis window: keystrokes on every held session")
@@ -158,7 +160,7 @@ func runScale(ctx context.Context, args []string) error {
 	// WebSockets before SSH sessions: the edge does not hand the
 	// sessions' memory back to the kernel at once, so a later step's
 	// PSS delta would come out short (or negative).
-	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.websockets, r.sessions, r.private}
+	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.keepAlive, r.websockets, r.sessions, r.private}
 	for i, step := range steps {
 		if i > 0 && len(c.Only) > 0 && !slices.Contains(c.Only, scaleSteps[i]) {
 			continue

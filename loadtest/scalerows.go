@@ -353,10 +353,11 @@ func (r *scaleRun) sessions(ctx context.Context) ([]scaleRow, error) {
 		pss := r.edgePss()
 		per := float64(pss-base) / float64(max(open, 1)) / 1024
 		g, h := r.edgeGauges()
+		fds := r.fdNote()
 		rows = append(rows, scaleRow{fmt.Sprintf("edge PSS per idle SSH session at %d", n), "≤ 64 KiB",
 			fmt.Sprintf("%.1f KiB (%d open; edge %.0f MiB, %.0f MiB before)", per, open, float64(pss)/(1<<20), float64(base)/(1<<20)),
-			verdict(per <= 64 && open == n), fmt.Sprintf("%.1f goroutines and %.0f KiB Go heap in use a session; opened in %.0f s; %s",
-				(g-g0)/float64(max(open, 1)), (h-h0)/float64(max(open, 1))/1024, took.Seconds(), errs.String())})
+			verdict(per <= 64 && open == n), fmt.Sprintf("%.1f goroutines and %.0f KiB Go heap in use a session; opened in %.0f s; %s; %s",
+				(g-g0)/float64(max(open, 1)), (h-h0)/float64(max(open, 1))/1024, took.Seconds(), errs.String(), fds)})
 		from = n
 	}
 	rows = append(rows, scaleRow{"idle SSH sessions on one edge", fmt.Sprintf("%d", r.c.Sessions[len(r.c.Sessions)-1]),
@@ -558,6 +559,7 @@ func (r *scaleRun) websockets(ctx context.Context) ([]scaleRow, error) {
 	}
 	settle()
 	pss := r.edgePss()
+	fds := r.fdNote()
 	per := float64(pss-base) / float64(max(open, 1)) / 1024
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -585,7 +587,7 @@ func (r *scaleRun) websockets(ctx context.Context) ([]scaleRow, error) {
 	ecancel()
 	return []scaleRow{
 		{"WebSockets open through one edge", fmt.Sprint(r.c.WebSockets), fmt.Sprintf("%d (opened in %.0f s, %d hosts)", open, took.Seconds(), nHosts),
-			verdict(open == r.c.WebSockets), errs.String()},
+			verdict(open == r.c.WebSockets), errs.String() + "; " + fds},
 		{"edge PSS per WebSocket", "≤ 64 KiB (the SSH target; the issue sets none)", fmt.Sprintf("%.1f KiB (edge %.0f MiB)", per, float64(pss)/(1<<20)),
 			verdict(per <= 64), "upstream leg through each sandbox's podtcp forwarder"},
 		{"WebSocket echo p99, all sockets open", noTarget, msOf(quantile(lat, 0.99)), noTarget,

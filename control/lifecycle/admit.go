@@ -37,12 +37,9 @@ func (m *Manager) admitInserted(ctx context.Context, tx store.Tx, accountID, pla
 }
 
 func (m *Manager) admit(ctx context.Context, tx store.Tx, accountID, platform string, inserted bool) error {
-	if err := tx.LockAccount(ctx, accountID); err != nil {
-		return err
-	}
-	acct, err := tx.Account(ctx, accountID)
+	acct, n, err := tx.LockAccountHolding(ctx, accountID)
 	if err != nil {
-		return fmt.Errorf("admit: %w", err)
+		return err
 	}
 	if !acct.SandboxesEnabled {
 		m.metrics.quotaRefusals.WithLabelValues("feature_disabled").Inc()
@@ -51,10 +48,6 @@ func (m *Manager) admit(ctx context.Context, tx store.Tx, accountID, platform st
 	if len(acct.AllowedPlatforms) > 0 && !contains(acct.AllowedPlatforms, platform) {
 		m.metrics.quotaRefusals.WithLabelValues("platform").Inc()
 		return fmt.Errorf("%w: %s (allowed: %v)", ErrPlatformNotAllowed, platform, acct.AllowedPlatforms)
-	}
-	n, err := tx.CountHoldingPods(ctx, accountID)
-	if err != nil {
-		return err
 	}
 	if inserted {
 		n-- // this transaction's own sandbox

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 	"github.com/sbxedge/sbx/control/store/internal/jobqueue"
 )
 
@@ -177,11 +178,37 @@ func (t *tx) Enqueue(ctx context.Context, args river.JobArgs, opts *river.Insert
 	return nil
 }
 
+// lockAccountSQL takes account $1's lock. hashtextextended gives a 64-bit
+// key, so two accounts rarely share a lock; a collision only serialises
+// them, it never breaks correctness.
+const lockAccountSQL = "SELECT pg_advisory_xact_lock(hashtextextended('sbx.account:' || $1, 0))"
+
 func (t *tx) LockAccount(ctx context.Context, accountID string) error {
-	// hashtextextended gives a 64-bit key, so two accounts rarely share a
-	// lock; a collision only serialises them, it never breaks correctness.
-	if _, err := t.ptx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('sbx.account:' || $1, 0))", accountID); err != nil {
+	if _, err := t.ptx.Exec(ctx, lockAccountSQL, accountID); err != nil {
 		return fmt.Errorf("lock account %s: %w", accountID, err)
 	}
 	return nil
+}
+
+// LockAccountHolding sends the lock and the read as one pipeline. The
+// server runs them in order and the read's snapshot is taken when it
+// starts (READ COMMITTED), after the lock is granted: it sees every
+// transaction that held the lock before, as separate round trips would.
+func (t *tx) LockAccountHolding(ctx context.Context, accountID string) (store.Account, int, error) {
+	b := &pgx.Batch{}
+	b.Queue(lockAccountSQL, accountID)
+	b.Queue(backend.AccountHoldingSQL, accountID, liveStates())
+	br := t.ptx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return store.Account{}, 0, fmt.Errorf("lock account %s: %w", accountID, markUnavailable(err))
+	}
+	a, n, err := t.ScanAccountHolding(br.QueryRow(), accountID)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return store.Account{}, 0, fmt.Errorf("admit: %w", markUnavailable(err))
+	}
+	return a, n, nil
 }
