@@ -174,6 +174,6 @@ func (r *scaleRun) fdNote() string {
 		es, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		return len(es)
 	}
-	return fmt.Sprintf("descriptors open: load tool %d, edge %d, control and fleet %d",
-		count(os.Getpid()), count(r.st.edge.Process.Pid), count(r.st.control.Process.Pid))
+	return fmt.Sprintf("descriptors open: load tool %d, edge %d, control and fleet %d, sandbox app %d",
+		count(os.Getpid()), count(r.st.edge.Process.Pid), count(r.st.control.Process.Pid), count(r.st.apps[0].Process.Pid))
 }
