@@ -37,6 +37,9 @@ type scaleConfig struct {
 	Only        []string // steps to run, in the usual order; empty is all
 }
 
+// edgeConnsPerSandbox is the broker's default MaxConnsPerSandbox.
+const edgeConnsPerSandbox = 128
+
 // scaleSteps are the steps' names for --only, in the order they run.
 var scaleSteps = []string{"creates", "keepalive", "websockets", "sessions", "private"}
 
@@ -52,6 +55,12 @@ func (c *scaleConfig) Validate() error {
 			break
 		}
 		last = n
+	}
+	if len(c.Sessions) > 0 && c.Sessions[len(c.Sessions)-1] > edgeConnsPerSandbox*c.Sandboxes {
+		// The broker refuses the 129th with "unable to authenticate"
+		// (a run at 9,500 over 40 sandboxes held 5,120).
+		errs = append(errs, fmt.Errorf("--sessions: the edge holds at most %d connections to one sandbox; %d sandboxes hold %d",
+			edgeConnsPerSandbox, c.Sandboxes, edgeConnsPerSandbox*c.Sandboxes))
 	}
 	if c.WebSockets < 0 || c.WebSockets > 12000 || c.KeepAlive < 0 || c.KeepAlive > 12000 {
 		errs = append(errs, errors.New("--websockets and --keepalive must be 0..12000"))
