@@ -44,6 +44,7 @@ var commands = []command{
 	{name: previewChildCmd, summary: "(internal) the preview proxy under test, in its own process", run: runPreviewChild, hidden: true},
 	{name: forwarderChildCmd, summary: "(internal) a sandbox's port forwarder, in its own process", run: runForwarderChild, hidden: true},
 	{name: brokerChildCmd, summary: "(internal) the broker under test, in its own process", run: runBrokerChild, hidden: true},
+	{name: scaleAppCmd, summary: "(internal) the scale scenario's sandbox app, in its own process", run: runScaleApp, hidden: true},
 	{name: tcpRelayChildCmd, summary: "(internal) a plain TCP relay, in its own process", run: runTCPRelayChild, hidden: true},
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ type scaleConfig struct {
 	Sandboxes   int
 	Sessions    []int
 	WebSockets  int
+	KeepAlive   int           // preview keep-alive connections held at once
 	Duration    time.Duration // the create run
 	CreateConns int
 	Traffic     time.Duration // the Redis window, keystrokes on every session
@@ -32,7 +34,14 @@ type scaleConfig struct {
 	RedisServer string
 	BinDir      string
 	FleetBase   string
+	Only        []string // steps to run, in the usual order; empty is all
 }
+
+// edgeConnsPerSandbox is the broker's default MaxConnsPerSandbox.
+const edgeConnsPerSandbox = 128
+
+// scaleSteps are the steps' names for --only, in the order they run.
+var scaleSteps = []string{"creates", "keepalive", "websockets", "sessions", "private"}
 
 func (c *scaleConfig) Validate() error {
 	var errs []error
@@ -47,8 +56,14 @@ func (c *scaleConfig) Validate() error {
 		}
 		last = n
 	}
-	if c.WebSockets < 0 || c.WebSockets > 12000 {
-		errs = append(errs, errors.New("--websockets must be 0..12000"))
+	if len(c.Sessions) > 0 && c.Sessions[len(c.Sessions)-1] > edgeConnsPerSandbox*c.Sandboxes {
+		// The broker refuses the 129th with "unable to authenticate"
+		// (a run at 9,500 over 40 sandboxes held 5,120).
+		errs = append(errs, fmt.Errorf("--sessions: the edge holds at most %d connections to one sandbox; %d sandboxes hold %d",
+			edgeConnsPerSandbox, c.Sandboxes, edgeConnsPerSandbox*c.Sandboxes))
+	}
+	if c.WebSockets < 0 || c.WebSockets > 12000 || c.KeepAlive < 0 || c.KeepAlive > 12000 {
+		errs = append(errs, errors.New("--websockets and --keepalive must be 0..12000"))
 	}
 	if c.Duration <= 0 || c.Duration > 5*time.Minute || c.Traffic <= 0 || c.Traffic > time.Minute ||
 		c.PrevDur <= 0 || c.PrevDur > time.Minute {
@@ -59,6 +74,11 @@ func (c *scaleConfig) Validate() error {
 	}
 	if c.Timeout <= 0 || c.Timeout > 2*time.Hour {
 		errs = append(errs, errors.New("--timeout must be (0, 2h]"))
+	}
+	for _, o := range c.Only {
+		if !slices.Contains(scaleSteps, o) {
+			errs = append(errs, fmt.Errorf("--only: %q is not a step (steps: %s)", o, strings.Join(scaleSteps, ", ")))
+		}
 	}
 	if c.BinDir == "" {
 		errs = append(errs, errors.New("--bin-dir is required: a directory with control and edge built from this tree (go build -tags sbxlocal -o DIR/control ./cmd/control, which links the simulated fleet; go build -o DIR/edge ./cmd/edge)"))
@@ -114,6 +134,7 @@ func runScale(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Sandboxes, "sandboxes", 200, "simulated sandboxes to create (the create run stops early when it reaches them)")
 	fs.Var((*intList)(&c.Sessions), "sessions", "idle SSH sessions through the edge at which its memory is read, rising (one per sandbox)")
 	fs.IntVar(&c.WebSockets, "websockets", 200, "WebSockets held through the edge's preview proxy")
+	fs.IntVar(&c.KeepAlive, "keepalive", 0, "preview keep-alive connections held through the edge at once (0 skips the row)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "the create run's length (the issue's figure is 60s)")
 	fs.IntVar(&c.CreateConns, "create-conns", 16, "concurrent create requests")
 	fs.DurationVar(&c.Traffic, "traffic", 10*time.Second, "the Redis window: keystrokes on every held session")
@@ -124,6 +145,10 @@ func runScale(ctx context.Context, args []string) error {
 	fs.StringVar(&c.AdminURL, "admin-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "a Postgres URL allowed to create and drop a scratch database")
 	fs.StringVar(&c.RedisServer, "redis-server", "redis-server", "the redis-server binary (a private one is started on a free port)")
 	fs.StringVar(&c.BinDir, "bin-dir", "", "directory holding control and edge binaries built from this tree")
+	fs.Func("only", "comma-separated steps to run ("+strings.Join(scaleSteps, ", ")+"; creates always runs, the others need its sandboxes); empty runs all", func(v string) error {
+		c.Only = strings.Split(v, ",")
+		return nil
+	})
 	fs.StringVar(&c.FleetBase, "fleet-base", "127.90.0.1", "first loopback address of the simulated sandboxes")
 	if err := parseConfig(fs, args, &c); err != nil {
 		return err
@@ -144,8 +169,11 @@ func runScale(ctx context.Context, args []string) error {
 	// WebSockets before SSH sessions: the edge does not hand the
 	// sessions' memory back to the kernel at once, so a later step's
 	// PSS delta would come out short (or negative).
-	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.websockets, r.sessions, r.private}
-	for _, step := range steps {
+	steps := []func(context.Context) ([]scaleRow, error){r.creates, r.keepAlive, r.websockets, r.sessions, r.private}
+	for i, step := range steps {
+		if i > 0 && len(c.Only) > 0 && !slices.Contains(c.Only, scaleSteps[i]) {
+			continue
+		}
 		got, err := step(ctx)
 		rows = append(rows, got...)
 		if err != nil {
@@ -182,7 +210,10 @@ func raiseFileLimit() error {
 		// The broker holds two descriptors a session (client and
 		// upstream) and the fleet three a sandbox in use (two listeners
 		// and the session's upstream end).
-		fmt.Fprintf(os.Stderr, "loadtest scale: descriptor limit %d (this process and its children): the edge holds 2 a session, control 2 a sandbox plus 1 a session\n", l.Cur)
+		// Measured at 9,500: the edge held 19,038 descriptors for
+		// SSH sessions and 19,049 for WebSockets, so 10,000 of either
+		// need about 20,040 in the edge alone.
+		fmt.Fprintf(os.Stderr, "loadtest scale: descriptor limit %d a process: the edge holds 2 a session or WebSocket and 1 a keep-alive preview connection; control's fleet 2 a sandbox plus 1 a session or 2 a WebSocket\n", l.Cur)
 	}
 	return nil
 }

@@ -16,13 +16,24 @@ func TestScaleConfigBounds(t *testing.T) {
 	if err := func() *scaleConfig { c := ok(); return &c }().Validate(); err != nil {
 		t.Fatalf("the full run's flags: %v", err)
 	}
+	if err := func() *scaleConfig {
+		c := ok()
+		c.Only = []string{"creates", "keepalive"}
+		c.KeepAlive = 10000
+		return &c
+	}().Validate(); err != nil {
+		t.Fatalf("the keep-alive run's flags: %v", err)
+	}
 	for name, bad := range map[string]func(*scaleConfig){
-		"falling sessions":  func(c *scaleConfig) { c.Sessions = intList{5000, 1000} },
-		"too many sessions": func(c *scaleConfig) { c.Sessions = intList{20000} },
-		"unbounded create":  func(c *scaleConfig) { c.Duration = time.Hour },
-		"no binaries":       func(c *scaleConfig) { c.BinDir = "" },
-		"no sandboxes":      func(c *scaleConfig) { c.Sandboxes = 0 },
-		"unbounded run":     func(c *scaleConfig) { c.Timeout = 0 },
+		"falling sessions":     func(c *scaleConfig) { c.Sessions = intList{5000, 1000} },
+		"too many sessions":    func(c *scaleConfig) { c.Sessions = intList{20000} },
+		"unbounded create":     func(c *scaleConfig) { c.Duration = time.Hour },
+		"no binaries":          func(c *scaleConfig) { c.BinDir = "" },
+		"no sandboxes":         func(c *scaleConfig) { c.Sandboxes = 0 },
+		"unbounded run":        func(c *scaleConfig) { c.Timeout = 0 },
+		"unknown step":         func(c *scaleConfig) { c.Only = []string{"creates", "nonsense"} },
+		"past 128 a sandbox":   func(c *scaleConfig) { c.Sandboxes = 40; c.Sessions = intList{9500} },
+		"too many keep-alives": func(c *scaleConfig) { c.KeepAlive = 20000 },
 	} {
 		c := ok()
 		bad(&c)

@@ -126,17 +126,27 @@ func (r *scaleRun) creates(ctx context.Context) ([]scaleRow, error) {
 		wg.Wait()
 		return time.Since(t0)
 	}
+	waits, err := startWaitSampler(ctx, r.st.dbURL)
+	if err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, r.c.Duration)
 	elapsed := run(cctx, true)
 	cancel()
+	load := loadAvg()
+	waitNote := waits.finish()
 	timed := len(lat)
 	if errs.String() != "no errors" && timed == 0 {
 		return nil, fmt.Errorf("no create succeeded: %s", errs.String())
 	}
 	n.Store(int64(len(r.ids)))
-	fctx, fcancel := context.WithTimeout(ctx, 10*time.Minute)
-	run(fctx, false)
-	fcancel()
+	if !slices.Equal(r.c.Only, []string{"creates"}) {
+		// Later steps spread over --sandboxes; the create row alone
+		// needs no more than it made.
+		fctx, fcancel := context.WithTimeout(ctx, 10*time.Minute)
+		run(fctx, false)
+		fcancel()
+	}
 	rate := float64(timed) / elapsed.Seconds()
 	p99 := quantile(lat, 0.99)
 	rows := []scaleRow{
@@ -144,7 +154,7 @@ func (r *scaleRun) creates(ctx context.Context) ([]scaleRow, error) {
 			fmt.Sprintf("%.0f/s over %.1f s (%d creates)", rate, elapsed.Seconds(), timed), noTarget,
 			fmt.Sprintf("%d concurrent creators; %s", r.c.CreateConns, errs.String())},
 		{"control create p99 of the 201", "< 200 ms", msOf(p99), verdict(p99 < 200*time.Millisecond && p99 > 0),
-			"p50 " + msOf(quantile(lat, 0.5))},
+			fmt.Sprintf("p50 %s; load average %s at the end; %s", msOf(quantile(lat, 0.5)), load, waitNote)},
 	}
 	ready, med, err := r.waitReady(ctx)
 	if err != nil {
@@ -343,10 +353,11 @@ func (r *scaleRun) sessions(ctx context.Context) ([]scaleRow, error) {
 		pss := r.edgePss()
 		per := float64(pss-base) / float64(max(open, 1)) / 1024
 		g, h := r.edgeGauges()
+		fds := r.fdNote()
 		rows = append(rows, scaleRow{fmt.Sprintf("edge PSS per idle SSH session at %d", n), "≤ 64 KiB",
 			fmt.Sprintf("%.1f KiB (%d open; edge %.0f MiB, %.0f MiB before)", per, open, float64(pss)/(1<<20), float64(base)/(1<<20)),
-			verdict(per <= 64 && open == n), fmt.Sprintf("%.1f goroutines and %.0f KiB Go heap in use a session; opened in %.0f s; %s",
-				(g-g0)/float64(max(open, 1)), (h-h0)/float64(max(open, 1))/1024, took.Seconds(), errs.String())})
+			verdict(per <= 64 && open == n), fmt.Sprintf("%.1f goroutines and %.0f KiB Go heap in use a session; opened in %.0f s; %s; %s",
+				(g-g0)/float64(max(open, 1)), (h-h0)/float64(max(open, 1))/1024, took.Seconds(), errs.String(), fds)})
 		from = n
 	}
 	rows = append(rows, scaleRow{"idle SSH sessions on one edge", fmt.Sprintf("%d", r.c.Sessions[len(r.c.Sessions)-1]),
@@ -548,6 +559,7 @@ func (r *scaleRun) websockets(ctx context.Context) ([]scaleRow, error) {
 	}
 	settle()
 	pss := r.edgePss()
+	fds := r.fdNote()
 	per := float64(pss-base) / float64(max(open, 1)) / 1024
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -575,7 +587,7 @@ func (r *scaleRun) websockets(ctx context.Context) ([]scaleRow, error) {
 	ecancel()
 	return []scaleRow{
 		{"WebSockets open through one edge", fmt.Sprint(r.c.WebSockets), fmt.Sprintf("%d (opened in %.0f s, %d hosts)", open, took.Seconds(), nHosts),
-			verdict(open == r.c.WebSockets), errs.String()},
+			verdict(open == r.c.WebSockets), errs.String() + "; " + fds},
 		{"edge PSS per WebSocket", "≤ 64 KiB (the SSH target; the issue sets none)", fmt.Sprintf("%.1f KiB (edge %.0f MiB)", per, float64(pss)/(1<<20)),
 			verdict(per <= 64), "upstream leg through each sandbox's podtcp forwarder"},
 		{"WebSocket echo p99, all sockets open", noTarget, msOf(quantile(lat, 0.99)), noTarget,

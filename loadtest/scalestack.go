@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -41,6 +42,7 @@ type scaleStack struct {
 	control, edge, redis *exec.Cmd
 	cleanup              []func()
 	appPorts             [2]int // the sandboxes' app, twice (a public and a private port)
+	apps                 [2]*exec.Cmd
 	accountID            string
 }
 
@@ -242,18 +244,35 @@ func (s *scaleStack) start(ctx context.Context, c *scaleConfig) (err error) {
 	}
 
 	// The sandboxes' app: every simulated sandbox's forwarder reaches
-	// these on this machine's loopback.
+	// these on this machine's loopback. Each runs in a child process:
+	// the app holds one descriptor a WebSocket, and in this process
+	// those would sit next to the clients' own one each, 20,000 at
+	// 10,000 sockets, which a container's per-process limit refuses.
 	for i := range s.appPorts {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		cmd, stdin, addr, err := startChild("scale app", scaleAppCmd)
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: upstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		s.cleanup = append(s.cleanup, func() { _ = srv.Close() })
-		s.appPorts[i] = ln.Addr().(*net.TCPAddr).Port
+		s.apps[i] = cmd
+		s.cleanup = append(s.cleanup, func() { stdin.Close(); stopChild(cmd, 10*time.Second) })
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("scale app address %q: %w", addr, err)
+		}
+		if s.appPorts[i], err = strconv.Atoi(port); err != nil {
+			return fmt.Errorf("scale app address %q: %w", addr, err)
+		}
 	}
 	return nil
+}
+
+const scaleAppCmd = "scale-app"
+
+// runScaleApp is the sandboxes' app of the scale scenario, in its own
+// process; closing stdin stops it.
+func runScaleApp(ctx context.Context, _ []string) error {
+	srv := &http.Server{Handler: upstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
+	return serveChild(ctx, srv.Serve, srv.Close, func(err error) bool { return errors.Is(err, http.ErrServerClosed) })
 }
 
 func addrOf(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

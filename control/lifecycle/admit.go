@@ -21,12 +21,25 @@ import (
 // account is read inside the lock, so an operator's change applies at
 // once.
 func (m *Manager) Admit(ctx context.Context, tx store.Tx, accountID, platform string) error {
-	if err := tx.LockAccount(ctx, accountID); err != nil {
-		return err
-	}
-	acct, err := tx.Account(ctx, accountID)
+	return m.admit(ctx, tx, accountID, platform, false)
+}
+
+// admitInserted is Admit as the last step of a transaction that has
+// already inserted its sandbox in pending, so the count includes it.
+// Create takes the account lock this late because the lock is held until
+// commit: taken first, it serialised every statement of every create in
+// the account (insert, grants, event, the job) behind one another, and
+// concurrent creates queued on it. Taken last, only the count and the
+// commit are serialised; the count's fresh snapshot, taken after the lock
+// is granted, still sees every earlier create's committed row.
+func (m *Manager) admitInserted(ctx context.Context, tx store.Tx, accountID, platform string) error {
+	return m.admit(ctx, tx, accountID, platform, true)
+}
+
+func (m *Manager) admit(ctx context.Context, tx store.Tx, accountID, platform string, inserted bool) error {
+	acct, n, err := tx.LockAccountHolding(ctx, accountID)
 	if err != nil {
-		return fmt.Errorf("admit: %w", err)
+		return err
 	}
 	if !acct.SandboxesEnabled {
 		m.metrics.quotaRefusals.WithLabelValues("feature_disabled").Inc()
@@ -36,9 +49,8 @@ func (m *Manager) Admit(ctx context.Context, tx store.Tx, accountID, platform st
 		m.metrics.quotaRefusals.WithLabelValues("platform").Inc()
 		return fmt.Errorf("%w: %s (allowed: %v)", ErrPlatformNotAllowed, platform, acct.AllowedPlatforms)
 	}
-	n, err := tx.CountHoldingPods(ctx, accountID)
-	if err != nil {
-		return err
+	if inserted {
+		n-- // this transaction's own sandbox
 	}
 	if n >= acct.ConcurrentLimit {
 		m.metrics.quotaRefusals.WithLabelValues("concurrency").Inc()

@@ -438,9 +438,6 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 				return err
 			}
 		}
-		if err := m.Admit(ctx, tx, acct.ID, profile.Platform); err != nil {
-			return err
-		}
 		if err := tx.InsertSandbox(ctx, sb); err != nil {
 			return err
 		}
@@ -455,7 +452,11 @@ func (m *Manager) Create(ctx context.Context, acct store.Account, req CreateRequ
 		if err := tx.InsertEvent(ctx, stateEvent(sb, "", actor, now)); err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, job, jobOpts)
+		if err := tx.Enqueue(ctx, job, jobOpts); err != nil {
+			return err
+		}
+		// Last: the account lock it takes is held until commit.
+		return m.admitInserted(ctx, tx, acct.ID, profile.Platform)
 	})
 	if err != nil {
 		m.tokens.drop(sb.ID)

@@ -210,6 +210,12 @@ type Tx interface {
 	LockAccount(ctx context.Context, accountID string) error
 	// CountHoldingPods counts the account's sandboxes in PodStates.
 	CountHoldingPods(ctx context.Context, accountID string) (int, error)
+	// LockAccountHolding is LockAccount, then Account and
+	// CountHoldingPods read under the lock, in one round trip where the
+	// database allows (a pipeline on Postgres): the lock is held until
+	// commit, so every round trip inside it is one that every other
+	// create in the account waits for.
+	LockAccountHolding(ctx context.Context, accountID string) (Account, int, error)
 
 	// SandboxForUpdate reads a sandbox and locks its row until commit.
 	SandboxForUpdate(ctx context.Context, id string) (Sandbox, error)

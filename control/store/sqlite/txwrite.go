@@ -55,6 +55,17 @@ func (t *tx) CountHoldingPods(ctx context.Context, accountID string) (int, error
 	return n, nil
 }
 
+// LockAccountHolding needs no lock (the transaction holds the write lock)
+// and no pipeline (the database is in this process).
+func (t *tx) LockAccountHolding(ctx context.Context, accountID string) (store.Account, int, error) {
+	a, err := t.Account(ctx, accountID)
+	if err != nil {
+		return store.Account{}, 0, err
+	}
+	n, err := t.CountHoldingPods(ctx, accountID)
+	return a, n, err
+}
+
 // SandboxForUpdate needs no row lock: the transaction holds the write lock.
 func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, error) {
 	sb, err := t.Sandbox(ctx, id)

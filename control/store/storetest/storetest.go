@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Credentials", []string{"a", "b"}, testCredentials},
 		{"Rollback", nil, testRollback},
 		{"ConcurrentLimit", nil, testConcurrentLimit},
+		{"ConcurrentLimitLockLast", nil, testConcurrentLimitLockLast},
 		{"Jobs", nil, testJobs},
 		{"CloseStopsJobs", nil, testCloseStopsJobs},
 	}

@@ -131,6 +131,60 @@ func testConcurrentLimit(t *testing.T, ctx context.Context, s store.Store) {
 	w.await(t, want)
 }
 
+// errOverLimit rolls back a create that LockAccountHolding found over
+// the limit.
+var errOverLimit = errors.New("over the limit")
+
+// testConcurrentLimitLockLast is the quota race as lifecycle's Create
+// runs it: each create inserts first and takes the account lock last,
+// with the read in the same pipeline (LockAccountHolding), counting its
+// own row. The read must see every create that held the lock before it,
+// or more than the limit commit.
+func testConcurrentLimitLockLast(t *testing.T, ctx context.Context, s store.Store) {
+	const limit, workers = 3, 20
+	inTx(t, s, func(tx store.Tx) error { return tx.UpsertAccount(ctx, account("a", limit)) })
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := range workers {
+		wg.Go(func() {
+			err := s.InTx(ctx, func(tx store.Tx) error {
+				if err := tx.InsertSandbox(ctx, sandbox("a", sbID(i), t0.Add(time.Duration(i)*time.Second))); err != nil {
+					return err
+				}
+				a, n, err := tx.LockAccountHolding(ctx, "a")
+				if err != nil {
+					return err
+				}
+				if a.ID != "a" || a.ConcurrentLimit != limit {
+					return fmt.Errorf("LockAccountHolding read account %+v", a)
+				}
+				if n-1 >= limit {
+					return errOverLimit
+				}
+				return nil
+			})
+			if errors.Is(err, errOverLimit) {
+				err = nil
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent InTx: %v", err)
+		}
+	}
+	list, err := s.Sandboxes(ctx, store.ListOptions{AccountID: "a"})
+	if err != nil {
+		t.Fatalf("Sandboxes: %v", err)
+	}
+	if len(list) != limit {
+		t.Errorf("sandboxes after %d concurrent lock-last creates: got %d, want %d", workers, len(list), limit)
+	}
+}
+
 // startWorker works the queue with a jobWorker until the test ends.
 func startWorker(t *testing.T, s store.Store, buffer int, periodic ...*river.PeriodicJob) *jobWorker {
 	t.Helper()

@@ -51,6 +51,22 @@ func (q Queries) Account(ctx context.Context, id string) (store.Account, error) 
 	return a, nil
 }
 
+// AccountHoldingSQL reads account $1 and counts its sandboxes in the
+// states $2 (an array), for ScanAccountHolding.
+const AccountHoldingSQL = `SELECT ` + AccountCols + `,
+	(SELECT count(*) FROM sandboxes s WHERE s.account_id = a.id AND s.state = ANY($2))
+	FROM accounts a WHERE a.id = $1`
+
+// ScanAccountHolding scans a row of AccountHoldingSQL.
+func (q Queries) ScanAccountHolding(row Row, id string) (store.Account, int, error) {
+	var n int
+	a, err := q.scanAccount(row, &n)
+	if err != nil {
+		return store.Account{}, 0, NotFound(err, q.Dialect.NoRows, "account "+id)
+	}
+	return a, n, nil
+}
+
 // Accounts implements store.Reader.
 func (q Queries) Accounts(ctx context.Context) ([]store.Account, error) {
 	return List(ctx, q.DB, "list accounts", func(r Row) (store.Account, error) { return q.scanAccount(r) },
