@@ -8,8 +8,11 @@
 //
 //	SBX_MACD_TOKEN=... sbx-macd --listen 0.0.0.0:7443 --tart /opt/homebrew/bin/tart
 //
-// At start it runs preflight (tart present and recent, free disk) and
-// exits with what to do if that fails; then it prints "listening on ADDR".
+// At start it runs preflight (tart present and recent, the host's macOS
+// version, free disk) and exits with what to do if that fails; a host too
+// old to suspend VMs (macOS 13, tart before 1.8) runs with a warning and
+// control exempts its macOS sandboxes from idle suspend. Then it prints
+// "listening on ADDR".
 package main
 
 import (
@@ -39,6 +42,7 @@ func main() {
 func run() error {
 	listen := flag.String("listen", "127.0.0.1:7443", "address to serve control on")
 	tartPath := flag.String("tart", "tart", "the tart binary")
+	swVers := flag.String("sw-vers", "", "the sw_vers binary preflight reads the host's macOS version from (empty: one beside --tart, else /usr/bin/sw_vers)")
 	minFree := flag.Int("min-free-gb", tart.MinFreeDiskGB, "preflight: free disk needed where tart keeps VMs")
 	flag.Parse()
 	token := os.Getenv("SBX_MACD_TOKEN")
@@ -49,8 +53,16 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	d := tart.NewCLI(*tartPath, nil, logger)
-	if err := tart.Preflight(ctx, d, *minFree); err != nil {
+	d.SwVers = *swVers
+	info, err := tart.Preflight(ctx, d, *minFree)
+	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
+	}
+	logger.Info("preflight passed", "tart", info.Tart, "macos", info.MacOS)
+	if info.NoSuspend != "" {
+		// Control reads this through the agent's own preflight and
+		// exempts macOS sandboxes from idle suspend.
+		logger.Warn("this host cannot suspend VMs", "why", info.NoSuspend)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

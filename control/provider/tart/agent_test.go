@@ -27,7 +27,7 @@ const agentToken = "internal-api-token-for-tests-0123"
 
 // startAgent runs cmd/sbx-macd as its own process over the fake tart
 // with its own TART_HOME, and returns a Driver speaking to it.
-func startAgent(t *testing.T) *agent.Client {
+func startAgent(t *testing.T, env ...string) *agent.Client {
 	t.Helper()
 	macdOnce.Do(func() {
 		macdPath = filepath.Join(filepath.Dir(fakeTart), "sbx-macd")
@@ -40,7 +40,7 @@ func startAgent(t *testing.T) *agent.Client {
 		t.Fatal(macdErr)
 	}
 	cmd := exec.Command(macdPath, "--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0")
-	cmd.Env = append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken), fakeEnv(t)...)
+	cmd.Env = append(append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken), fakeEnv(t)...), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -127,5 +127,31 @@ func TestPlacementAcrossHosts(t *testing.T) {
 	}
 	if got, want := <-msgs, "waiting for a macOS slot (4 of 4 in use on 2 hosts)"; got != want {
 		t.Fatalf("progress %q, want %q", got, want)
+	}
+}
+
+// TestAgentPreflightOfTheHostsMacOS: an agent on a macOS too old for tart
+// exits at start saying what to do; one on macOS 13 serves, and control's
+// provider, reading the host's version through it, exempts macOS
+// sandboxes from idle suspend.
+func TestAgentPreflightOfTheHostsMacOS(t *testing.T) {
+	startAgent(t) // builds sbx-macd
+	cmd := exec.Command(macdPath, "--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0")
+	cmd.Env = append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken, "FAKETART_MACOS_VERSION=12.7"), fakeEnv(t)...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "upgrade the host to macOS 13.0 or later") {
+		t.Fatalf("sbx-macd on macOS 12.7: %v\n%s\nwant an exit that says to upgrade", err, out)
+	}
+	c := startAgent(t, "FAKETART_MACOS_VERSION=13.6")
+	p, err := tart.New(tart.Config{Hosts: []tart.Host{{Name: "mini-13", Driver: c}}, Suspendable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Preflight(ctxFor(t, 30*time.Second), 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.CanSuspend(tart.PlatformMacOS) {
+		t.Error("CanSuspend(macos) on a macOS 13.6 host through its agent; want false (exempt from idle suspend)")
 	}
 }

@@ -45,6 +45,7 @@ type response struct {
 	IP      string           `json:"ip,omitempty"`
 	Exec    *tart.ExecResult `json:"exec,omitempty"`
 	Free    uint64           `json:"free,omitempty"`
+	OS      string           `json:"os,omitempty"`
 }
 
 // Handler serves d to callers bearing token.
@@ -115,6 +116,8 @@ func serve(ctx context.Context, d tart.Driver, op string, q request) (response, 
 		res.Exec = &e
 	case "free":
 		res.Free, err = d.FreeDiskBytes(ctx)
+	case "os":
+		res.OS, err = d.OSVersion(ctx)
 	default:
 		err = fmt.Errorf("unknown operation %q", op)
 	}
@@ -248,4 +251,9 @@ func (c *Client) Exec(ctx context.Context, name string, stdin []byte, argv ...st
 func (c *Client) FreeDiskBytes(ctx context.Context) (uint64, error) {
 	r, err := c.call(ctx, "free", request{})
 	return r.Free, err
+}
+
+func (c *Client) OSVersion(ctx context.Context) (string, error) {
+	r, err := c.call(ctx, "os", request{})
+	return r.OS, err
 }
