@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,5 +154,43 @@ func TestAgentPreflightOfTheHostsMacOS(t *testing.T) {
 	}
 	if p.CanSuspend(tart.PlatformMacOS) {
 		t.Error("CanSuspend(macos) on a macOS 13.6 host through its agent; want false (exempt from idle suspend)")
+	}
+}
+
+// TestAgentMovesBundles: a sandbox on a host agent suspends into the
+// BundleStore (its bundle streamed out through the agent, the VM gone
+// from the host) and wakes with its files (streamed back in): control
+// with --s3-endpoint and remote Macs.
+func TestAgentMovesBundles(t *testing.T) {
+	c := startAgent(t)
+	bundles := t.TempDir()
+	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true, Bundles: tart.DirBundles{Dir: bundles}})
+	sp := newSpecs(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	if _, err := p.Provision(ctx, sp.spec(t, "sbx-a1")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Exec(ctx, "sbx-sbx-a1", nil, "sh", "-c", "echo kept > kept.txt"); err != nil || res.ExitCode != 0 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	if err := p.Suspend(ctx, "sbx-a1"); err != nil {
+		t.Fatal(err)
+	}
+	if vms, _ := c.List(ctx); slices.ContainsFunc(vms, func(vm tart.VM) bool { return vm.Name == "sbx-sbx-a1" }) {
+		t.Fatal("suspended VM still on the host")
+	}
+	if fi, err := os.Stat(filepath.Join(bundles, "macos-bundles", "sbx-a1.tvm")); err != nil || fi.Size() < 4<<20 {
+		t.Fatalf("bundle: %v, %v; want one holding the VM's memory", fi, err)
+	}
+	if _, err := p.Restore(ctx, sp.spec(t, "sbx-a1")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, "sbx-sbx-a1", nil, "cat", "kept.txt")
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "kept" {
+		t.Fatalf("after wake: %q %v", res.Stdout, err)
+	}
+	var buf strings.Builder
+	if err := c.Export(ctx, "no-such-vm", &buf); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Export of a VM that is not there = %v; want tart's refusal", err)
 	}
 }
