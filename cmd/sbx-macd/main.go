@@ -6,7 +6,11 @@
 // minis that need none of the rest, links only the driver, and outlives
 // control's restarts, so the VMs it supervises keep running.
 //
-//	SBX_MACD_TOKEN=... sbx-macd --listen 0.0.0.0:7443 --tart /opt/homebrew/bin/tart
+//	SBX_MACD_TOKEN=... sbx-macd --listen 0.0.0.0:7443 --tart /opt/homebrew/bin/tart \
+//	    --tls-cert /etc/sbx/macd.pem --tls-key /etc/sbx/macd-key.pem
+//
+// Off loopback, serve TLS (--tls-cert/--tls-key): the token is a bearer
+// credential.
 //
 // At start it runs preflight (tart present and recent, the host's macOS
 // version, free disk) and exits with what to do if that fails; a host too
@@ -42,9 +46,14 @@ func main() {
 func run() error {
 	listen := flag.String("listen", "127.0.0.1:7443", "address to serve control on")
 	tartPath := flag.String("tart", "tart", "the tart binary")
+	tlsCert := flag.String("tls-cert", "", "serve HTTPS with this certificate (PEM); control's hosts file names its CA with caFile")
+	tlsKey := flag.String("tls-key", "", "the private key of --tls-cert")
 	swVers := flag.String("sw-vers", "", "the sw_vers binary preflight reads the host's macOS version from (empty: one beside --tart, else /usr/bin/sw_vers)")
 	minFree := flag.Int("min-free-gb", tart.MinFreeDiskGB, "preflight: free disk needed where tart keeps VMs")
 	flag.Parse()
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
 	token := os.Getenv("SBX_MACD_TOKEN")
 	if len(token) < 16 {
 		return errors.New("SBX_MACD_TOKEN must hold control's internal-API token (16 characters or more)")
@@ -71,7 +80,13 @@ func run() error {
 	srv := &http.Server{Handler: agent.Handler(d, token), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("listening on %s\n", ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if *tlsCert != "" {
+			errc <- srv.ServeTLS(ln, *tlsCert, *tlsKey)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
