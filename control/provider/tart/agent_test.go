@@ -194,3 +194,62 @@ func TestAgentMovesBundles(t *testing.T) {
 		t.Errorf("Export of a VM that is not there = %v; want tart's refusal", err)
 	}
 }
+
+// TestAgentTemplatesListAndPrune: templates listed through an agent say
+// which profile builds them (base image, script hash); PruneUnused, what
+// `sbx admin templates prune` runs beside a live control, deletes an old
+// template, never the current one nor a build in progress.
+func TestAgentTemplatesListAndPrune(t *testing.T) {
+	c := startAgent(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	sp := newSpecs(t)
+	mk := func(script string) *tart.Provider {
+		p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}},
+			Templates: map[string]tart.Template{"macos-test": {BaseImage: baseImage, SetupScript: script}}})
+		return p
+	}
+	old := mk("echo v1 > template.txt\n")
+	if _, err := old.Provision(ctx, sp.spec(t, "sbx-t1")); err != nil {
+		t.Fatal(err)
+	}
+	p := mk("echo v2 > template.txt\n")
+	if _, err := p.Provision(ctx, sp.spec(t, "sbx-t2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Clone(ctx, baseImage, "sbxtpl-00000000000000ff-build"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := p.Templates(ctx)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("Templates = %+v, %v; want old, current and a build", list, err)
+	}
+	cur := tart.TemplateName(tart.Template{BaseImage: baseImage, SetupScript: "echo v2 > template.txt\n"})
+	for _, tpl := range list {
+		switch {
+		case tpl.Name == cur:
+			if !tpl.Current || tpl.BaseImage != baseImage || len(tpl.ScriptSHA256) != 64 || !slices.Equal(tpl.Profiles, []string{"macos-test"}) {
+				t.Errorf("current template %+v; want its profile, base and script hash", tpl)
+			}
+		case strings.HasSuffix(tpl.Name, "-build"):
+			if !tpl.Building {
+				t.Errorf("%+v: want Building", tpl)
+			}
+		case tpl.Current || tpl.BaseImage != "":
+			t.Errorf("old template %+v: want not current, inputs unknown", tpl)
+		}
+	}
+	pruned, err := p.PruneUnused(ctx)
+	oldName := tart.TemplateName(tart.Template{BaseImage: baseImage, SetupScript: "echo v1 > template.txt\n"})
+	if err != nil || !slices.Equal(pruned, []string{"mini-1/" + oldName}) {
+		t.Fatalf("PruneUnused = %v, %v; want only %s", pruned, err, oldName)
+	}
+	for _, id := range []string{"sbx-t1", "sbx-t2"} {
+		if res, err := c.Exec(ctx, "sbx-"+id, nil, "true"); err != nil || res.ExitCode != 0 {
+			t.Errorf("%s after the prune: %+v %v; a clone is its own copy", id, res, err)
+		}
+	}
+	bad := &agent.Client{BaseURL: c.BaseURL, Token: "not-the-agents-token-0000"}
+	if _, err := bad.List(ctx); err == nil || !strings.Contains(err.Error(), "SBX_MACD_TOKEN") {
+		t.Errorf("List with a wrong token = %v; want the refusal to say which token", err)
+	}
+}

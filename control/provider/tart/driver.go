@@ -373,8 +373,10 @@ func (c *CLI) OSVersion(ctx context.Context) (string, error) {
 	sv := c.SwVers
 	if sv == "" {
 		sv = "/usr/bin/sw_vers"
-		if beside := filepath.Join(filepath.Dir(c.Path), "sw_vers"); filepath.IsAbs(c.Path) && isExecutable(beside) {
-			sv = beside
+		if tp, err := exec.LookPath(c.Path); err == nil {
+			if abs, err := filepath.Abs(tp); err == nil && isExecutable(filepath.Join(filepath.Dir(abs), "sw_vers")) {
+				sv = filepath.Join(filepath.Dir(abs), "sw_vers")
+			}
 		}
 	}
 	cmd := exec.CommandContext(ctx, sv, "-productVersion")

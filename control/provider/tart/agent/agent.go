@@ -210,6 +210,9 @@ func (c *Client) call(ctx context.Context, op string, q request) (response, erro
 		return response{}, fmt.Errorf("host agent %s: %w", c.BaseURL, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return response{}, fmt.Errorf("host agent %s refused the token (401): the host's token must be the agent's SBX_MACD_TOKEN (the hosts file's tokenFile, else control's internal-API secret)", c.BaseURL)
+	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		return response{}, fmt.Errorf("host agent %s: %s: %s", c.BaseURL, resp.Status, strings.TrimSpace(string(b)))
