@@ -25,7 +25,7 @@ type macOSFlags struct {
 }
 
 func (m *macOSFlags) register(fs *flag.FlagSet, env func(k, def string) string) {
-	fs.StringVar(&m.hostsFile, "macos-hosts", env("SBX_MACOS_HOSTS", ""), "YAML or JSON file of the Macs that run macOS sandboxes as tart VMs, each behind its host agent (sbx-macd), and the macOS profiles' templates (docs/macos-hosts.md); macOS profiles then run there, the rest on --provider (empty: no tart hosts)")
+	fs.StringVar(&m.hostsFile, "macos-hosts", env("SBX_MACOS_HOSTS", ""), "YAML or JSON file of the Macs that run macOS sandboxes as tart VMs, each behind its host agent (sbx-macd), and the macOS profiles' templates (docs/macos-tart.md); macOS profiles then run there, the rest on --provider (empty: no tart hosts)")
 	fs.StringVar(&m.endpoint, "s3-endpoint", env("SBX_S3_ENDPOINT", ""), "with --macos-hosts: S3-compatible object storage (http://HOST:PORT, https://HOST:PORT, or HOST:PORT for HTTPS) a suspended macOS sandbox's VM bundle goes to, freeing its Mac's disk (empty: suspended VMs stay on their Mac)")
 	fs.StringVar(&m.bucket, "s3-bucket", env("SBX_S3_BUCKET", "sbx-macos-bundles"), "with --s3-endpoint: the bucket, made if missing")
 	fs.StringVar(&m.region, "s3-region", env("AWS_REGION", ""), "with --s3-endpoint: the region signed for (most non-AWS servers take any)")
