@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,16 +74,26 @@ func run() error {
 		// exempts macOS sandboxes from idle suspend.
 		logger.Warn("this host cannot suspend VMs", "why", info.NoSuspend)
 	}
+	var tlsConf *tls.Config
+	if *tlsCert != "" {
+		// Loaded before the listener, so a bad pair stops the start
+		// with its reason instead of after "listening on".
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: agent.Handler(d, token), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: agent.Handler(d, token), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
 	fmt.Printf("listening on %s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() {
-		if *tlsCert != "" {
-			errc <- srv.ServeTLS(ln, *tlsCert, *tlsKey)
+		if tlsConf != nil {
+			errc <- srv.ServeTLS(ln, "", "")
 			return
 		}
 		errc <- srv.Serve(ln)
