@@ -99,10 +99,12 @@ build:
 
 # faketart builds the fake of Cirrus Labs' tart CLI (internal/faketart;
 # docs/faketart.md) into bin/tart, for `sbx dev --tart bin/tart` on a
-# machine that is not a Mac.
+# machine that is not a Mac; bin/sw_vers, the same program, is the host's
+# macOS version that preflight reads beside tart.
 faketart:
 	mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/tart ./internal/faketart
+	ln -sf tart $(BIN)/sw_vers
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

@@ -3,7 +3,8 @@
 // share one Postgres and one Redis, and run sandboxes as Kubernetes
 // pods; background jobs run once across them. It links only those
 // backends: one machine (SQLite, local sandboxes, activity in memory)
-// is `sbx dev`.
+// is `sbx dev`. With --macos-hosts, macOS sandboxes run on Macs (tart
+// VMs behind each Mac's sbx-macd) beside the pods.
 package main
 
 import (
@@ -56,6 +57,8 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	k8sNS := fs.String("k8s-namespace", env("SBX_K8S_NAMESPACE", "sbx-sandboxes"), "namespace of sandbox pods (k8s provider)")
 	k8sCatalog := fs.String("k8s-catalog", env("SBX_K8S_CATALOG", "/etc/sbx/catalog.yaml"), "pools and profiles file (k8s provider)")
 	kubeconfig := fs.String("kubeconfig", env("SBX_KUBECONFIG", ""), "kubeconfig file (k8s provider; empty: in-cluster service account)")
+	var macOS macOSFlags
+	macOS.register(fs, env)
 	level := fs.String("log-level", env("SBX_LOG_LEVEL", "info"), "debug, info, warn or error")
 	fs.StringVar(&c.PreviewDomain, "preview-domain", env("SBX_PREVIEW_DOMAIN", ""), "preview base domain, its own registrable domain (empty: POST /ports is 503)")
 	streamOrigins := fs.String("stream-origins", env("SBX_STREAM_ORIGINS", ""), "comma-separated host[:port] patterns of the browser origins that may open terminal streams: the API's public names and the pages that embed terminals (the address a connection comes in on is always allowed; the request's Host never is)")
@@ -134,6 +137,9 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 		return c, 0, fmt.Errorf("--provider %q: want k8s", *prov)
 	}
 	if c.InternalSecret, err = flagenv.Secret("--internal-secret-file", *secretFile, getenv("SBX_INTERNAL_SECRET")); err != nil {
+		return c, 0, err
+	}
+	if c.Provider, err = macOS.wrap(c.Provider, c.InternalSecret, getenv); err != nil {
 		return c, 0, err
 	}
 	// A replica shares its store and activity with the others, and the

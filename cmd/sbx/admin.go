@@ -39,6 +39,8 @@ Commands:
   project create --account ID --name NAME [--id UUID]     prints the project ID
   token mint --account ID [--name NAME] [--kind agent|project]   prints the secret once
   token revoke TOKEN_ID
+  templates list  [--macos-hosts FILE [--token-file F] | --tart PATH]   macOS templates per host
+  templates prune [--macos-hosts FILE [--token-file F] | --tart PATH]   delete stopped ones no profile builds
 
 Examples:
   sbx admin account create --name Hive --limit 3 --platforms linux acct-hive
@@ -46,6 +48,8 @@ Examples:
   sbx admin account list -o json
   TOKEN=$(sbx admin token mint --account acct-dev --name ci)
   sbx admin --data-dir /tmp/sbx account list
+  sbx admin templates list --macos-hosts /etc/sbx/macos-hosts.yaml -o json
+  sbx admin templates prune --tart bin/tart
 
 It works on the database directly (SBX_DATABASE_URL, or the SQLite file in
 --data-dir), with the same store code and migrations as control, so it
@@ -53,6 +57,13 @@ runs whether or not control is up. Changes apply to the next request:
 account rules are read inside each create's transaction. A revoked
 token's open previews and streams end at once when --redis-url names the
 Redis the edges hear, else within control's next check of the database.
+
+The templates commands need no database: they ask each Mac's host agent
+(control's --macos-hosts file; the agents' token from --token-file, else
+$SBX_INTERNAL_SECRET) or sbx dev's tart. A template is in use while a
+profile builds it (its base image and setup script); prune never deletes
+one in use, nor a build in progress, and sandboxes cloned from a pruned
+template keep running (each clone is its own copy).
 `
 
 // runAdmin is `sbx admin`. Operators hold the database credentials
@@ -94,6 +105,9 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	noun, verb, rest := args[0], args[1], args[2:]
 	if !slices.Contains(adminCommands, noun+" "+verb) {
 		return &usageError{cmd: "sbx admin", msg: fmt.Sprintf("unknown command %q; want one of: %s", noun+" "+verb, strings.Join(adminCommands, ", "))}
+	}
+	if noun == "templates" {
+		return adminTemplates(ctx, verb, rest, out, output == "json")
 	}
 	st, err := openAdminStore(ctx, *dbURL, *dataDir)
 	if err != nil {
@@ -150,7 +164,7 @@ func explainNotFound(err error) error {
 
 // adminCommands are the noun-verb pairs runAdmin handles.
 var adminCommands = []string{"account create", "account set", "account show", "account list",
-	"project create", "token mint", "token revoke"}
+	"project create", "token mint", "token revoke", "templates list", "templates prune"}
 
 // adminPublisher publishes invalidations on the Redis at url; none when
 // url is empty.

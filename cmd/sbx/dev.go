@@ -33,13 +33,8 @@ type s3Flags struct{ endpoint, bucket, region, accessKey, secretKeyFile string }
 // config is the flags as an objstore configuration. The secret comes from
 // a file or the environment, never from a flag's value.
 func (f s3Flags) config(getenv func(string) string) (objstore.Config, error) {
-	cfg := objstore.Config{Endpoint: f.endpoint, Bucket: f.bucket, Region: f.region, AccessKey: f.accessKey, Secure: true}
-	if rest, ok := strings.CutPrefix(f.endpoint, "http://"); ok {
-		cfg.Endpoint, cfg.Secure = rest, false
-	} else if rest, ok := strings.CutPrefix(f.endpoint, "https://"); ok {
-		cfg.Endpoint = rest
-	}
-	cfg.Endpoint = strings.TrimSuffix(cfg.Endpoint, "/")
+	cfg := objstore.Config{Bucket: f.bucket, Region: f.region, AccessKey: f.accessKey}
+	cfg.SetEndpoint(f.endpoint)
 	secret, err := flagenv.Secret("--s3-secret-key-file", f.secretKeyFile, getenv("AWS_SECRET_ACCESS_KEY"))
 	if err != nil {
 		return cfg, err

@@ -33,6 +33,11 @@ func fakeTartBinary(t *testing.T) string {
 		if out, err := exec.Command("go", "build", "-o", fakeTartPath, "github.com/sbxedge/sbx/internal/faketart").CombinedOutput(); err != nil {
 			fakeTartErr = err
 			t.Logf("%s", out)
+			return
+		}
+		// The host's macOS version, read beside tart (make faketart's link).
+		if err := os.Symlink("tart", filepath.Join(filepath.Dir(fakeTartPath), "sw_vers")); err != nil && !os.IsExist(err) {
+			fakeTartErr = err
 		}
 	})
 	if fakeTartErr != nil {

@@ -112,8 +112,12 @@ func openTart(ctx context.Context, c TartConfig, logger *slog.Logger) (*tart.Pro
 	if min == 0 {
 		min = tart.MinFreeDiskGB
 	}
-	if err := tart.Preflight(ctx, d, min); err != nil {
+	info, err := tart.Preflight(ctx, d, min)
+	if err != nil {
 		return nil, fmt.Errorf("tart preflight: %w", err)
+	}
+	if info.NoSuspend != "" && c.Suspendable {
+		logger.Warn("macOS sandboxes will not be suspended when idle", "why", info.NoSuspend)
 	}
 	host, _ := os.Hostname()
 	if host == "" {
@@ -122,6 +126,6 @@ func openTart(ctx context.Context, c TartConfig, logger *slog.Logger) (*tart.Pro
 	// Builds an earlier run left half done go at Start; old templates
 	// stay until they are pruned.
 	return tart.New(tart.Config{
-		Hosts: []tart.Host{{Name: host, Driver: d}}, Templates: c.Templates, Suspendable: c.Suspendable, Bundles: c.Bundles, Logger: logger,
+		Hosts: []tart.Host{{Name: host, Driver: d, NoSuspend: info.NoSuspend}}, Templates: c.Templates, Suspendable: c.Suspendable, Bundles: c.Bundles, Logger: logger,
 	})
 }

@@ -11,19 +11,50 @@
 // Delays are set by environment, for tests: FAKETART_CLONE_DELAY,
 // FAKETART_PULL_DELAY, FAKETART_BOOT_DELAY, FAKETART_RESUME_DELAY
 // (Go durations), and FAKETART_MAX_VMS (the licence limit, default 2).
+//
+// Run under the name sw_vers (`make faketart` links bin/sw_vers to it),
+// it is macOS's `sw_vers -productVersion` instead, answering
+// FAKETART_MACOS_VERSION (default 15.1): the host's version that the
+// provider's preflight reads, from beside the tart binary.
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // version is what `tart --version` prints; FAKETART_VERSION overrides it
 // (tests of the provider's preflight).
 const version = "2.28.0"
 
+// macOSVersion is what the fake sw_vers prints by default: a host that
+// can suspend VMs (macOS 14 or later).
+const macOSVersion = "15.1"
+
 func main() {
+	if filepath.Base(os.Args[0]) == "sw_vers" {
+		os.Exit(swVers(os.Args[1:]))
+	}
 	os.Exit(run(os.Args[1:]))
+}
+
+// swVers is the subset of sw_vers the provider reads.
+func swVers(args []string) int {
+	v := os.Getenv("FAKETART_MACOS_VERSION")
+	if v == "" {
+		v = macOSVersion
+	}
+	switch {
+	case len(args) == 1 && args[0] == "-productVersion":
+		fmt.Println(v)
+	case len(args) == 0:
+		fmt.Printf("ProductName:\t\tmacOS\nProductVersion:\t\t%s\n", v)
+	default:
+		fmt.Fprintln(os.Stderr, "usage: sw_vers [-productName|-productVersion|-buildVersion]")
+		return 1
+	}
+	return 0
 }
 
 func run(args []string) int {

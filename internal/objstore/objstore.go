@@ -77,6 +77,18 @@ type Config struct {
 	Transport http.RoundTripper
 }
 
+// SetEndpoint takes the endpoint as an operator writes it:
+// http://HOST:PORT, https://HOST:PORT, or HOST:PORT for HTTPS.
+func (c *Config) SetEndpoint(endpoint string) {
+	c.Endpoint, c.Secure = endpoint, true
+	if rest, ok := strings.CutPrefix(endpoint, "http://"); ok {
+		c.Endpoint, c.Secure = rest, false
+	} else if rest, ok := strings.CutPrefix(endpoint, "https://"); ok {
+		c.Endpoint = rest
+	}
+	c.Endpoint = strings.TrimSuffix(c.Endpoint, "/")
+}
+
 // Validate names the first bad field.
 func (c Config) Validate() error {
 	switch {

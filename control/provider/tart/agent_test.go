@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,7 @@ const agentToken = "internal-api-token-for-tests-0123"
 
 // startAgent runs cmd/sbx-macd as its own process over the fake tart
 // with its own TART_HOME, and returns a Driver speaking to it.
-func startAgent(t *testing.T) *agent.Client {
+func startAgent(t *testing.T, env ...string) *agent.Client {
 	t.Helper()
 	macdOnce.Do(func() {
 		macdPath = filepath.Join(filepath.Dir(fakeTart), "sbx-macd")
@@ -40,7 +41,7 @@ func startAgent(t *testing.T) *agent.Client {
 		t.Fatal(macdErr)
 	}
 	cmd := exec.Command(macdPath, "--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0")
-	cmd.Env = append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken), fakeEnv(t)...)
+	cmd.Env = append(append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken), fakeEnv(t)...), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -127,5 +128,128 @@ func TestPlacementAcrossHosts(t *testing.T) {
 	}
 	if got, want := <-msgs, "waiting for a macOS slot (4 of 4 in use on 2 hosts)"; got != want {
 		t.Fatalf("progress %q, want %q", got, want)
+	}
+}
+
+// TestAgentPreflightOfTheHostsMacOS: an agent on a macOS too old for tart
+// exits at start saying what to do; one on macOS 13 serves, and control's
+// provider, reading the host's version through it, exempts macOS
+// sandboxes from idle suspend.
+func TestAgentPreflightOfTheHostsMacOS(t *testing.T) {
+	startAgent(t) // builds sbx-macd
+	cmd := exec.Command(macdPath, "--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0")
+	cmd.Env = append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken, "FAKETART_MACOS_VERSION=12.7"), fakeEnv(t)...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "upgrade the host to macOS 13.0 or later") {
+		t.Fatalf("sbx-macd on macOS 12.7: %v\n%s\nwant an exit that says to upgrade", err, out)
+	}
+	c := startAgent(t, "FAKETART_MACOS_VERSION=13.6")
+	p, err := tart.New(tart.Config{Hosts: []tart.Host{{Name: "mini-13", Driver: c}}, Suspendable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Preflight(ctxFor(t, 30*time.Second), 0); err != nil {
+		t.Fatal(err)
+	}
+	if p.CanSuspend(tart.PlatformMacOS) {
+		t.Error("CanSuspend(macos) on a macOS 13.6 host through its agent; want false (exempt from idle suspend)")
+	}
+}
+
+// TestAgentMovesBundles: a sandbox on a host agent suspends into the
+// BundleStore (its bundle streamed out through the agent, the VM gone
+// from the host) and wakes with its files (streamed back in): control
+// with --s3-endpoint and remote Macs.
+func TestAgentMovesBundles(t *testing.T) {
+	c := startAgent(t)
+	bundles := t.TempDir()
+	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true, Bundles: tart.DirBundles{Dir: bundles}})
+	sp := newSpecs(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	if _, err := p.Provision(ctx, sp.spec(t, "sbx-a1")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Exec(ctx, "sbx-sbx-a1", nil, "sh", "-c", "echo kept > kept.txt"); err != nil || res.ExitCode != 0 {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	if err := p.Suspend(ctx, "sbx-a1"); err != nil {
+		t.Fatal(err)
+	}
+	if vms, _ := c.List(ctx); slices.ContainsFunc(vms, func(vm tart.VM) bool { return vm.Name == "sbx-sbx-a1" }) {
+		t.Fatal("suspended VM still on the host")
+	}
+	if fi, err := os.Stat(filepath.Join(bundles, "macos-bundles", "sbx-a1.tvm")); err != nil || fi.Size() < 4<<20 {
+		t.Fatalf("bundle: %v, %v; want one holding the VM's memory", fi, err)
+	}
+	if _, err := p.Restore(ctx, sp.spec(t, "sbx-a1")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, "sbx-sbx-a1", nil, "cat", "kept.txt")
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "kept" {
+		t.Fatalf("after wake: %q %v", res.Stdout, err)
+	}
+	var buf strings.Builder
+	if err := c.Export(ctx, "no-such-vm", &buf); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Export of a VM that is not there = %v; want tart's refusal", err)
+	}
+}
+
+// TestAgentTemplatesListAndPrune: templates listed through an agent say
+// which profile builds them (base image, script hash); PruneUnused, what
+// `sbx admin templates prune` runs beside a live control, deletes an old
+// template, never the current one nor a build in progress.
+func TestAgentTemplatesListAndPrune(t *testing.T) {
+	c := startAgent(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	sp := newSpecs(t)
+	mk := func(script string) *tart.Provider {
+		p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}},
+			Templates: map[string]tart.Template{"macos-test": {BaseImage: baseImage, SetupScript: script}}})
+		return p
+	}
+	old := mk("echo v1 > template.txt\n")
+	if _, err := old.Provision(ctx, sp.spec(t, "sbx-t1")); err != nil {
+		t.Fatal(err)
+	}
+	p := mk("echo v2 > template.txt\n")
+	if _, err := p.Provision(ctx, sp.spec(t, "sbx-t2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Clone(ctx, baseImage, "sbxtpl-00000000000000ff-build"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := p.Templates(ctx)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("Templates = %+v, %v; want old, current and a build", list, err)
+	}
+	cur := tart.TemplateName(tart.Template{BaseImage: baseImage, SetupScript: "echo v2 > template.txt\n"})
+	for _, tpl := range list {
+		switch {
+		case tpl.Name == cur:
+			if !tpl.Current || tpl.BaseImage != baseImage || len(tpl.ScriptSHA256) != 64 || !slices.Equal(tpl.Profiles, []string{"macos-test"}) {
+				t.Errorf("current template %+v; want its profile, base and script hash", tpl)
+			}
+		case strings.HasSuffix(tpl.Name, "-build"):
+			if !tpl.Building {
+				t.Errorf("%+v: want Building", tpl)
+			}
+		case tpl.Current || tpl.BaseImage != "":
+			t.Errorf("old template %+v: want not current, inputs unknown", tpl)
+		}
+	}
+	pruned, err := p.PruneUnused(ctx)
+	oldName := tart.TemplateName(tart.Template{BaseImage: baseImage, SetupScript: "echo v1 > template.txt\n"})
+	if err != nil || !slices.Equal(pruned, []string{"mini-1/" + oldName}) {
+		t.Fatalf("PruneUnused = %v, %v; want only %s", pruned, err, oldName)
+	}
+	for _, id := range []string{"sbx-t1", "sbx-t2"} {
+		if res, err := c.Exec(ctx, "sbx-"+id, nil, "true"); err != nil || res.ExitCode != 0 {
+			t.Errorf("%s after the prune: %+v %v; a clone is its own copy", id, res, err)
+		}
+	}
+	bad := &agent.Client{BaseURL: c.BaseURL, Token: "not-the-agents-token-0000"}
+	if _, err := bad.List(ctx); err == nil || !strings.Contains(err.Error(), "SBX_MACD_TOKEN") {
+		t.Errorf("List with a wrong token = %v; want the refusal to say which token", err)
 	}
 }

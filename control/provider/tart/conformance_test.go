@@ -24,6 +24,10 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", fakeTart, "github.com/sbxedge/sbx/internal/faketart").CombinedOutput(); err != nil {
 		panic("build faketart: " + err.Error() + ": " + string(out))
 	}
+	// The host's macOS version, read beside tart (make faketart's link).
+	if err := os.Symlink("tart", filepath.Join(dir, "sw_vers")); err != nil {
+		panic(err)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

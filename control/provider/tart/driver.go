@@ -51,6 +51,8 @@ type Driver interface {
 	Exec(ctx context.Context, name string, stdin []byte, argv ...string) (ExecResult, error)
 	// FreeDiskBytes is the free space where tart keeps its VMs.
 	FreeDiskBytes(ctx context.Context) (uint64, error)
+	// OSVersion is the host's macOS version (`sw_vers -productVersion`).
+	OSVersion(ctx context.Context) (string, error)
 }
 
 // VM is one entry of `tart list --format json`.
@@ -94,6 +96,9 @@ func LimitExit(e Exit) bool { return e.Code != 0 && strings.Contains(e.Stderr, l
 // CLI drives the tart binary at Path on this machine.
 type CLI struct {
 	Path string
+	// SwVers is the sw_vers binary that says the host's macOS version
+	// (empty: a sw_vers beside Path, else /usr/bin/sw_vers).
+	SwVers string
 	// Env is added to tart's environment (TART_HOME, the fake's delays).
 	Env    []string
 	Logger *slog.Logger
@@ -361,6 +366,33 @@ func (c *CLI) FreeDiskBytes(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("free disk of %s: %w", dir, err)
 	}
 	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// OSVersion runs `sw_vers -productVersion`, with tart's environment.
+func (c *CLI) OSVersion(ctx context.Context) (string, error) {
+	sv := c.SwVers
+	if sv == "" {
+		sv = "/usr/bin/sw_vers"
+		if tp, err := exec.LookPath(c.Path); err == nil {
+			if abs, err := filepath.Abs(tp); err == nil && isExecutable(filepath.Join(filepath.Dir(abs), "sw_vers")) {
+				sv = filepath.Join(filepath.Dir(abs), "sw_vers")
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, sv, "-productVersion")
+	if len(c.Env) > 0 {
+		cmd.Env = append(cmd.Environ(), c.Env...)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s -productVersion: %w", sv, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // tailBuffer keeps the last 4 KB written to it.

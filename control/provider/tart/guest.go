@@ -13,7 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sandboxinit"
+	"github.com/sbxedge/sbx/internal/sshdconfig"
 )
 
 // sbxDir is the provider's directory in the guest user's home: the host
@@ -53,7 +53,7 @@ func (p *Provider) boot(ctx context.Context, h *host, spec provider.Spec) (provi
 			return provider.Endpoint{}, fmt.Errorf("spec env %q: want NAME=value on one line", strings.SplitN(kv, "=", 2)[0])
 		}
 	}
-	conf := sandboxinit.SSHDConfig{
+	conf := sshdconfig.Config{
 		Listen: ip, Port: p.cfg.GuestSSHPort, HostKey: dir + "/host_key", CAKeys: dir + "/ca.pub",
 		PidFile: dir + "/sshd.pid", SetEnv: append(append([]string{}, spec.Env...), "HOME="+home),
 	}

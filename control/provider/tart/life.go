@@ -68,7 +68,7 @@ func (p *Provider) provision(ctx context.Context, spec provider.Spec, restore bo
 	delete(p.crashed, id)
 	p.mu.Unlock()
 	if !vm.Running {
-		if err := h.driver.Run(ctx, name, p.cfg.Suspendable); err != nil {
+		if err := h.driver.Run(ctx, name, p.suspendable()); err != nil {
 			p.slots.release(h.name, name)
 			return provider.Endpoint{}, fmt.Errorf("provision %s: %w", id, err)
 		}
@@ -300,7 +300,7 @@ func sandboxOf(vm string) (string, bool) {
 // Suspend saves the VM's memory (tart suspend), frees its slot and, with
 // a BundleStore, moves the VM's bundle off the host.
 func (p *Provider) Suspend(ctx context.Context, id string) error {
-	if !p.cfg.Suspendable {
+	if !p.suspendable() {
 		return provider.ErrSuspendUnsupported
 	}
 	unlock, err := p.lock(id)

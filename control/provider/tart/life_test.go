@@ -2,6 +2,7 @@ package tart_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -320,25 +321,65 @@ func TestFits(t *testing.T) {
 func TestPreflight(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 	for _, tc := range []struct {
-		name, path string
-		env        []string
-		want       string
+		name, path, swVers string
+		env                []string
+		want               string
 	}{
-		{"missing", "/nonexistent/tart", nil, "brew install cirruslabs/cli/tart"},
-		{"old", fakeTart, []string{"FAKETART_VERSION=1.6.0"}, "tart 1.6.0 is too old"},
-		{"ok", fakeTart, nil, ""},
+		{"missing", "/nonexistent/tart", "", nil, "brew install cirruslabs/cli/tart"},
+		{"old", fakeTart, "", []string{"FAKETART_VERSION=1.6.0"}, "tart 1.6.0 is too old"},
+		{"not a Mac", fakeTart, "/nonexistent/sw_vers", nil, "tart runs only on macOS"},
+		{"old macOS", fakeTart, "", []string{"FAKETART_MACOS_VERSION=12.7.4"}, "upgrade the host to macOS 13.0 or later"},
+		{"ok", fakeTart, "", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tart.NewCLI(tc.path, append(fakeEnv(t), tc.env...), nil)
-			err := tart.Preflight(ctx, d, 0)
+			d.SwVers = tc.swVers
+			_, err := tart.Preflight(ctx, d, 0)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Fatalf("Preflight = %v; want %q", err, tc.want)
 			}
 		})
 	}
 	d := tart.NewCLI(fakeTart, fakeEnv(t), nil)
-	if err := tart.Preflight(ctx, d, 1<<20); err == nil || !strings.Contains(err.Error(), "tart delete") {
+	if _, err := tart.Preflight(ctx, d, 1<<20); err == nil || !strings.Contains(err.Error(), "tart delete") {
 		t.Fatalf("Preflight wanting 1 PB free = %v; want the disk advice", err)
+	}
+}
+
+// TestPreflightExemptsHostsThatCannotSuspend: a macOS 13 host passes
+// preflight, says why it cannot suspend, and the provider then reports
+// macOS sandboxes as not suspendable (exempt from idle suspend) and
+// refuses Suspend; a macOS 15 host suspends.
+func TestPreflightExemptsHostsThatCannotSuspend(t *testing.T) {
+	ctx := ctxFor(t, 30*time.Second)
+	for _, tc := range []struct {
+		macOS   string
+		suspend bool
+	}{{"13.6.1", false}, {"15.1", true}} {
+		d := tart.NewCLI(fakeTart, append(fakeEnv(t), "FAKETART_MACOS_VERSION="+tc.macOS), nil)
+		info, err := tart.Preflight(ctx, d, 0)
+		if err != nil || info.MacOS != tc.macOS || (info.NoSuspend == "") != tc.suspend {
+			t.Fatalf("macOS %s: Preflight = %+v, %v; want suspend=%v", tc.macOS, info, err, tc.suspend)
+		}
+		if !tc.suspend && !strings.Contains(info.NoSuspend, "macOS 14.0 or later") {
+			t.Errorf("NoSuspend %q; want it to name macOS 14", info.NoSuspend)
+		}
+		p, err := tart.New(tart.Config{Hosts: []tart.Host{{Name: "mini", Driver: d}}, Suspendable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Preflight(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.CanSuspend(tart.PlatformMacOS); got != tc.suspend {
+			t.Errorf("macOS %s: CanSuspend = %v; want %v", tc.macOS, got, tc.suspend)
+		}
+		if !tc.suspend {
+			if err := p.Suspend(ctx, "sb-1"); !errors.Is(err, provider.ErrSuspendUnsupported) {
+				t.Errorf("Suspend on macOS %s = %v; want ErrSuspendUnsupported", tc.macOS, err)
+			}
+		}
+		_ = p.Close()
 	}
 }
 

@@ -59,6 +59,9 @@ type Host struct {
 	// shape larger than every host's is refused at create (Fits).
 	MaxMemoryMB int
 	MaxCPU      float64
+	// NoSuspend, when set, says why this host cannot suspend VMs
+	// (HostInfo.NoSuspend); Provider.Preflight fills it in too.
+	NoSuspend string
 }
 
 // Template is what a profile's VMs start from.
@@ -98,6 +101,7 @@ type host struct {
 	slots       int
 	maxMemoryMB int
 	maxCPU      float64
+	noSuspend   string // guarded by Provider.mu
 }
 
 // Provider implements provider.Provider on tart hosts.
@@ -153,7 +157,7 @@ func New(cfg Config) (*Provider, error) {
 		if h.Slots == 0 {
 			h.Slots = 2
 		}
-		p.hosts = append(p.hosts, &host{name: h.Name, driver: h.Driver, slots: h.Slots, maxMemoryMB: h.MaxMemoryMB, maxCPU: h.MaxCPU})
+		p.hosts = append(p.hosts, &host{name: h.Name, driver: h.Driver, slots: h.Slots, maxMemoryMB: h.MaxMemoryMB, maxCPU: h.MaxCPU, noSuspend: h.NoSuspend})
 	}
 	p.tpls = newTemplates(p)
 	return p, nil
@@ -193,9 +197,25 @@ func (p *Provider) report(pr provider.Progress) {
 	}
 }
 
-// CanSuspend: macOS sandboxes suspend only where VMs run suspendable.
+// CanSuspend: macOS sandboxes suspend only where VMs run suspendable,
+// on every host: a sandbox may wake on another host than it slept on,
+// and one that cannot suspend is exempt from idle suspend.
 func (p *Provider) CanSuspend(platform string) bool {
-	return platform == PlatformMacOS && p.cfg.Suspendable
+	return platform == PlatformMacOS && p.suspendable()
+}
+
+func (p *Provider) suspendable() bool {
+	if !p.cfg.Suspendable {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, h := range p.hosts {
+		if h.noSuspend != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Fits refuses a shape no host could ever run: it would wait for a slot

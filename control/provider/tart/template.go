@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,21 +114,49 @@ func tail(s string, n int) string {
 
 // TemplateInfo is one template VM on a host.
 type TemplateInfo struct {
-	Host    string `json:"host"`
-	Name    string `json:"name"`
-	Current bool   `json:"current"` // built from a profile's current base and script
+	Host string `json:"host"`
+	Name string `json:"name"`
+	// Hash is the content hash of (base image, setup script) in Name.
+	Hash string `json:"hash"`
+	// Current: a configured profile builds this template (it is in use:
+	// never pruned). Profiles are those profiles.
+	Current  bool     `json:"current"`
+	Profiles []string `json:"profiles"`
+	// BaseImage and ScriptSHA256 are known for current templates; an old
+	// one's inputs are gone with the profile's old script.
+	BaseImage    string `json:"base_image,omitempty"`
+	ScriptSHA256 string `json:"script_sha256,omitempty"`
+	SizeGB       int    `json:"size_gb"`
+	State        string `json:"state"`
+	// Building: a build in progress (or one a crashed process left).
+	Building bool `json:"building"`
 }
 
-// current are the template names of the configured profiles.
-func (p *Provider) current() map[string]bool {
-	cur := map[string]bool{}
-	for _, t := range p.cfg.Templates {
-		cur[TemplateName(t)] = true
+// current are the template names of the configured profiles, with the
+// template each names and the profiles that use it.
+func (p *Provider) current() map[string]currentTemplate {
+	cur := map[string]currentTemplate{}
+	add := func(profile string, t Template) {
+		c := cur[TemplateName(t)]
+		c.t = t
+		c.profiles = append(c.profiles, profile)
+		cur[TemplateName(t)] = c
+	}
+	for name, t := range p.cfg.Templates {
+		add(name, t)
 	}
 	if p.cfg.DefaultBaseImage != "" {
-		cur[TemplateName(Template{BaseImage: p.cfg.DefaultBaseImage})] = true
+		add("(default)", Template{BaseImage: p.cfg.DefaultBaseImage})
+	}
+	for _, c := range cur {
+		slices.Sort(c.profiles)
 	}
 	return cur
+}
+
+type currentTemplate struct {
+	t        Template
+	profiles []string
 }
 
 // Templates lists the template VMs on every host.
@@ -140,9 +169,16 @@ func (p *Provider) Templates(ctx context.Context) ([]TemplateInfo, error) {
 			return nil, fmt.Errorf("list VMs on %s: %w", h.name, err)
 		}
 		for _, vm := range vms {
-			if strings.HasPrefix(vm.Name, templatePrefix) {
-				out = append(out, TemplateInfo{Host: h.name, Name: vm.Name, Current: cur[vm.Name]})
+			if !strings.HasPrefix(vm.Name, templatePrefix) {
+				continue
 			}
+			base, building := strings.CutSuffix(vm.Name, "-build")
+			info := TemplateInfo{Host: h.name, Name: vm.Name, Hash: strings.TrimPrefix(base, templatePrefix), SizeGB: vm.Size, State: vm.State, Building: building, Profiles: []string{}}
+			if c, ok := cur[vm.Name]; ok {
+				sum := sha256.Sum256([]byte(c.t.SetupScript))
+				info.Current, info.Profiles, info.BaseImage, info.ScriptSHA256 = true, c.profiles, c.t.BaseImage, hex.EncodeToString(sum[:])
+			}
+			out = append(out, info)
 		}
 	}
 	return out, nil
@@ -153,13 +189,25 @@ func (p *Provider) Templates(ctx context.Context) ([]TemplateInfo, error) {
 // half done; sandboxes cloned from them are unaffected (a clone is its
 // own copy). It returns what it deleted.
 func (p *Provider) PruneTemplates(ctx context.Context) ([]string, error) {
+	return p.prune(ctx, true)
+}
+
+// PruneUnused is PruneTemplates for another process than the control
+// that builds templates (sbx admin templates prune): it leaves builds
+// and running templates alone, since they may be that control's work in
+// progress, and deletes only stopped templates no profile builds.
+func (p *Provider) PruneUnused(ctx context.Context) ([]string, error) {
+	return p.prune(ctx, false)
+}
+
+func (p *Provider) prune(ctx context.Context, builds bool) ([]string, error) {
 	tpls, err := p.Templates(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var deleted []string
 	for _, t := range tpls {
-		if t.Current {
+		if t.Current || !builds && (t.Building || t.State == "running") {
 			continue
 		}
 		h := p.host(t.Host)
