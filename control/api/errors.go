@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/podfiles"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -76,7 +76,7 @@ func toProblem(r *http.Request, err error) *problem.Problem {
 	}
 	var fe *lifecycle.FieldError
 	var se *lifecycle.StateError
-	var pe *podssh.PathError
+	var pe *podfiles.PathError
 	var she *lifecycle.ShortenError
 	switch {
 	case errors.As(err, &fe):

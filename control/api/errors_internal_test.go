@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxedge/sbx/control/podfiles"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/podssh"
 )
 
 // TestClientGoneIsNoFailure: a request whose client went away mid-call
@@ -88,7 +88,7 @@ func TestDiskFullIs507(t *testing.T) {
 	r := httptest.NewRequest("PUT", "/api/v1/sandboxes/sbx-x/files/big", nil)
 	r = r.WithContext(context.WithValue(r.Context(), loggerKey, log))
 	w := httptest.NewRecorder()
-	writeFileError(w, r, fmt.Errorf("put /w/big: write: %w (%w)", podssh.ErrNoSpace, errors.New("sftp: \"no space left on device\"")))
+	writeFileError(w, r, fmt.Errorf("put /w/big: write: %w (%w)", podfiles.ErrNoSpace, errors.New("sftp: \"no space left on device\"")))
 	if w.Code != 507 || !strings.Contains(w.Body.String(), `"storage_full"`) || !strings.Contains(w.Body.String(), "the sandbox's disk is full") {
 		t.Fatalf("got %d %s, want 507 storage_full", w.Code, w.Body.String())
 	}

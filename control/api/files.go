@@ -13,7 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/pkg/sftp"
 
-	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/control/podfiles"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
@@ -25,12 +25,12 @@ func (s *Server) filePath(w http.ResponseWriter, r *http.Request) (*sftp.Client,
 		writeError(w, r, err)
 		return nil, "", false
 	}
-	p, err := podssh.ResolvePath(t.Workspace, filesParam(r))
+	p, err := podfiles.ResolvePath(t.Workspace, filesParam(r))
 	if err != nil {
 		writeError(w, r, err)
 		return nil, "", false
 	}
-	c, err := s.pods.SFTP(r.Context(), t)
+	c, err := podfiles.Client(r.Context(), s.pods, t)
 	if err != nil {
 		writeError(w, r, err)
 		return nil, "", false
@@ -57,8 +57,8 @@ func filesParam(r *http.Request) string {
 }
 
 type listing struct {
-	Path    string            `json:"path"`
-	Entries []podssh.FileInfo `json:"entries"`
+	Path    string              `json:"path"`
+	Entries []podfiles.FileInfo `json:"entries"`
 }
 
 // getFile streams a file, or lists a folder as JSON.
@@ -73,13 +73,13 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fi, err := podssh.Stat(c, p)
+	fi, err := podfiles.Stat(c, p)
 	if err != nil {
 		writeFileError(w, r, err)
 		return
 	}
 	if fi.IsDir {
-		entries, err := podssh.List(r.Context(), c, p)
+		entries, err := podfiles.List(r.Context(), c, p)
 		if err != nil {
 			writeFileError(w, r, err)
 			return
@@ -87,7 +87,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, listing{Path: filesParam(r), Entries: entries})
 		return
 	}
-	f, fi, err := podssh.Open(c, p)
+	f, fi, err := podfiles.Open(c, p)
 	if err != nil {
 		writeFileError(w, r, err)
 		return
@@ -137,7 +137,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxFileSize)
-	n, err := podssh.Put(r.Context(), c, p, body, 0o644)
+	n, err := podfiles.Put(r.Context(), c, p, body, 0o644)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -162,7 +162,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recursive := r.URL.Query().Get("recursive") == "true"
-	if err := podssh.Remove(r.Context(), c, p, recursive); err != nil {
+	if err := podfiles.Remove(r.Context(), c, p, recursive); err != nil {
 		writeFileError(w, r, err)
 		return
 	}
@@ -179,11 +179,11 @@ func writeFileError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, os.ErrNotExist):
 		writeProblem(w, r, problem.New(http.StatusNotFound, "file_not_found", "no such file or folder in the workspace"))
-	case errors.Is(err, podssh.ErrIsDir):
+	case errors.Is(err, podfiles.ErrIsDir):
 		writeProblem(w, r, problem.New(http.StatusConflict, "is_directory", "the path is a folder"))
-	case errors.Is(err, podssh.ErrDirNotEmpty):
+	case errors.Is(err, podfiles.ErrDirNotEmpty):
 		writeProblem(w, r, problem.New(http.StatusConflict, "directory_not_empty", "the folder is not empty; pass ?recursive=true"))
-	case errors.Is(err, podssh.ErrNoSpace):
+	case errors.Is(err, podfiles.ErrNoSpace):
 		// The sandbox's disk, not ours: the caller can free space there.
 		writeProblem(w, r, problem.New(http.StatusInsufficientStorage, "storage_full", "the sandbox's disk is full"))
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, os.ErrPermission):

@@ -12,13 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxedge/sbx/control/podfiles"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/problem"
 )
 
 // Folders as tar archives: GET …/files/{dir}?format=tar streams one,
 // PUT with ?format=tar (or Content-Type application/x-tar) unpacks one.
-// podssh holds the rules (the single files' ones: nothing lands, and no
+// podfiles holds the rules (the single files' ones: nothing lands, and no
 // symlink points, outside the workspace).
 
 // wantsTar reports whether the request is about a folder as a tar; a
@@ -46,7 +47,7 @@ func (s *Server) getTar(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fi, err := podssh.Stat(c, p)
+	fi, err := podfiles.Stat(c, p)
 	if err != nil {
 		writeFileError(w, r, err)
 		return
@@ -56,7 +57,7 @@ func (s *Server) getTar(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
-	if err := podssh.TarDir(r.Context(), c, p, w); err != nil {
+	if err := podfiles.TarDir(r.Context(), c, p, w); err != nil {
 		logger(r).WarnContext(r.Context(), "folder download aborted", "err", err)
 		panic(http.ErrAbortHandler) // a cut archive, not a short one that reads as whole
 	}
@@ -76,7 +77,7 @@ func (s *Server) putTar(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dir := strings.TrimSuffix(filesParam(r), "/")
-	if _, err := podssh.ResolvePath(t.Workspace, dir); err != nil {
+	if _, err := podfiles.ResolvePath(t.Workspace, dir); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -101,7 +102,7 @@ func (s *Server) putTar(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if _, err := podssh.CheckArchive(t.Workspace, dir, spool); err != nil {
+	if _, err := podfiles.CheckArchive(t.Workspace, dir, spool); err != nil {
 		writeTarError(w, r, err)
 		return
 	}
@@ -109,12 +110,12 @@ func (s *Server) putTar(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	c, err := s.pods.SFTP(r.Context(), t)
+	c, err := podfiles.Client(r.Context(), s.pods, t)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	n, err := podssh.Untar(r.Context(), c, t.Workspace, dir, spool, func(ctx context.Context, target, p string) error {
+	n, err := podfiles.Untar(r.Context(), c, t.Workspace, dir, spool, func(ctx context.Context, target, p string) error {
 		res, err := s.pods.Exec(ctx, t, podssh.ExecRequest{Command: "ln", Args: []string{"-sfn", "--", target, p}, Timeout: 30 * time.Second})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("ln -s %s: exit %d: %s", p, res.ExitCode, bytes.TrimSpace(res.Stderr))
@@ -132,7 +133,7 @@ func (s *Server) putTar(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeTarError(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *podssh.ArchiveError
+	var ae *podfiles.ArchiveError
 	if errors.As(err, &ae) {
 		p := problem.New(http.StatusUnprocessableEntity, "invalid_archive", ae.Error())
 		p.Errors = []problem.FieldError{{Field: "body", Detail: ae.Error()}}

@@ -17,10 +17,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/pkg/sftp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/podfiles"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/connlog"
@@ -40,7 +40,8 @@ func OpenAPI() []byte { return openAPIDoc }
 type Pods interface {
 	Exec(ctx context.Context, t podssh.Target, req podssh.ExecRequest) (podssh.ExecResult, error)
 	Terminal(ctx context.Context, t podssh.Target, req podssh.TerminalRequest) (*podssh.Terminal, error)
-	SFTP(ctx context.Context, t podssh.Target) (*sftp.Client, error)
+	// The files API's SFTP client lives on the pool's connection.
+	podfiles.Conns
 }
 
 // Store is the subset of store.Store the API uses: reads only. Every

@@ -90,7 +90,6 @@ func TestSandbox(t *testing.T) {
 	}{
 		{"Exec", testExec},
 		{"ExecStreams", testExecStreams},
-		{"Files", testFiles},
 		{"Pool", testPool},
 		{"Terminal", testTerminal},
 	}

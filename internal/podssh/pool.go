@@ -1,5 +1,6 @@
 // Package podssh is how control and the edge talk to a sandbox: every byte
-// goes over SSH to the sandbox's sshd (exec channels, SFTP, direct-tcpip),
+// goes over SSH to the sandbox's sshd (exec channels, direct-tcpip; SFTP
+// through control/podfiles, which the edge does not link),
 // on pooled connections per sandbox (one by default) authenticated with a
 // short-lived certificate from the internal CA, to a host key pinned at
 // provisioning.
@@ -9,13 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
@@ -107,7 +108,7 @@ type Pool struct {
 // connKey names one of a sandbox's pooled connections.
 type connKey struct {
 	sandboxID string
-	slot      int // 0..perSandbox-1; Exec and SFTP use 0
+	slot      int // 0..perSandbox-1; Exec and Attached use 0
 }
 
 // poolConn is one sandbox's connection. ready is closed when the dial
@@ -121,8 +122,8 @@ type poolConn struct {
 	err    error
 	done   chan struct{}
 
-	sftpMu sync.Mutex // guards sftp
-	sftp   *sftp.Client
+	attachedMu sync.Mutex // guards attached
+	attached   map[any]io.Closer
 }
 
 // NewPool returns an empty pool minting certificates from ca.
@@ -169,26 +170,31 @@ func (p *Pool) Client(ctx context.Context, t Target) (*ssh.Client, error) {
 	return c.client, nil
 }
 
-// SFTP returns the pooled SFTP client for t, opening it on the pooled
-// connection if needed. It is closed with the connection.
-func (p *Pool) SFTP(ctx context.Context, t Target) (*sftp.Client, error) {
+// Attached returns what is kept on t's pooled connection under key,
+// opening it with open on that connection the first time; it is closed
+// with the connection (Forget, a failed keepalive, Close), and the next
+// call opens it afresh on the new one. It is how control/podfiles keeps
+// one SFTP client per connection without podssh, and so the edge, linking
+// an SFTP client. key is compared with ==; use an unexported type.
+func (p *Pool) Attached(ctx context.Context, t Target, key any, open func(context.Context, *ssh.Client) (io.Closer, error)) (io.Closer, error) {
 	c, err := p.conn(ctx, t, 0)
 	if err != nil {
 		return nil, err
 	}
-	c.sftpMu.Lock()
-	defer c.sftpMu.Unlock()
-	if c.sftp != nil {
-		return c.sftp, nil
+	c.attachedMu.Lock()
+	defer c.attachedMu.Unlock()
+	if v, ok := c.attached[key]; ok {
+		return v, nil
 	}
-	// Concurrent reads/writes keep several 32 KiB packets in flight, which
-	// is what makes large transfers fast over a high-latency link.
-	sc, err := newSFTP(ctx, c.client, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true))
+	v, err := open(ctx, c.client)
 	if err != nil {
-		return nil, fmt.Errorf("open sftp to sandbox %s: %w", t.SandboxID, err)
+		return nil, fmt.Errorf("sandbox %s: %w", t.SandboxID, err)
 	}
-	c.sftp = sc
-	return sc, nil
+	if c.attached == nil {
+		c.attached = make(map[any]io.Closer)
+	}
+	c.attached[key] = v
+	return v, nil
 }
 
 // Exec runs req on t's pooled connection. An empty req.Dir means the
@@ -450,12 +456,12 @@ func (p *Pool) keepalive(c *poolConn) {
 
 func (c *poolConn) close() {
 	<-c.ready
-	c.sftpMu.Lock()
-	if c.sftp != nil {
-		c.sftp.Close()
-		c.sftp = nil
+	c.attachedMu.Lock()
+	for k, v := range c.attached {
+		v.Close()
+		delete(c.attached, k)
 	}
-	c.sftpMu.Unlock()
+	c.attachedMu.Unlock()
 	if c.client != nil {
 		c.client.Close()
 	}

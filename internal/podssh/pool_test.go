@@ -3,8 +3,10 @@ package podssh_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,7 +150,7 @@ func testPool(t *testing.T, ctx context.Context, sb *sandbox) {
 				t.Fatalf("call %d and call %d used different connections: not in turn", i, i+n)
 			}
 		}
-		// Exec and SFTP run on one of them.
+		// Exec runs on one of them.
 		res, err := p.Exec(ctx, sb.target, podssh.ExecRequest{Command: "echo ok"})
 		if err != nil || string(res.Stdout) != "ok\n" {
 			t.Fatalf("Exec = %q, %v", res.Stdout, err)
@@ -156,6 +158,39 @@ func testPool(t *testing.T, ctx context.Context, sb *sandbox) {
 		p.Forget(sb.target.SandboxID)
 		for c := range seen {
 			waitClosed(t, c, "a forgotten connection is still open")
+		}
+	})
+
+	t.Run("attached lives and dies with the connection", func(t *testing.T) {
+		type key struct{}
+		var opened []*closeCounter
+		open := func(_ context.Context, c *ssh.Client) (io.Closer, error) {
+			v := &closeCounter{client: c}
+			opened = append(opened, v)
+			return v, nil
+		}
+		a, err := sb.pool.Attached(ctx, sb.target, key{}, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := sb.pool.Attached(ctx, sb.target, key{}, open); err != nil || b != a || len(opened) != 1 {
+			t.Fatalf("second Attached = %v, %v after %d opens; want the kept one, opened once", b, err, len(opened))
+		}
+		sb.pool.Forget(sb.target.SandboxID)
+		if n := opened[0].closed.Load(); n != 1 {
+			t.Fatalf("forgotten connection's attachment closed %d times, want 1", n)
+		}
+		c, err := sb.pool.Attached(ctx, sb.target, key{}, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c == a || len(opened) != 2 || opened[1].client == opened[0].client {
+			t.Fatal("Attached after Forget did not open afresh on a new connection")
+		}
+		wantErr := errors.New("no such subsystem")
+		_, err = sb.pool.Attached(ctx, sb.target, struct{ key }{}, func(context.Context, *ssh.Client) (io.Closer, error) { return nil, wantErr })
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("failed open = %v, want it wrapped", err)
 		}
 	})
 
@@ -184,6 +219,14 @@ func TestPoolClosed(t *testing.T) {
 // dialRaw logs in to target with signer, bypassing the pool.
 // waitClosed fails the test with msg unless c's connection ends within
 // five seconds.
+// closeCounter is an attachment that counts its closes.
+type closeCounter struct {
+	client *ssh.Client
+	closed atomic.Int32
+}
+
+func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
 func waitClosed(t *testing.T, c *ssh.Client, msg string) {
 	t.Helper()
 	done := make(chan error, 1)

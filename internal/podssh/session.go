@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -25,20 +24,14 @@ var errConnDead = errors.New("connection closed while the session was opening")
 // late one. A caller stuck there holds a request forever, so the open runs
 // aside and is abandoned when a keepalive says the connection is gone.
 func openSession(ctx context.Context, client *ssh.Client) (*ssh.Session, error) {
-	return openAside(ctx, client, client.NewSession, func(s *ssh.Session) { s.Close() })
+	return OpenAside(ctx, client, client.NewSession, func(s *ssh.Session) { s.Close() })
 }
 
-// newSFTP is sftp.NewClient, whose session open can hang the same way,
-// run through openAside.
-func newSFTP(ctx context.Context, client *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) {
-	open := func() (*sftp.Client, error) { return sftp.NewClient(client, opts...) }
-	return openAside(ctx, client, open, func(c *sftp.Client) { c.Close() })
-}
-
-// openAside runs open in its own goroutine and waits for it, ctx, or the
-// connection's death. An abandoned open that returns later has its result
-// discarded.
-func openAside[T any](ctx context.Context, client *ssh.Client, open func() (T, error), discard func(T)) (T, error) {
+// OpenAside runs open (something that opens a channel on client, which
+// can hang as openSession says) in its own goroutine and waits for it,
+// ctx, or the connection's death. An abandoned open that returns later
+// has its result discarded.
+func OpenAside[T any](ctx context.Context, client *ssh.Client, open func() (T, error), discard func(T)) (T, error) {
 	type opened struct {
 		v   T
 		err error

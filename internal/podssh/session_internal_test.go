@@ -78,9 +78,9 @@ func TestOpenAsideGivesUpOnDeadConnection(t *testing.T) {
 	t.Run("live connection, slow open: waited for", func(t *testing.T) {
 		c, _ := pipeClient(t)
 		open := func() (int, error) { time.Sleep(3 * sessionProbeInterval); return 7, nil }
-		v, err := openAside(ctx, c, open, func(int) {})
+		v, err := OpenAside(ctx, c, open, func(int) {})
 		if err != nil || v != 7 {
-			t.Fatalf("openAside = %d, %v; want 7 after the slow open", v, err)
+			t.Fatalf("OpenAside = %d, %v; want 7 after the slow open", v, err)
 		}
 	})
 
@@ -90,9 +90,9 @@ func TestOpenAsideGivesUpOnDeadConnection(t *testing.T) {
 		discarded := make(chan int, 1)
 		open := func() (int, error) { <-stuck; return 1, nil }
 		c.Close()
-		_, err := openAside(ctx, c, open, func(v int) { discarded <- v })
+		_, err := OpenAside(ctx, c, open, func(v int) { discarded <- v })
 		if !errors.Is(err, errConnDead) {
-			t.Fatalf("openAside on a dead connection = %v, want errConnDead", err)
+			t.Fatalf("OpenAside on a dead connection = %v, want errConnDead", err)
 		}
 		close(stuck)
 		select {
@@ -112,9 +112,9 @@ func TestOpenAsideGivesUpOnDeadConnection(t *testing.T) {
 		cctx, ccancel := context.WithCancelCause(ctx)
 		why := errors.New("request ended")
 		ccancel(why)
-		_, err := openAside(cctx, c, func() (int, error) { <-stuck; return 0, nil }, func(int) {})
+		_, err := OpenAside(cctx, c, func() (int, error) { <-stuck; return 0, nil }, func(int) {})
 		if !errors.Is(err, why) {
-			t.Fatalf("openAside = %v, want the context's cause", err)
+			t.Fatalf("OpenAside = %v, want the context's cause", err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package podssh_test
+package podfiles_test
 
 import (
 	"bytes"
@@ -15,18 +15,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/control/podfiles"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 
-func testFiles(t *testing.T, ctx context.Context, sb *sandbox) {
-	c, err := sb.pool.SFTP(ctx, sb.target)
+func testFiles(t *testing.T, ctx context.Context, pool *podssh.Pool, target podssh.Target) {
+	c, err := podfiles.Client(ctx, pool, target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := sb.target.Workspace
+	// The client is kept on the connection: a second call reuses it.
+	if again, err := podfiles.Client(ctx, pool, target); err != nil || again != c {
+		t.Fatalf("second Client = %p, %v; want the kept %p", again, err, c)
+	}
+	ws := target.Workspace
 	resolve := func(rel string) string {
 		t.Helper()
-		p, err := podssh.ResolvePath(ws, rel)
+		p, err := podfiles.ResolvePath(ws, rel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,15 +40,15 @@ func testFiles(t *testing.T, ctx context.Context, sb *sandbox) {
 
 	t.Run("put get list delete", func(t *testing.T) {
 		p := resolve("a/b/hello.txt")
-		n, err := podssh.Put(ctx, c, p, strings.NewReader("hello"), 0o640)
+		n, err := podfiles.Put(ctx, c, p, strings.NewReader("hello"), 0o640)
 		if err != nil || n != 5 {
 			t.Fatalf("Put = %d, %v; want 5, nil", n, err)
 		}
 		// Overwrite replaces atomically.
-		if _, err := podssh.Put(ctx, c, p, strings.NewReader("hello again"), 0); err != nil {
+		if _, err := podfiles.Put(ctx, c, p, strings.NewReader("hello again"), 0); err != nil {
 			t.Fatal(err)
 		}
-		f, fi, err := podssh.Open(c, p)
+		f, fi, err := podfiles.Open(c, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,35 +57,35 @@ func testFiles(t *testing.T, ctx context.Context, sb *sandbox) {
 		if string(got) != "hello again" || fi.Size != 11 {
 			t.Errorf("Open = %q size %d, want %q size 11", got, fi.Size, "hello again")
 		}
-		entries, err := podssh.List(ctx, c, resolve("a/b"))
+		entries, err := podfiles.List(ctx, c, resolve("a/b"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(entries) != 1 || entries[0].Name != "hello.txt" || entries[0].IsDir || entries[0].Size != 11 || entries[0].ModTime.IsZero() {
 			t.Errorf("List = %+v, want just hello.txt (no temp files)", entries)
 		}
-		if err := podssh.Remove(ctx, c, resolve("a"), false); !errors.Is(err, podssh.ErrDirNotEmpty) {
+		if err := podfiles.Remove(ctx, c, resolve("a"), false); !errors.Is(err, podfiles.ErrDirNotEmpty) {
 			t.Errorf("non-recursive Remove of non-empty dir = %v, want ErrDirNotEmpty", err)
 		}
-		if err := podssh.Remove(ctx, c, p, false); err != nil {
+		if err := podfiles.Remove(ctx, c, p, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := podssh.Remove(ctx, c, resolve("a/b"), false); err != nil {
+		if err := podfiles.Remove(ctx, c, resolve("a/b"), false); err != nil {
 			t.Errorf("Remove empty dir: %v", err)
 		}
-		if _, err := podssh.Put(ctx, c, resolve("a/x/y/z"), strings.NewReader("z"), 0); err != nil {
+		if _, err := podfiles.Put(ctx, c, resolve("a/x/y/z"), strings.NewReader("z"), 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := podssh.Remove(ctx, c, resolve("a"), true); err != nil {
+		if err := podfiles.Remove(ctx, c, resolve("a"), true); err != nil {
 			t.Errorf("recursive Remove: %v", err)
 		}
-		if _, err := podssh.Stat(c, resolve("a")); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := podfiles.Stat(c, resolve("a")); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("Stat after remove = %v, want ErrNotExist", err)
 		}
-		if _, _, err := podssh.Open(c, resolve("missing")); !errors.Is(err, fs.ErrNotExist) {
+		if _, _, err := podfiles.Open(c, resolve("missing")); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("Open missing = %v, want ErrNotExist", err)
 		}
-		if _, _, err := podssh.Open(c, ws); !errors.Is(err, podssh.ErrIsDir) {
+		if _, _, err := podfiles.Open(c, ws); !errors.Is(err, podfiles.ErrIsDir) {
 			t.Errorf("Open dir = %v, want ErrIsDir", err)
 		}
 	})
@@ -88,10 +93,10 @@ func testFiles(t *testing.T, ctx context.Context, sb *sandbox) {
 	t.Run("failed upload leaves nothing", func(t *testing.T) {
 		p := resolve("fail/partial.bin")
 		r := io.MultiReader(bytes.NewReader(make([]byte, 1<<20)), errReader{})
-		if _, err := podssh.Put(ctx, c, p, r, 0); err == nil {
+		if _, err := podfiles.Put(ctx, c, p, r, 0); err == nil {
 			t.Fatal("Put with failing reader succeeded")
 		}
-		entries, err := podssh.List(ctx, c, resolve("fail"))
+		entries, err := podfiles.List(ctx, c, resolve("fail"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,11 +117,11 @@ func testFiles(t *testing.T, ctx context.Context, sb *sandbox) {
 		var peak atomic.Uint64
 		stop := sampleHeap(&peak)
 		start := time.Now()
-		n, err := podssh.Put(ctx, c, p, src(), 0)
+		n, err := podfiles.Put(ctx, c, p, src(), 0)
 		if err != nil || n != size {
 			t.Fatalf("Put = %d, %v", n, err)
 		}
-		f, fi, err := podssh.Open(c, p)
+		f, fi, err := podfiles.Open(c, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +141,7 @@ func testFiles(t *testing.T, ctx context.Context, sb *sandbox) {
 		if peak.Load() > 40<<20 {
 			t.Errorf("peak heap %d MiB during a 50 MiB transfer, want streaming (< 40 MiB)", peak.Load()>>20)
 		}
-		podssh.Remove(ctx, c, p, false)
+		podfiles.Remove(ctx, c, p, false)
 	})
 }
 
@@ -194,15 +199,15 @@ func TestResolvePath(t *testing.T) {
 		{strings.Repeat("a", 5000), "", false},
 		{strings.Repeat("abcdefgh/", 460), "", false},
 	} {
-		got, err := podssh.ResolvePath(ws, tc.rel)
+		got, err := podfiles.ResolvePath(ws, tc.rel)
 		if tc.ok && (err != nil || got != tc.want) {
 			t.Errorf("ResolvePath(%q) = %q, %v; want %q", tc.rel, got, err, tc.want)
 		}
-		if !tc.ok && !errors.Is(err, podssh.ErrInvalidPath) {
+		if !tc.ok && !errors.Is(err, podfiles.ErrInvalidPath) {
 			t.Errorf("ResolvePath(%q) = %q, %v; want ErrInvalidPath", tc.rel, got, err)
 		}
 	}
-	if _, err := podssh.ResolvePath("relative", "a"); err == nil {
+	if _, err := podfiles.ResolvePath("relative", "a"); err == nil {
 		t.Error("relative workspace accepted")
 	}
 }
@@ -213,9 +218,9 @@ func FuzzResolvePath(f *testing.F) {
 	}
 	const ws = "/srv/sandbox/workspace"
 	f.Fuzz(func(t *testing.T, rel string) {
-		got, err := podssh.ResolvePath(ws, rel)
+		got, err := podfiles.ResolvePath(ws, rel)
 		if err != nil {
-			if !errors.Is(err, podssh.ErrInvalidPath) {
+			if !errors.Is(err, podfiles.ErrInvalidPath) {
 				t.Fatalf("error %v is not ErrInvalidPath", err)
 			}
 			return

@@ -1,4 +1,4 @@
-package podssh_test
+package podfiles_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/pkg/sftp"
 
-	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/control/podfiles"
 )
 
 // fullDisk is an in-memory SFTP file system whose writes fail with err,
@@ -81,11 +81,11 @@ func TestPutDiskFull(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cl := serveFullDisk(t, &fullDisk{Handlers: sftp.InMemHandler(), err: c.err, avail: c.avail})
-			_, err := podssh.Put(ctx, cl, "/w/f", strings.NewReader("some bytes"), 0)
+			_, err := podfiles.Put(ctx, cl, "/w/f", strings.NewReader("some bytes"), 0)
 			if err == nil {
 				t.Fatal("Put succeeded on a failing disk")
 			}
-			if got := errors.Is(err, podssh.ErrNoSpace); got != c.want {
+			if got := errors.Is(err, podfiles.ErrNoSpace); got != c.want {
 				t.Fatalf("Put = %v; ErrNoSpace %v, want %v", err, got, c.want)
 			}
 		})

@@ -1,4 +1,4 @@
-package podssh
+package podfiles
 
 import (
 	"encoding/json"
