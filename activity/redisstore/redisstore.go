@@ -476,10 +476,18 @@ func epochStart(epoch string) (time.Time, error) {
 
 func (s *Store) flushLoop(ctx context.Context) {
 	defer s.wg.Done()
-	tick.Every(ctx, s.cfg.FlushInterval, func() bool {
-		fctx, cancel := context.WithTimeout(ctx, max(s.cfg.FlushInterval, time.Second))
+	flushEvery(ctx, s.cfg.FlushInterval, s.Flush)
+}
+
+// flushEvery calls flush every interval until ctx ends, each call bounded
+// by an interval (at least a second), so a Redis that stopped answering
+// delays the next flush by one bound, not forever. Apart from the Store
+// so that its timing runs on a test's fake clock.
+func flushEvery(ctx context.Context, interval time.Duration, flush func(context.Context) error) {
+	tick.Every(ctx, interval, func() bool {
+		fctx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
 		defer cancel()
-		_ = s.Flush(fctx) // logged by Flush
+		_ = flush(fctx) // logged by Flush
 		return true
 	})
 }

@@ -156,8 +156,10 @@ func TestRestoreLeaseHeldUntilReady(t *testing.T) {
 	}, restoreTune)
 }
 
-// wakeThroughStall wakes sandbox id with its restorer held at gate g for
-// three leases (restoreTune's), and asserts that the backstop left it
+// wakeThroughStall wakes sandbox id with its restorer held at gate g
+// until the lease it was first granted has lapsed by the clock and been
+// renewed past it, runs the backstop sweep then (as its periodic job
+// would, which runs too), and asserts that the backstop left the sandbox
 // alone: one restore, and the sandbox ready with its sessions in order.
 func wakeThroughStall(t *testing.T, h *idleHarness, id string, g *atomic.Pointer[chan struct{}]) {
 	t.Helper()
@@ -166,7 +168,10 @@ func wakeThroughStall(t *testing.T, h *idleHarness, id string, g *atomic.Pointer
 	go func() {
 		woke <- h.wake(id, stateCeiling)
 	}()
-	time.Sleep(3 * 2 * time.Second) // three leases long
+	waitLeaseRenewedPastFirst(t, h.st, id)
+	if err := h.m.SweepRestores(t.Context()); err != nil {
+		t.Fatalf("sweep while the first restorer is alive: %v", err)
+	}
 	if n := h.prov.restores.Load(); n != 1 {
 		t.Fatalf("restores while the first restorer is alive: got %d, want 1", n)
 	}
@@ -178,6 +183,32 @@ func wakeThroughStall(t *testing.T, h *idleHarness, id string, g *atomic.Pointer
 		t.Fatalf("restores: got %d, want 1", n)
 	}
 	wantSessions(t, h.st, id, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+}
+
+// waitLeaseRenewedPastFirst waits until sandbox id's restore lease, the
+// first time it is seen, has lapsed by the wall clock (lease times are
+// wall-clock), and the lease on the row reaches past it: its holder
+// renewed it in time.
+func waitLeaseRenewedPastFirst(t *testing.T, st store.Store, id string) {
+	t.Helper()
+	var first time.Time
+	for deadline := time.Now().Add(stateCeiling); ; time.Sleep(20 * time.Millisecond) {
+		sb, err := st.Sandbox(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State == store.StateRestoring && sb.LeaseUntil != nil {
+			if first.IsZero() {
+				first = *sb.LeaseUntil
+			}
+			if time.Now().After(first) && sb.LeaseUntil.After(first) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s: lease first seen until %v not renewed past it within %v (now %+v)", id, first, stateCeiling, sb)
+		}
+	}
 }
 
 // TestRestoreLeaseHeldWhileRestoring: a slow restore in a live process

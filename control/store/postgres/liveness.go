@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,6 +54,9 @@ type instanceWatch struct {
 	// freeSince is when each instance's lock was first seen free (sweep
 	// goroutine only).
 	freeSince map[string]time.Time
+	// sweeps counts finished sweeps, so that a test can wait for some to
+	// pass rather than guess their time.
+	sweeps atomic.Int64
 }
 
 // acquireLock takes instance's lock on a connection of its own, trying
@@ -119,6 +123,7 @@ func (w *instanceWatch) sweepLoop(ctx context.Context) {
 		if err := w.sweep(ctx); err != nil && ctx.Err() == nil && w.log != nil {
 			w.log.WarnContext(ctx, "jobs: sweep for dead instances failed", "err", err)
 		}
+		w.sweeps.Add(1)
 	}
 }
 

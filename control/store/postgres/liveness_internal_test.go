@@ -82,7 +82,7 @@ func TestDeadInstanceJobsTakenOver(t *testing.T) {
 		t.Fatalf("the reclaimed job's attempt error = %q, %v; want one naming the dead instance", lastErr, err)
 	}
 	// Several more sweeps: the live and the unlisted jobs stay running.
-	time.Sleep(10 * 50 * time.Millisecond)
+	waitSweeps(t, sweeper, 10)
 	if st := state(liveJob); st != "running" {
 		t.Fatalf("a live instance's job was taken: %s", st)
 	}
@@ -120,8 +120,19 @@ func TestDeadInstanceJobsTakenOver(t *testing.T) {
 		  AND l.objid::bigint = hashtextextended('sbx-jobs:phoenix', 0) & 4294967295`).Scan(&ended); err != nil || ended != 1 {
 		t.Fatalf("ending phoenix's lock session: %d ended, %v; want 1", ended, err)
 	}
-	time.Sleep(30 * sweeper.every) // ten times the sweeper's grace
+	waitSweeps(t, sweeper, 30) // ten times the sweeper's grace
 	if st := state(phoenixJob); st != "running" {
 		t.Fatalf("the job of a live instance whose lock connection broke was taken: %s", st)
+	}
+}
+
+// waitSweeps waits until w has finished n more sweeps.
+func waitSweeps(t *testing.T, w *instanceWatch, n int64) {
+	t.Helper()
+	want := w.sweeps.Load() + n
+	for deadline := time.Now().Add(20 * time.Second); w.sweeps.Load() < want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d sweeps after 20 s", n-(want-w.sweeps.Load()), n)
+		}
 	}
 }
