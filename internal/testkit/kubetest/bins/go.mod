@@ -1,4 +1,4 @@
-module github.com/sbxedge/sbx/internal/kubetest/bins
+module github.com/sbxedge/sbx/internal/testkit/kubetest/bins
 
 go 1.26.0
 

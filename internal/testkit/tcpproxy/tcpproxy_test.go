@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/tcpproxy"
+	"github.com/sbxedge/sbx/internal/testkit/tcpproxy"
 )
 
 // echo serves an echo server on loopback until the test ends.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/depcheck"
+	"github.com/sbxedge/sbx/internal/testkit/depcheck"
 )
 
 // TestImportsFlowOneWay: nothing under control/ links the edge, nothing
@@ -32,7 +32,7 @@ var harnesses = []string{depcheck.Module + "/loadtest"}
 // namedKits are test kits by name, whether or not they import "testing"
 // today: the stores of Postgres and Redis for tests, the real-OpenSSH
 // scenarios, the fault relay, the OpenAPI checker, the import checks.
-var namedKits = []string{"internal/testdb", "internal/sshscenario", "internal/tcpproxy", "internal/apicheck", "internal/depcheck"}
+var namedKits = []string{"internal/testkit/testdb", "internal/testkit/sshscenario", "internal/testkit/tcpproxy", "internal/testkit/apicheck", "internal/testkit/depcheck"}
 
 // TestProductImportsNoTestKit: no package that ships (under cmd/,
 // control/, edge/, auth/, activity/, internal/) imports a test kit — a
@@ -53,7 +53,7 @@ func TestProductImportsNoTestKit(t *testing.T) {
 			isKit[pkg] = true
 		}
 	}
-	for _, k := range []string{"internal/testdb", "internal/redistest", "control/controltest", "edge/internal/sshdtest"} {
+	for _, k := range []string{"internal/testkit/testdb", "internal/testkit/redistest", "control/controltest", "edge/internal/sshdtest"} {
 		if !isKit[depcheck.Module+"/"+k] {
 			t.Fatalf("%s is not recognised as a test kit; the check would miss it", k)
 		}
