@@ -145,7 +145,7 @@ manifests:
 # oapi-codegen, pinned in tools.mod (TestGeneratedClientIsCurrent checks
 # that the checked-in client is what this produces).
 generate:
-	cd internal/apiclient && $(GO) run -modfile=../../tools.mod github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config oapi-codegen.yaml ../../control/api/openapi.json
+	cd control/apiclient && $(GO) run -modfile=../../tools.mod github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config oapi-codegen.yaml ../../control/api/openapi.json
 
 # mcp-client installs the MCP TypeScript SDK client the MCP end-to-end
 # test drives (cmd/sbx/mcp_e2e_test.go), pinned by its package-lock.json.

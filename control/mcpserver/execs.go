@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // Long commands. An MCP client gives up on a request after its own

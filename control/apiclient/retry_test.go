@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // TestRetriesStoreUnavailable: a call the API answers 503

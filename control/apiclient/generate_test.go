@@ -41,6 +41,6 @@ func TestGeneratedClientIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal("internal/apiclient/client.gen.go is not what openapi.json generates: run `make generate` and commit the result")
+		t.Fatal("control/apiclient/client.gen.go is not what openapi.json generates: run `make generate` and commit the result")
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	controlapi "github.com/sbxedge/sbx/control/api"
-	"github.com/sbxedge/sbx/internal/apiclient"
-	"github.com/sbxedge/sbx/internal/mcpserver"
+	"github.com/sbxedge/sbx/control/apiclient"
+	"github.com/sbxedge/sbx/control/mcpserver"
 )
 
 // slowExec is an exec endpoint whose command prints a line, then runs

@@ -15,8 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	controlapi "github.com/sbxedge/sbx/control/api"
-	"github.com/sbxedge/sbx/internal/apiclient"
-	"github.com/sbxedge/sbx/internal/mcpserver"
+	"github.com/sbxedge/sbx/control/apiclient"
+	"github.com/sbxedge/sbx/control/mcpserver"
 )
 
 const fakePrivateKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE0PRIVATE0KEY0MATERIAL\n-----END OPENSSH PRIVATE KEY-----\n"

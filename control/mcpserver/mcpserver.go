@@ -1,6 +1,6 @@
 // Package mcpserver is the MCP face of the sandbox API: one tool per REST
 // operation an agent needs, built on the official MCP Go SDK. Tools call
-// the REST API through the generated client (internal/apiclient), so
+// the REST API through the generated client (control/apiclient), so
 // authentication, quotas, validation and problems are the API's own. The
 // same server runs behind control's /mcp (Streamable HTTP, acting with
 // each request's bearer token, the API served in-process) and behind
@@ -20,7 +20,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 	"github.com/sbxedge/sbx/internal/demotelog"
 	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/problem"

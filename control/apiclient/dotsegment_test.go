@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // TestDotSegmentsRefused: an argument of "." or ".." never sends a
