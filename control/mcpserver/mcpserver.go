@@ -21,7 +21,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sbxedge/sbx/control/apiclient"
-	"github.com/sbxedge/sbx/internal/demotelog"
 	"github.com/sbxedge/sbx/internal/jsonbody"
 	"github.com/sbxedge/sbx/internal/problem"
 )
@@ -321,5 +320,27 @@ func sdkLogger(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return demotelog.Info(l)
+	return slog.New(infoAsDebug{l.Handler()})
+}
+
+// infoAsDebug passes records to h with Info lowered to Debug.
+type infoAsDebug struct{ h slog.Handler }
+
+func (d infoAsDebug) Enabled(ctx context.Context, l slog.Level) bool {
+	return d.h.Enabled(ctx, lower(l))
+}
+
+func (d infoAsDebug) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = lower(r.Level)
+	return d.h.Handle(ctx, r)
+}
+
+func (d infoAsDebug) WithAttrs(as []slog.Attr) slog.Handler { return infoAsDebug{d.h.WithAttrs(as)} }
+func (d infoAsDebug) WithGroup(name string) slog.Handler    { return infoAsDebug{d.h.WithGroup(name)} }
+
+func lower(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
 }
