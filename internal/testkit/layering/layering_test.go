@@ -29,42 +29,39 @@ func TestImportsFlowOneWay(t *testing.T) {
 // ship in no image: the load and fault measurements run by hand.
 var harnesses = []string{depcheck.Module + "/loadtest"}
 
-// namedKits are test kits by name, whether or not they import "testing"
-// today: the stores of Postgres and Redis for tests, the real-OpenSSH
-// scenarios, the fault relay, the OpenAPI checker, the import checks.
-var namedKits = []string{"internal/testkit/testdb", "internal/testkit/sshscenario", "internal/testkit/tcpproxy", "internal/testkit/apicheck", "internal/testkit/depcheck"}
+// isKit: a test kit is shelved under internal/testkit/, or sits beside the
+// one package it fakes or checks, named for it with "test" appended
+// (controltest, storetest, podtcptest, sshdtest, ...).
+func isKit(pkg string) bool {
+	rel := strings.TrimPrefix(pkg, depcheck.Module+"/")
+	return strings.HasPrefix(rel, "internal/testkit/") || strings.HasSuffix(rel, "test") && !slices.Contains(harnesses, pkg)
+}
 
-// TestProductImportsNoTestKit: no package that ships (under cmd/,
-// control/, edge/, auth/, activity/, internal/) imports a test kit — a
-// package whose own code imports "testing", one named *test
-// (controltest, redistest, kubetest, sshdtest, ...), or one of namedKits.
-// Kits may use kits; a kit in a binary would bring its fakes and its
-// real-server launchers along, and a fake credential or a disabled check
-// one call away from production. Each binary's allow-list
-// (cmd/*/testdata/deps.txt) names what it links; this states the rule.
+// TestProductImportsNoTestKit: outside _test.go files, nothing but a kit
+// or a harness imports a test kit, and nothing else imports "testing"
+// (so a new kit is shelved where this rule sees it). Kits may use kits; a
+// kit in a binary would bring its fakes and its real-server launchers
+// along, and a fake credential or a disabled check one call away from
+// production. Each binary's allow-list (cmd/*/testdata/deps.txt) names
+// what it links; this states the rule.
 func TestProductImportsNoTestKit(t *testing.T) {
 	t.Parallel()
 	imports := depcheck.Imports(t, depcheck.Module+"/...")
-	isKit := map[string]bool{}
-	for pkg, imps := range imports {
-		last := pkg[strings.LastIndex(pkg, "/")+1:]
-		named := slices.ContainsFunc(namedKits, func(k string) bool { return pkg == depcheck.Module+"/"+k })
-		if named || strings.HasSuffix(last, "test") && !slices.Contains(harnesses, pkg) || slices.Contains(imps, "testing") {
-			isKit[pkg] = true
-		}
-	}
 	for _, k := range []string{"internal/testkit/testdb", "internal/testkit/redistest", "control/controltest", "edge/internal/sshdtest"} {
-		if !isKit[depcheck.Module+"/"+k] {
-			t.Fatalf("%s is not recognised as a test kit; the check would miss it", k)
+		if _, ok := imports[depcheck.Module+"/"+k]; !ok || !isKit(depcheck.Module+"/"+k) {
+			t.Fatalf("%s is not listed as a test kit; the check would miss it", k)
 		}
 	}
 	for pkg, imps := range imports {
-		if isKit[pkg] || slices.Contains(harnesses, pkg) {
+		if isKit(pkg) || slices.Contains(harnesses, pkg) {
 			continue
 		}
 		for _, imp := range imps {
-			if isKit[imp] {
+			switch {
+			case isKit(imp):
 				t.Errorf("%s imports the test kit %s", pkg, imp)
+			case imp == "testing":
+				t.Errorf("%s imports testing: a test kit belongs under internal/testkit/ (or beside what it fakes, named NAMEtest)", pkg)
 			}
 		}
 	}
