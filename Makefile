@@ -42,11 +42,11 @@ fuzz:
 	done
 
 # k8s-bins builds the kube-apiserver and etcd the Kubernetes tests run
-# (internal/kubetest) from the versions pinned in internal/kubetest/bins,
+# (internal/testkit/kubetest) from the versions pinned in internal/testkit/kubetest/bins,
 # into a cache folder outside the repository keyed by those versions. The
 # first build takes 10-40 minutes on two cores; later ones find the
 # binaries and do nothing.
-K8S_MOD := internal/kubetest/bins
+K8S_MOD := internal/testkit/kubetest/bins
 K8S_VERSION := $(shell awk '$$1=="k8s.io/kubernetes"{print $$2}' $(K8S_MOD)/go.mod)
 ETCD_VERSION := $(shell awk '$$1=="go.etcd.io/etcd/server/v3"{print $$2}' $(K8S_MOD)/go.mod)
 K8S_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/sbx/k8s-bins
@@ -97,13 +97,13 @@ build:
 	mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# faketart builds the fake of Cirrus Labs' tart CLI (internal/faketart;
+# faketart builds the fake of Cirrus Labs' tart CLI (internal/testkit/faketart;
 # docs/faketart.md) into bin/tart, for `sbx dev --tart bin/tart` on a
 # machine that is not a Mac; bin/sw_vers, the same program, is the host's
 # macOS version that preflight reads beside tart.
 faketart:
 	mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/tart ./internal/faketart
+	$(GO) build -o $(BIN)/tart ./internal/testkit/faketart
 	ln -sf tart $(BIN)/sw_vers
 
 fmt:
@@ -147,7 +147,7 @@ manifests:
 # oapi-codegen, pinned in tools.mod (TestGeneratedClientIsCurrent checks
 # that the checked-in client is what this produces).
 generate:
-	cd internal/apiclient && $(GO) run -modfile=../../tools.mod github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config oapi-codegen.yaml ../../control/api/openapi.json
+	cd control/apiclient && $(GO) run -modfile=../../tools.mod github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen -config oapi-codegen.yaml ../../control/api/openapi.json
 
 # mcp-client installs the MCP TypeScript SDK client the MCP end-to-end
 # test drives (cmd/sbx/mcp_e2e_test.go), pinned by its package-lock.json.

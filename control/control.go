@@ -24,6 +24,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/sbxedge/sbx/activity"
+	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/auth/hostkey"
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/control/api"
@@ -40,7 +41,6 @@ import (
 	"github.com/sbxedge/sbx/internal/netlimit"
 	"github.com/sbxedge/sbx/internal/netlimit/netlimitprom"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/servicebase"
 )
 
 // Config is the control plane's configuration.
@@ -261,9 +261,12 @@ type Service struct {
 
 // Open builds every part but starts nothing.
 func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
-	if err := servicebase.Prepare(cfg.Validate, &cfg.Logger, &cfg.Registry); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Defaults only once the configuration is known good.
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	cfg.Registry = cmp.Or(cfg.Registry, metricsserver.NewRegistry())
 	s := &Service{cfg: cfg, log: cfg.Logger, Registry: cfg.Registry, done: make(chan error, 1)}
 	defer func() {
 		if err != nil {
@@ -300,7 +303,7 @@ func Open(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.Pool = podssh.NewPool(s.CA, cfg.Logger, podssh.WithKeyID("control"))
-	if s.rdb, err = servicebase.Redis(cfg.RedisURL, cfg.Logger); err != nil {
+	if s.rdb, err = redisstore.OpenClient(cfg.RedisURL, cfg.Logger); err != nil {
 		return nil, err
 	}
 	if s.Activity, err = openActivity(cfg, s.rdb); err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // TestKubernetesEndToEnd runs the spine's flow through the k8s provider's

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sbxedge/sbx/internal/kubetest"
+	"github.com/sbxedge/sbx/internal/testkit/kubetest"
 )
 
 // TestMain fails the package if a test leaves a goroutine running: every

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/sbxedge/sbx/internal/kubetest"
+	"github.com/sbxedge/sbx/internal/testkit/kubetest"
 )
 
 // TestServerSideDryRun applies every overlay with kubectl's server-side

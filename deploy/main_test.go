@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sbxedge/sbx/internal/kubetest"
+	"github.com/sbxedge/sbx/internal/testkit/kubetest"
 )
 
 // TestMain runs the RBAC and server-side apply tests against one real

@@ -32,7 +32,6 @@ import (
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/metricsserver"
 	"github.com/sbxedge/sbx/internal/netlimit/netlimitprom"
-	"github.com/sbxedge/sbx/internal/servicebase"
 )
 
 // Config is the edge's configuration. DefaultConfig sets the durations;
@@ -199,9 +198,12 @@ type Edge struct {
 // Open builds every part, checks that control answers, and binds the
 // listeners; it serves nothing until Start.
 func Open(ctx context.Context, cfg Config) (_ *Edge, err error) {
-	if err := servicebase.Prepare(cfg.Validate, &cfg.Logger, &cfg.Registry); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Defaults only once the configuration is known good.
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	cfg.Registry = cmp.Or(cfg.Registry, metricsserver.NewRegistry())
 	e := &Edge{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, failed: make(chan error, 1)}
 	if e.limits, err = netlimitprom.For(e.reg); err != nil {
 		return nil, err

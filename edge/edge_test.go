@@ -16,7 +16,7 @@ import (
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/servicetest"
+	"github.com/sbxedge/sbx/internal/testkit/servicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/sbxedge/sbx/activity/redisstore"
-	"github.com/sbxedge/sbx/internal/servicebase"
 )
 
 // openRedis opens the edge's one Redis client and, unless activity is
@@ -12,7 +11,7 @@ import (
 // detector reads SSH and preview activity.
 func (e *Edge) openRedis() error {
 	var err error
-	if e.rdb, err = servicebase.Redis(e.cfg.RedisURL, e.log); err != nil {
+	if e.rdb, err = redisstore.OpenClient(e.cfg.RedisURL, e.log); err != nil {
 		return err
 	}
 	switch {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/edge/sshbroker"
-	"github.com/sbxedge/sbx/internal/tcpproxy"
+	"github.com/sbxedge/sbx/internal/testkit/tcpproxy"
 )
 
 // brokerChildCmd runs the broker in its own process so its CPU time and
@@ -81,7 +81,7 @@ func runBrokerChild(ctx context.Context, args []string) error {
 	return serveChild(ctx, b.Serve, b.Close, func(err error) bool { return errors.Is(err, sshbroker.ErrServerClosed) })
 }
 
-// tcpRelayChildCmd runs a plain Go TCP relay (internal/tcpproxy) to its
+// tcpRelayChildCmd runs a plain Go TCP relay (internal/testkit/tcpproxy) to its
 // one argument's address in its own process: the keystroke figure's
 // floor, measured as the broker is, across a process boundary.
 const tcpRelayChildCmd = "_tcp-relay"

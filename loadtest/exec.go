@@ -14,10 +14,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/apiclient"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/standalone"
-	"github.com/sbxedge/sbx/internal/apiclient"
 	"github.com/sbxedge/sbx/internal/podssh"
 )
 

@@ -150,7 +150,7 @@ func (p *proc) waitTCP(ctx context.Context, addr string, limit time.Duration) er
 // freeAddr is a loopback address nothing listens on right now, below
 // Linux's ephemeral range (32768-60999): a process restarted on the same
 // port (an edge, Redis, Postgres) could otherwise find it taken as some
-// outgoing connection's source port (see internal/redistest.FreeAddr).
+// outgoing connection's source port (see internal/testkit/redistest.FreeAddr).
 func freeAddr() (string, error) {
 	var last error
 	for range 100 {

@@ -28,7 +28,7 @@ import (
 	"github.com/sbxedge/sbx/control/provider/local"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/wstest"
+	"github.com/sbxedge/sbx/internal/testkit/wstest"
 )
 
 // previewConfig bounds the preview scenarios.

@@ -21,7 +21,7 @@ import (
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
-	"github.com/sbxedge/sbx/internal/tcpproxy"
+	"github.com/sbxedge/sbx/internal/testkit/tcpproxy"
 )
 
 // previewChildCmd runs the preview proxy in its own process, so its CPU

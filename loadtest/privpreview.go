@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // privConfig bounds the private-preview scenario.

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // readyConfig bounds the ready scenario.

@@ -24,8 +24,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/control/apiclient"
 	"github.com/sbxedge/sbx/control/devseed"
-	"github.com/sbxedge/sbx/internal/apiclient"
 )
 
 // scaleRun measures on a started stack; ids are the ready sandboxes.

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control"
+	"github.com/sbxedge/sbx/control/apiclient"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
-	"github.com/sbxedge/sbx/internal/apiclient"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 

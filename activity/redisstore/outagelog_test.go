@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/activity/redisstore"
-	"github.com/sbxedge/sbx/internal/redistest"
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/redistest"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // TestOutageLoggedOnce: while Redis is down the flush loop fails at

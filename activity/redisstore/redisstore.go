@@ -605,6 +605,22 @@ func (l libraryLog) Printf(ctx context.Context, format string, v ...any) {
 	}
 }
 
+// OpenClient opens a process's one Redis client on url (NewClient's
+// short timeouts), with go-redis's own log lines at DEBUG in log; an empty
+// url means no Redis, and a nil client. Control and the edge open theirs
+// here and share it among their parts.
+func OpenClient(url string, log *slog.Logger) (*redis.Client, error) {
+	if url == "" {
+		return nil, nil
+	}
+	LogLibraryTo(log)
+	c, err := NewClient(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return c, nil
+}
+
 // NewClient builds a Redis client from a redis:// URL with timeouts short
 // enough that a flush or a read against an unreachable Redis fails within
 // about a second instead of stalling the idle detector or the flush loop.

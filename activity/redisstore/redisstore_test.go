@@ -17,8 +17,8 @@ import (
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/activity/activitytest"
 	"github.com/sbxedge/sbx/activity/redisstore"
-	"github.com/sbxedge/sbx/internal/metrictest"
-	"github.com/sbxedge/sbx/internal/tcpproxy"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/tcpproxy"
 )
 
 const redisAddr = "127.0.0.1:6379"

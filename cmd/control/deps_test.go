@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/depcheck"
+	"github.com/sbxedge/sbx/internal/testkit/depcheck"
 )
 
 // TestControlDependencies: control links client-go only through the

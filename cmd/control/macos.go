@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/sbxedge/sbx/cmd/internal/flagenv"
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/platform"
 	"github.com/sbxedge/sbx/control/provider/tart"
 	"github.com/sbxedge/sbx/control/provider/tart/hosts"
 	"github.com/sbxedge/sbx/control/provider/tart/s3bundles"
-	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/objstore"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/provider/tart/agent"
 	"github.com/sbxedge/sbx/control/standalone"
-	"github.com/sbxedge/sbx/internal/servicetest"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/servicetest"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 var (
@@ -38,7 +38,7 @@ func tools(t *testing.T) string {
 		if toolsErr != nil {
 			return
 		}
-		for pkg, name := range map[string]string{"github.com/sbxedge/sbx/internal/faketart": "tart", "github.com/sbxedge/sbx/cmd/sbx-macd": "sbx-macd"} {
+		for pkg, name := range map[string]string{"github.com/sbxedge/sbx/internal/testkit/faketart": "tart", "github.com/sbxedge/sbx/cmd/sbx-macd": "sbx-macd"} {
 			if out, err := exec.Command("go", "build", "-o", filepath.Join(toolsDir, name), pkg).CombinedOutput(); err != nil {
 				toolsErr = err
 				t.Logf("%s", out)

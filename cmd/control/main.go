@@ -18,11 +18,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxedge/sbx/cmd/internal/flagenv"
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
-	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/httplimit"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/standalone"
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/servicetest"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/servicetest"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 const secret = "control-test-secret-control-test-secret"

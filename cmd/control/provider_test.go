@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/depcheck"
+	"github.com/sbxedge/sbx/internal/testkit/depcheck"
 )
 
 func TestProviderFlags(t *testing.T) {

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sbxedge/sbx/cmd/internal/flagenv"
 	"github.com/sbxedge/sbx/edge"
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/edge/preview/previewtls/rfc2136"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
-	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/httplimit"
 )
 

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/depcheck"
+	"github.com/sbxedge/sbx/internal/testkit/depcheck"
 )
 
 // TestEdgeDependencies keeps the edge binary free of the control plane's

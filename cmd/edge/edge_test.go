@@ -21,9 +21,9 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/edge"
-	"github.com/sbxedge/sbx/internal/metrictest"
-	"github.com/sbxedge/sbx/internal/servicetest"
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/servicetest"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 const testSecret = "edge-test-secret-edge-test-secret-0123"

@@ -10,8 +10,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/sbxedge/sbx/cmd/internal/flagenv"
 	"github.com/sbxedge/sbx/edge"
-	"github.com/sbxedge/sbx/internal/flagenv"
 )
 
 func main() {

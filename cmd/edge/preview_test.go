@@ -18,9 +18,9 @@ import (
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
-	"github.com/sbxedge/sbx/internal/sshscenario"
-	"github.com/sbxedge/sbx/internal/wstest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/wstest"
 )
 
 func reservePort(t *testing.T) int {

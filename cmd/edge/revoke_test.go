@@ -16,7 +16,7 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
-	"github.com/sbxedge/sbx/internal/wstest"
+	"github.com/sbxedge/sbx/internal/testkit/wstest"
 )
 
 // TestPreviewRevokesConnections is issue 11 §2 in the split deployment:

@@ -18,8 +18,8 @@ import (
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
-	"github.com/sbxedge/sbx/internal/wstest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/wstest"
 )
 
 // TestShareLinkInBrowser is issue 31's must-show for share links, with

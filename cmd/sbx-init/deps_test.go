@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/depcheck"
+	"github.com/sbxedge/sbx/internal/testkit/depcheck"
 )
 
 // TestInitDependencies keeps the sandbox's init small: it runs inside

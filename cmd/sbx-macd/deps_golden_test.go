@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/depcheck"
+	"github.com/sbxedge/sbx/internal/testkit/depcheck"
 )
 
 // TestDependencyAllowList: every package this binary links is named in

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/redistest"
+	"github.com/sbxedge/sbx/internal/testkit/redistest"
 )
 
 // traffic runs `exec true` on one sandbox every interval until stopped, as

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sbxedge/sbx/cmd/internal/flagenv"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/provider/tart"
 	"github.com/sbxedge/sbx/control/provider/tart/hosts"
-	"github.com/sbxedge/sbx/internal/flagenv"
 )
 
 // adminTemplates is `sbx admin templates list|prune`: the macOS templates

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/gittest"
+	"github.com/sbxedge/sbx/internal/testkit/gittest"
 )
 
 // TestAgentLoopExample runs examples/agent-loop, the spec's coding loop,

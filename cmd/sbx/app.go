@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 	"github.com/sbxedge/sbx/internal/connlog"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 )
 
 // connRow is a row of GET …/connections as the tests read it.

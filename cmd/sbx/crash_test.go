@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/tcpproxy"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/tcpproxy"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // allStates is every state a sandbox can be in.

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/sbxedge/sbx/internal/depcheck"
+	"github.com/sbxedge/sbx/internal/testkit/depcheck"
 )
 
 // TestSbxDependencies: sbx runs sandboxes on this machine (the local

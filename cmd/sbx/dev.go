@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxedge/sbx/cmd/internal/flagenv"
+	"github.com/sbxedge/sbx/control/mcpserver"
 	"github.com/sbxedge/sbx/internal/egresspolicy"
-	"github.com/sbxedge/sbx/internal/flagenv"
 	"github.com/sbxedge/sbx/internal/httplimit"
-	"github.com/sbxedge/sbx/internal/mcpserver"
 	"github.com/sbxedge/sbx/internal/objstore"
 )
 

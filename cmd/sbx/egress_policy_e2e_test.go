@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/redistest"
+	"github.com/sbxedge/sbx/internal/testkit/redistest"
 )
 
 // egressUpstream is a local upstream in the trusted range: "/" answers,

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // terminalMode is how `sbx exec -t` uses the local terminal.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // workspacePath checks a path argument: paths are relative to the

@@ -20,10 +20,10 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
-	"github.com/sbxedge/sbx/internal/apicheck"
-	"github.com/sbxedge/sbx/internal/kubetest"
-	"github.com/sbxedge/sbx/internal/redistest"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/apicheck"
+	"github.com/sbxedge/sbx/internal/testkit/kubetest"
+	"github.com/sbxedge/sbx/internal/testkit/redistest"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 	"go.uber.org/goleak"
 )
 

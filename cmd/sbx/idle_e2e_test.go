@@ -17,7 +17,7 @@ import (
 
 	"github.com/sbxedge/sbx/activity/redisstore"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 const redisAddr = "127.0.0.1:6379"

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	controlapi "github.com/sbxedge/sbx/control/api"
-	"github.com/sbxedge/sbx/internal/mcpserver"
+	"github.com/sbxedge/sbx/control/mcpserver"
 )
 
 const mcpLong = `sbx mcp is an MCP (Model Context Protocol) server on stdin and stdout, for an

@@ -8,8 +8,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	controlapi "github.com/sbxedge/sbx/control/api"
-	"github.com/sbxedge/sbx/internal/apiclient"
-	"github.com/sbxedge/sbx/internal/mcpserver"
+	"github.com/sbxedge/sbx/control/apiclient"
+	"github.com/sbxedge/sbx/control/mcpserver"
 )
 
 // TestMCPHelpListsEveryTool asks the server for its tools over the

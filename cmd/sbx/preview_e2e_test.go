@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 )
 
 type portView struct {

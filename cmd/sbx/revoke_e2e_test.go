@@ -11,7 +11,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/devseed"
-	"github.com/sbxedge/sbx/internal/wstest"
+	"github.com/sbxedge/sbx/internal/testkit/wstest"
 )
 
 // TestDevPreviewRevokesConnections is issue 11 §2 through the real `sbx

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // printAnswer prints the sandbox an API call answered with

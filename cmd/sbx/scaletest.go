@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
+	"github.com/sbxedge/sbx/control/apiclient"
 )
 
 // The labels on every sandbox a scale test creates: scaleLabel marks all

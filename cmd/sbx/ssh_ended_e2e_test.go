@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // TestSSHSessionToldSandboxEnded: a session open on a sandbox that is

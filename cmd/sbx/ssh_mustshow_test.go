@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // The "must show" list, driven with the real OpenSSH client

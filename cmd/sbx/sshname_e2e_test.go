@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // TestSSHBySandboxName (issue 30): the SSH user may be the sandbox's name

@@ -24,13 +24,13 @@ var (
 	fakeTartErr  error
 )
 
-// fakeTartBinary builds internal/faketart (what `make faketart` puts in
+// fakeTartBinary builds internal/testkit/faketart (what `make faketart` puts in
 // bin/tart) once, beside the sbx binary.
 func fakeTartBinary(t *testing.T) string {
 	t.Helper()
 	fakeTartOnce.Do(func() {
 		fakeTartPath = filepath.Join(filepath.Dir(sbxBinary(t)), "tart")
-		if out, err := exec.Command("go", "build", "-o", fakeTartPath, "github.com/sbxedge/sbx/internal/faketart").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-o", fakeTartPath, "github.com/sbxedge/sbx/internal/testkit/faketart").CombinedOutput(); err != nil {
 			fakeTartErr = err
 			t.Logf("%s", out)
 			return

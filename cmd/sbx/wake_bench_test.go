@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/metrictest"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // BenchmarkWakeLatency measures, in the sbx dev stack (control, broker and

@@ -16,7 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 )
 
 // devServerScript is a Python dev server as people run them: it takes a

@@ -17,9 +17,9 @@ import (
 	"github.com/sbxedge/sbx/control/api"
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/apicheck"
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/apicheck"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // env is one in-process control plane with two accounts.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
 )
 
 // execEvent is one server-sent event.

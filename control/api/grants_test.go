@@ -16,7 +16,7 @@ import (
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
 )
 
 const (

@@ -6,8 +6,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/sbxedge/sbx/internal/apiclient"
-	"github.com/sbxedge/sbx/internal/mcpserver"
+	"github.com/sbxedge/sbx/control/apiclient"
+	"github.com/sbxedge/sbx/control/mcpserver"
 )
 
 // mcpBase names the API for the in-process client; requests never leave

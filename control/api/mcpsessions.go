@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbxedge/sbx/control/mcpserver"
 	"github.com/sbxedge/sbx/internal/connlog"
-	"github.com/sbxedge/sbx/internal/mcpserver"
 )
 
 // The connection log counts MCP the way the edge counts previews: per

@@ -10,7 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sbxedge/sbx/control/api"
-	"github.com/sbxedge/sbx/internal/apicheck"
+	"github.com/sbxedge/sbx/internal/testkit/apicheck"
 )
 
 // TestRoutesMatchOpenAPI keeps the router and the contract in step: every

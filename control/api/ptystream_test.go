@@ -17,7 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sbxedge/sbx/control"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 )
 
 // ptyClient is one terminal stream: output collects, the exit message is

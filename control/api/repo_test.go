@@ -21,8 +21,8 @@ import (
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/gittest"
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/gittest"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // TestCreateWithRepo clones at create from a real git server on loopback

@@ -20,12 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sbxedge/sbx/control/lifecycle"
+	"github.com/sbxedge/sbx/control/mcpserver"
 	"github.com/sbxedge/sbx/control/podfiles"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/internal/authority"
 	"github.com/sbxedge/sbx/internal/connlog"
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/mcpserver"
 	"github.com/sbxedge/sbx/internal/nonces"
 	"github.com/sbxedge/sbx/internal/podssh"
 )

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/control/apiclient"
 	"github.com/sbxedge/sbx/control/sshauth"
-	"github.com/sbxedge/sbx/internal/apiclient"
 	"github.com/sbxedge/sbx/internal/edgeapi"
 )
 

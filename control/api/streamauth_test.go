@@ -17,7 +17,7 @@ import (
 	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/redistest"
+	"github.com/sbxedge/sbx/internal/testkit/redistest"
 )
 
 // endBudget is how soon a stream must end once its authority went: the

@@ -20,8 +20,8 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
 	"github.com/sbxedge/sbx/control/store/sqlite"
-	"github.com/sbxedge/sbx/internal/metrictest"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // clock is a settable clock shared by the manager under test.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/wstest"
+	"github.com/sbxedge/sbx/internal/testkit/wstest"
 )
 
 // revokeWithin is how long an open connection may outlive its authority

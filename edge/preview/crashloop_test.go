@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sbxedge/sbx/edge/preview"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
 	"github.com/sbxedge/sbx/internal/initproto"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 )
 
 // crashingInit makes the sandbox's init answer, to a list and to a log

@@ -13,7 +13,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/sbxedge/sbx/edge/preview"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 )
 
 // newOIDCEnv runs a real OIDC provider (mockoidc) and a proxy signing in

@@ -9,7 +9,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sbxedge/sbx/internal/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
 )
 
 func TestMetrics(t *testing.T) {

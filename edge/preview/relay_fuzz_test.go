@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/edge/preview"
-	"github.com/sbxedge/sbx/internal/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
 )
 
 // rawUpstream is a sandbox app on a raw socket: it records the exact

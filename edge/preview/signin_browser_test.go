@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sbxedge/sbx/internal/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 )
 
 // pageKind names the page on show: the card's data-page, or what the

@@ -18,9 +18,9 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/sbxedge/sbx/edge/preview"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
 	"github.com/sbxedge/sbx/internal/initproto"
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // gateWaker wakes each sandbox by its own rule: a sandbox in gates waits

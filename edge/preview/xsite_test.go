@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sbxedge/sbx/edge/preview"
-	"github.com/sbxedge/sbx/internal/chromiumtest"
-	"github.com/sbxedge/sbx/internal/metrictest"
+	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
+	"github.com/sbxedge/sbx/internal/testkit/metrictest"
 )
 
 // xsiteApp is the test app plus what the cross-site cases need: an

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 	"golang.org/x/crypto/ssh"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/sshscenario"
-	"github.com/sbxedge/sbx/internal/tcpproxy"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/tcpproxy"
 )
 
 func openCount(e *env, sandbox string) int {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/internal/edgeapi"
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // TestRevokeSandbox: control's sandbox invalidation ends the open

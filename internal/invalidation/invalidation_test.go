@@ -10,7 +10,7 @@ import (
 
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
-	"github.com/sbxedge/sbx/internal/redistest"
+	"github.com/sbxedge/sbx/internal/testkit/redistest"
 )
 
 // TestResubscribeRechecksEverything: an invalidation published while

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 func testExec(t *testing.T, ctx context.Context, sb *sandbox) {

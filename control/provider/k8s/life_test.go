@@ -15,7 +15,7 @@ import (
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // replica is one control replica: its own store connection pool, provider

@@ -13,7 +13,7 @@ import (
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // TestReconcileLoop runs checkReconcileLoop on the real apiserver.

@@ -15,8 +15,8 @@ import (
 	"github.com/sbxedge/sbx/control/provider/k8s"
 	"github.com/sbxedge/sbx/control/provider/k8s/k8stest"
 	"github.com/sbxedge/sbx/control/store"
-	"github.com/sbxedge/sbx/internal/kubetest"
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/kubetest"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // TestAPIServerRestart restarts kube-apiserver under two control replicas

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	fakeTart = filepath.Join(dir, "tart")
-	if out, err := exec.Command("go", "build", "-o", fakeTart, "github.com/sbxedge/sbx/internal/faketart").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", fakeTart, "github.com/sbxedge/sbx/internal/testkit/faketart").CombinedOutput(); err != nil {
 		panic("build faketart: " + err.Error() + ": " + string(out))
 	}
 	// The host's macOS version, read beside tart (make faketart's link).

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxedge/sbx/internal/testdb"
+	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
 // TestDeadInstanceJobsTakenOver: a job left running by an instance whose

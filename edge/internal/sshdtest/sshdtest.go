@@ -13,7 +13,7 @@ import (
 
 	"github.com/sbxedge/sbx/auth/sshca"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
-	"github.com/sbxedge/sbx/internal/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 // Binary is the sshd the tests run.

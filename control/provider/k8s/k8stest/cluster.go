@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sbxedge/sbx/deploy"
-	"github.com/sbxedge/sbx/internal/kubetest"
+	"github.com/sbxedge/sbx/internal/testkit/kubetest"
 )
 
 // Cluster is a test's own sandbox namespace on the test binary's real

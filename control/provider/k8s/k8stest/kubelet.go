@@ -1,5 +1,5 @@
 // Package k8stest is a test kubelet for the k8s provider, and a test's
-// own namespace on a real kube-apiserver (internal/kubetest) with control's
+// own namespace on a real kube-apiserver (internal/testkit/kubetest) with control's
 // Role from deploy/ applied (NewCluster). The kubelet watches the
 // namespace's pods through the API and runs each as a node would run the
 // sandbox image: the real init (cmd/sbx-init, built once per test binary)
@@ -42,8 +42,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sbxedge/sbx/control/provider/k8s"
-	"github.com/sbxedge/sbx/internal/kubetest"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+	"github.com/sbxedge/sbx/internal/testkit/kubetest"
 )
 
 // Kubelet runs pods of one namespace. Close stops every pod.

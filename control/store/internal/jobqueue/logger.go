@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-
-	"github.com/sbxedge/sbx/internal/demotelog"
 )
 
 // Logger is logger as River should use it: River's Info records (a
@@ -20,25 +18,34 @@ func Logger(logger *slog.Logger) *slog.Logger {
 	if logger == nil {
 		return nil
 	}
-	return demotelog.Info(slog.New(cancelled{logger.Handler()}))
+	return slog.New(quiet{logger.Handler()})
 }
 
-// cancelled demotes records carrying a context.Canceled error to Debug.
-type cancelled struct{ h slog.Handler }
+// quiet passes River's records to h with Info lowered to Debug, and those
+// carrying a context.Canceled error too.
+type quiet struct{ h slog.Handler }
 
-func (c cancelled) Enabled(ctx context.Context, l slog.Level) bool {
-	// A record may be demoted only once its attributes are seen.
-	return c.h.Enabled(ctx, l)
+func infoAsDebug(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
 }
 
-func (c cancelled) Handle(ctx context.Context, r slog.Record) error {
+func (q quiet) Enabled(ctx context.Context, l slog.Level) bool {
+	// A warning or error may be lowered only once its attributes are seen.
+	return q.h.Enabled(ctx, infoAsDebug(l))
+}
+
+func (q quiet) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = infoAsDebug(r.Level)
 	if r.Level > slog.LevelDebug && isCancel(r) {
-		if !c.h.Enabled(ctx, slog.LevelDebug) {
+		if !q.h.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}
 		r.Level = slog.LevelDebug
 	}
-	return c.h.Handle(ctx, r)
+	return q.h.Handle(ctx, r)
 }
 
 func isCancel(r slog.Record) bool {
@@ -56,5 +63,5 @@ func isCancel(r slog.Record) bool {
 	return found
 }
 
-func (c cancelled) WithAttrs(as []slog.Attr) slog.Handler { return cancelled{c.h.WithAttrs(as)} }
-func (c cancelled) WithGroup(name string) slog.Handler    { return cancelled{c.h.WithGroup(name)} }
+func (q quiet) WithAttrs(as []slog.Attr) slog.Handler { return quiet{q.h.WithAttrs(as)} }
+func (q quiet) WithGroup(name string) slog.Handler    { return quiet{q.h.WithGroup(name)} }
