@@ -3,7 +3,8 @@
 // it to control's tart provider over HTTP, every request authenticated
 // with the internal-API token (control/provider/tart/agent). A separate
 // small binary rather than a mode of sbx: it runs under launchd on Mac
-// minis that need none of the rest, links only the driver, and outlives
+// minis that need none of the rest, links only the driver (and the S3
+// client its bundles go through), and outlives
 // control's restarts, so the VMs it supervises keep running.
 //
 //	SBX_MACD_TOKEN=... sbx-macd --listen 0.0.0.0:7443 --tart /opt/homebrew/bin/tart \
