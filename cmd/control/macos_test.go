@@ -100,14 +100,14 @@ func writeFile(t *testing.T, dir, name, body string) string {
 	return p
 }
 
-// TestMacOSHostsFlags: a bad hosts file or S3 setting stops the start
-// with the flag and the field named.
+// TestMacOSHostsFlags: a bad hosts file stops the start with the flag
+// and the field named; object storage is the agents' (sbx-macd
+// --s3-endpoint), not a flag of control.
 func TestMacOSHostsFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := writeFile(t, dir, "hosts.yaml", "hosts:\n  - name: mini-1\n    agent: https://mini-1.lan:7443\n    tokenFile: token\n")
 	writeFile(t, dir, "token", "agent-token-0123456789abcdef\n")
-	keys := writeFile(t, dir, "s3key", "secret-key\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -119,22 +119,19 @@ func TestMacOSHostsFlags(t *testing.T) {
 		{"typo", []string{"--macos-hosts", writeFile(t, dir, "typo.yaml", "hosts:\n  - name: mini-1\n    agnet: https://m:7443\n")}, `unknown field "agnet"`},
 		{"no scheme", []string{"--macos-hosts", writeFile(t, dir, "url.yaml", "hosts:\n  - name: mini-1\n    agent: mini-1:7443\n")}, "hosts[0].agent"},
 		{"twice", []string{"--macos-hosts", writeFile(t, dir, "twice.yaml", "hosts:\n  - {name: a, agent: 'https://a:1'}\n  - {name: a, agent: 'https://b:1'}\n")}, "listed twice"},
-		{"s3 without hosts", []string{"--s3-endpoint", "http://127.0.0.1:9000"}, "needs --macos-hosts"},
-		{"s3 without keys", []string{"--macos-hosts", good, "--s3-endpoint", "http://127.0.0.1:9000"}, "--s3-access-key-file"},
-		{"s3 key file missing", []string{"--macos-hosts", good, "--s3-endpoint", "http://127.0.0.1:9000", "--s3-access-key-file", filepath.Join(dir, "none")}, "--s3-access-key-file"},
+		{"s3 is the agents'", []string{"--macos-hosts", good, "--s3-endpoint", "http://127.0.0.1:9000"}, "s3-endpoint"},
 	} {
 		if _, _, err := parseConfig(append(required(t), tc.args...), secretEnv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error containing %q", tc.name, err, tc.want)
 		}
 	}
-	c, _, err := parseConfig(append(required(t), "--macos-hosts", good, "--s3-endpoint", "http://127.0.0.1:9000",
-		"--s3-access-key-file", keys, "--s3-secret-key-file", keys), secretEnv)
+	c, _, err := parseConfig(append(required(t), "--macos-hosts", good), secretEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w, ok := c.Provider.(*withMacOS)
-	if !ok || w.hosts.Hosts[0].Slots != 2 || w.s3 == nil || w.s3.Secure || w.s3.Endpoint != "127.0.0.1:9000" {
-		t.Fatalf("provider %#v; want k8s with the hosts file's Mac (2 slots) and plain-HTTP S3", c.Provider)
+	if !ok || w.hosts.Hosts[0].Slots != 2 {
+		t.Fatalf("provider %#v; want k8s with the hosts file's Mac (2 slots)", c.Provider)
 	}
 	if _, ok := w.def.(*kubernetes); !ok {
 		t.Errorf("default provider %T; want k8s beside the Macs", w.def)

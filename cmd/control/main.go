@@ -139,7 +139,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	if c.InternalSecret, err = flagenv.Secret("--internal-secret-file", *secretFile, getenv("SBX_INTERNAL_SECRET")); err != nil {
 		return c, 0, err
 	}
-	if c.Provider, err = macOS.wrap(c.Provider, c.InternalSecret, getenv); err != nil {
+	if c.Provider, err = macOS.wrap(c.Provider, c.InternalSecret); err != nil {
 		return c, 0, err
 	}
 	// A replica shares its store and activity with the others, and the

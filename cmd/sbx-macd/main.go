@@ -3,7 +3,8 @@
 // it to control's tart provider over HTTP, every request authenticated
 // with the internal-API token (control/provider/tart/agent). A separate
 // small binary rather than a mode of sbx: it runs under launchd on Mac
-// minis that need none of the rest, links only the driver, and outlives
+// minis that need none of the rest, links only the driver (and the S3
+// client its bundles go through), and outlives
 // control's restarts, so the VMs it supervises keep running.
 //
 //	SBX_MACD_TOKEN=... sbx-macd --listen 0.0.0.0:7443 --tart /opt/homebrew/bin/tart \
@@ -11,6 +12,15 @@
 //
 // Off loopback, serve TLS (--tls-cert/--tls-key): the token is a bearer
 // credential.
+//
+// With --s3-endpoint (and --s3-bucket, --s3-access-key-file,
+// --s3-secret-key-file: keys only ever from files or AWS_* variables) the
+// agent moves its suspended VMs' bundles to and from that bucket itself,
+// zstd-compressed, when control asks with a key: the gigabytes go from the
+// Mac's disk to the bucket and never through control. Without it,
+// suspended VMs stay on the Mac's disk and control logs that this host has
+// no object storage. Every agent of one control names the same bucket, so
+// a VM suspended on one Mac wakes on another.
 //
 // At start it runs preflight (tart present and recent, the host's macOS
 // version, free disk) and exits with what to do if that fails; a host too
@@ -33,9 +43,38 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbxedge/sbx/cmd/internal/flagenv"
 	"github.com/sbxedge/sbx/control/provider/tart"
 	"github.com/sbxedge/sbx/control/provider/tart/agent"
+	"github.com/sbxedge/sbx/control/provider/tart/s3bundles"
+	"github.com/sbxedge/sbx/internal/objstore"
 )
+
+// s3Flags are the object storage this Mac's suspended VMs go to.
+type s3Flags struct {
+	endpoint, bucket, region     string
+	accessKeyFile, secretKeyFile string
+}
+
+func (f s3Flags) config(getenv func(string) string) (objstore.Config, error) {
+	access, err := flagenv.Secret("--s3-access-key-file", f.accessKeyFile, getenv("AWS_ACCESS_KEY_ID"))
+	if err != nil {
+		return objstore.Config{}, err
+	}
+	secret, err := flagenv.Secret("--s3-secret-key-file", f.secretKeyFile, getenv("AWS_SECRET_ACCESS_KEY"))
+	if err != nil {
+		return objstore.Config{}, err
+	}
+	if access == "" || secret == "" {
+		return objstore.Config{}, errors.New("--s3-endpoint: set --s3-access-key-file (or AWS_ACCESS_KEY_ID) and --s3-secret-key-file (or AWS_SECRET_ACCESS_KEY)")
+	}
+	cfg := objstore.Config{Bucket: f.bucket, Region: f.region, AccessKey: access, SecretKey: secret}
+	cfg.SetEndpoint(f.endpoint)
+	if err := cfg.Validate(); err != nil {
+		return objstore.Config{}, fmt.Errorf("--s3-endpoint: %w", err)
+	}
+	return cfg, nil
+}
 
 func main() {
 	if err := run(); err != nil {
@@ -51,6 +90,12 @@ func run() error {
 	tlsKey := flag.String("tls-key", "", "the private key of --tls-cert")
 	swVers := flag.String("sw-vers", "", "the sw_vers binary preflight reads the host's macOS version from (empty: one beside --tart, else /usr/bin/sw_vers)")
 	minFree := flag.Int("min-free-gb", tart.MinFreeDiskGB, "preflight: free disk needed where tart keeps VMs")
+	s3 := s3Flags{}
+	flag.StringVar(&s3.endpoint, "s3-endpoint", "", "S3-compatible object storage (http://HOST:PORT, https://HOST:PORT, or HOST:PORT for HTTPS) this Mac uploads its suspended VMs' bundles to, freeing its disk (empty: suspended VMs stay on this Mac)")
+	flag.StringVar(&s3.bucket, "s3-bucket", "sbx-macos-bundles", "with --s3-endpoint: the bucket, made if missing; every Mac of a pool names the same one")
+	flag.StringVar(&s3.region, "s3-region", os.Getenv("AWS_REGION"), "with --s3-endpoint: the region signed for (most non-AWS servers take any)")
+	flag.StringVar(&s3.accessKeyFile, "s3-access-key-file", "", "with --s3-endpoint: a file holding the access key id (default: $AWS_ACCESS_KEY_ID)")
+	flag.StringVar(&s3.secretKeyFile, "s3-secret-key-file", "", "with --s3-endpoint: a file holding the secret key (default: $AWS_SECRET_ACCESS_KEY)")
 	flag.Parse()
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
@@ -74,6 +119,21 @@ func run() error {
 		// exempts macOS sandboxes from idle suspend.
 		logger.Warn("this host cannot suspend VMs", "why", info.NoSuspend)
 	}
+	var drv tart.Driver = d
+	if s3.endpoint != "" {
+		cfg, err := s3.config(os.Getenv)
+		if err != nil {
+			return err
+		}
+		// Opened (and the bucket made) now, so a wrong endpoint or key
+		// stops the start rather than the first suspend.
+		store, err := s3bundles.Open(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("--s3-endpoint %s: %w", s3.endpoint, err)
+		}
+		drv = tart.WithBundles(d, store)
+		logger.Info("suspended VMs go to object storage", "endpoint", cfg.Endpoint, "bucket", cfg.Bucket)
+	}
 	var tlsConf *tls.Config
 	if *tlsCert != "" {
 		// Loaded before the listener, so a bad pair stops the start
@@ -88,7 +148,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: agent.Handler(d, token), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
+	srv := &http.Server{Handler: agent.Handler(drv, token), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
 	fmt.Printf("listening on %s\n", ln.Addr())
 	errc := make(chan error, 1)
 	go func() {

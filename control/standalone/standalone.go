@@ -99,7 +99,8 @@ type TartConfig struct {
 	// MinFreeDiskGB is preflight's free-disk floor (0: tart.MinFreeDiskGB).
 	MinFreeDiskGB int
 	// Bundles, when set, takes a suspended VM's bundle off this machine
-	// (object storage, tart/s3bundles) and frees its disk; nil keeps
+	// (object storage, tart/s3bundles), moved in this process by the
+	// driver (tart.WithBundles), and frees its disk; nil keeps
 	// suspended VMs on this machine's disk (their slot is freed either
 	// way).
 	Bundles tart.BundleStore
@@ -126,6 +127,6 @@ func openTart(ctx context.Context, c TartConfig, logger *slog.Logger) (*tart.Pro
 	// Builds an earlier run left half done go at Start; old templates
 	// stay until they are pruned.
 	return tart.New(tart.Config{
-		Hosts: []tart.Host{{Name: host, Driver: d, NoSuspend: info.NoSuspend}}, Templates: c.Templates, Suspendable: c.Suspendable, Bundles: c.Bundles, Logger: logger,
+		Hosts: []tart.Host{{Name: host, Driver: tart.WithBundles(d, c.Bundles), NoSuspend: info.NoSuspend}}, Templates: c.Templates, Suspendable: c.Suspendable, Logger: logger,
 	})
 }

@@ -3,6 +3,9 @@ package tart_test
 import (
 	"bufio"
 	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,8 @@ import (
 	"github.com/sbxedge/sbx/control/provider/providertest"
 	"github.com/sbxedge/sbx/control/provider/tart"
 	"github.com/sbxedge/sbx/control/provider/tart/agent"
+	"github.com/sbxedge/sbx/internal/objstore"
+	"github.com/sbxedge/sbx/internal/objstore/s3test"
 )
 
 var (
@@ -30,6 +35,12 @@ const agentToken = "internal-api-token-for-tests-0123"
 // with its own TART_HOME, and returns a Driver speaking to it.
 func startAgent(t *testing.T, env ...string) *agent.Client {
 	t.Helper()
+	return startAgentArgs(t, nil, env...)
+}
+
+// startAgentArgs is startAgent with more sbx-macd flags.
+func startAgentArgs(t *testing.T, args []string, env ...string) *agent.Client {
+	t.Helper()
 	macdOnce.Do(func() {
 		macdPath = filepath.Join(filepath.Dir(fakeTart), "sbx-macd")
 		if out, err := exec.Command("go", "build", "-o", macdPath, "github.com/sbxedge/sbx/cmd/sbx-macd").CombinedOutput(); err != nil {
@@ -40,7 +51,7 @@ func startAgent(t *testing.T, env ...string) *agent.Client {
 	if macdErr != nil {
 		t.Fatal(macdErr)
 	}
-	cmd := exec.Command(macdPath, "--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0")
+	cmd := exec.Command(macdPath, append([]string{"--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0"}, args...)...)
 	cmd.Env = append(append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken), fakeEnv(t)...), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -157,14 +168,18 @@ func TestAgentPreflightOfTheHostsMacOS(t *testing.T) {
 	}
 }
 
-// TestAgentMovesBundles: a sandbox on a host agent suspends into the
-// BundleStore (its bundle streamed out through the agent, the VM gone
-// from the host) and wakes with its files (streamed back in): control
-// with --s3-endpoint and remote Macs.
+// TestAgentMovesBundles: a sandbox on a host agent whose driver has a
+// BundleStore (here a directory, in this process; sbx-macd's is S3, see
+// TestAgentMovesBundlesToS3) suspends into it, the VM gone from the host,
+// and wakes with its files: control sends keys, the agent moves bytes.
 func TestAgentMovesBundles(t *testing.T) {
-	c := startAgent(t)
+	cli := tart.NewCLI(fakeTart, fakeEnv(t), nil)
 	bundles := t.TempDir()
-	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true, Bundles: tart.DirBundles{Dir: bundles}})
+	srv := httptest.NewServer(agent.Handler(tart.WithBundles(cli, tart.DirBundles{Dir: bundles}), agentToken))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { stopAll(t, cli) })
+	c := &agent.Client{BaseURL: srv.URL, Token: agentToken}
+	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true})
 	sp := newSpecs(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	if _, err := p.Provision(ctx, sp.spec(t, "sbx-a1")); err != nil {
@@ -182,6 +197,9 @@ func TestAgentMovesBundles(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(bundles, "macos-bundles", "sbx-a1.tvm")); err != nil || fi.Size() < 4<<20 {
 		t.Fatalf("bundle: %v, %v; want one holding the VM's memory", fi, err)
 	}
+	if in, err := p.Status(ctx, "sbx-a1"); err != nil || in.Phase != provider.PhaseStopped {
+		t.Fatalf("Status of the offloaded sandbox = %+v, %v; want stopped", in, err)
+	}
 	if _, err := p.Restore(ctx, sp.spec(t, "sbx-a1")); err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +207,133 @@ func TestAgentMovesBundles(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "kept" {
 		t.Fatalf("after wake: %q %v", res.Stdout, err)
 	}
-	var buf strings.Builder
-	if err := c.Export(ctx, "no-such-vm", &buf); err == nil || !strings.Contains(err.Error(), "does not exist") {
-		t.Errorf("Export of a VM that is not there = %v; want tart's refusal", err)
+	if ok, _ := c.BundleExists(ctx, "macos-bundles/sbx-a1.tvm"); ok {
+		t.Fatal("bundle kept after the wake")
 	}
+	if err := c.StoreBundle(ctx, "no-such-vm", "macos-bundles/x.tvm"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("StoreBundle of a VM that is not there = %v; want tart's refusal", err)
+	}
+}
+
+// TestAgentWithoutObjectStorage: an agent started with no --s3-endpoint,
+// asked to offload, keeps the suspended VM on its disk: the suspend
+// stands, the sandbox wakes from the Mac's disk, and control's log names
+// the host that lacks object storage.
+func TestAgentWithoutObjectStorage(t *testing.T) {
+	c := startAgent(t)
+	var logs syncBuffer
+	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	sp := newSpecs(t)
+	ctx := ctxFor(t, 2*time.Minute)
+	if _, err := p.Provision(ctx, sp.spec(t, "sbx-n1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Suspend(ctx, "sbx-n1"); err != nil {
+		t.Fatalf("Suspend on a host without object storage: %v; want the VM kept suspended on its disk", err)
+	}
+	vms, _ := c.List(ctx)
+	if !slices.ContainsFunc(vms, func(vm tart.VM) bool { return vm.Name == "sbx-sbx-n1" && vm.State == "suspended" }) {
+		t.Fatalf("VMs %+v; want sbx-sbx-n1 suspended on the host", vms)
+	}
+	if l := logs.String(); !strings.Contains(l, "host=mini-1") || !strings.Contains(l, "no object storage") || !strings.Contains(l, "--s3-endpoint") {
+		t.Errorf("log %q; want it to name mini-1 as lacking object storage and the flag that gives it", l)
+	}
+	if err := c.StoreBundle(ctx, "sbx-sbx-n1", "macos-bundles/sbx-n1.tvm"); !errors.Is(err, tart.ErrNoBundleStore) {
+		t.Errorf("StoreBundle on the agent = %v; want ErrNoBundleStore", err)
+	}
+	if _, err := p.Restore(ctx, sp.spec(t, "sbx-n1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAgentMovesBundlesToS3: sbx-macd, its own process with --s3-*
+// flags (the secret from a file, the access key from the environment),
+// uploads a suspended VM's bundle to a real S3 server (weed) itself and
+// loads it back on wake; destroying a suspended sandbox deletes it.
+func TestAgentMovesBundlesToS3(t *testing.T) {
+	s3 := s3test.New(t)
+	bucket := s3test.Bucket("macd-bundles")
+	secretFile := filepath.Join(t.TempDir(), "s3-secret")
+	if err := os.WriteFile(secretFile, []byte(s3.SecretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startAgentArgs(t, []string{"--s3-endpoint", "http://" + s3.Endpoint, "--s3-bucket", bucket, "--s3-secret-key-file", secretFile},
+		"AWS_ACCESS_KEY_ID="+s3.AccessKey, "AWS_SECRET_ACCESS_KEY=")
+	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true})
+	store, err := objstore.New(s3.Config(bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := newSpecs(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	stored := func(id string) bool {
+		t.Helper()
+		_, err := store.Stat(ctx, "macos-bundles/"+id+".tvm")
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	for _, id := range []string{"sbx-b1", "sbx-b2"} {
+		if _, err := p.Provision(ctx, sp.spec(t, id)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Suspend(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if !stored(id) {
+			t.Fatalf("no bundle of %s in the bucket after its suspend", id)
+		}
+	}
+	if vms, _ := c.List(ctx); slices.ContainsFunc(vms, func(vm tart.VM) bool { return strings.HasPrefix(vm.Name, "sbx-sbx-b") }) {
+		t.Fatalf("suspended VMs still on the host: %+v", vms)
+	}
+	if _, err := p.Restore(ctx, sp.spec(t, "sbx-b1")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Exec(ctx, "sbx-sbx-b1", nil, "true"); err != nil || res.ExitCode != 0 {
+		t.Fatalf("after wake: %+v %v", res, err)
+	}
+	if stored("sbx-b1") {
+		t.Error("bundle of sbx-b1 kept after its wake")
+	}
+	if err := p.Destroy(ctx, "sbx-b2"); err != nil {
+		t.Fatal(err)
+	}
+	if stored("sbx-b2") {
+		t.Error("bundle of sbx-b2 kept after its destroy")
+	}
+}
+
+// TestAgentS3FlagsAtStart: an agent given --s3-endpoint without keys
+// exits at start naming the flags, before it serves anything.
+func TestAgentS3FlagsAtStart(t *testing.T) {
+	startAgent(t) // builds sbx-macd
+	cmd := exec.Command(macdPath, "--listen", "127.0.0.1:0", "--tart", fakeTart, "--min-free-gb", "0", "--s3-endpoint", "http://127.0.0.1:1")
+	cmd.Env = append(append(os.Environ(), "SBX_MACD_TOKEN="+agentToken, "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="), fakeEnv(t)...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--s3-access-key-file") || strings.Contains(string(out), "listening on") {
+		t.Fatalf("sbx-macd --s3-endpoint without keys: %v\n%s\nwant an exit naming --s3-access-key-file", err, out)
+	}
+}
+
+// syncBuffer is a log sink the provider's goroutines write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestAgentTemplatesListAndPrune: templates listed through an agent say

@@ -47,9 +47,16 @@ func fakeEnv(t *testing.T) []string {
 // newProvider is a one-host provider on the fake.
 func newProvider(t *testing.T, cfg tart.Config) (*tart.Provider, *tart.CLI) {
 	t.Helper()
+	return newProviderWith(t, cfg, nil)
+}
+
+// newProviderWith is newProvider whose default host moves its suspended
+// VMs to bundles in this process (sbx dev's way), when bundles is set.
+func newProviderWith(t *testing.T, cfg tart.Config, bundles tart.BundleStore) (*tart.Provider, *tart.CLI) {
+	t.Helper()
 	cli := tart.NewCLI(fakeTart, fakeEnv(t), nil)
 	if len(cfg.Hosts) == 0 {
-		cfg.Hosts = []tart.Host{{Name: "mac-1", Driver: cli}}
+		cfg.Hosts = []tart.Host{{Name: "mac-1", Driver: tart.WithBundles(cli, bundles)}}
 	}
 	if cfg.Templates == nil {
 		cfg.Templates = map[string]tart.Template{"macos-test": {BaseImage: baseImage, SetupScript: "echo built > template.txt\n"}}
@@ -89,10 +96,10 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceWithOffload: suspend moves the VM's bundle off the host
-// (a BundleStore) and frees it; restore brings it back and resumes.
+// (the host's driver into a BundleStore) and frees it; restore brings it back and resumes.
 func TestConformanceWithOffload(t *testing.T) {
 	providertest.Run(t, func(t *testing.T) providertest.Env {
-		p, _ := newProvider(t, tart.Config{Suspendable: true, Bundles: tart.DirBundles{Dir: t.TempDir()}})
+		p, _ := newProviderWith(t, tart.Config{Suspendable: true}, tart.DirBundles{Dir: t.TempDir()})
 		return providertest.Env{Provider: p, Spec: macSpec}
 	})
 }

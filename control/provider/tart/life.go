@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sbxedge/sbx/control/provider"
@@ -36,8 +37,9 @@ func (p *Provider) provision(ctx context.Context, spec provider.Spec, restore bo
 	if err != nil && !found {
 		return provider.Endpoint{}, fmt.Errorf("provision %s: %w", id, err)
 	}
-	if !found && p.cfg.Bundles != nil {
-		// Offloaded while suspended: fetch it to a host with room.
+	if !found {
+		// Offloaded while suspended: a host that sees the bundle and
+		// has room loads it.
 		if h, found, err = p.fetchBundle(ctx, spec); err != nil {
 			return provider.Endpoint{}, fmt.Errorf("restore %s: %w", id, err)
 		}
@@ -89,7 +91,15 @@ func (p *Provider) provision(ctx context.Context, spec provider.Spec, restore bo
 
 // reserve waits for a slot on only (or any fitting host when nil).
 func (p *Provider) reserve(ctx context.Context, spec provider.Spec, only *host) (*host, error) {
-	pick := func(h *host) bool { return p.fits(h, spec) && (only == nil || h == only) }
+	if only != nil {
+		return p.reserveAmong(ctx, spec, []*host{only})
+	}
+	return p.reserveAmong(ctx, spec, nil)
+}
+
+// reserveAmong waits for a slot on a fitting host of among (any when nil).
+func (p *Provider) reserveAmong(ctx context.Context, spec provider.Spec, among []*host) (*host, error) {
+	pick := func(h *host) bool { return p.fits(h, spec) && (among == nil || slices.Contains(among, h)) }
 	return p.slots.reserve(ctx, p.hosts, vmName(spec.SandboxID), pick, func(used, total, hosts int) {
 		msg := WaitingMessage(used, total, hosts)
 		p.log.Info("sandbox waits for a slot", "sandbox_id", spec.SandboxID, "msg", msg)
@@ -200,10 +210,8 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 			return fmt.Errorf("destroy %s: %w", id, err)
 		}
 	}
-	if p.cfg.Bundles != nil {
-		if err := p.cfg.Bundles.Delete(ctx, bundleKey(id)); err != nil {
-			return fmt.Errorf("destroy %s: delete bundle: %w", id, err)
-		}
+	if err := p.deleteBundle(ctx, id); err != nil {
+		return fmt.Errorf("destroy %s: %w", id, err)
 	}
 	p.mu.Lock()
 	delete(p.placed, id)
@@ -227,12 +235,12 @@ func (p *Provider) Status(ctx context.Context, id string) (provider.Instance, er
 	if err != nil && !found {
 		return in, err
 	}
-	if !found && p.cfg.Bundles != nil {
-		ok, err := p.cfg.Bundles.Exists(ctx, bundleKey(id))
+	if !found {
+		holders, err := p.bundleHosts(ctx, id)
 		if err != nil {
 			return in, err
 		}
-		if ok {
+		if len(holders) > 0 {
 			in.Phase = provider.PhaseStopped
 			return in, nil
 		}
@@ -298,7 +306,7 @@ func sandboxOf(vm string) (string, bool) {
 }
 
 // Suspend saves the VM's memory (tart suspend), frees its slot and, with
-// a BundleStore, moves the VM's bundle off the host.
+// a host that has object storage, moves the VM's bundle off the host.
 func (p *Provider) Suspend(ctx context.Context, id string) error {
 	if !p.suspendable() {
 		return provider.ErrSuspendUnsupported
@@ -313,10 +321,8 @@ func (p *Provider) Suspend(ctx context.Context, id string) error {
 		return fmt.Errorf("suspend %s: %w", id, err)
 	}
 	if !found {
-		if p.cfg.Bundles != nil {
-			if ok, err := p.cfg.Bundles.Exists(ctx, bundleKey(id)); err == nil && ok {
-				return nil // offloaded already
-			}
+		if holders, err := p.bundleHosts(ctx, id); err == nil && len(holders) > 0 {
+			return nil // offloaded already
 		}
 		return fmt.Errorf("suspend %s: %w", id, provider.ErrNotFound)
 	}
@@ -335,10 +341,8 @@ func (p *Provider) Suspend(ctx context.Context, id string) error {
 		}
 		p.slots.release(h.name, name)
 	}
-	if p.cfg.Bundles != nil {
-		if err := p.offload(ctx, h, id); err != nil {
-			return fmt.Errorf("suspend %s: %w", id, err)
-		}
+	if err := p.offload(ctx, h, id); err != nil {
+		return fmt.Errorf("suspend %s: %w", id, err)
 	}
 	p.log.Info("sandbox VM suspended", "sandbox_id", id, "host", h.name)
 	return nil

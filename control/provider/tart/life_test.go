@@ -388,7 +388,7 @@ func TestPreflightExemptsHostsThatCannotSuspend(t *testing.T) {
 // another sandbox, and it resumes with its files when a slot frees.
 func TestSuspendOffloadsAndFreesTheSlot(t *testing.T) {
 	bundles := t.TempDir()
-	p, cli := newProvider(t, tart.Config{Suspendable: true, Bundles: tart.DirBundles{Dir: bundles}})
+	p, cli := newProviderWith(t, tart.Config{Suspendable: true}, tart.DirBundles{Dir: bundles})
 	sp := newSpecs(t)
 	ctx := ctxFor(t, 2*time.Minute)
 	for _, id := range []string{"sbx-s1", "sbx-s2"} {

@@ -88,10 +88,10 @@ type Config struct {
 	// Suspendable runs VMs with --suspendable so idle sandboxes can be
 	// suspended (tart 1.8+ on a macOS 14+ host).
 	Suspendable bool
-	// Bundles, when set, holds suspended VMs off the host (see
-	// BundleStore); nil keeps them on the host's disk.
-	Bundles BundleStore
-	Logger  *slog.Logger
+	// A host whose driver is a BundleMover moves its suspended VMs to
+	// object storage itself (Bundled, or its agent's --s3-endpoint); the
+	// provider only names the key.
+	Logger *slog.Logger
 }
 
 // host is a Host in use.
@@ -102,6 +102,9 @@ type host struct {
 	maxMemoryMB int
 	maxCPU      float64
 	noSuspend   string // guarded by Provider.mu
+	// warnedNoStore: the log said once that this host has no object
+	// storage; guarded by Provider.mu.
+	warnedNoStore bool
 }
 
 // Provider implements provider.Provider on tart hosts.

@@ -22,8 +22,9 @@ import (
 )
 
 var (
-	_ tart.Driver   = (*Client)(nil)
-	_ tart.Exporter = (*Client)(nil)
+	_ tart.Driver      = (*Client)(nil)
+	_ tart.Exporter    = (*Client)(nil)
+	_ tart.BundleMover = (*Client)(nil)
 )
 
 // request is every call's body; each op reads the fields it needs.
@@ -37,12 +38,13 @@ type request struct {
 	Wait        time.Duration `json:"wait,omitempty"`
 	Stdin       []byte        `json:"stdin,omitempty"`
 	Argv        []string      `json:"argv,omitempty"`
+	Key         string        `json:"key,omitempty"` // a bundle's object key
 }
 
 // response is every call's answer.
 type response struct {
 	Error   string           `json:"error,omitempty"`
-	Kind    string           `json:"kind,omitempty"` // no_ip, limit: errors the provider tells apart
+	Kind    string           `json:"kind,omitempty"` // no_ip, limit, no_bundle_store: errors the provider tells apart
 	Version string           `json:"version,omitempty"`
 	VMs     []tart.VM        `json:"vms,omitempty"`
 	Exit    *tart.Exit       `json:"exit,omitempty"`
@@ -50,6 +52,7 @@ type response struct {
 	Exec    *tart.ExecResult `json:"exec,omitempty"`
 	Free    uint64           `json:"free,omitempty"`
 	OS      string           `json:"os,omitempty"`
+	Exists  bool             `json:"exists,omitempty"`
 }
 
 // Handler serves d to callers bearing token.
@@ -84,6 +87,8 @@ func Handler(d tart.Driver, token string) http.Handler {
 				res.Kind = "no_ip"
 			case errors.Is(err, tart.ErrLimit):
 				res.Kind = "limit"
+			case errors.Is(err, tart.ErrNoBundleStore):
+				res.Kind = "no_bundle_store"
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -128,6 +133,26 @@ func serve(ctx context.Context, d tart.Driver, op string, q request) (response, 
 		res.Free, err = d.FreeDiskBytes(ctx)
 	case "os":
 		res.OS, err = d.OSVersion(ctx)
+	case "bundle-store", "bundle-load", "bundle-exists", "bundle-delete":
+		// The agent moves bundles between its disk and its own object
+		// storage: only the key crosses to control.
+		bm, ok := d.(tart.BundleMover)
+		if !ok {
+			return res, tart.ErrNoBundleStore
+		}
+		if q.Key == "" {
+			return res, errors.New("no bundle key")
+		}
+		switch op {
+		case "bundle-store":
+			err = bm.StoreBundle(ctx, q.Name, q.Key)
+		case "bundle-load":
+			err = bm.LoadBundle(ctx, q.Key, q.Name)
+		case "bundle-exists":
+			res.Exists, err = bm.BundleExists(ctx, q.Key)
+		default:
+			err = bm.DeleteBundle(ctx, q.Key)
+		}
 	default:
 		err = fmt.Errorf("unknown operation %q", op)
 	}
@@ -227,6 +252,8 @@ func (c *Client) call(ctx context.Context, op string, q request) (response, erro
 			return res, tart.ErrNoIP
 		case "limit":
 			return res, fmt.Errorf("%w: %s", tart.ErrLimit, res.Error)
+		case "no_bundle_store":
+			return res, fmt.Errorf("host agent %s: %w", c.BaseURL, tart.ErrNoBundleStore)
 		}
 		return res, errors.New(res.Error)
 	}
@@ -318,6 +345,30 @@ func (c *Client) FreeDiskBytes(ctx context.Context) (uint64, error) {
 func (c *Client) OSVersion(ctx context.Context) (string, error) {
 	r, err := c.call(ctx, "os", request{})
 	return r.OS, err
+}
+
+// StoreBundle has the agent export the stopped VM name and upload it
+// under key to its own object storage.
+func (c *Client) StoreBundle(ctx context.Context, name, key string) error {
+	_, err := c.call(ctx, "bundle-store", request{Name: name, Key: key})
+	return err
+}
+
+// LoadBundle has the agent download key from its object storage and
+// import it as the VM name.
+func (c *Client) LoadBundle(ctx context.Context, key, name string) error {
+	_, err := c.call(ctx, "bundle-load", request{Name: name, Key: key})
+	return err
+}
+
+func (c *Client) BundleExists(ctx context.Context, key string) (bool, error) {
+	r, err := c.call(ctx, "bundle-exists", request{Key: key})
+	return r.Exists, err
+}
+
+func (c *Client) DeleteBundle(ctx context.Context, key string) error {
+	_, err := c.call(ctx, "bundle-delete", request{Key: key})
+	return err
 }
 
 func (c *Client) bundleRequest(ctx context.Context, op, name string, body io.Reader) (*http.Response, error) {

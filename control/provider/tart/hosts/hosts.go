@@ -208,7 +208,9 @@ func (f *File) Config(defaultToken string, logger *slog.Logger) (tart.Config, er
 // preflight (tart, macOS version: a host that cannot suspend makes the
 // pool exempt from idle suspend). A host that does not answer is logged,
 // not fatal: one Mac down must not keep a replica from starting.
-func (f *File) Open(ctx context.Context, defaultToken string, bundles tart.BundleStore, logger *slog.Logger) (*tart.Provider, error) {
+// Suspended VMs go to object storage only through the agents (their own
+// --s3-endpoint): control never carries a bundle.
+func (f *File) Open(ctx context.Context, defaultToken string, logger *slog.Logger) (*tart.Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -216,7 +218,6 @@ func (f *File) Open(ctx context.Context, defaultToken string, bundles tart.Bundl
 	if err != nil {
 		return nil, err
 	}
-	cfg.Bundles = bundles
 	p, err := tart.New(cfg)
 	if err != nil {
 		return nil, err

@@ -2,9 +2,10 @@
 // object storage: the tart provider's BundleStore on internal/objstore,
 // zstd-compressed and moved in parallel multipart parts.
 //
-// It is a package of its own so that the tart provider, and the binaries
-// that only drive tart (cmd/sbx-macd), do not carry an S3 client; only
-// the binary that wires a bucket in imports it.
+// It is a package of its own so that the tart provider, and control
+// (which only names keys), do not carry an S3 client; only the binaries
+// on the machine that has the VMs' disks import it: cmd/sbx-macd
+// (--s3-endpoint) and sbx dev --tart.
 package s3bundles
 
 import (
