@@ -25,6 +25,7 @@ type scaleConfig struct {
 	KeepAlive   int           // preview keep-alive connections held at once
 	Duration    time.Duration // the create run
 	CreateConns int
+	Accounts    int           // creators round-robin over this many accounts
 	Traffic     time.Duration // the Redis window, keystrokes on every session
 	PrevConns   int
 	PrevDur     time.Duration
@@ -71,6 +72,12 @@ func (c *scaleConfig) Validate() error {
 	}
 	if c.CreateConns < 1 || c.CreateConns > 256 || c.PrevConns < 1 || c.PrevConns > 1024 || c.PrevRounds < 1 || c.PrevRounds > 10 {
 		errs = append(errs, errors.New("--create-conns must be 1..256, --preview-conns 1..1024, --preview-rounds 1..10"))
+	}
+	if c.Accounts < 1 || c.Accounts > 256 {
+		errs = append(errs, errors.New("--accounts must be 1..256"))
+	} else if c.Accounts > 1 && !slices.Equal(c.Only, []string{"creates"}) {
+		// The later steps reach every sandbox with the first account's token.
+		errs = append(errs, errors.New("--accounts above 1 needs --only creates"))
 	}
 	if c.Timeout <= 0 || c.Timeout > 2*time.Hour {
 		errs = append(errs, errors.New("--timeout must be (0, 2h]"))
@@ -129,7 +136,7 @@ func verdict(ok bool) string {
 // printing the table at the end (and whatever rows it reached if a step
 // fails).
 func runScale(ctx context.Context, args []string) error {
-	c := scaleConfig{Sessions: intList{100, 200}}
+	c := scaleConfig{Sessions: intList{100, 200}, Accounts: 1}
 	fs := flag.NewFlagSet("loadtest scale", flag.ContinueOnError)
 	fs.IntVar(&c.Sandboxes, "sandboxes", 200, "simulated sandboxes to create (the create run stops early when it reaches them)")
 	fs.Var((*intList)(&c.Sessions), "sessions", "idle SSH sessions through the edge at which its memory is read, rising (one per sandbox)")
@@ -137,6 +144,7 @@ func runScale(ctx context.Context, args []string) error {
 	fs.IntVar(&c.KeepAlive, "keepalive", 0, "preview keep-alive connections held through the edge at once (0 skips the row)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "the create run's length (the issue's figure is 60s)")
 	fs.IntVar(&c.CreateConns, "create-conns", 16, "concurrent create requests")
+	fs.IntVar(&c.Accounts, "accounts", 1, "accounts the creators spread over, round-robin (a fleet's creates come from many tenants; above 1 needs --only creates)")
 	fs.DurationVar(&c.Traffic, "traffic", 10*time.Second, "the Redis window: keystrokes on every held session")
 	fs.IntVar(&c.PrevConns, "preview-conns", 64, "keep-alive connections of the private-preview runs")
 	fs.DurationVar(&c.PrevDur, "preview-duration", 5*time.Second, "length of each private-preview run")

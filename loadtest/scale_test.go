@@ -10,7 +10,7 @@ func TestScaleConfigBounds(t *testing.T) {
 	t.Parallel()
 	ok := func() scaleConfig {
 		return scaleConfig{Sandboxes: 4000, Sessions: intList{1000, 5000, 9000}, WebSockets: 5500, Duration: time.Minute,
-			CreateConns: 16, Traffic: 15 * time.Second, PrevConns: 64, PrevDur: 5 * time.Second, PrevRounds: 3,
+			CreateConns: 16, Accounts: 1, Traffic: 15 * time.Second, PrevConns: 64, PrevDur: 5 * time.Second, PrevRounds: 3,
 			Timeout: 40 * time.Minute, BinDir: "/tmp/bin"}
 	}
 	if err := func() *scaleConfig { c := ok(); return &c }().Validate(); err != nil {
@@ -24,16 +24,25 @@ func TestScaleConfigBounds(t *testing.T) {
 	}().Validate(); err != nil {
 		t.Fatalf("the keep-alive run's flags: %v", err)
 	}
+	if err := func() *scaleConfig {
+		c := ok()
+		c.Only, c.Accounts = []string{"creates"}, 16
+		return &c
+	}().Validate(); err != nil {
+		t.Fatalf("the many-tenant create run's flags: %v", err)
+	}
 	for name, bad := range map[string]func(*scaleConfig){
-		"falling sessions":     func(c *scaleConfig) { c.Sessions = intList{5000, 1000} },
-		"too many sessions":    func(c *scaleConfig) { c.Sessions = intList{20000} },
-		"unbounded create":     func(c *scaleConfig) { c.Duration = time.Hour },
-		"no binaries":          func(c *scaleConfig) { c.BinDir = "" },
-		"no sandboxes":         func(c *scaleConfig) { c.Sandboxes = 0 },
-		"unbounded run":        func(c *scaleConfig) { c.Timeout = 0 },
-		"unknown step":         func(c *scaleConfig) { c.Only = []string{"creates", "nonsense"} },
-		"past 128 a sandbox":   func(c *scaleConfig) { c.Sandboxes = 40; c.Sessions = intList{9500} },
-		"too many keep-alives": func(c *scaleConfig) { c.KeepAlive = 20000 },
+		"falling sessions":      func(c *scaleConfig) { c.Sessions = intList{5000, 1000} },
+		"too many sessions":     func(c *scaleConfig) { c.Sessions = intList{20000} },
+		"unbounded create":      func(c *scaleConfig) { c.Duration = time.Hour },
+		"no binaries":           func(c *scaleConfig) { c.BinDir = "" },
+		"no sandboxes":          func(c *scaleConfig) { c.Sandboxes = 0 },
+		"unbounded run":         func(c *scaleConfig) { c.Timeout = 0 },
+		"unknown step":          func(c *scaleConfig) { c.Only = []string{"creates", "nonsense"} },
+		"past 128 a sandbox":    func(c *scaleConfig) { c.Sandboxes = 40; c.Sessions = intList{9500} },
+		"too many keep-alives":  func(c *scaleConfig) { c.KeepAlive = 20000 },
+		"no account":            func(c *scaleConfig) { c.Accounts = 0 },
+		"accounts past creates": func(c *scaleConfig) { c.Accounts = 4 },
 	} {
 		c := ok()
 		bad(&c)

@@ -87,6 +87,14 @@ func (r *scaleRun) creates(ctx context.Context) ([]scaleRow, error) {
 	if r.api, err = apiclient.New(r.st.apiURL, r.st.token, nil); err != nil {
 		return nil, err
 	}
+	apis := []*apiclient.ClientWithResponses{r.api}
+	for _, tok := range r.st.tokens[1:] {
+		a, err := apiclient.New(r.st.apiURL, tok, nil)
+		if err != nil {
+			return nil, err
+		}
+		apis = append(apis, a)
+	}
 	var (
 		mu   sync.Mutex
 		lat  []time.Duration
@@ -94,10 +102,10 @@ func (r *scaleRun) creates(ctx context.Context) ([]scaleRow, error) {
 		n    atomic.Int64
 	)
 	profile := devseed.DefaultProfile
-	create := func(ctx context.Context, timed bool) {
+	create := func(ctx context.Context, api *apiclient.ClientWithResponses, timed bool) {
 		for ctx.Err() == nil && n.Add(1) <= int64(r.c.Sandboxes) {
 			t0 := time.Now()
-			resp, err := r.api.CreateSandboxWithResponse(ctx, nil, apiclient.CreateSandbox{Profile: &profile})
+			resp, err := api.CreateSandboxWithResponse(ctx, nil, apiclient.CreateSandbox{Profile: &profile})
 			d := time.Since(t0)
 			if err == nil && resp.JSON201 == nil {
 				err = fmt.Errorf("create: status %d: %.300s", resp.StatusCode(), resp.Body)
@@ -120,8 +128,8 @@ func (r *scaleRun) creates(ctx context.Context) ([]scaleRow, error) {
 	run := func(ctx context.Context, timed bool) time.Duration {
 		var wg sync.WaitGroup
 		t0 := time.Now()
-		for range r.c.CreateConns {
-			wg.Go(func() { create(ctx, timed) })
+		for i := range r.c.CreateConns {
+			wg.Go(func() { create(ctx, apis[i%len(apis)], timed) })
 		}
 		wg.Wait()
 		return time.Since(t0)
@@ -152,7 +160,7 @@ func (r *scaleRun) creates(ctx context.Context) ([]scaleRow, error) {
 	rows := []scaleRow{
 		{"control creates/s (Postgres, simulated fleet)", "sustained " + r.c.Duration.String() + " (issue: 60 s)",
 			fmt.Sprintf("%.0f/s over %.1f s (%d creates)", rate, elapsed.Seconds(), timed), noTarget,
-			fmt.Sprintf("%d concurrent creators; %s", r.c.CreateConns, errs.String())},
+			fmt.Sprintf("%d concurrent creators over %d accounts; %s", r.c.CreateConns, len(apis), errs.String())},
 		{"control create p99 of the 201", "< 200 ms", msOf(p99), verdict(p99 < 200*time.Millisecond && p99 > 0),
 			fmt.Sprintf("p50 %s; load average %s at the end; %s", msOf(quantile(lat, 0.5)), load, waitNote)},
 	}

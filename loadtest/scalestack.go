@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/auth/token"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
 	"github.com/sbxedge/sbx/control/store/postgres"
@@ -35,6 +36,7 @@ type scaleStack struct {
 	dir, dbURL           string
 	edgeMetrics          string
 	apiURL, token        string
+	tokens               []string // one per --accounts; tokens[0] is token
 	sshAddr, previewAddr string
 	redisAddr            string
 	sessionKey           []byte
@@ -207,9 +209,10 @@ func (s *scaleStack) start(ctx context.Context, c *scaleConfig) (err error) {
 	if err := waitListening(ctx, apiAddr, 2*time.Minute); err != nil {
 		return fmt.Errorf("control: %w", err)
 	}
-	if s.token, err = seedScale(ctx, dbURL, filepath.Join(s.dir, "token"), c.Sandboxes); err != nil {
+	if s.tokens, err = seedScale(ctx, dbURL, filepath.Join(s.dir, "token"), c.Sandboxes, c.Accounts); err != nil {
 		return err
 	}
+	s.token = s.tokens[0]
 
 	// The broker's host key.
 	hostKeys := filepath.Join(s.dir, "edge-keys")
@@ -277,21 +280,42 @@ func runScaleApp(ctx context.Context, _ []string) error {
 
 func addrOf(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
-// seedScale makes the dev account (with room for every sandbox) and its
-// token, in the database control has migrated.
-func seedScale(ctx context.Context, dbURL, tokenFile string, sandboxes int) (string, error) {
+// seedScale makes the dev account and accounts-1 more like it (each with
+// room for every sandbox) and one agent token for each, in the database
+// control has migrated.
+func seedScale(ctx context.Context, dbURL, tokenFile string, sandboxes, accounts int) ([]string, error) {
 	st, err := postgres.Open(ctx, dbURL, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return "", fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
 	tok, _, err := devseed.Seed(ctx, st, "", tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("seed: %w", err)
+		return nil, fmt.Errorf("seed: %w", err)
 	}
+	toks := []string{tok}
 	err = st.InTx(ctx, func(tx store.Tx) error {
-		return tx.UpsertAccount(ctx, store.Account{ID: devseed.AccountID, Name: "dev", SandboxesEnabled: true,
-			ConcurrentLimit: 2*sandboxes + 100, CreatedAt: time.Now().UTC()})
+		now := time.Now().UTC()
+		for i := range accounts {
+			id := devseed.AccountID
+			if i > 0 {
+				id = fmt.Sprintf("acct-scale-%d", i)
+			}
+			if err := tx.UpsertAccount(ctx, store.Account{ID: id, Name: id, SandboxesEnabled: true,
+				ConcurrentLimit: 2*sandboxes + 100, CreatedAt: now}); err != nil {
+				return err
+			}
+			if i == 0 {
+				continue
+			}
+			secret, h := token.New(token.PrefixAgent)
+			if err := tx.InsertToken(ctx, store.Token{ID: fmt.Sprintf("tok-scale-%d", i), AccountID: id, Kind: store.TokenAgent,
+				Name: "loadtest scale", Hash: h, CreatedAt: now}); err != nil {
+				return err
+			}
+			toks = append(toks, secret)
+		}
+		return nil
 	})
-	return tok, err
+	return toks, err
 }

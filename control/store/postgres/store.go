@@ -101,9 +101,24 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 // SandboxForUpdate provide the serialisation callers need.
 func (s *Store) InTx(ctx context.Context, fn func(store.Tx) error) error {
 	// Begin and commit fail on a lost connection as the statements do.
-	return markUnavailable(pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
-		return fn(&tx{queries: newQueries(ptx), ptx: ptx, inserter: s.inserter})
+	var notify []string
+	err := markUnavailable(pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
+		notify = notify[:0] // a retried fn starts over
+		return fn(&tx{queries: newQueries(ptx), ptx: ptx, inserter: s.inserter, notify: &notify})
 	}))
+	if err == nil && len(notify) > 0 {
+		s.notifyEvents(context.WithoutCancel(ctx), notify)
+	}
+	return err
+}
+
+// notifyEvents signals the committed events' sandboxes to every replica's
+// listener. A failure is logged, not returned: the transaction committed,
+// and subscribers re-read on their keep-alive tick (see tx.InsertEvent).
+func (s *Store) notifyEvents(ctx context.Context, sandboxIDs []string) {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id`, eventsChannel, sandboxIDs); err != nil {
+		s.logger.Warn("notify committed events", "sandboxes", len(sandboxIDs), "err", err)
+	}
 }
 
 // StartJobs starts a River client working the default queue; periodic
@@ -167,6 +182,7 @@ type tx struct {
 	queries
 	ptx      pgx.Tx
 	inserter *river.Client[pgx.Tx]
+	notify   *[]string // sandboxes with events, signalled after commit
 }
 
 var _ store.Tx = (*tx)(nil)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sbxedge/sbx/control/store"
@@ -50,10 +51,16 @@ func (t *tx) InsertEvent(ctx context.Context, e store.Event) error {
 	if err := t.Queries.InsertEvent(ctx, e); err != nil {
 		return err
 	}
-	// Delivered to every replica's listener when (and only if) the
-	// transaction commits; Postgres folds duplicates within one.
-	if _, err := t.q.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, e.SandboxID); err != nil {
-		return fmt.Errorf("notify %s event of %s: %w", e.Type, e.SandboxID, err)
+	// Signalled after the commit (InTx), not inside the transaction: a
+	// NOTIFY in a transaction takes Postgres's one database-wide notify
+	// lock at commit, so every create's commit queued behind every other's
+	// while still holding its account's quota lock. Nothing needs the
+	// signal atomic with the row: a subscriber re-reads the store on every
+	// signal (and on its keep-alive tick), so a late signal finds the row
+	// committed and a lost one (a crash between commit and notify) delays
+	// it by at most that tick.
+	if !slices.Contains(*t.notify, e.SandboxID) {
+		*t.notify = append(*t.notify, e.SandboxID)
 	}
 	return nil
 }
