@@ -158,6 +158,10 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		return err
 	}
 	spec.FromSnapshot = sb.FromSnapshot // a fork starts as its snapshot
+	if job.Args.Repo == nil {
+		// With a repo, services start after its clone (startServices).
+		spec.Services = m.bootServices(ctx, sb.ID)
+	}
 	steps.mark("spec", time.Now())
 	ep, err := m.prov.Provision(ctx, spec)
 	if err != nil {

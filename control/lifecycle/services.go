@@ -301,17 +301,13 @@ func (m *Manager) logsInit(ctx context.Context, acct store.Account, id, name str
 // starting. Failures are logged, never fatal: the sandbox is usable
 // without its services, and the next restore pushes again.
 func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provider.Endpoint, hostKey string) {
-	rows, err := m.store.Services(ctx, sb.ID)
+	specs, err := m.declaredSpecs(ctx, sb.ID)
 	if err != nil {
 		m.log.WarnContext(ctx, "start services: list", "sandbox_id", sb.ID, "err", err)
 		return
 	}
-	if len(rows) == 0 {
+	if len(specs) == 0 {
 		return
-	}
-	specs := make([]ServiceSpec, len(rows))
-	for i, r := range rows {
-		specs[i] = specOf(r)
 	}
 	sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey = ep.Addr, ep.User, ep.Workspace, hostKey
 	sb.ForwardEndpoint = ep.ForwardAddr
@@ -322,6 +318,31 @@ func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provid
 		return
 	}
 	m.log.InfoContext(ctx, "services started", "sandbox_id", sb.ID, "services", len(specs))
+}
+
+// bootServices is the declared set of sb for the provider to start with
+// the sandbox (provider.Spec.Services), so that its services do not wait
+// for startServices' SSH round trip; startServices, run after, finds them
+// running and changes nothing. A failed read leaves them to
+// startServices.
+func (m *Manager) bootServices(ctx context.Context, id string) []ServiceSpec {
+	specs, err := m.declaredSpecs(ctx, id)
+	if err != nil {
+		m.log.WarnContext(ctx, "services for the provider", "sandbox_id", id, "err", err)
+	}
+	return specs
+}
+
+func (m *Manager) declaredSpecs(ctx context.Context, id string) ([]ServiceSpec, error) {
+	rows, err := m.store.Services(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]ServiceSpec, len(rows))
+	for i, r := range rows {
+		specs[i] = specOf(r)
+	}
+	return specs, nil
 }
 
 func (m *Manager) initClient(ctx context.Context, sb store.Sandbox) (initproto.Client, error) {

@@ -135,6 +135,9 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 		return m.restoreAttemptFailed(ctx, l, err)
 	}
 	spec.FromSnapshot = sb.RestoreSnapshot // set for an in-place restore
+	// Read now, not at suspend: a declaration changed while suspended
+	// restores as changed.
+	spec.Services = m.bootServices(ctx, sb.ID)
 	sus, can := m.suspender()
 	if !can {
 		return m.restoreAttemptFailed(ctx, l, errors.New("provider cannot restore"))

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 // ErrNotFound is returned by Status for a sandbox the provider does not know.
@@ -48,6 +50,13 @@ type Spec struct {
 	// enforce it below the proxy does (Kubernetes: the pod's
 	// sbx.dev/egress label, which deploy/'s NetworkPolicy reads).
 	Egress string
+	// Services are the sandbox's declared services, for its init to start
+	// with the sandbox rather than wait for control's push (a wake's app
+	// starts one SSH round trip sooner). Control still pushes the set
+	// once the sandbox is up (initproto Sync), which finds these running
+	// and changes nothing; a provider that cannot hand them over ignores
+	// them. Empty while something must happen first (a repo's clone).
+	Services []initproto.Service
 }
 
 // File is a file placed inside the sandbox at provisioning.

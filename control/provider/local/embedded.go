@@ -28,10 +28,11 @@ import (
 const handshakeTimeout = 10 * time.Second
 
 type embeddedOptions struct {
-	dir     string   // sandbox dir: workspace/ and home/ inside
-	port    int      // preferred; 0 or taken means any
-	user    string   // the only login name accepted
-	env     []string // the spec's Env, in every session and service
+	dir     string              // sandbox dir: workspace/ and home/ inside
+	port    int                 // preferred; 0 or taken means any
+	user    string              // the only login name accepted
+	env     []string            // the spec's Env, in every session and service
+	svcs    []initproto.Service // the spec's Services, started with the init
 	hostKey gossh.Signer
 	caKey   gossh.PublicKey
 	logger  *slog.Logger
@@ -79,7 +80,7 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		died:      make(chan struct{}),
 		procs:     map[int]struct{}{},
 	}
-	init, err := newInit(o.dir, o.user, o.env, o.logger)
+	init, err := newInit(o.dir, o.user, o.env, o.svcs, o.logger)
 	if err != nil {
 		ln.Close()
 		return nil, 0, err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
@@ -22,9 +23,13 @@ import (
 // which relays to the supervisor listening on a unix socket in the
 // sandbox directory (socketInit).
 
-// newInit returns the supervisor of the sandbox in dir, running nothing.
-func newInit(dir, user string, env []string, logger *slog.Logger) (*sandboxinit.Supervisor, error) {
-	return sandboxinit.New(sandboxinit.Config{
+// newInit returns the supervisor of the sandbox in dir, running svcs (the
+// spec's Services): they start with the sandbox, as sbx-init's would,
+// and control's Sync once it is up finds them running. One that cannot
+// start is logged, not fatal: the sandbox is usable without it, and the
+// Sync reports it.
+func newInit(dir, user string, env []string, svcs []initproto.Service, logger *slog.Logger) (*sandboxinit.Supervisor, error) {
+	sup, err := sandboxinit.New(sandboxinit.Config{
 		Workspace: filepath.Join(dir, "workspace"), Env: baseEnv(dir, user, env),
 		Logger: logger.With("component", "init"),
 		// Beside the workspace, not in it: kept on disk while suspended.
@@ -33,6 +38,13 @@ func newInit(dir, user string, env []string, logger *slog.Logger) (*sandboxinit.
 		// sandbox's processes are the ones carrying its marker.
 		Procs: &sandboxinit.ProcScan{Belongs: func(env []byte) bool { return hasEnv(env, marker(dir)) }},
 	})
+	if err != nil || len(svcs) == 0 {
+		return sup, err
+	}
+	if err := sup.Sync(svcs); err != nil {
+		logger.Warn("start the declared services", "err", err)
+	}
+	return sup, nil
 }
 
 // baseEnv is what every process of the sandbox starts with, services
@@ -62,8 +74,8 @@ type socketInit struct {
 // maxSocketPath keeps under sun_path's 108 bytes (104 on the BSDs).
 const maxSocketPath = 100
 
-func startSocketInit(dir, user string, env []string, logger *slog.Logger) (*socketInit, error) {
-	sup, err := newInit(dir, user, env, logger)
+func startSocketInit(dir, user string, env []string, svcs []initproto.Service, logger *slog.Logger) (*socketInit, error) {
+	sup, err := newInit(dir, user, env, svcs, logger)
 	if err != nil {
 		return nil, err
 	}

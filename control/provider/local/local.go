@@ -9,6 +9,7 @@
 //	sandboxes/<id>/home/             HOME for embedded sessions; Spec.Files land here
 //	sandboxes/<id>/host_key          the sandbox host key (0600)
 //	sandboxes/<id>/ca.pub            the user CA sessions must be signed by
+//	sandboxes/<id>/services.json     the declared services, started with the server
 //	sandboxes/<id>/meta.json         ports and mode, so restarts keep endpoints
 //	sandboxes/<id>/snapshot.tar.gz   the workspace while suspended
 //	sandboxes/<id>/service-logs/     the services' output, kept across suspends
@@ -35,6 +36,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podtcp"
 )
 
@@ -424,6 +426,9 @@ func (l *Local) writeSpec(spec provider.Spec) error {
 	if err := writeFileAtomic(filepath.Join(dir, envFile), []byte(strings.Join(spec.Env, "\n")), 0o600); err != nil {
 		return err
 	}
+	if err := writeServices(dir, spec.Services); err != nil {
+		return err
+	}
 	if _, err := l.readMeta(spec.SandboxID); errors.Is(err, fs.ErrNotExist) {
 		return l.writeMeta(meta{SandboxID: spec.SandboxID, Mode: l.cfg.Mode, CreatedAt: time.Now().UTC()})
 	} else if err != nil {
@@ -460,6 +465,10 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	if err != nil {
 		return provider.Endpoint{}, err
 	}
+	svcs, err := readServices(dir)
+	if err != nil {
+		return provider.Endpoint{}, err
+	}
 	logger := l.logger.With("sandbox_id", id)
 	ws := filepath.Join(dir, "workspace")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
@@ -481,11 +490,11 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	case ModeSSHD:
 		srv, port, err = startSSHD(ctx, sshdOptions{
 			path: l.cfg.SSHDPath, dir: dir, port: m.Port, hostKey: hostKey.PublicKey(), logger: logger, setEnv: l.cfg.SSHDSetEnv, env: env,
-			user: l.user, initCmd: l.initCmd,
+			user: l.user, initCmd: l.initCmd, svcs: svcs,
 		})
 	default:
 		srv, port, err = startEmbedded(ctx, embeddedOptions{
-			dir: dir, port: m.Port, user: l.user, env: env, hostKey: hostKey, caKey: caKey, logger: logger,
+			dir: dir, port: m.Port, user: l.user, env: env, svcs: svcs, hostKey: hostKey, caKey: caKey, logger: logger,
 		})
 	}
 	if err != nil {
@@ -671,6 +680,45 @@ func readEnv(dir string) ([]string, error) {
 		}
 	}
 	return env, nil
+}
+
+// servicesFile holds the spec's Services as JSON (0600: a service's env
+// may hold a secret), beside envFile.
+const servicesFile = "services.json"
+
+// writeServices replaces servicesFile with svcs: on every provision and
+// restore, so a declaration changed while suspended restores as changed.
+func writeServices(dir string, svcs []initproto.Service) error {
+	for _, sv := range svcs {
+		if err := sv.Validate(); err != nil {
+			return fmt.Errorf("spec service %q: %w", sv.Name, err)
+		}
+	}
+	if svcs == nil {
+		svcs = []initproto.Service{}
+	}
+	b, err := json.Marshal(svcs)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, servicesFile), b, 0o600)
+}
+
+// readServices reads the spec's Services; a sandbox provisioned before
+// there was the file starts none (control's Sync starts them).
+func readServices(dir string) ([]initproto.Service, error) {
+	b, err := os.ReadFile(filepath.Join(dir, servicesFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read sandbox services: %w", err)
+	}
+	var svcs []initproto.Service
+	if err := json.Unmarshal(b, &svcs); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", servicesFile, err)
+	}
+	return svcs, nil
 }
 
 func (l *Local) writeMeta(m meta) error {

@@ -17,6 +17,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/sandboxinit"
 )
 
@@ -26,9 +27,10 @@ type sshdOptions struct {
 	port    int    // preferred
 	hostKey gossh.PublicKey
 	logger  *slog.Logger
-	setEnv  []string // NAME=value for every session
-	env     []string // the spec's Env: every session and service
-	user    string   // the login name, services' USER
+	setEnv  []string            // NAME=value for every session
+	env     []string            // the spec's Env: every session and service
+	svcs    []initproto.Service // the spec's Services, started with the init
+	user    string              // the login name, services' USER
 	// initCmd is what sshd runs, followed by "ctl --socket S", for the
 	// sbx-init subsystem; nil runs no init (and so no services).
 	initCmd []string
@@ -60,7 +62,7 @@ func startSSHD(ctx context.Context, o sshdOptions) (*sshdServer, int, error) {
 	var init *socketInit
 	if len(o.initCmd) > 0 {
 		var err error
-		if init, err = startSocketInit(o.dir, o.user, o.env, o.logger); err != nil {
+		if init, err = startSocketInit(o.dir, o.user, o.env, o.svcs, o.logger); err != nil {
 			return nil, 0, err
 		}
 	}

@@ -1,0 +1,110 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/control/provider/local"
+	"github.com/sbxedge/sbx/internal/initproto"
+	"github.com/sbxedge/sbx/internal/podssh"
+	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+)
+
+// TestServicesStartWithTheSandbox: the spec's Services run once the
+// provider has started the sandbox, with no call to its init; control's
+// Sync of the same set afterwards starts nothing again; a restore starts
+// them once more, and a declaration changed while suspended restores as
+// changed. A service counting its starts in the workspace (which the
+// snapshot keeps) sees 1, then one more per restore.
+func TestServicesStartWithTheSandbox(t *testing.T) {
+	perMode(t, 2*time.Minute, func(t *testing.T, ctx context.Context, mode string) {
+		f := newFixture(t)
+		cfg := local.Config{DataDir: f.dataDir, Mode: mode}
+		if mode == local.ModeSSHD {
+			cfg.InitPath = inittest.Build(t)
+			cfg.SSHDSetEnv = []string{"SHLVL=1"} // see TestServices
+		}
+		l, err := local.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		pool := podssh.NewPool(f.ca, nil)
+		defer pool.Close()
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := freeTCPPort(t)
+		web := initproto.Service{
+			Name: "web", Command: `echo start >> starts.log && exec "$SELF" daemon`, Port: port,
+			Env: map[string]string{
+				"SELF": self, "SBX_TEST_DAEMON_LISTEN": fmt.Sprintf("127.0.0.1:%d", port),
+				"SBX_TEST_DAEMON_PIDFILE": filepath.Join(t.TempDir(), "web.pid"),
+			},
+		}
+		const id = "sbx-boot-svc"
+		spec := func(sv initproto.Service) provider.Spec {
+			s := f.spec(id)
+			s.Services = []initproto.Service{sv}
+			return s
+		}
+		starts := func(ws string) int {
+			t.Helper()
+			b, err := os.ReadFile(filepath.Join(ws, "starts.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Count(string(b), "start\n")
+		}
+		// check waits for web to run as declared, then pushes the same
+		// set as control does and wants the count unchanged by it.
+		check := func(ep provider.Endpoint, sv initproto.Service, want int, when string) {
+			t.Helper()
+			ic := initClient(ctx, t, pool, f.target(id, ep))
+			running := func(s initproto.Status) bool {
+				return s.State == initproto.StateRunning && s.Env["V"] == sv.Env["V"]
+			}
+			st := waitStatus(ctx, t, ic, "web", "running "+when, running)
+			if _, err := ic.Sync(ctx, []initproto.Service{sv}); err != nil {
+				t.Fatal(err)
+			}
+			after := waitStatus(ctx, t, ic, "web", "running after the Sync "+when, running)
+			if after.PID != st.PID || after.Starts != 1 {
+				t.Errorf("%s: the Sync of the same set restarted web: pid %d → %d, starts %d", when, st.PID, after.PID, after.Starts)
+			}
+			if n := starts(ep.Workspace); n != want {
+				t.Errorf("%s: web started %d times in all, want %d", when, n, want)
+			}
+		}
+
+		ep, err := l.Provision(ctx, spec(web))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(ep, web, 1, "after create")
+		for i, sv := range []initproto.Service{web, withEnv(web, "V", "2")} {
+			pool.Forget(id)
+			if err := l.Suspend(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if ep, err = l.Restore(ctx, spec(sv)); err != nil {
+				t.Fatal(err)
+			}
+			check(ep, sv, 2+i, fmt.Sprintf("after restore %d", i+1))
+		}
+	})
+}
+
+func withEnv(sv initproto.Service, k, v string) initproto.Service {
+	sv.Env = maps.Clone(sv.Env)
+	sv.Env[k] = v
+	return sv
+}
