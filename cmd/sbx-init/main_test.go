@@ -19,6 +19,7 @@ import (
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // writeSecret writes the Secret's files the way kubelet updates a
@@ -129,19 +130,26 @@ func TestPID1InPIDNamespace(t *testing.T) {
 	}
 	fc.Close()
 
-	// PID 1 is ours, and an orphan that exits is reaped.
-	res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "cat /proc/1/cmdline | tr '\\0' ' '; (sleep 0.2 &) ; echo"})
-	if err != nil || !strings.Contains(string(res.Stdout), "sbx-init") {
+	// PID 1 is ours, and an orphan that exits is reaped: its pid leaves
+	// the process table (a zombie would stay in it, state Z).
+	res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "cat /proc/1/cmdline | tr '\\0' ' '; echo; (sleep 0.2 >/dev/null 2>&1 & echo $!)"})
+	lines := strings.Fields(string(res.Stdout))
+	if err != nil || !strings.Contains(string(res.Stdout), "sbx-init") || len(lines) == 0 {
 		t.Fatalf("PID 1 is %q (%v), want sbx-init", res.Stdout, err)
 	}
-	time.Sleep(800 * time.Millisecond) // the orphan ends meanwhile
-	res, err = pool.Exec(ctx, target, podssh.ExecRequest{Command: "ps -eo stat=,pid=,ppid=,comm="})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(res.Stdout), "\n") {
+	orphan := lines[len(lines)-1]
+	var ps string
+	waitfor.Cond(t, 10*time.Second, "PID 1 reaping orphan "+orphan, func() bool {
+		res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "ps -eo stat=,pid=,ppid=,comm="})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = string(res.Stdout)
+		return !hasPID(ps, orphan)
+	})
+	for _, l := range strings.Split(ps, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(l), "Z") {
-			t.Errorf("zombie left in the namespace: %q\n%s", l, res.Stdout)
+			t.Errorf("zombie left in the namespace: %q\n%s", l, ps)
 		}
 	}
 
@@ -226,4 +234,14 @@ func nsInit(t *testing.T, unsharePID int) int {
 	}
 	pid, _ := strconv.Atoi(f[0])
 	return pid
+}
+
+// hasPID reports whether a "ps -eo stat=,pid=,..." listing has pid.
+func hasPID(ps, pid string) bool {
+	for _, l := range strings.Split(ps, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == pid {
+			return true
+		}
+	}
+	return false
 }
