@@ -34,10 +34,8 @@ func writeSecret(t *testing.T, dir string, gen int, files map[string][]byte) {
 func waitHostKey(t *testing.T, addr string, want ssh.PublicKey) {
 	t.Helper()
 	var err error
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if err = podssh.ProbeHostKey(t.Context(), addr, want); err == nil {
-			return
-		}
+	if waitfor.Try(t, 20*time.Second, func() bool { err = podssh.ProbeHostKey(t.Context(), addr, want); return err == nil }) {
+		return
 	}
 	t.Fatalf("sshd at %s never presented the expected host key: %v", addr, err)
 }
@@ -164,11 +162,10 @@ func TestPID1InPIDNamespace(t *testing.T) {
 		t.Fatalf("sync over the subsystem: %v", err)
 	}
 	var st []initproto.Status
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if st, err = (initproto.Client{SSH: c}).List(ctx); err == nil && len(st) == 1 && st[0].State == initproto.StateRunning {
-			break
-		}
-	}
+	waitfor.Try(t, 10*time.Second, func() bool {
+		st, err = (initproto.Client{SSH: c}).List(ctx)
+		return err == nil && len(st) == 1 && st[0].State == initproto.StateRunning
+	})
 	if len(st) != 1 || st[0].State != initproto.StateRunning {
 		t.Fatalf("service list %+v, %v", st, err)
 	}
@@ -193,10 +190,7 @@ func TestPID1InPIDNamespace(t *testing.T) {
 		}
 		return initproto.Client{SSH: c}.List(ctx)
 	}
-	st, err = afterRestart()
-	for end := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		st, err = afterRestart()
-	}
+	waitfor.Try(t, 10*time.Second, func() bool { st, err = afterRestart(); return err == nil })
 	if err != nil || len(st) != 1 || st[0].Starts != 1 {
 		t.Errorf("after sshd's restart the service is %+v (%v), want the same run", st, err)
 	}
