@@ -19,6 +19,7 @@ import (
 	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 func TestCheckEnv(t *testing.T) {
@@ -166,18 +167,18 @@ func TestInitDeliversEnv(t *testing.T) {
 	files := func(env []byte) map[string][]byte {
 		return map[string][]byte{"host_key": keyPEM, "user_ca.pub": []byte(ca.AuthorizedKey()), initproto.EnvFile: env}
 	}
-	// The warm pod's claim.
-	time.Sleep(100 * time.Millisecond)
+	// The warm pod's claim, once the init waits for it.
+	waitfor.Cond(t, 10*time.Second, "the init waiting for the secret", func() bool {
+		return strings.Contains(logBuf.String(), "waiting for the secret")
+	})
 	if err := inittest.WriteSecret(secret, 1, files(envJSON(env1))); err != nil {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(sshPort)
 	waitKey := func() {
 		var err error
-		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if err = podssh.ProbeHostKey(ctx, addr, key.PublicKey()); err == nil {
-				return
-			}
+		if waitfor.Try(t, 20*time.Second, func() bool { err = podssh.ProbeHostKey(ctx, addr, key.PublicKey()); return err == nil }) {
+			return
 		}
 		t.Fatalf("sshd at %s never presented the host key: %v\ninit log:\n%s", addr, err, logBuf.String())
 	}
