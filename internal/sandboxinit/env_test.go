@@ -210,11 +210,7 @@ func TestInitDeliversEnv(t *testing.T) {
 		t.Fatalf("sync: %v", err)
 	}
 	var b []byte
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if b, err = os.ReadFile(out); err == nil {
-			break
-		}
-	}
+	waitfor.Try(t, 10*time.Second, func() bool { b, err = os.ReadFile(out); return err == nil })
 	if want := "http://sbx-env:" + cred + "@127.0.0.1:3128|" + tricky + "|"; string(b) != want {
 		t.Errorf("service env: %q, %v; want %q", b, err, want)
 	}
@@ -227,15 +223,16 @@ func TestInitDeliversEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last string
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	waitfor.Try(t, 20*time.Second, func() bool {
 		res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: `printf '%s|%s' "$HTTP_PROXY" "${TRICKY-unset}"`})
 		if err == nil {
 			if last = string(res.Stdout); last == "http://sbx-env:sbx_px_second@127.0.0.1:3129|unset" {
-				break
+				return true
 			}
 		}
 		pool.Forget("sbx-env")
-	}
+		return false
+	})
 	if last != "http://sbx-env:sbx_px_second@127.0.0.1:3129|unset" {
 		t.Errorf("after the env changed, sessions see %q", last)
 	}
@@ -247,10 +244,7 @@ func TestInitDeliversEnv(t *testing.T) {
 	if err := inittest.WriteSecret(secret, 3, files(bad)); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && !strings.Contains(logBuf.String(), "BAD: the value holds a control character"); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !strings.Contains(logBuf.String(), "BAD: the value holds a control character") {
+	if !waitfor.Try(t, 10*time.Second, func() bool { return strings.Contains(logBuf.String(), "BAD: the value holds a control character") }) {
 		t.Errorf("the refused env is not in the init's log:\n%s", logBuf.String())
 	}
 	pool.Forget("sbx-env")
