@@ -19,6 +19,7 @@ import (
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/podtcp"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // writeSecret writes the Secret's files the way kubelet updates a
@@ -33,10 +34,8 @@ func writeSecret(t *testing.T, dir string, gen int, files map[string][]byte) {
 func waitHostKey(t *testing.T, addr string, want ssh.PublicKey) {
 	t.Helper()
 	var err error
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if err = podssh.ProbeHostKey(t.Context(), addr, want); err == nil {
-			return
-		}
+	if waitfor.Try(t, 20*time.Second, func() bool { err = podssh.ProbeHostKey(t.Context(), addr, want); return err == nil }) {
+		return
 	}
 	t.Fatalf("sshd at %s never presented the expected host key: %v", addr, err)
 }
@@ -129,19 +128,26 @@ func TestPID1InPIDNamespace(t *testing.T) {
 	}
 	fc.Close()
 
-	// PID 1 is ours, and an orphan that exits is reaped.
-	res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "cat /proc/1/cmdline | tr '\\0' ' '; (sleep 0.2 &) ; echo"})
-	if err != nil || !strings.Contains(string(res.Stdout), "sbx-init") {
+	// PID 1 is ours, and an orphan that exits is reaped: its pid leaves
+	// the process table (a zombie would stay in it, state Z).
+	res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "cat /proc/1/cmdline | tr '\\0' ' '; echo; (sleep 0.2 >/dev/null 2>&1 & echo $!)"})
+	lines := strings.Fields(string(res.Stdout))
+	if err != nil || !strings.Contains(string(res.Stdout), "sbx-init") || len(lines) == 0 {
 		t.Fatalf("PID 1 is %q (%v), want sbx-init", res.Stdout, err)
 	}
-	time.Sleep(800 * time.Millisecond) // the orphan ends meanwhile
-	res, err = pool.Exec(ctx, target, podssh.ExecRequest{Command: "ps -eo stat=,pid=,ppid=,comm="})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(res.Stdout), "\n") {
+	orphan := lines[len(lines)-1]
+	var ps string
+	waitfor.Cond(t, 10*time.Second, "PID 1 reaping orphan "+orphan, func() bool {
+		res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: "ps -eo stat=,pid=,ppid=,comm="})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = string(res.Stdout)
+		return !hasPID(ps, orphan)
+	})
+	for _, l := range strings.Split(ps, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(l), "Z") {
-			t.Errorf("zombie left in the namespace: %q\n%s", l, res.Stdout)
+			t.Errorf("zombie left in the namespace: %q\n%s", l, ps)
 		}
 	}
 
@@ -156,11 +162,10 @@ func TestPID1InPIDNamespace(t *testing.T) {
 		t.Fatalf("sync over the subsystem: %v", err)
 	}
 	var st []initproto.Status
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if st, err = (initproto.Client{SSH: c}).List(ctx); err == nil && len(st) == 1 && st[0].State == initproto.StateRunning {
-			break
-		}
-	}
+	waitfor.Try(t, 10*time.Second, func() bool {
+		st, err = (initproto.Client{SSH: c}).List(ctx)
+		return err == nil && len(st) == 1 && st[0].State == initproto.StateRunning
+	})
 	if len(st) != 1 || st[0].State != initproto.StateRunning {
 		t.Fatalf("service list %+v, %v", st, err)
 	}
@@ -185,10 +190,7 @@ func TestPID1InPIDNamespace(t *testing.T) {
 		}
 		return initproto.Client{SSH: c}.List(ctx)
 	}
-	st, err = afterRestart()
-	for end := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		st, err = afterRestart()
-	}
+	waitfor.Try(t, 10*time.Second, func() bool { st, err = afterRestart(); return err == nil })
 	if err != nil || len(st) != 1 || st[0].Starts != 1 {
 		t.Errorf("after sshd's restart the service is %+v (%v), want the same run", st, err)
 	}
@@ -226,4 +228,14 @@ func nsInit(t *testing.T, unsharePID int) int {
 	}
 	pid, _ := strconv.Atoi(f[0])
 	return pid
+}
+
+// hasPID reports whether a "ps -eo stat=,pid=,..." listing has pid.
+func hasPID(ps, pid string) bool {
+	for _, l := range strings.Split(ps, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == pid {
+			return true
+		}
+	}
+	return false
 }

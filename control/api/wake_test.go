@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // suspend suspends id through the lifecycle and waits for suspended.
@@ -20,17 +21,16 @@ func (e *env) suspend(t *testing.T, id string) {
 	if err := e.svc.Life.Suspend(context.Background(), id, "test"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	var state store.State
+	if !waitfor.Try(t, 20*time.Second, func() bool {
 		sb, err := e.svc.Store.Sandbox(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sb.State == store.StateSuspended {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s is %s, want suspended", id, sb.State)
-		}
+		state = sb.State
+		return state == store.StateSuspended
+	}) {
+		t.Fatalf("sandbox %s is %s, want suspended", id, state)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/provider"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 const (
@@ -263,10 +264,8 @@ func TestGrantTokensDieWithFailure(t *testing.T) {
 		defer fp.mu.Unlock()
 		return append([][]byte(nil), fp.files...)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(attempts()) < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d provisioning attempts carried a grants file, want 2", len(attempts()))
-		}
+	if !waitfor.Try(t, 10*time.Second, func() bool { return len(attempts()) >= 2 }) {
+		t.Fatalf("%d provisioning attempts carried a grants file, want 2", len(attempts()))
 	}
 	files := attempts()
 	if !bytes.Equal(files[0], files[1]) {

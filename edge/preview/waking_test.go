@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
 	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // gateWaker wakes each sandbox by its own rule: a sandbox in gates waits
@@ -373,13 +374,13 @@ func startOIDC(t *testing.T) (*mockoidc.MockOIDC, *preview.OIDCConfig) {
 func waitText(t *testing.T, ctx context.Context, want string, limit time.Duration) {
 	t.Helper()
 	var body string
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	if waitfor.Try(t, limit, func() bool {
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		body, _ = chromedp.Run(tctx, chromedp.Text("body"))
-		cancel()
-		if strings.Contains(body, want) {
-			return
-		}
+		return strings.Contains(body, want)
+	}) {
+		return
 	}
 	t.Fatalf("the page never showed %q; it shows %q", want, body)
 }
@@ -443,16 +444,14 @@ func TestAPIClientsHeldWhileWakeWaitsForPort(t *testing.T) {
 	}()
 	// Wait until the wake has the sandbox ready and is waiting for the
 	// port, as the status endpoint says.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, body := e.get("crowd", "/__sbx_preview/wake-status", "Authorization", "Bearer "+tokenA)
+	var status string
+	if !waitfor.Try(t, 10*time.Second, func() bool {
+		_, status = e.get("crowd", "/__sbx_preview/wake-status", "Authorization", "Bearer "+tokenA)
 		var st struct{ Step string }
-		_ = json.Unmarshal([]byte(body), &st)
-		if st.Step == "starting_service" || st.Step == "waiting_for_port" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the wake never reached the port; status %s", body)
-		}
+		_ = json.Unmarshal([]byte(status), &st)
+		return st.Step == "starting_service" || st.Step == "waiting_for_port"
+	}) {
+		t.Fatalf("the wake never reached the port; status %s", status)
 	}
 	select {
 	case <-appUp:

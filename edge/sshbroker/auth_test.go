@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -343,10 +344,7 @@ func TestRefusedUsernameLogBounded(t *testing.T) {
 		c.Close()
 		t.Fatal("a 20000-byte username was admitted")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "auth refused") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Try(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), "auth refused") })
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if !strings.Contains(line, "auth refused") {
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // to adapts a credential to the shared scenarios' SSH builder.
@@ -77,14 +78,13 @@ func TestAgentForwarding(t *testing.T) {
 
 func waitUnixSocket(t *testing.T, path string) {
 	t.Helper()
-	for range 200 {
-		if c, err := net.Dial("unix", path); err == nil {
+	waitfor.Cond(t, 5*time.Second, "a unix socket accepting at "+path, func() bool {
+		c, err := net.Dial("unix", path)
+		if err == nil {
 			c.Close()
-			return
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("no unix socket at %s", path)
+		return err == nil
+	})
 }
 
 // TestHeldForwardWithKeepalives holds `ssh -N` with ServerAliveInterval for

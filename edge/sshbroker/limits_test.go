@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -43,20 +44,12 @@ func TestChannelCap(t *testing.T) {
 	}
 	// Closing one frees a slot, and the connection still works.
 	open[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s, err := client.NewSession()
-		if err == nil {
-			out, err := s.Output("echo still-working")
-			if err != nil || string(out) != "still-working\n" {
-				t.Fatalf("exec after cap: %q, %v", out, err)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no slot after closing a channel: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var s *ssh.Session
+	if !waitfor.Try(t, 5*time.Second, func() bool { s, err = client.NewSession(); return err == nil }) {
+		t.Fatalf("no slot after closing a channel: %v", err)
+	}
+	if out, err := s.Output("echo still-working"); err != nil || string(out) != "still-working\n" {
+		t.Fatalf("exec after cap: %q, %v", out, err)
 	}
 	for _, ch := range open[1:] {
 		ch.Close()
@@ -101,16 +94,11 @@ func TestConnsPerSandboxCap(t *testing.T) {
 	}
 	clients[0].Close()
 	clients[1].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !waitfor.Try(t, 5*time.Second, func() bool {
 		r = run(t, e.ssh(testCtx(t, sshCeiling), k, "alpha", nil, "true"), nil)
-		if r.code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slots not released: %s", r.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return r.code == 0
+	}) {
+		t.Fatalf("slots not released: %s", r.stderr)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/sbxedge/sbx/internal/edgeapi"
 	"github.com/sbxedge/sbx/internal/invalidation"
 	"github.com/sbxedge/sbx/internal/testkit/redistest"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // TestResubscribeRechecksEverything: an invalidation published while
@@ -60,13 +61,7 @@ func TestResubscribeRechecksEverything(t *testing.T) {
 	// go-redis notices the dead connection at its next health check (3 s)
 	// and re-subscribes; a hang detector, not a speed check.
 	want("after the re-subscription", edgeapi.Invalidation{Kind: edgeapi.InvalidateAll}, 30*time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for publish(port("after")) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("cannot publish after the restart")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Cond(t, 10*time.Second, "a publish after the restart", func() bool { return publish(port("after")) == nil })
 	want("after the restart", port("after"), 5*time.Second)
 	select {
 	case inv := <-got:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 func testExec(t *testing.T, ctx context.Context, sb *sandbox) {
@@ -150,22 +151,15 @@ func testExec(t *testing.T, ctx context.Context, sb *sandbox) {
 // assertGone waits for the pid in pidfile to disappear.
 func assertGone(t *testing.T, sb *sandbox, pidfile string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitfor.Cond(t, 5*time.Second, "the grandchild from "+pidfile+" ending", func() bool {
 		res, err := sb.pool.Exec(context.Background(), sb.target, podssh.ExecRequest{
 			Command: fmt.Sprintf("pid=$(cat %s) && test -n \"$pid\" && kill -0 $pid 2>/dev/null && ! grep -q '^State:.*Z' /proc/$pid/status", pidfile),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.ExitCode != 0 {
-			return // gone (or a zombie awaiting reaping)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild from %s still running", pidfile)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return res.ExitCode != 0 // gone (or a zombie awaiting reaping)
+	})
 }
 
 func TestCommandLineQuoting(t *testing.T) {

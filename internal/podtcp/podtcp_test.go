@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -221,10 +222,8 @@ func TestEdgeChecksHostKey(t *testing.T) {
 		t.Fatalf("Dial with another sandbox's host key pinned: %v, want ErrHostKey", err)
 	}
 	// The forwarder logs once its answer is out: wait for the line.
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(sb.logs.String(), "pinned another host key"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("forwarder log does not say why:\n%s", sb.logs.String())
-		}
+	if !waitfor.Try(t, 10*time.Second, func() bool { return strings.Contains(sb.logs.String(), "pinned another host key") }) {
+		t.Fatalf("forwarder log does not say why:\n%s", sb.logs.String())
 	}
 
 	// An impostor: a forwarder that answers with another key than the
@@ -555,17 +554,14 @@ func TestHandshakeBound(t *testing.T) {
 	tg := Target{ForwardAddr: addr, User: "sbx", HostKey: string(ssh.MarshalAuthorizedKey(host.PublicKey()))}
 	d := &Dialer{CA: ca}
 	// The slot frees when the forwarder sees the close: retry briefly.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := d.Dial(t.Context(), tg, port)
-		if err == nil {
+	if !waitfor.Try(t, 10*time.Second, func() bool {
+		var c net.Conn
+		if c, err = d.Dial(t.Context(), tg, port); err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("edge still refused after a slot freed: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("edge still refused after a slot freed: %v", err)
 	}
 }
 

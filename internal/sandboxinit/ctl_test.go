@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // serveSocket serves s's control protocol on a unix socket in a fresh
@@ -100,10 +101,8 @@ func TestRelayEndsWithContext(t *testing.T) {
 	if _, err := io.WriteString(inW, `{"op":"logs","name":"quiet","follow":true}`+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "once"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no log line relayed: %q", out.String())
-		}
+	if !waitfor.Try(t, 10*time.Second, func() bool { return strings.Contains(out.String(), "once") }) {
+		t.Fatalf("no log line relayed: %q", out.String())
 	}
 	select {
 	case err := <-done:

@@ -19,6 +19,7 @@ import (
 	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/podssh"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 func TestCheckEnv(t *testing.T) {
@@ -166,18 +167,18 @@ func TestInitDeliversEnv(t *testing.T) {
 	files := func(env []byte) map[string][]byte {
 		return map[string][]byte{"host_key": keyPEM, "user_ca.pub": []byte(ca.AuthorizedKey()), initproto.EnvFile: env}
 	}
-	// The warm pod's claim.
-	time.Sleep(100 * time.Millisecond)
+	// The warm pod's claim, once the init waits for it.
+	waitfor.Cond(t, 10*time.Second, "the init waiting for the secret", func() bool {
+		return strings.Contains(logBuf.String(), "waiting for the secret")
+	})
 	if err := inittest.WriteSecret(secret, 1, files(envJSON(env1))); err != nil {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(sshPort)
 	waitKey := func() {
 		var err error
-		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if err = podssh.ProbeHostKey(ctx, addr, key.PublicKey()); err == nil {
-				return
-			}
+		if waitfor.Try(t, 20*time.Second, func() bool { err = podssh.ProbeHostKey(ctx, addr, key.PublicKey()); return err == nil }) {
+			return
 		}
 		t.Fatalf("sshd at %s never presented the host key: %v\ninit log:\n%s", addr, err, logBuf.String())
 	}
@@ -209,11 +210,7 @@ func TestInitDeliversEnv(t *testing.T) {
 		t.Fatalf("sync: %v", err)
 	}
 	var b []byte
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if b, err = os.ReadFile(out); err == nil {
-			break
-		}
-	}
+	waitfor.Try(t, 10*time.Second, func() bool { b, err = os.ReadFile(out); return err == nil })
 	if want := "http://sbx-env:" + cred + "@127.0.0.1:3128|" + tricky + "|"; string(b) != want {
 		t.Errorf("service env: %q, %v; want %q", b, err, want)
 	}
@@ -226,15 +223,16 @@ func TestInitDeliversEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last string
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	waitfor.Try(t, 20*time.Second, func() bool {
 		res, err := pool.Exec(ctx, target, podssh.ExecRequest{Command: `printf '%s|%s' "$HTTP_PROXY" "${TRICKY-unset}"`})
 		if err == nil {
 			if last = string(res.Stdout); last == "http://sbx-env:sbx_px_second@127.0.0.1:3129|unset" {
-				break
+				return true
 			}
 		}
 		pool.Forget("sbx-env")
-	}
+		return false
+	})
 	if last != "http://sbx-env:sbx_px_second@127.0.0.1:3129|unset" {
 		t.Errorf("after the env changed, sessions see %q", last)
 	}
@@ -246,10 +244,7 @@ func TestInitDeliversEnv(t *testing.T) {
 	if err := inittest.WriteSecret(secret, 3, files(bad)); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && !strings.Contains(logBuf.String(), "BAD: the value holds a control character"); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !strings.Contains(logBuf.String(), "BAD: the value holds a control character") {
+	if !waitfor.Try(t, 10*time.Second, func() bool { return strings.Contains(logBuf.String(), "BAD: the value holds a control character") }) {
 		t.Errorf("the refused env is not in the init's log:\n%s", logBuf.String())
 	}
 	pool.Forget("sbx-env")

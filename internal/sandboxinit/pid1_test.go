@@ -17,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/internal/podtcp"
 	"github.com/sbxedge/sbx/internal/podtcp/podtcptest"
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 // freePort is a port free on 127.0.0.1 a moment ago.
@@ -84,11 +85,9 @@ func TestForwarderFollowsInstalledKeys(t *testing.T) {
 	dial := func(key ssh.Signer) net.Conn {
 		t.Helper()
 		var err error
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			var c net.Conn
-			if c, err = d.Dial(ctx, target(key), app); err == nil {
-				return c
-			}
+		var c net.Conn
+		if waitfor.Try(t, 10*time.Second, func() bool { c, err = d.Dial(ctx, target(key), app); return err == nil }) {
+			return c
 		}
 		t.Fatalf("the forwarder never proved host key %s: %v", ssh.FingerprintSHA256(key.PublicKey()), err)
 		return nil
@@ -102,16 +101,13 @@ func TestForwarderFollowsInstalledKeys(t *testing.T) {
 	}
 
 	// A warm pod: the forwarder listens and refuses everyone.
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	waitfor.Cond(t, 10*time.Second, "the forwarder listening at "+fwdAddr, func() bool {
 		c, err := net.Dial("tcp", fwdAddr)
 		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(end) {
-			t.Fatalf("the forwarder does not listen at %s: %v", fwdAddr, err)
-		}
-	}
+		return err == nil
+	})
 	if c, err := d.Dial(ctx, target(key1), app); err == nil {
 		c.Close()
 		t.Fatal("the forwarder served before any keys were installed")

@@ -9,10 +9,13 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,16 +33,19 @@ func newSup(t *testing.T) *Supervisor {
 // waitFor polls cond (bounded) and fails with what it last saw.
 func waitFor(t *testing.T, s *Supervisor, what string, cond func(Status) bool) Status {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var last []Status
-	for time.Now().Before(deadline) {
+	var found Status
+	if waitfor.Try(t, 20*time.Second, func() bool {
 		last = s.List()
 		for _, st := range last {
 			if cond(st) {
-				return st
+				found = st
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}) {
+		return found
 	}
 	t.Fatalf("no service %s; last list %+v", what, last)
 	return Status{}
@@ -77,19 +83,29 @@ func TestCrashingServiceRestartsWithItsExitCode(t *testing.T) {
 }
 
 func TestServiceIsRunningOnlyOncePortAnswers(t *testing.T) {
-	s := newSup(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
+	// Count the probes of this port, to check the state after several.
+	var probes atomic.Int32
+	t.Cleanup(func() { portAnswers = PortAnswers }) // after s.Close
+	portAnswers = func(p int) bool {
+		ok := PortAnswers(p)
+		if p == port {
+			probes.Add(1)
+		}
+		return ok
+	}
+	s := newSup(t)
 	// Listens only after reading a line that never comes: stays starting.
 	if err := s.Put(Service{Name: "web", Command: "sleep 30", Port: port}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, s, "web started", func(st Status) bool { return st.Name == "web" && st.PID != 0 })
-	time.Sleep(300 * time.Millisecond) // several probe ticks
+	waitfor.Cond(t, 10*time.Second, "3 probes of the port", func() bool { return probes.Load() >= 3 })
 	if st := s.List()[0]; st.State != StateStarting {
 		t.Fatalf("nothing listens on %d, state %q, want starting", port, st.State)
 	}
@@ -194,12 +210,13 @@ func TestLogsOutliveTheInit(t *testing.T) {
 func waitForLine(t *testing.T, s *Supervisor, name, want string) string {
 	t.Helper()
 	var all string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	if waitfor.Try(t, 10*time.Second, func() bool {
 		var lines []string
 		_ = s.Logs(t.Context(), name, 100, false, func(l Line) error { lines = append(lines, l.Text); return nil })
-		if all = strings.Join(lines, "\n"); strings.Contains(all, want) {
-			return all
-		}
+		all = strings.Join(lines, "\n")
+		return strings.Contains(all, want)
+	}) {
+		return all
 	}
 	t.Fatalf("no line %q in:\n%s", want, all)
 	return ""

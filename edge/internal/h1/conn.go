@@ -304,6 +304,10 @@ type watcher struct {
 	err     error // what the read ended with, when it was not stopped
 }
 
+// watchStarted is called when a watch starts reading; a test swaps it to
+// act once the watch runs rather than sleep past watchDelay.
+var watchStarted = func() {}
+
 func (w *watcher) arm() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -337,6 +341,7 @@ func (w *watcher) startLocked() {
 	}
 	done := make(chan struct{})
 	w.running = done
+	watchStarted()
 	go func() {
 		defer close(done)
 		n, err := w.c.src.Read(w.buf[:])

@@ -160,9 +160,10 @@ func TestClientGoneEndsRequest(t *testing.T) {
 			ended <- errors.New("the request outlived its client by 10 s")
 		}
 	}, true, nil)
+	started := onWatchStart(t)
 	c, _ := dialRaw(t, tcp(addr))
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
-	time.Sleep(2 * watchDelay) // the watch starts after watchDelay
+	waitWatch(t, started)
 	c.Close()
 	if err := <-ended; !errors.Is(err, context.Canceled) {
 		t.Errorf("request ended with %v, want context.Canceled", err)
@@ -173,16 +174,19 @@ func TestClientGoneEndsRequest(t *testing.T) {
 // (the watch reads in the background meanwhile) leaves the connection
 // usable, with a pipelined request's first byte where it belongs.
 func TestSlowRequestKeepsConnection(t *testing.T) {
+	started := onWatchStart(t)
+	release := make(chan struct{})
 	_, addr, _ := start(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
-			time.Sleep(4 * watchDelay)
+			<-release // slow: it ends once the next request was sent
 		}
 		io.WriteString(w, r.URL.Path)
 	}, true, nil)
 	c, br := dialRaw(t, tcp(addr))
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
-	time.Sleep(2 * watchDelay)
+	waitWatch(t, started)
 	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	close(release)
 	for _, want := range []string{"/slow", "/next"} {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -359,5 +363,28 @@ func TestStalledBodyCut(t *testing.T) {
 				t.Fatalf("the connection did not end: %v", err)
 			}
 		})
+	}
+}
+
+// onWatchStart reports each start of a watch on the returned channel
+// (dropping those nobody waits for), until the test ends.
+func onWatchStart(t *testing.T) <-chan struct{} {
+	started := make(chan struct{}, 1)
+	watchStarted = func() {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { watchStarted = func() {} })
+	return started
+}
+
+func waitWatch(t *testing.T, started <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch on the connection never started")
 	}
 }
