@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 
 var (
 	_ tart.Driver      = (*Client)(nil)
-	_ tart.Exporter    = (*Client)(nil)
 	_ tart.BundleMover = (*Client)(nil)
 )
 
@@ -66,12 +64,6 @@ func Handler(d tart.Driver, token string) http.Handler {
 		op, ok := strings.CutPrefix(r.URL.Path, "/v1/")
 		if r.Method != http.MethodPost || !ok {
 			http.NotFound(w, r)
-			return
-		}
-		if op == "export" || op == "import" {
-			// A VM's bundle (its disk and memory, gigabytes) is a
-			// stream, not a JSON field.
-			serveBundle(w, r, d, op)
 			return
 		}
 		var req request
@@ -157,55 +149,6 @@ func serve(ctx context.Context, d tart.Driver, op string, q request) (response, 
 		err = fmt.Errorf("unknown operation %q", op)
 	}
 	return res, err
-}
-
-// serveBundle streams a stopped VM out (export) or in (import). The VM's
-// name is the query's name=; an export's failure after its first bytes
-// cuts the stream, which the client reads as an error (no trailer).
-func serveBundle(w http.ResponseWriter, r *http.Request, d tart.Driver, op string) {
-	ex, ok := d.(tart.Exporter)
-	name := r.URL.Query().Get("name")
-	if !ok || name == "" {
-		http.Error(w, "bad request: this host cannot move VM bundles, or no name=", http.StatusBadRequest)
-		return
-	}
-	if op == "import" {
-		if err := ex.Import(r.Context(), name, r.Body); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	pr, pw := io.Pipe()
-	errc := make(chan error, 1)
-	go func() {
-		err := ex.Export(r.Context(), name, pw)
-		pw.CloseWithError(err)
-		errc <- err
-	}()
-	// The first bytes decide the status: an export that fails at once
-	// (no such VM) is a 500 with its reason.
-	buf := make([]byte, 32<<10)
-	n, rerr := io.ReadFull(pr, buf)
-	if rerr != nil && rerr != io.ErrUnexpectedEOF && rerr != io.EOF {
-		pr.CloseWithError(rerr)
-		<-errc
-		http.Error(w, rerr.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	if _, err := w.Write(buf[:n]); err == nil && rerr == nil {
-		_, err = io.Copy(w, pr)
-		if err != nil {
-			pr.CloseWithError(err)
-		}
-	}
-	if err := <-errc; err != nil {
-		// Headers are gone: abort the response so the client sees a
-		// broken stream, not a short bundle.
-		panic(http.ErrAbortHandler)
-	}
 }
 
 // Client is a host agent's Driver, reached at BaseURL with Token.
@@ -369,49 +312,4 @@ func (c *Client) BundleExists(ctx context.Context, key string) (bool, error) {
 func (c *Client) DeleteBundle(ctx context.Context, key string) error {
 	_, err := c.call(ctx, "bundle-delete", request{Key: key})
 	return err
-}
-
-func (c *Client) bundleRequest(ctx context.Context, op, name string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+"/v1/"+op+"?name="+url.QueryEscape(name), body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("host agent %s: %s %s: %w", c.BaseURL, op, name, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		resp.Body.Close()
-		return nil, fmt.Errorf("host agent %s: %s %s: %s: %s", c.BaseURL, op, name, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return resp, nil
-}
-
-// Export streams the stopped VM name's bundle from the host to w.
-func (c *Client) Export(ctx context.Context, name string, w io.Writer) error {
-	resp, err := c.bundleRequest(ctx, "export", name, http.NoBody)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		return fmt.Errorf("host agent %s: export %s: %w", c.BaseURL, name, err)
-	}
-	return nil
-}
-
-// Import streams r to the host as the VM name.
-func (c *Client) Import(ctx context.Context, name string, r io.Reader) error {
-	resp, err := c.bundleRequest(ctx, "import", name, r)
-	if err != nil {
-		return err
-	}
-	return resp.Body.Close()
 }
