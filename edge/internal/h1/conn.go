@@ -74,6 +74,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 type srcReader struct {
 	nc      net.Conn
 	pending []byte
+	// expired, on a connection handed over when its header timeout had
+	// passed, is the timeout net/http gets once pending is read: its own
+	// timeout would start afresh and give a slow client twice the time.
+	expired error
 }
 
 func (r *srcReader) Read(p []byte) (int, error) {
@@ -81,6 +85,9 @@ func (r *srcReader) Read(p []byte) (int, error) {
 		n := copy(p, r.pending)
 		r.pending = r.pending[n:]
 		return n, nil
+	}
+	if r.expired != nil {
+		return 0, r.expired
 	}
 	return r.nc.Read(p)
 }
@@ -158,7 +165,7 @@ func (c *conn) serve() {
 			if !errors.Is(err, errNotPlain) {
 				return // the client went away, or was too slow
 			}
-			c.handOff()
+			c.handOff(err)
 			handedOff = true
 			return
 		}
@@ -196,11 +203,16 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 }
 
 // handOff gives the connection, with what was read of it, to net/http.
-func (c *conn) handOff() {
+// why is the reason the lean loop let go: a header timeout in it passes
+// to net/http, which answers the partial head as at its own timeout.
+func (c *conn) handOff(why error) {
 	buf, _ := c.br.Peek(c.br.Buffered())
 	// What the buffer holds, then anything the source still had.
 	read := append(bytes.Clone(buf), c.src.pending...)
 	pc := &prefixConn{Conn: c.nc, src: srcReader{nc: c.nc, pending: read}, tls: c.tls}
+	if ne, ok := errors.AsType[net.Error](why); ok && ne.Timeout() {
+		pc.src.expired = ne
+	}
 	_ = c.nc.SetReadDeadline(time.Time{})
 	c.srv.handoff.give(pc)
 }
