@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/sbxedge/sbx/control"
 	"github.com/sbxedge/sbx/control/provider"
@@ -60,4 +61,14 @@ func (w *withMacOS) Open(ctx context.Context, d control.ProviderDeps) (provider.
 		return nil, errors.Join(err, tp.Close())
 	}
 	return &platform.Router{Default: def, ByPlatform: map[string]provider.Provider{tart.PlatformMacOS: tp}}, nil
+}
+
+// movedFlag adds, to flag's "not defined" error for an object-storage
+// flag, where that flag lives now: the bundles move between each Mac and
+// the bucket, so the S3 settings are the host agent's, not control's.
+func movedFlag(err error) error {
+	if strings.Contains(err.Error(), "flag provided but not defined: -s3-") {
+		return fmt.Errorf("%w (object storage for suspended macOS sandboxes is set on each Mac's host agent: sbx-macd --s3-endpoint, see docs/macos-tart.md)", err)
+	}
+	return err
 }

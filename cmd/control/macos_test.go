@@ -119,7 +119,7 @@ func TestMacOSHostsFlags(t *testing.T) {
 		{"typo", []string{"--macos-hosts", writeFile(t, dir, "typo.yaml", "hosts:\n  - name: mini-1\n    agnet: https://m:7443\n")}, `unknown field "agnet"`},
 		{"no scheme", []string{"--macos-hosts", writeFile(t, dir, "url.yaml", "hosts:\n  - name: mini-1\n    agent: mini-1:7443\n")}, "hosts[0].agent"},
 		{"twice", []string{"--macos-hosts", writeFile(t, dir, "twice.yaml", "hosts:\n  - {name: a, agent: 'https://a:1'}\n  - {name: a, agent: 'https://b:1'}\n")}, "listed twice"},
-		{"s3 is the agents'", []string{"--macos-hosts", good, "--s3-endpoint", "http://127.0.0.1:9000"}, "s3-endpoint"},
+		{"s3 is the agents'", []string{"--macos-hosts", good, "--s3-endpoint", "http://127.0.0.1:9000"}, "-s3-endpoint (object storage for suspended macOS sandboxes is set on each Mac's host agent: sbx-macd --s3-endpoint"},
 	} {
 		if _, _, err := parseConfig(append(required(t), tc.args...), secretEnv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error containing %q", tc.name, err, tc.want)

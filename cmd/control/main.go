@@ -74,7 +74,7 @@ func parseConfig(args []string, getenv func(string) string) (control.Config, slo
 	}
 	fs.Var(webhookTrust, "webhook-trust", "an internal range (CIDR or address) webhook deliveries may reach, for a receiver on the operator's own network; repeatable (default: $SBX_WEBHOOK_TRUST)")
 	if err := fs.Parse(args); err != nil {
-		return c, 0, err
+		return c, 0, movedFlag(err)
 	}
 	for _, n := range []struct {
 		flag, v string

@@ -51,6 +51,9 @@ type conn struct {
 	cancel context.CancelFunc
 	remote string
 	tls    *tls.ConnectionState
+	// headDeadline is when the request head being read must be in
+	// (zero: no header timeout); a handed-over connection keeps it.
+	headDeadline time.Time
 	// Per-request state: requests on a connection are served one after
 	// another.
 	req  *http.Request // the request being served
@@ -74,10 +77,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 type srcReader struct {
 	nc      net.Conn
 	pending []byte
-	// expired, on a connection handed over when its header timeout had
-	// passed, is the timeout net/http gets once pending is read: its own
-	// timeout would start afresh and give a slow client twice the time.
-	expired error
 }
 
 func (r *srcReader) Read(p []byte) (int, error) {
@@ -85,9 +84,6 @@ func (r *srcReader) Read(p []byte) (int, error) {
 		n := copy(p, r.pending)
 		r.pending = r.pending[n:]
 		return n, nil
-	}
-	if r.expired != nil {
-		return 0, r.expired
 	}
 	return r.nc.Read(p)
 }
@@ -154,8 +150,10 @@ func (c *conn) serve() {
 		if !c.state.CompareAndSwap(stateIdle, stateActive) {
 			return // closed by Shutdown
 		}
+		c.headDeadline = time.Time{}
 		if d := c.srv.srv.ReadHeaderTimeout; d > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(d))
+			c.headDeadline = time.Now().Add(d)
+			_ = c.nc.SetReadDeadline(c.headDeadline)
 		}
 		head, err := readHead(c.br)
 		if err == nil {
@@ -165,7 +163,7 @@ func (c *conn) serve() {
 			if !errors.Is(err, errNotPlain) {
 				return // the client went away, or was too slow
 			}
-			c.handOff(err)
+			c.handOff()
 			handedOff = true
 			return
 		}
@@ -203,16 +201,11 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 }
 
 // handOff gives the connection, with what was read of it, to net/http.
-// why is the reason the lean loop let go: a header timeout in it passes
-// to net/http, which answers the partial head as at its own timeout.
-func (c *conn) handOff(why error) {
+func (c *conn) handOff() {
 	buf, _ := c.br.Peek(c.br.Buffered())
 	// What the buffer holds, then anything the source still had.
 	read := append(bytes.Clone(buf), c.src.pending...)
-	pc := &prefixConn{Conn: c.nc, src: srcReader{nc: c.nc, pending: read}, tls: c.tls}
-	if ne, ok := errors.AsType[net.Error](why); ok && ne.Timeout() {
-		pc.src.expired = ne
-	}
+	pc := &prefixConn{Conn: c.nc, src: srcReader{nc: c.nc, pending: read}, tls: c.tls, headDeadline: c.headDeadline}
 	_ = c.nc.SetReadDeadline(time.Time{})
 	c.srv.handoff.give(pc)
 }
@@ -279,8 +272,12 @@ func readHead(br *bufio.Reader) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %w", errNotPlain, err)
 		case err != nil:
 			return nil, err
+		case !plainSoFar(b):
+			return nil, errNotPlain
 		}
-		n = min(len(b)+1, br.Size())
+		// All that came in with the last read, or one byte more: not a
+		// byte at a time over bytes already here (a rescan each).
+		n = min(max(len(b)+1, br.Buffered()), br.Size())
 	}
 }
 

@@ -301,6 +301,7 @@ var parityCases = []struct {
 	// timeout it hit, not a fresh one).
 	{"unfinished head", "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\n", []string{"GET", "GET"}},
 	{"bad line in unfinished head", "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\xc1\r\n", []string{"GET", "GET"}},
+	{"bad request line in unfinished head", "GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /n HTT HTTP/1.1\r\n: h\r\n", []string{"GET", "GET"}},
 	{"double slash", "GET //evil/x HTTP/1.1\r\nHost: h\r\n\r\n", []string{"GET"}},
 }
 
@@ -322,6 +323,48 @@ func TestParity(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("%s: lean server answered\n%s\nnet/http answered\n%s", tc.name, got[i], want[i])
 		}
+	}
+}
+
+// TestHeadInPieces: a head that comes in two pieces, the second with a
+// line the lean loop leaves to net/http, is answered as net/http answers
+// it, and by the header timeout counted from the head's first byte: the
+// connection handed over keeps that deadline, it does not get a fresh
+// one from the bad line.
+func TestHeadInPieces(t *testing.T) {
+	lean, std := servers(t, echo)
+	send := func(addr string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return "dial: " + err.Error()
+		}
+		defer c.Close()
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n"); err != nil {
+			return "write: " + err.Error()
+		}
+		// The pause is the client's pace, not a wait for the server: the
+		// second piece comes late in the header timeout, so a fresh
+		// timeout from it would run past settle.
+		time.Sleep(hdrTimeout - 50*time.Millisecond)
+		if _, err := io.WriteString(c, "X Y: 1\r\n"); err != nil {
+			return "write: " + err.Error()
+		}
+		_ = c.SetReadDeadline(start.Add(settle))
+		b, err := io.ReadAll(c)
+		var ne net.Error
+		return fmt.Sprintf("%q open=%v", b, errors.As(err, &ne) && ne.Timeout())
+	}
+	var got, want string
+	var wg sync.WaitGroup
+	wg.Go(func() { want = send(std) })
+	wg.Go(func() { got = send(lean) })
+	wg.Wait()
+	if !strings.HasSuffix(want, "open=false") {
+		t.Fatalf("net/http answered %s; want the connection closed by its header timeout", want)
+	}
+	if got != want {
+		t.Errorf("lean server answered %s; net/http %s", got, want)
 	}
 }
 

@@ -27,17 +27,8 @@ func (c *conn) parse(head []byte) error {
 	// are slices of it, not a string each.
 	hs := string(head)
 	line, rest, _ := strings.Cut(hs, "\r\n")
-	method, line, ok1 := strings.Cut(line, " ")
-	target, proto, ok2 := strings.Cut(line, " ")
-	if !ok1 || !ok2 || proto != "HTTP/1.1" || !plainTarget(target) {
-		return errNotPlain
-	}
-	m := knownMethod(method)
-	if m == "" {
-		return errNotPlain
-	}
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
+	m, target, u, ok := requestLine(line)
+	if !ok {
 		return errNotPlain
 	}
 
@@ -53,12 +44,8 @@ func (c *conn) parse(head []byte) error {
 	for i := 0; lines != ""; i++ {
 		var l string
 		l, lines, _ = strings.Cut(lines, "\r\n")
-		name, value, ok := strings.Cut(l, ":")
-		if !ok || !validName(name) {
-			return errNotPlain // a folded line, a bad name, no colon
-		}
-		value = textproto.TrimString(value)
-		if !validValue(value) {
+		name, value, ok := headerLine(l)
+		if !ok {
 			return errNotPlain
 		}
 		key := name
@@ -115,6 +102,59 @@ func (c *conn) parse(head []byte) error {
 	}
 	c.req = tmpl.WithContext(c.ctx)
 	return nil
+}
+
+// requestLine splits a request line the lean loop takes: a known
+// method, an origin-form target and HTTP/1.1.
+func requestLine(line string) (method, target string, u *url.URL, ok bool) {
+	method, line, ok1 := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(line, " ")
+	if !ok1 || !ok2 || proto != "HTTP/1.1" || !plainTarget(target) {
+		return "", "", nil, false
+	}
+	if method = knownMethod(method); method == "" {
+		return "", "", nil, false
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return "", "", nil, false
+	}
+	return method, target, u, true
+}
+
+// headerLine splits a header line the lean loop takes: a token, a colon,
+// a value of visible ASCII (trimmed). A folded line has no token first.
+func headerLine(l string) (name, value string, ok bool) {
+	name, value, ok = strings.Cut(l, ":")
+	if !ok || !validName(name) {
+		return "", "", false
+	}
+	value = textproto.TrimString(value)
+	return name, value, validValue(value)
+}
+
+// plainSoFar reports whether every line already ended in an unfinished
+// head is one the lean loop takes. net/http judges a request line as it
+// ends and a header line once the next byte comes, so a head the lean
+// loop would hand over anyway goes now: waiting for its end would answer
+// it at the header timeout, where net/http answers at once.
+func plainSoFar(b []byte) bool {
+	s := string(b) // a head in pieces is rare: the copy does not matter
+	for first := true; ; first = false {
+		line, rest, ok := strings.Cut(s, "\r\n")
+		if !ok {
+			return true
+		}
+		if first {
+			_, _, _, ok = requestLine(line)
+		} else {
+			_, _, ok = headerLine(line)
+		}
+		if !ok {
+			return false
+		}
+		s = rest
+	}
 }
 
 func knownMethod(m string) string {

@@ -343,9 +343,26 @@ type prefixConn struct {
 	net.Conn
 	src srcReader            // the bytes read, then the connection
 	tls *tls.ConnectionState // nil for plain connections
+	// headDeadline is the lean loop's header deadline for the head it
+	// hands over. net/http's first deadline, for that head, is capped by
+	// it: a fresh ReadHeaderTimeout would give a slow client more time
+	// than the server allows.
+	headDeadline time.Time
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) { return c.src.Read(p) }
+
+// SetReadDeadline caps the first deadline net/http sets (its header
+// deadline, set before its first read) by headDeadline; later ones pass.
+func (c *prefixConn) SetReadDeadline(t time.Time) error {
+	if d := c.headDeadline; !d.IsZero() {
+		c.headDeadline = time.Time{}
+		if t.IsZero() || d.Before(t) {
+			t = d
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
 
 // CloseWrite half-closes the connection when it can (TCP, TLS): a
 // hijacked WebSocket passes its upstream's end on with it.
