@@ -137,6 +137,9 @@ type server interface {
 	stop()
 	// exited is closed if the server died on its own.
 	exited() <-chan struct{}
+	// servicesStarted says its init started with every service of the
+	// spec's Services it was given (Endpoint.ServicesStarted).
+	servicesStarted() bool
 }
 
 // Local implements provider.Provider on the local machine. Servers it
@@ -523,6 +526,9 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	l.running[id] = inst
 	l.mu.Unlock()
 	ep := inst.endpoint
+	// Only this start's: a later call that finds the server running
+	// returns inst.endpoint, without it.
+	ep.ServicesStarted = srv.servicesStarted()
 	logger.Info("sandbox server started", "addr", ep.Addr, "forward_addr", ep.ForwardAddr)
 	return ep, nil
 }
