@@ -80,7 +80,7 @@ func runReady(ctx context.Context, args []string) error {
 	}
 	defer st.close()
 
-	var ready, overhead, overReady, readyGet, before, after, appStart []time.Duration
+	var ready, overhead, overReady, readyGet, before, after, appStart, restored []time.Duration
 	var stepLog []string
 	steps := map[string][]float64{}
 	for round := range c.Rounds {
@@ -106,6 +106,9 @@ func runReady(ctx context.Context, args []string) error {
 				before = append(before, x.before)
 				after = append(after, x.after)
 				appStart = append(appStart, x.app)
+				if x.restored > 0 {
+					restored = append(restored, x.restored)
+				}
 				stepLog = append(stepLog, x.steps)
 			}
 		}
@@ -125,6 +128,10 @@ func runReady(ctx context.Context, args []string) error {
 		fmt.Printf("  wake overhead over the app's start, %d wakes: %s   target ≤ 20 ms\n", len(overhead), durRange(overhead))
 		fmt.Printf("    less a ready GET's time:   %s   (a ready GET: %s)\n", durRange(overReady), durRange(readyGet))
 		fmt.Printf("    GET → app spawned by init: %s\n", durRange(before))
+		if len(restored) > 0 {
+			// Whole milliseconds, as the edge's wake status has them.
+			fmt.Printf("    wake → sandbox ready:      %s   (the edge's restoring step: control's restore and services push)\n", durRange(restored))
+		}
 		fmt.Printf("    app spawned → listening:   %s\n", durRange(appStart))
 		fmt.Printf("    app listening → answer:    %s\n", durRange(after))
 		if verbose {
@@ -196,6 +203,7 @@ type wake struct {
 	after    time.Duration // the app listening to the answer's end
 	readyGet time.Duration // the median of 3 GETs just before, the sandbox ready
 	steps    string        // the edge's wake steps, as its status endpoint says
+	restored time.Duration // the edge's restoring step: until control said ready (0: not seen)
 }
 
 // wakes creates a sandbox whose service is readyAppCmd on a private
@@ -302,24 +310,25 @@ func wakes(ctx context.Context, st *devStack, dir string, n int) ([]wake, error)
 		if appStart.Before(start) {
 			return nil, fmt.Errorf("the app's last start %v is before the wake's GET %v: it did not restart", appStart, start)
 		}
-		steps, err := wakeSteps(ctx, client, u.Host, st.token)
+		steps, restored, err := wakeSteps(ctx, client, u.Host, st.token)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, wake{total: end.Sub(start), app: listening.Sub(appStart), before: appStart.Sub(start), after: end.Sub(listening),
-			readyGet: median(readyGets), steps: steps})
+			readyGet: median(readyGets), steps: steps, restored: restored})
 	}
 	return out, nil
 }
 
 // wakeSteps is the last wake's steps from the preview's status endpoint,
-// as "step@ms" in order.
-func wakeSteps(ctx context.Context, client *http.Client, host, token string) (string, error) {
+// as "step@ms" in order, and how long its restoring step took: the
+// start of the step after it (0 if there was none).
+func wakeSteps(ctx context.Context, client *http.Client, host, token string) (string, time.Duration, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+host+"/__sbx_preview/wake-status", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("wake status: %w", err)
+		return "", 0, fmt.Errorf("wake status: %w", err)
 	}
 	defer resp.Body.Close()
 	var st struct {
@@ -329,13 +338,17 @@ func wakeSteps(ctx context.Context, client *http.Client, host, token string) (st
 		} `json:"steps"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return "", fmt.Errorf("wake status: %w", err)
+		return "", 0, fmt.Errorf("wake status: %w", err)
 	}
 	var parts []string
-	for _, s := range st.Steps {
+	var restored time.Duration
+	for i, s := range st.Steps {
 		parts = append(parts, s.Step+"@"+strconv.FormatInt(s.AtMS, 10))
+		if i > 0 && st.Steps[i-1].Step == "restoring" {
+			restored = time.Duration(s.AtMS) * time.Millisecond
+		}
 	}
-	return strings.Join(parts, " "), nil
+	return strings.Join(parts, " "), restored, nil
 }
 
 // retryGet tries get for up to 10 s: the service starts after ready.

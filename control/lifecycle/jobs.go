@@ -178,7 +178,7 @@ func (w *provisionWorker) work(ctx context.Context, job *river.Job[ProvisionArgs
 		}
 		steps.mark("clone", time.Now())
 	}
-	m.startServices(ctx, sb, ep, hostPub)
+	m.startServices(ctx, sb, ep, hostPub, spec.Services)
 	steps.mark("services", time.Now())
 	boot := ep.Boot // warm_hit or cold_boot, recorded on the ready event
 	if boot == "" {

@@ -116,7 +116,7 @@ func (m *Manager) resyncServices(ctx context.Context, sbs []store.Sandbox) {
 	g.SetLimit(resyncConcurrency)
 	for _, sb := range sbs {
 		g.Go(func() error {
-			m.startServices(ctx, sb, provider.Endpoint{Addr: sb.Endpoint, ForwardAddr: sb.ForwardEndpoint, User: sb.SSHUser, Workspace: sb.Workspace}, sb.HostKey)
+			m.startServices(ctx, sb, provider.Endpoint{Addr: sb.Endpoint, ForwardAddr: sb.ForwardEndpoint, User: sb.SSHUser, Workspace: sb.Workspace}, sb.HostKey, nil)
 			return nil
 		})
 	}
@@ -175,6 +175,6 @@ func (m *Manager) restart(ctx context.Context, sb store.Sandbox) error {
 	}
 	// The server came back with nothing running in it, as after a
 	// restore: its declared services start again.
-	m.startServices(ctx, sb, ep, sb.HostKey)
+	m.startServices(ctx, sb, ep, sb.HostKey, nil)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -298,15 +299,24 @@ func (m *Manager) logsInit(ctx context.Context, acct store.Account, id, name str
 // startServices pushes the declared set to the init of sb, which the
 // provider has just started (or restored) at ep; it runs before the
 // sandbox is marked ready, so whoever waits for ready finds its services
-// starting. Failures are logged, never fatal: the sandbox is usable
-// without its services, and the next restore pushes again.
-func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provider.Endpoint, hostKey string) {
+// starting. booted is the set the provider was handed (Spec.Services;
+// nil if none): when the provider says it started exactly that
+// (ep.ServicesStarted) and it is still the declared set, there is
+// nothing to push and the SSH round trip is skipped. A declaration
+// changed since booted was read is pushed as ever. Failures are logged,
+// never fatal: the sandbox is usable without its services, and the next
+// restore pushes again.
+func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provider.Endpoint, hostKey string, booted []ServiceSpec) {
 	specs, err := m.declaredSpecs(ctx, sb.ID)
 	if err != nil {
 		m.log.WarnContext(ctx, "start services: list", "sandbox_id", sb.ID, "err", err)
 		return
 	}
 	if len(specs) == 0 {
+		return
+	}
+	if ep.ServicesStarted && sameSpecs(specs, booted) {
+		m.log.InfoContext(ctx, "services started by the provider", "sandbox_id", sb.ID, "services", len(specs))
 		return
 	}
 	sb.Endpoint, sb.SSHUser, sb.Workspace, sb.HostKey = ep.Addr, ep.User, ep.Workspace, hostKey
@@ -320,11 +330,20 @@ func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provid
 	m.log.InfoContext(ctx, "services started", "sandbox_id", sb.ID, "services", len(specs))
 }
 
+// sameSpecs says whether a and b declare the same services in the same
+// order (both are read from the store, which lists them by name).
+func sameSpecs(a, b []ServiceSpec) bool {
+	return slices.EqualFunc(a, b, func(x, y ServiceSpec) bool {
+		return x.Name == y.Name && x.Command == y.Command && slices.Equal(x.Args, y.Args) &&
+			x.Cwd == y.Cwd && maps.Equal(x.Env, y.Env) && x.Port == y.Port
+	})
+}
+
 // bootServices is the declared set of sb for the provider to start with
 // the sandbox (provider.Spec.Services), so that its services do not wait
-// for startServices' SSH round trip; startServices, run after, finds them
-// running and changes nothing. A failed read leaves them to
-// startServices.
+// for startServices' SSH round trip; startServices, run after, skips the
+// push if the provider started them and the set did not change. A
+// failed read leaves them to startServices.
 func (m *Manager) bootServices(ctx context.Context, id string) []ServiceSpec {
 	specs, err := m.declaredSpecs(ctx, id)
 	if err != nil {

@@ -117,7 +117,7 @@ func (m *Manager) settleRestoring(ctx context.Context, id, why string) error {
 		if err != nil {
 			return err
 		}
-		m.startServices(ctx, sb, in.Endpoint, sb.HostKey)
+		m.startServices(ctx, sb, in.Endpoint, sb.HostKey, nil)
 		changed, _, err := m.transition(ctx, id, step{
 			from: store.StateRestoring, to: store.StateReady, reason: ReasonWake, actor: "settler",
 			message: why + "; its server runs",

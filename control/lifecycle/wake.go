@@ -163,7 +163,7 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 		if m.conns != nil {
 			m.conns.Forget(l.id) // the endpoint may have moved
 		}
-		m.startServices(ctx, sb, ep, sb.HostKey)
+		m.startServices(ctx, sb, ep, sb.HostKey, spec.Services)
 		// Not checked against the lease: a restore that succeeded is as
 		// good as another process's (restores are idempotent in every
 		// provider), and whichever marks ready first wins.

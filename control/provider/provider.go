@@ -52,10 +52,12 @@ type Spec struct {
 	Egress string
 	// Services are the sandbox's declared services, for its init to start
 	// with the sandbox rather than wait for control's push (a wake's app
-	// starts one SSH round trip sooner). Control still pushes the set
-	// once the sandbox is up (initproto Sync), which finds these running
-	// and changes nothing; a provider that cannot hand them over ignores
-	// them. Empty while something must happen first (a repo's clone).
+	// starts one SSH round trip sooner). A provider that started them
+	// says so (Endpoint.ServicesStarted), and control then skips its push
+	// (initproto Sync) unless the declaration changed meanwhile; one that
+	// cannot hand them over ignores them, and control pushes the set once
+	// the sandbox is up. Empty while something must happen first (a
+	// repo's clone).
 	Services []initproto.Service
 }
 
@@ -80,6 +82,14 @@ type Endpoint struct {
 	// Boot says how Provision got the pod: "warm_hit" (claimed from a warm
 	// pool) or "cold_boot". Empty means cold_boot. Not persisted.
 	Boot string
+	// ServicesStarted says that this Provision or Restore started the
+	// sandbox's init with exactly Spec.Services in it (started, or
+	// starting), so control need not push them (initproto Sync) before
+	// it marks the sandbox ready. False when the call found the sandbox
+	// already running (its services are the earlier spec's), when the
+	// init could not take them, from Status and List, and from a provider
+	// that does not hand Services over. Not persisted.
+	ServicesStarted bool
 }
 
 // Phase is what a provider observes about a sandbox's pod.

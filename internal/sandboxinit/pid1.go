@@ -188,6 +188,7 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 	sum := in.sum
 	keys.Store(in.keys)
 	sandboxEnv.Store(&in.env)
+	bootServices(cfg.SecretDir, sup, log)
 	if err := startSSHD(); err != nil {
 		return err
 	}
@@ -226,6 +227,32 @@ func RunInit(ctx context.Context, cfg InitConfig) error {
 			}
 		}
 	}
+}
+
+// bootServices starts the services the Secret declares
+// (initproto.ServicesFile), once, at the first install: the pod's
+// start, or a warm pod's claim. They start before sshd, so they do not
+// wait for control's push, which finds them running; from then on
+// control's calls are the authority, and a later change of the Secret
+// (not in secretSum) leaves them alone. A file that is missing or does
+// not parse starts none: control's push starts them.
+func bootServices(secretDir string, sup *Supervisor, log *slog.Logger) {
+	b, err := os.ReadFile(filepath.Join(secretDir, initproto.ServicesFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var svcs []initproto.Service
+	if err == nil {
+		svcs, err = initproto.ParseServices(b)
+	}
+	if err == nil {
+		err = sup.Sync(svcs)
+	}
+	if err != nil {
+		log.Warn("start the secret's services", "err", err)
+		return
+	}
+	log.Info("services started from the secret", "services", len(svcs))
 }
 
 // secretSum fingerprints the Secret's files (through kubelet's ..data

@@ -31,39 +31,44 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestForwarderFollowsInstalledKeys runs the init's forwarder as a warm
-// pod has it: refusing everyone before a Secret is installed, then
-// proving the installed host key and passing bytes to the app's port,
-// then, after a claim replaces the Secret, proving only the new key.
-func TestForwarderFollowsInstalledKeys(t *testing.T) {
-	ca, _, err := sshca.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key1PEM, key1, _ := sshca.GenerateKey()
-	key2PEM, key2, _ := sshca.GenerateKey()
+// podDirs is a pod's file system for RunInit, in a test's temporary
+// directory: an empty Secret, the home and the workspace, and a
+// stand-in for sshd (not under test) that runs until the init stops it;
+// with the CA the Secrets written to it trust.
+type podDirs struct {
+	secret, run, home, ws, sshd string
+	ca                          *sshca.CA
+}
+
+func newPodDirs(t *testing.T) podDirs {
+	t.Helper()
 	dir := t.TempDir()
-	secret := filepath.Join(dir, "secret")
-	// sshd's part is not under test here: a stand-in that runs until
-	// the init stops it.
-	sshd := filepath.Join(dir, "sshd")
-	if err := os.WriteFile(sshd, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+	d := podDirs{secret: filepath.Join(dir, "secret"), run: filepath.Join(dir, "run"), home: filepath.Join(dir, "home"),
+		ws: filepath.Join(dir, "ws"), sshd: filepath.Join(dir, "sshd")}
+	var err error
+	if d.ca, _, err = sshca.Generate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{secret, filepath.Join(dir, "home"), filepath.Join(dir, "ws")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := os.WriteFile(d.sshd, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{d.secret, d.home, d.ws} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	port, sshPort := freePort(t), freePort(t)
-	fwdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return d
+}
 
+// runInit runs RunInit on d, with the forwarder on forwardPort (0: none),
+// until the test ends.
+func (d podDirs) runInit(t *testing.T, forwardPort int) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
 		done <- RunInit(ctx, InitConfig{
-			SecretDir: secret, RunDir: filepath.Join(dir, "run"), HomeDir: filepath.Join(dir, "home"), Workspace: filepath.Join(dir, "ws"),
-			ListenAddr: "127.0.0.1", SSHPort: sshPort, ForwardPort: port, User: "sandbox", SSHD: sshd,
+			SecretDir: d.secret, RunDir: d.run, HomeDir: d.home, Workspace: d.ws,
+			ListenAddr: "127.0.0.1", SSHPort: freePort(t), ForwardPort: forwardPort, User: "sandbox", SSHD: d.sshd,
 			Self: "/bin/false", WatchInterval: 20 * time.Millisecond,
 		})
 	}()
@@ -73,6 +78,21 @@ func TestForwarderFollowsInstalledKeys(t *testing.T) {
 			t.Errorf("RunInit: %v", err)
 		}
 	})
+}
+
+// TestForwarderFollowsInstalledKeys runs the init's forwarder as a warm
+// pod has it: refusing everyone before a Secret is installed, then
+// proving the installed host key and passing bytes to the app's port,
+// then, after a claim replaces the Secret, proving only the new key.
+func TestForwarderFollowsInstalledKeys(t *testing.T) {
+	pod := newPodDirs(t)
+	ca := pod.ca
+	key1PEM, key1, _ := sshca.GenerateKey()
+	key2PEM, key2, _ := sshca.GenerateKey()
+	port := freePort(t)
+	fwdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	pod.runInit(t, port)
+	ctx, secret := t.Context(), pod.secret
 
 	app := podtcptest.EchoApp(t)
 	d := &podtcp.Dialer{CA: ca, KeyID: "test-edge", Timeout: 5 * time.Second}

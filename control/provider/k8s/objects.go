@@ -47,7 +47,8 @@ const (
 // sshd on the SSH port trusting SecretDir/user_ca.pub, and serves the
 // edge's forwarder on the forward port with the same keys for
 // SandboxUser. Grant tokens reach the sandbox this way, at the path the
-// grants code documents, and so does the spec's Env (secretData).
+// grants code documents, and so do the spec's Env and Services
+// (secretData).
 const (
 	SecretDir      = "/etc/sbx"
 	LinuxWorkspace = "/workspace"
@@ -102,12 +103,15 @@ func annotationsFor(shape Shape, spec *provider.Spec) map[string]string {
 }
 
 // secretData is the Secret a sandbox's pod mounts at SecretDir: host key,
-// CA public key, the provisioning files with their manifest, and the
-// spec's Env (initproto.EnvFile), which the init sets in every SSH
-// session and service. The Env is here and never in the pod's env: it
-// may hold the proxy credential and a create's secrets, which must not
-// show in the pod object (kubectl get -o yaml, describe) or its events,
-// and a warm pod boots before it is known.
+// CA public key, the provisioning files with their manifest, the spec's
+// Env (initproto.EnvFile), which the init sets in every SSH session and
+// service, and the spec's Services (initproto.ServicesFile), which the
+// init starts with the pod rather than wait for control's push (control
+// still pushes, finding them running: the endpoint does not say
+// ServicesStarted). The Env and the Services are here and never in the
+// pod's env: they may hold the proxy credential and a create's secrets,
+// which must not show in the pod object (kubectl get -o yaml, describe)
+// or its events, and a warm pod boots before they are known.
 func secretData(spec provider.Spec) (map[string][]byte, error) {
 	data := map[string][]byte{
 		keyHostKey: spec.HostKeyPEM,
@@ -120,6 +124,13 @@ func secretData(spec provider.Spec) (map[string][]byte, error) {
 			return nil, fmt.Errorf("sandbox %s: %w", spec.SandboxID, err)
 		}
 		data[initproto.EnvFile] = env
+	}
+	if len(spec.Services) > 0 {
+		svcs, err := initproto.EncodeServices(spec.Services)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", spec.SandboxID, err)
+		}
+		data[initproto.ServicesFile] = svcs
 	}
 	entries := make([]FileEntry, 0, len(spec.Files))
 	for i, f := range spec.Files {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sbxedge/sbx/control/provider"
+	"github.com/sbxedge/sbx/internal/initproto"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -105,5 +107,41 @@ func TestEndpoint(t *testing.T) {
 				t.Errorf("endpoint of a pod at %s: %+v; want Addr %s, ForwardAddr %s, User %s", tc.ip, ep, tc.addr, tc.forward, SandboxUser)
 			}
 		})
+	}
+}
+
+// TestSecretCarriesServices: the spec's Services reach the pod's init in
+// its Secret (initproto.ServicesFile), as the init reads them, so they
+// start with the pod; a spec without any adds no key, and a declaration
+// the init would refuse fails the Secret rather than reach the pod.
+func TestSecretCarriesServices(t *testing.T) {
+	p, cat := objectBuilder(t)
+	shape, _ := cat.Shape("tuist-linux-medium")
+	n := namesFor("sbx-services")
+	spec := provider.Spec{SandboxID: "sbx-services", HostKeyPEM: []byte("HOST KEY PEM"), UserCAKey: "ssh-ed25519 AAAA ca"}
+	sec, err := p.secret(n, RoleSandbox, shape, &spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sec.Data[initproto.ServicesFile]; ok {
+		t.Errorf("a spec without services has %s in its Secret", initproto.ServicesFile)
+	}
+	spec.Services = []initproto.Service{
+		{Name: "web", Command: "npm", Args: []string{"run", "dev"}, Port: 3000, Env: map[string]string{"TOKEN": "s3cret"}},
+		{Name: "worker", Command: "./worker.sh", Cwd: "app"},
+	}
+	if sec, err = p.secret(n, RoleSandbox, shape, &spec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := initproto.ParseServices(sec.Data[initproto.ServicesFile])
+	if err != nil || !reflect.DeepEqual(got, spec.Services) {
+		t.Fatalf("the Secret's services: %+v, %v; want %+v", got, err, spec.Services)
+	}
+	if b, _ := yaml.Marshal(p.pod(n, RoleSandbox, shape, &spec)); bytes.Contains(b, []byte("s3cret")) {
+		t.Errorf("a service's env shows in the pod object:\n%s", b)
+	}
+	spec.Services = append(spec.Services, initproto.Service{Name: "Bad Name", Command: "x"})
+	if _, err := p.secret(n, RoleSandbox, shape, &spec); err == nil {
+		t.Error("a Secret was built for a service the init would refuse")
 	}
 }

@@ -18,7 +18,9 @@ import (
 )
 
 // TestServicesStartWithTheSandbox: the spec's Services run once the
-// provider has started the sandbox, with no call to its init; control's
+// provider has started the sandbox, with no call to its init, and the
+// endpoint says so (ServicesStarted, on which control skips its Sync);
+// a Provision that finds the sandbox running does not say so; control's
 // Sync of the same set afterwards starts nothing again; a restore starts
 // them once more, and a declaration changed while suspended restores as
 // changed. A service counting its starts in the workspace (which the
@@ -89,7 +91,16 @@ func TestServicesStartWithTheSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !ep.ServicesStarted {
+			t.Error("create: the endpoint does not say the services started")
+		}
 		check(ep, web, 1, "after create")
+		// The server runs: this spec's services were not started by it.
+		if again, err := l.Provision(ctx, spec(withEnv(web, "V", "other"))); err != nil {
+			t.Fatal(err)
+		} else if again.ServicesStarted {
+			t.Error("a Provision that found the sandbox running says it started the services")
+		}
 		for i, sv := range []initproto.Service{web, withEnv(web, "V", "2")} {
 			pool.Forget(id)
 			if err := l.Suspend(ctx, id); err != nil {
@@ -97,6 +108,9 @@ func TestServicesStartWithTheSandbox(t *testing.T) {
 			}
 			if ep, err = l.Restore(ctx, spec(sv)); err != nil {
 				t.Fatal(err)
+			}
+			if !ep.ServicesStarted {
+				t.Errorf("restore %d: the endpoint does not say the services started", i+1)
 			}
 			check(ep, sv, 2+i, fmt.Sprintf("after restore %d", i+1))
 		}

@@ -55,6 +55,8 @@ type embedded struct {
 	// init supervises the sandbox's services, as the init of a pod does;
 	// its control protocol is the "sbx-init" subsystem. stop ends it.
 	init *sandboxinit.Supervisor
+	// booted says init started with every service of opts.svcs.
+	booted bool
 
 	mu     sync.Mutex // guards procs, closed
 	procs  map[int]struct{}
@@ -80,12 +82,12 @@ func startEmbedded(ctx context.Context, o embeddedOptions) (*embedded, int, erro
 		died:      make(chan struct{}),
 		procs:     map[int]struct{}{},
 	}
-	init, err := newInit(o.dir, o.user, o.env, o.svcs, o.logger)
+	init, booted, err := newInit(o.dir, o.user, o.env, o.svcs, o.logger)
 	if err != nil {
 		ln.Close()
 		return nil, 0, err
 	}
-	e.init = init
+	e.init, e.booted = init, booted
 	fwd := &gliderssh.ForwardedTCPHandler{}
 	checker := &gossh.CertChecker{
 		IsUserAuthority: func(auth gossh.PublicKey) bool {
@@ -179,6 +181,8 @@ func (e *embedded) authorize(ctx gliderssh.Context, checker *gossh.CertChecker, 
 }
 
 func (e *embedded) exited() <-chan struct{} { return e.died }
+
+func (e *embedded) servicesStarted() bool { return e.booted }
 
 // stop closes the listener and every connection, kills every session's
 // process group, and waits for the handlers.

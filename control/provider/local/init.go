@@ -25,11 +25,12 @@ import (
 
 // newInit returns the supervisor of the sandbox in dir, running svcs (the
 // spec's Services): they start with the sandbox, as sbx-init's would,
-// and control's Sync once it is up finds them running. One that cannot
-// start is logged, not fatal: the sandbox is usable without it, and the
-// Sync reports it.
-func newInit(dir, user string, env []string, svcs []initproto.Service, logger *slog.Logger) (*sandboxinit.Supervisor, error) {
-	sup, err := sandboxinit.New(sandboxinit.Config{
+// and booted says they all did (Endpoint.ServicesStarted), so control
+// need not push them. One that cannot start is logged, not fatal: the
+// sandbox is usable without it, and control's push (booted false)
+// reports it.
+func newInit(dir, user string, env []string, svcs []initproto.Service, logger *slog.Logger) (sup *sandboxinit.Supervisor, booted bool, err error) {
+	sup, err = sandboxinit.New(sandboxinit.Config{
 		Workspace: filepath.Join(dir, "workspace"), Env: baseEnv(dir, user, env),
 		Logger: logger.With("component", "init"),
 		// Beside the workspace, not in it: kept on disk while suspended.
@@ -38,13 +39,17 @@ func newInit(dir, user string, env []string, svcs []initproto.Service, logger *s
 		// sandbox's processes are the ones carrying its marker.
 		Procs: &sandboxinit.ProcScan{Belongs: func(env []byte) bool { return hasEnv(env, marker(dir)) }},
 	})
-	if err != nil || len(svcs) == 0 {
-		return sup, err
+	if err != nil {
+		return nil, false, err
+	}
+	if len(svcs) == 0 {
+		return sup, true, nil
 	}
 	if err := sup.Sync(svcs); err != nil {
 		logger.Warn("start the declared services", "err", err)
+		return sup, false, nil
 	}
-	return sup, nil
+	return sup, true, nil
 }
 
 // baseEnv is what every process of the sandbox starts with, services
@@ -65,6 +70,7 @@ func baseEnv(dir, user string, extra []string) []string {
 // serving, then the services.
 type socketInit struct {
 	sup    *sandboxinit.Supervisor
+	booted bool // newInit's: the spec's Services all started
 	path   string
 	tmpDir string // holds the socket when dir's path is too long for one
 	cancel context.CancelFunc
@@ -75,11 +81,11 @@ type socketInit struct {
 const maxSocketPath = 100
 
 func startSocketInit(dir, user string, env []string, svcs []initproto.Service, logger *slog.Logger) (*socketInit, error) {
-	sup, err := newInit(dir, user, env, svcs, logger)
+	sup, booted, err := newInit(dir, user, env, svcs, logger)
 	if err != nil {
 		return nil, err
 	}
-	si := &socketInit{sup: sup, path: filepath.Join(dir, "init.sock"), done: make(chan struct{})}
+	si := &socketInit{sup: sup, booted: booted, path: filepath.Join(dir, "init.sock"), done: make(chan struct{})}
 	if len(si.path) > maxSocketPath {
 		if si.tmpDir, err = os.MkdirTemp("", "sbx-init-"); err != nil {
 			return nil, fmt.Errorf("create init socket dir: %w", err)

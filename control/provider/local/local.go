@@ -137,6 +137,9 @@ type server interface {
 	stop()
 	// exited is closed if the server died on its own.
 	exited() <-chan struct{}
+	// servicesStarted says its init started with every service of the
+	// spec's Services it was given (Endpoint.ServicesStarted).
+	servicesStarted() bool
 }
 
 // Local implements provider.Provider on the local machine. Servers it
@@ -523,6 +526,9 @@ func (l *Local) startLocked(ctx context.Context, id string) (provider.Endpoint, 
 	l.running[id] = inst
 	l.mu.Unlock()
 	ep := inst.endpoint
+	// Only this start's: a later call that finds the server running
+	// returns inst.endpoint, without it.
+	ep.ServicesStarted = srv.servicesStarted()
 	logger.Info("sandbox server started", "addr", ep.Addr, "forward_addr", ep.ForwardAddr)
 	return ep, nil
 }
@@ -682,43 +688,29 @@ func readEnv(dir string) ([]string, error) {
 	return env, nil
 }
 
-// servicesFile holds the spec's Services as JSON (0600: a service's env
-// may hold a secret), beside envFile.
-const servicesFile = "services.json"
-
-// writeServices replaces servicesFile with svcs: on every provision and
-// restore, so a declaration changed while suspended restores as changed.
+// writeServices replaces the sandbox's initproto.ServicesFile (0600: a
+// service's env may hold a secret), beside envFile, with svcs: on every
+// provision and restore, so a declaration changed while suspended
+// restores as changed.
 func writeServices(dir string, svcs []initproto.Service) error {
-	for _, sv := range svcs {
-		if err := sv.Validate(); err != nil {
-			return fmt.Errorf("spec service %q: %w", sv.Name, err)
-		}
-	}
-	if svcs == nil {
-		svcs = []initproto.Service{}
-	}
-	b, err := json.Marshal(svcs)
+	b, err := initproto.EncodeServices(svcs)
 	if err != nil {
-		return err
+		return fmt.Errorf("spec %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, servicesFile), b, 0o600)
+	return writeFileAtomic(filepath.Join(dir, initproto.ServicesFile), b, 0o600)
 }
 
 // readServices reads the spec's Services; a sandbox provisioned before
 // there was the file starts none (control's Sync starts them).
 func readServices(dir string) ([]initproto.Service, error) {
-	b, err := os.ReadFile(filepath.Join(dir, servicesFile))
+	b, err := os.ReadFile(filepath.Join(dir, initproto.ServicesFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read sandbox services: %w", err)
 	}
-	var svcs []initproto.Service
-	if err := json.Unmarshal(b, &svcs); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", servicesFile, err)
-	}
-	return svcs, nil
+	return initproto.ParseServices(b)
 }
 
 func (l *Local) writeMeta(m meta) error {

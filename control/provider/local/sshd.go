@@ -146,6 +146,10 @@ func sshdConfig(dir string, port int, setEnv []string) sandboxinit.SSHDConfig {
 
 func (s *sshdServer) exited() <-chan struct{} { return s.done }
 
+// servicesStarted is false without an init: the spec's Services, if
+// any, cannot run, and control's push says so.
+func (s *sshdServer) servicesStarted() bool { return s.init != nil && s.init.booted }
+
 // stop terminates sshd and its connection processes, then the init and
 // its services.
 func (s *sshdServer) stop() {
