@@ -187,6 +187,7 @@ func New(cfg Config) (*Local, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	inheritDefaultSignals()
 	if cfg.Mode == "" {
 		cfg.Mode = ModeEmbedded
 	}
