@@ -11,10 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxedge/sbx/control/provider"
-	"github.com/sbxedge/sbx/control/provider/local"
 	"github.com/sbxedge/sbx/internal/initproto"
-	"github.com/sbxedge/sbx/internal/podssh"
-	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
 // TestServicesStartWithTheSandbox: the spec's Services run once the
@@ -28,18 +25,7 @@ import (
 func TestServicesStartWithTheSandbox(t *testing.T) {
 	perMode(t, 2*time.Minute, func(t *testing.T, ctx context.Context, mode string) {
 		f := newFixture(t)
-		cfg := local.Config{DataDir: f.dataDir, Mode: mode}
-		if mode == local.ModeSSHD {
-			cfg.InitPath = inittest.Build(t)
-			cfg.SSHDSetEnv = []string{"SHLVL=1"} // see TestServices
-		}
-		l, err := local.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		pool := podssh.NewPool(f.ca, nil)
-		defer pool.Close()
+		l, pool := servicesProvider(t, f, mode)
 		self, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)

@@ -19,6 +19,28 @@ import (
 	"github.com/sbxedge/sbx/internal/sandboxinit/inittest"
 )
 
+// servicesProvider is a local provider in mode for the services tests,
+// with an SSH pool to reach the sandboxes' inits; both close with t.
+func servicesProvider(t *testing.T, f *fixture, mode string) (*local.Local, *podssh.Pool) {
+	t.Helper()
+	cfg := local.Config{DataDir: f.dataDir, Mode: mode}
+	if mode == local.ModeSSHD {
+		cfg.InitPath = inittest.Build(t)
+		// Each init call is an sshd session run through the login
+		// shell; with SHLVL set, bash skips the machine user's
+		// ~/.bashrc (pyenv here: seconds per call under load).
+		cfg.SSHDSetEnv = []string{"SHLVL=1"}
+	}
+	l, err := local.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	pool := podssh.NewPool(f.ca, nil)
+	t.Cleanup(func() { pool.Close() })
+	return l, pool
+}
+
 // TestServices runs one services scenario against both server modes: a
 // local sandbox's init answers over its SSH connection (the embedded
 // server's subsystem, or sshd's running "sbx-init ctl"); a service with a
@@ -29,21 +51,7 @@ import (
 func TestServices(t *testing.T) {
 	perMode(t, 2*time.Minute, func(t *testing.T, ctx context.Context, mode string) {
 		f := newFixture(t)
-		cfg := local.Config{DataDir: f.dataDir, Mode: mode}
-		if mode == local.ModeSSHD {
-			cfg.InitPath = inittest.Build(t)
-			// Each init call is an sshd session run through the login
-			// shell; with SHLVL set, bash skips the machine user's
-			// ~/.bashrc (pyenv here: seconds per call under load).
-			cfg.SSHDSetEnv = []string{"SHLVL=1"}
-		}
-		l, err := local.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		pool := podssh.NewPool(f.ca, nil)
-		defer pool.Close()
+		l, pool := servicesProvider(t, f, mode)
 		const id = "sbx-svc"
 		ep, err := l.Provision(ctx, f.spec(id))
 		if err != nil {
