@@ -21,6 +21,7 @@ import (
 	"github.com/sbxedge/sbx/control/provider/tart/agent"
 	"github.com/sbxedge/sbx/internal/objstore"
 	"github.com/sbxedge/sbx/internal/objstore/s3test"
+	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
 
 var (
@@ -221,7 +222,7 @@ func TestAgentMovesBundles(t *testing.T) {
 // the host that lacks object storage.
 func TestAgentWithoutObjectStorage(t *testing.T) {
 	c := startAgent(t)
-	var logs syncBuffer
+	var logs sshscenario.SyncBuffer
 	p, _ := newProvider(t, tart.Config{Hosts: []tart.Host{{Name: "mini-1", Driver: c}}, Suspendable: true,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	sp := newSpecs(t)
@@ -316,24 +317,6 @@ func TestAgentS3FlagsAtStart(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--s3-access-key-file") || strings.Contains(string(out), "listening on") {
 		t.Fatalf("sbx-macd --s3-endpoint without keys: %v\n%s\nwant an exit naming --s3-access-key-file", err, out)
 	}
-}
-
-// syncBuffer is a log sink the provider's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestAgentTemplatesListAndPrune: templates listed through an agent say
