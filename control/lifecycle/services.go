@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -333,10 +332,7 @@ func (m *Manager) startServices(ctx context.Context, sb store.Sandbox, ep provid
 // sameSpecs says whether a and b declare the same services in the same
 // order (both are read from the store, which lists them by name).
 func sameSpecs(a, b []ServiceSpec) bool {
-	return slices.EqualFunc(a, b, func(x, y ServiceSpec) bool {
-		return x.Name == y.Name && x.Command == y.Command && slices.Equal(x.Args, y.Args) &&
-			x.Cwd == y.Cwd && maps.Equal(x.Env, y.Env) && x.Port == y.Port
-	})
+	return slices.EqualFunc(a, b, ServiceSpec.Same)
 }
 
 // bootServices is the declared set of sb for the provider to start with

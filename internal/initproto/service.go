@@ -14,6 +14,7 @@ package initproto
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -33,6 +34,14 @@ type Service struct {
 	// Port, when set, is where the service answers: it is "running" only
 	// once something accepts on 127.0.0.1 or ::1 at that port.
 	Port int `json:"port,omitempty"`
+}
+
+// Same reports whether s and o declare the same process: an init's sync
+// does not restart an unchanged one, and control need not push a set the
+// provider already started.
+func (s Service) Same(o Service) bool {
+	return s.Name == o.Name && s.Command == o.Command && slices.Equal(s.Args, o.Args) &&
+		s.Cwd == o.Cwd && s.Port == o.Port && maps.Equal(s.Env, o.Env)
 }
 
 // Service states.

@@ -1,9 +1,6 @@
 package sandboxinit
 
 import (
-	"maps"
-	"slices"
-
 	"github.com/sbxedge/sbx/internal/initproto"
 )
 
@@ -30,10 +27,3 @@ const (
 
 // ErrUnknownService is initproto's.
 var ErrUnknownService = initproto.ErrUnknownService
-
-// sameService reports whether two declarations run the same process:
-// an unchanged one is not restarted by a sync.
-func sameService(a, b Service) bool {
-	return a.Name == b.Name && a.Command == b.Command && slices.Equal(a.Args, b.Args) &&
-		a.Cwd == b.Cwd && a.Port == b.Port && maps.Equal(a.Env, b.Env)
-}

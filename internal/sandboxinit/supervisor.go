@@ -130,7 +130,7 @@ func (s *Supervisor) Sync(svcs []Service) error {
 	s.mu.Lock()
 	var stale []*proc
 	for name, p := range s.services {
-		if w, ok := want[name]; !ok || !sameService(w, p.svc) {
+		if w, ok := want[name]; !ok || !w.Same(p.svc) {
 			stale = append(stale, p)
 			delete(s.services, name)
 		}
@@ -163,7 +163,7 @@ func (s *Supervisor) start(sv Service, replace bool) error {
 		return errors.New("sandboxinit: supervisor stopped")
 	}
 	old := s.services[sv.Name]
-	if old != nil && sameService(old.svc, sv) {
+	if old != nil && old.svc.Same(sv) {
 		s.mu.Unlock()
 		return nil
 	}
