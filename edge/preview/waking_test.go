@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +19,7 @@ import (
 	"github.com/sbxedge/sbx/edge/preview"
 	"github.com/sbxedge/sbx/internal/initproto"
 	"github.com/sbxedge/sbx/internal/testkit/chromiumtest"
-	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
+	"github.com/sbxedge/sbx/internal/testkit/closedport"
 	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
@@ -84,10 +83,28 @@ func asleep(t testing.TB, e *env, label, sbx, acct string, port int) preview.Rou
 	return ready
 }
 
+// closedPorts are the ports freePort holds closed, for listenOn.
+var closedPorts sync.Map // int → *closedport.Port
+
+// freePort returns a port that refuses on both loopbacks and that no
+// other test can take (a port merely found free once was, under make
+// race, taken by another package's listener on 127.0.0.1, which the wake
+// then reached instead of the app); listenOn opens it.
 func freePort(t testing.TB) int {
 	t.Helper()
-	n, _ := strconv.Atoi(sshscenario.FreePort(t))
-	return n
+	p := closedport.New(t)
+	closedPorts.Store(p.N, p)
+	t.Cleanup(func() { closedPorts.Delete(p.N) })
+	return p.N
+}
+
+// listenOn listens on host at a port freePort gave.
+func listenOn(host string, port int) (net.Listener, error) {
+	v, ok := closedPorts.Load(port)
+	if !ok {
+		return nil, fmt.Errorf("port %d is not one freePort gave", port)
+	}
+	return v.(*closedport.Port).Listen(host)
 }
 
 // TestWakingPageInBrowser: a browser opening a suspended private preview
@@ -148,7 +165,7 @@ func TestWakingPageInBrowser(t *testing.T) {
 	chromiumtest.Screenshot(t, ctx, dir, "waking-starting-service")
 
 	// The dev server comes up: the page switches to the app by itself.
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", appPort))
+	ln, err := listenOn("127.0.0.1", appPort)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +343,7 @@ func serveLater(t testing.TB, waker *gateWaker, id string, ready func(), port in
 			go func() {
 				defer close(up)
 				time.Sleep(delay)
-				ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", port))
+				ln, err := listenOn("::1", port)
 				if err != nil {
 					t.Error(err)
 					return
