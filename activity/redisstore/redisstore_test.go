@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +17,7 @@ import (
 	"github.com/sbxedge/sbx/activity"
 	"github.com/sbxedge/sbx/activity/activitytest"
 	"github.com/sbxedge/sbx/activity/redisstore"
+	"github.com/sbxedge/sbx/internal/testkit/closedport"
 	"github.com/sbxedge/sbx/internal/testkit/metrictest"
 	"github.com/sbxedge/sbx/internal/testkit/tcpproxy"
 )
@@ -261,12 +262,7 @@ func TestMarksCoalesce(t *testing.T) {
 func TestRedisUnreachable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	dead := fmt.Sprintf("127.0.0.1:%d", closedport.New(t).N) // nothing listens there
 	var clk fakeClock
 	reg := prometheus.NewRegistry()
 	s := newStore(t, redisstore.Config{Client: client(t, dead), RetryFor: 10 * time.Second, Now: clk.Now, Registry: reg})

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/sbxedge/sbx/control/controltest"
 	"github.com/sbxedge/sbx/control/devseed"
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/internal/testkit/closedport"
 	"github.com/sbxedge/sbx/internal/testkit/gittest"
 	"github.com/sbxedge/sbx/internal/testkit/sshscenario"
 )
@@ -354,16 +354,11 @@ func debugLogger(w *sshscenario.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// closedPort is a loopback address nothing listens on.
+// closedPort is a loopback address nothing listens on, nor can while the
+// test runs.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return fmt.Sprintf("127.0.0.1:%d", closedport.New(t).N)
 }
 
 // TestRepoTokenStaysWithItsReplica: with two control replicas working one

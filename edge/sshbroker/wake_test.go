@@ -3,11 +3,14 @@ package sshbroker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sbxedge/sbx/internal/testkit/closedport"
 )
 
 // fakeWaker makes a not-ready credential live after a delay, as control's
@@ -116,12 +119,7 @@ func TestStaleCachedRouteWakes(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Waker = w })
 	w.e = e
 	k := e.grant("moved", nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	dead := fmt.Sprintf("127.0.0.1:%d", closedport.New(t).N) // nothing listens there
 	e.auth.update(k.fp, func(c *cred) { c.route.Addr = dead })
 	// Cached: a route to a pod that is gone.
 	if r := run(t, e.ssh(testCtx(t, sshCeiling), k, "moved", nil, "echo in"), nil); r.code != 255 {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sbxedge/sbx/auth/sshca"
+	"github.com/sbxedge/sbx/internal/testkit/closedport"
 	"github.com/sbxedge/sbx/internal/testkit/waitfor"
 )
 
@@ -195,14 +196,9 @@ func TestStream(t *testing.T) {
 
 func TestRefusedPort(t *testing.T) {
 	sb := startSandbox(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := closedport.New(t).N
 	d := &Dialer{CA: sb.ca}
-	_, err = d.Dial(t.Context(), sb.target(), port)
+	_, err := d.Dial(t.Context(), sb.target(), port)
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("Dial to a closed port: %v, want ErrRefused", err)
 	}
