@@ -26,27 +26,7 @@ var allStates = []store.State{
 func testLiveCounter(t *testing.T, ctx context.Context, s store.Store) {
 	check := func(step string) {
 		t.Helper()
-		for _, acct := range []string{"a", "b", "none"} {
-			want := realHolding(t, ctx, s, acct)
-			var n, m int
-			inTx(t, s, func(tx store.Tx) error {
-				if err := tx.LockAccount(ctx, acct); err != nil {
-					return err
-				}
-				var err error
-				if n, err = tx.CountHoldingPods(ctx, acct); err != nil {
-					return err
-				}
-				if acct == "none" {
-					return nil
-				}
-				_, m, err = tx.LockAccountHolding(ctx, acct)
-				return err
-			})
-			if n != want || (acct != "none" && m != want) {
-				t.Fatalf("%s: account %s: CountHoldingPods %d, LockAccountHolding %d; its sandboxes in PodStates: %d", step, acct, n, m, want)
-			}
-		}
+		checkHolding(t, ctx, s, step, "a", "b", "none")
 	}
 	check("empty")
 
@@ -190,6 +170,73 @@ func testLiveCounter(t *testing.T, ctx context.Context, s store.Store) {
 	})
 	wantErr(t, "rolled-back transaction", err, errBack)
 	check("rollback")
+}
+
+// checkHolding fails the test unless CountHoldingPods and
+// LockAccountHolding read, for each of accts, its count of sandboxes in
+// store.PodStates.
+func checkHolding(t *testing.T, ctx context.Context, s store.Store, step string, accts ...string) {
+	t.Helper()
+	for _, acct := range accts {
+		want := realHolding(t, ctx, s, acct)
+		var n, m int
+		inTx(t, s, func(tx store.Tx) error {
+			if err := tx.LockAccount(ctx, acct); err != nil {
+				return err
+			}
+			var err error
+			if n, err = tx.CountHoldingPods(ctx, acct); err != nil {
+				return err
+			}
+			if acct == "none" {
+				m = want
+				return nil
+			}
+			_, m, err = tx.LockAccountHolding(ctx, acct)
+			return err
+		})
+		if n != want || m != want {
+			t.Fatalf("%s: account %s: CountHoldingPods %d, LockAccountHolding %d; its sandboxes in PodStates: %d", step, acct, n, m, want)
+		}
+	}
+}
+
+// RunLiveCounterRaw checks the live-sandbox counter across what the
+// store's own writes never do: a sandbox row deleted, and the counter's
+// migration applied over existing sandboxes (its backfill). open opens
+// the same database each call (closing is left to the test's cleanup);
+// exec runs statements on it behind the store's back; unmigrate undoes the
+// counter's migration (its table, triggers and schema_migrations row) so
+// that the next open applies it again.
+func RunLiveCounterRaw(t *testing.T, open func(t *testing.T) store.Store, exec func(t *testing.T, stmts ...string), unmigrate []string) {
+	ctx := t.Context()
+	s := open(t)
+	seedAccounts(t, s, "a", "b")
+	var sbs []store.Sandbox
+	for i, st := range allStates {
+		for _, acct := range []string{"a", "b"} {
+			sb := sandbox(acct, fmt.Sprintf("raw-%s-%d", acct, i), t0.Add(time.Duration(i)*time.Second))
+			sb.State = st
+			sbs = append(sbs, sb)
+		}
+	}
+	insertSandboxes(t, s, sbs...)
+	checkHolding(t, ctx, s, "inserted", "a", "b")
+
+	// a's pending and terminated ones, b's ready one.
+	exec(t, `DELETE FROM sandboxes WHERE id IN ('raw-a-0', 'raw-a-6', 'raw-b-1')`)
+	checkHolding(t, ctx, s, "rows deleted", "a", "b")
+
+	// The migration again, over these rows: its backfill counts them.
+	exec(t, unmigrate...)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s = open(t)
+	checkHolding(t, ctx, s, "migrated over existing rows", "a", "b")
+	// And the triggers it made count from there.
+	insertSandboxes(t, s, sandbox("a", "raw-after", t0))
+	checkHolding(t, ctx, s, "insert after the migration", "a", "b")
 }
 
 // realHolding counts acct's sandboxes in store.PodStates from the rows.
