@@ -11,12 +11,6 @@ import (
 	"github.com/sbxedge/sbx/control/store"
 )
 
-// allStates is every sandbox state, the counted and the uncounted.
-var allStates = []store.State{
-	store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended,
-	store.StateRestoring, store.StateTerminating, store.StateTerminated, store.StateFailed,
-}
-
 // testLiveCounter checks the per-account count that admission reads
 // (CountHoldingPods, LockAccountHolding) against the sandboxes' states
 // after every kind of write that moves it: inserts in every state, every
@@ -39,7 +33,7 @@ func testLiveCounter(t *testing.T, ctx context.Context, s store.Store) {
 		sb.State = st
 		return sb
 	}
-	for _, st := range allStates {
+	for _, st := range store.States {
 		sbs = append(sbs, next("a", st), next("b", st))
 	}
 	insertSandboxes(t, s, sbs...)
@@ -52,8 +46,8 @@ func testLiveCounter(t *testing.T, ctx context.Context, s store.Store) {
 		to store.State
 	}
 	var moves []move
-	for _, from := range allStates {
-		for _, to := range allStates {
+	for _, from := range store.States {
+		for _, to := range store.States {
 			if from != to {
 				moves = append(moves, move{next("a", from), to})
 			}
@@ -213,7 +207,7 @@ func RunLiveCounterRaw(t *testing.T, open func(t *testing.T) store.Store, exec f
 	s := open(t)
 	seedAccounts(t, s, "a", "b")
 	var sbs []store.Sandbox
-	for i, st := range allStates {
+	for i, st := range store.States {
 		for _, acct := range []string{"a", "b"} {
 			sb := sandbox(acct, fmt.Sprintf("raw-%s-%d", acct, i), t0.Add(time.Duration(i)*time.Second))
 			sb.State = st
