@@ -18,12 +18,6 @@ import (
 	"github.com/sbxedge/sbx/internal/testkit/testdb"
 )
 
-// allStates is every state a sandbox can be in.
-var allStates = []store.State{
-	store.StatePending, store.StateReady, store.StateSuspending, store.StateSuspended,
-	store.StateRestoring, store.StateTerminating, store.StateTerminated, store.StateFailed,
-}
-
 // checkLedgers fails t unless every sandbox in st keeps the billing rule
 // (lifecycle.CheckLedger): one open compute line while ready, one open
 // storage line while offloaded, none otherwise, none for a sandbox never
@@ -31,7 +25,7 @@ var allStates = []store.State{
 func checkLedgers(t *testing.T, st store.Store, when string) {
 	t.Helper()
 	ctx := context.Background()
-	sbs, err := st.SandboxesInStates(ctx, allStates...)
+	sbs, err := st.SandboxesInStates(ctx, store.States...)
 	if err != nil {
 		t.Fatalf("%s: list sandboxes: %v", when, err)
 	}

@@ -54,6 +54,8 @@ type harness struct {
 	provDir string
 	clock   *clock
 	acct    store.Account
+	// dsn is where the store is: a Postgres URL, or the SQLite file.
+	dsn string
 }
 
 func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(provider.Provider) provider.Provider, opts ...func(*lifecycle.Deps)) *harness {
@@ -61,10 +63,13 @@ func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(pr
 	ctx := context.Background()
 	var st store.Store
 	var err error
+	var dsn string
 	if backend == "postgres" {
-		st, err = postgres.Open(ctx, testdb.Postgres(t), nil)
+		dsn = testdb.Postgres(t)
+		st, err = postgres.Open(ctx, dsn, nil)
 	} else {
-		st, err = sqlite.Open(ctx, t.TempDir()+"/sbx.db", nil)
+		dsn = t.TempDir() + "/sbx.db"
+		st, err = sqlite.Open(ctx, dsn, nil)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +90,7 @@ func newHarness(t *testing.T, backend string, cfg lifecycle.Config, wrap func(pr
 	if wrap != nil {
 		p = wrap(prov)
 	}
-	h := &harness{st: st, prov: prov, provDir: provDir, clock: &clock{}}
+	h := &harness{st: st, prov: prov, provDir: provDir, clock: &clock{}, dsn: dsn}
 	deps := lifecycle.Deps{Store: st, Provider: p, HostKeys: hk, UserCAKey: ca.AuthorizedKey(), Now: h.clock.Now}
 	for _, o := range opts {
 		o(&deps)

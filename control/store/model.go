@@ -51,6 +51,12 @@ const (
 	StateFailed      State = "failed"
 )
 
+// States is every sandbox state.
+var States = []State{
+	StatePending, StateReady, StateSuspending, StateSuspended,
+	StateRestoring, StateTerminating, StateTerminated, StateFailed,
+}
+
 // Final reports whether s is a terminal state.
 func (s State) Final() bool { return s == StateTerminated || s == StateFailed }
 

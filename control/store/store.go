@@ -208,7 +208,12 @@ type Tx interface {
 	// (an advisory lock on Postgres; SQLite transactions are already
 	// serialised).
 	LockAccount(ctx context.Context, accountID string) error
-	// CountHoldingPods counts the account's sandboxes in PodStates.
+	// CountHoldingPods is how many of the account's sandboxes are in
+	// PodStates, counting this transaction's own changes. It reads a
+	// counter that every insert, state change and delete of a sandbox
+	// keeps in the same transaction (triggers in the schema), so it costs
+	// one row however many sandboxes the account has. Call it under
+	// LockAccount: on Postgres it may lock the counter's row until commit.
 	CountHoldingPods(ctx context.Context, accountID string) (int, error)
 	// LockAccountHolding is LockAccount, then Account and
 	// CountHoldingPods read under the lock, in one round trip where the

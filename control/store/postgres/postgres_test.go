@@ -1,8 +1,10 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
 	"github.com/sbxedge/sbx/control/store"
@@ -56,4 +58,29 @@ func TestCrashRestart(t *testing.T) {
 	storetest.RunCrashRestart(t, testdb.Postgres, func(t *testing.T, dsn string) store.Store {
 		return storetest.Open(t, postgres.Open, dsn)
 	})
+}
+
+func TestLiveCounterRaw(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	storetest.RunLiveCounterRaw(t,
+		func(t *testing.T) store.Store { return storetest.Open(t, postgres.Open, dsn) },
+		func(t *testing.T, stmts ...string) {
+			t.Helper()
+			conn, err := pgx.Connect(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close(context.Background()) }()
+			for _, q := range stmts {
+				if _, err := conn.Exec(t.Context(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		},
+		[]string{
+			`DROP TABLE account_live_sandboxes`,
+			`DROP FUNCTION sbx_count_live_sandboxes() CASCADE`, // and its triggers
+			`DROP FUNCTION sbx_holds_pod(text)`,
+			`DELETE FROM schema_migrations WHERE version = 22`,
+		})
 }

@@ -179,6 +179,15 @@ func (q queries) Usage(ctx context.Context, accountID string, from, to, now time
 		ORDER BY platform, kind`, accountID, from, to, now, first, last)
 }
 
+// liveStates is store.PodStates as strings.
+func liveStates() []string {
+	ss := make([]string, len(store.PodStates))
+	for i, s := range store.PodStates {
+		ss[i] = string(s)
+	}
+	return ss
+}
+
 func (q queries) LiveCounts(ctx context.Context) ([]store.LiveCount, error) {
 	return list(ctx, q.q, "live counts", backend.ScanLiveCount, `SELECT account_id, platform, state, count(*) FROM sandboxes
 		WHERE state = ANY($1) GROUP BY account_id, platform, state ORDER BY account_id, platform, state`,

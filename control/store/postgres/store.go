@@ -206,18 +206,33 @@ func (t *tx) LockAccount(ctx context.Context, accountID string) error {
 	return nil
 }
 
+// countLiveNowSQL applies this transaction's changes to the account's
+// live-sandbox counter at once instead of at commit (migration 0022's
+// deferred triggers), so that the count read after it includes them (a
+// create's own insert, a recreate's end of its predecessor). Run under
+// the account lock only: the counter row's lock it may take is then held
+// until commit, which every create in the account waits for anyway, and
+// taken before the account lock it could deadlock with a create that
+// holds the account lock and updates the counter at its commit.
+const countLiveNowSQL = `SET CONSTRAINTS sandboxes_live_insert, sandboxes_live_update, sandboxes_live_delete IMMEDIATE`
+
 // LockAccountHolding sends the lock and the read as one pipeline. The
 // server runs them in order and the read's snapshot is taken when it
 // starts (READ COMMITTED), after the lock is granted: it sees every
 // transaction that held the lock before, as separate round trips would.
+// The count is one row (account_live_sandboxes), which countLiveNowSQL
+// brings up to date with this transaction's own changes first.
 func (t *tx) LockAccountHolding(ctx context.Context, accountID string) (store.Account, int, error) {
 	b := &pgx.Batch{}
 	b.Queue(lockAccountSQL, accountID)
-	b.Queue(backend.AccountHoldingSQL, accountID, liveStates())
+	b.Queue(countLiveNowSQL)
+	b.Queue(backend.AccountHoldingSQL, accountID)
 	br := t.ptx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return store.Account{}, 0, fmt.Errorf("lock account %s: %w", accountID, markUnavailable(err))
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return store.Account{}, 0, fmt.Errorf("lock account %s: %w", accountID, markUnavailable(err))
+		}
 	}
 	a, n, err := t.ScanAccountHolding(br.QueryRow(), accountID)
 	if cerr := br.Close(); err == nil && cerr != nil {

@@ -6,7 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sbxedge/sbx/control/store"
+	"github.com/sbxedge/sbx/control/store/internal/backend"
 )
 
 // Inserts that may legitimately collide use ON CONFLICT DO NOTHING and
@@ -21,22 +24,26 @@ func orNow(t time.Time) time.Time {
 	return t
 }
 
+// CountHoldingPods reads the account's counter after applying this
+// transaction's own changes to it (countLiveNowSQL): call it under
+// LockAccount.
 func (t *tx) CountHoldingPods(ctx context.Context, accountID string) (int, error) {
+	b := &pgx.Batch{}
+	b.Queue(countLiveNowSQL)
+	b.Queue(backend.HoldingPodsSQL, accountID)
+	br := t.ptx.SendBatch(ctx, b)
 	var n int
-	err := t.q.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE account_id = $1 AND state = ANY($2)`,
-		accountID, liveStates()).Scan(&n)
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&n)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
 	if err != nil {
-		return 0, fmt.Errorf("count live sandboxes of %s: %w", accountID, err)
+		return 0, fmt.Errorf("count live sandboxes of %s: %w", accountID, markUnavailable(err))
 	}
 	return n, nil
-}
-
-func liveStates() []string {
-	ss := make([]string, len(store.PodStates))
-	for i, s := range store.PodStates {
-		ss[i] = string(s)
-	}
-	return ss
 }
 
 func (t *tx) SandboxForUpdate(ctx context.Context, id string) (store.Sandbox, error) {

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -62,4 +63,30 @@ func TestOpenRejectsMemory(t *testing.T) {
 func TestCrashRestart(t *testing.T) {
 	storetest.RunCrashRestart(t, func(t testing.TB) string { return filepath.Join(t.TempDir(), "sbx.db") },
 		func(t *testing.T, dsn string) store.Store { return storetest.Open(t, sqlite.Open, dsn) })
+}
+
+func TestLiveCounterRaw(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sbx.db")
+	storetest.RunLiveCounterRaw(t,
+		func(t *testing.T) store.Store { return storetest.Open(t, sqlite.Open, path) },
+		func(t *testing.T, stmts ...string) {
+			t.Helper()
+			db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = db.Close() }()
+			for _, q := range stmts {
+				if _, err := db.ExecContext(t.Context(), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		},
+		[]string{
+			`DROP TRIGGER sandboxes_live_insert`,
+			`DROP TRIGGER sandboxes_live_update`,
+			`DROP TRIGGER sandboxes_live_delete`,
+			`DROP TABLE account_live_sandboxes`,
+			`DELETE FROM schema_migrations WHERE version = 20`,
+		})
 }

@@ -44,26 +44,13 @@ func affected(res sql.Result) int64 {
 	return n
 }
 
-func (t *tx) CountHoldingPods(ctx context.Context, accountID string) (int, error) {
-	in, args := inList(store.PodStates)
-	var n int
-	err := t.q.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes WHERE account_id = ? AND state IN `+in,
-		append([]any{accountID}, args...)...).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count live sandboxes of %s: %w", accountID, err)
-	}
-	return n, nil
-}
-
 // LockAccountHolding needs no lock (the transaction holds the write lock)
-// and no pipeline (the database is in this process).
+// and no pipeline (the database is in this process). The count is the
+// counter the triggers on sandboxes keep (migration 0020); they run at
+// once, so it includes this transaction's own changes. CountHoldingPods
+// is backend's.
 func (t *tx) LockAccountHolding(ctx context.Context, accountID string) (store.Account, int, error) {
-	a, err := t.Account(ctx, accountID)
-	if err != nil {
-		return store.Account{}, 0, err
-	}
-	n, err := t.CountHoldingPods(ctx, accountID)
-	return a, n, err
+	return t.ScanAccountHolding(t.DB.QueryRow(ctx, backend.AccountHoldingSQL, accountID), accountID)
 }
 
 // SandboxForUpdate needs no row lock: the transaction holds the write lock.

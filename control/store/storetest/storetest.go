@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"IdempotencyKey", []string{"a", "b"}, testIdempotencyKey},
 		{"Pagination", []string{"a", "b"}, testPagination},
 		{"StatesAndCountLive", []string{"a", "b"}, testStatesAndCountLive},
+		{"LiveCounter", []string{"a", "b"}, testLiveCounter},
 		{"ExpiredSandboxes", []string{"a"}, testExpiredSandboxes},
 		{"Sessions", []string{"a"}, testSessions},
 		{"Usage", []string{"a", "b"}, testUsage},
