@@ -79,9 +79,29 @@ func removeHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		delete(h, name)
+	if len(h) >= len(hopHeaders) {
+		for _, name := range hopHeaders {
+			delete(h, name)
+		}
+		return
 	}
+	// Fewer keys than hop-by-hop names (an answer's head, mostly): look
+	// at each key rather than hash every name.
+	for k := range h {
+		if isHopHeader(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// isHopHeader reports whether the canonical key k is one of hopHeaders.
+func isHopHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // cleanQuery re-encodes a query that a Go server would not parse as
