@@ -176,10 +176,9 @@ func writeHead(bw *bufio.Writer, r *http.Request, host string, h http.Header) er
 func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Request, up *upstreamCall) {
 	var body []byte
 	if r.ContentLength > 0 {
-		buf := copyBufferPool.Get().([]byte)
-		//lint:ignore SA6002 the pool holds []byte for ReverseProxy's BufferPool too
-		defer copyBufferPool.Put(buf)
-		body = buf[:r.ContentLength]
+		bp := copyBufferPool.Get().(*[]byte)
+		defer copyBufferPool.Put(bp)
+		body = (*bp)[:r.ContentLength]
 		if _, err := io.ReadFull(up.body, body); err != nil {
 			p.relayError(w, r, up, fmt.Errorf("read request body: %w", err))
 			return
@@ -391,9 +390,9 @@ func (p *Proxy) copyBody(w http.ResponseWriter, resp *http.Response, c *upConn) 
 			return err
 		}
 	}
-	buf := copyBufferPool.Get().([]byte)
-	//lint:ignore SA6002 the pool holds []byte for ReverseProxy's BufferPool too
-	defer copyBufferPool.Put(buf)
+	bp := copyBufferPool.Get().(*[]byte)
+	defer copyBufferPool.Put(bp)
+	buf := *bp
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
