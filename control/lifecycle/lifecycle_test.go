@@ -139,11 +139,17 @@ func (h *harness) waitState(t *testing.T, id string, want store.State, limit tim
 
 func (h *harness) create(t *testing.T, minutes int) store.Sandbox {
 	t.Helper()
-	sb, _, err := h.m.Create(context.Background(), h.acct, lifecycle.CreateRequest{Profile: "tuist-linux-small", DeadlineMinutes: &minutes})
+	sb, err := h.tryCreate(minutes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sb
+}
+
+// tryCreate is create for a test that expects a refusal.
+func (h *harness) tryCreate(minutes int) (store.Sandbox, error) {
+	sb, _, err := h.m.Create(context.Background(), h.acct, lifecycle.CreateRequest{Profile: "tuist-linux-small", DeadlineMinutes: &minutes})
+	return sb, err
 }
 
 var backends = []string{"sqlite", "postgres"}

@@ -30,14 +30,9 @@ func TestLimitReadsLiveCounter(t *testing.T) {
 			if err := h.st.InTx(ctx, func(tx store.Tx) error { return tx.UpsertAccount(ctx, h.acct) }); err != nil {
 				t.Fatal(err)
 			}
-			create := func() (store.Sandbox, error) {
-				minutes := 30
-				sb, _, err := h.m.Create(ctx, h.acct, lifecycle.CreateRequest{Profile: "tuist-linux-small", DeadlineMinutes: &minutes})
-				return sb, err
-			}
 			refused := func(what string) {
 				t.Helper()
-				if _, err := create(); !errors.Is(err, lifecycle.ErrLimit) {
+				if _, err := h.tryCreate(30); !errors.Is(err, lifecycle.ErrLimit) {
 					t.Fatalf("%s: create got %v, want ErrLimit", what, err)
 				}
 			}
@@ -62,7 +57,7 @@ func TestLimitReadsLiveCounter(t *testing.T) {
 			setLiveCounter(t, h, 2)
 			refused("with the counter at the limit over one live sandbox")
 			setLiveCounter(t, h, 1)
-			if _, err := create(); err != nil {
+			if _, err := h.tryCreate(30); err != nil {
 				t.Fatalf("with the counter put back: %v", err)
 			}
 		})
