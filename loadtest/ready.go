@@ -82,7 +82,7 @@ func runReady(ctx context.Context, args []string) error {
 
 	var ready, overhead, overReady, readyGet, before, after, appStart, restored []time.Duration
 	var stepLog []string
-	steps := map[string][]float64{}
+	steps, wakeSplit := map[string][]float64{}, map[string][]float64{}
 	for round := range c.Rounds {
 		for range c.N {
 			d, split, err := createToReady(ctx, st.api)
@@ -110,20 +110,15 @@ func runReady(ctx context.Context, args []string) error {
 					restored = append(restored, x.restored)
 				}
 				stepLog = append(stepLog, x.steps)
+				for k, v := range x.split {
+					wakeSplit[k] = append(wakeSplit[k], v)
+				}
 			}
 		}
 	}
 	fmt.Printf("sbx dev stack (control SQLite + local provider + edge in one process), %d rounds, median [range]\n", c.Rounds)
 	fmt.Printf("  create→ready (no repo), %d creates:   %s   target ≤ 90 ms\n", len(ready), durRange(ready))
-	var names []string
-	for k := range steps {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		v := steps[k]
-		fmt.Printf("    step %-12s %7.1f ms [%.1f – %.1f]\n", k, median(v), slices.Min(v), slices.Max(v))
-	}
+	printSplit("    ", steps)
 	if len(overhead) > 0 {
 		fmt.Printf("  wake overhead over the app's start, %d wakes: %s   target ≤ 20 ms\n", len(overhead), durRange(overhead))
 		fmt.Printf("    less a ready GET's time:   %s   (a ready GET: %s)\n", durRange(overReady), durRange(readyGet))
@@ -132,6 +127,7 @@ func runReady(ctx context.Context, args []string) error {
 			// Whole milliseconds, as the edge's wake status has them.
 			fmt.Printf("    wake → sandbox ready:      %s   (the edge's restoring step: control's restore and services push)\n", durRange(restored))
 		}
+		printSplit("      control: ", wakeSplit)
 		fmt.Printf("    app spawned → listening:   %s\n", durRange(appStart))
 		fmt.Printf("    app listening → answer:    %s\n", durRange(after))
 		if verbose {
@@ -141,6 +137,19 @@ func runReady(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// printSplit prints each step's median and range, by name.
+func printSplit(indent string, steps map[string][]float64) {
+	var names []string
+	for k := range steps {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		v := steps[k]
+		fmt.Printf("%sstep %-12s %7.1f ms [%.1f – %.1f]\n", indent, k, median(v), slices.Min(v), slices.Max(v))
+	}
 }
 
 func durRange(v []time.Duration) string {
@@ -197,13 +206,14 @@ func parseSteps(msg string) map[string]float64 {
 
 // wake is one wake's figures.
 type wake struct {
-	total    time.Duration // the GET, from its start to the answer's end
-	app      time.Duration // the app's spawn by the init to its listening
-	before   time.Duration // the GET's start to the app's spawn
-	after    time.Duration // the app listening to the answer's end
-	readyGet time.Duration // the median of 3 GETs just before, the sandbox ready
-	steps    string        // the edge's wake steps, as its status endpoint says
-	restored time.Duration // the edge's restoring step: until control said ready (0: not seen)
+	total    time.Duration      // the GET, from its start to the answer's end
+	app      time.Duration      // the app's spawn by the init to its listening
+	before   time.Duration      // the GET's start to the app's spawn
+	after    time.Duration      // the app listening to the answer's end
+	readyGet time.Duration      // the median of 3 GETs just before, the sandbox ready
+	steps    string             // the edge's wake steps, as its status endpoint says
+	restored time.Duration      // the edge's restoring step: until control said ready (0: not seen)
+	split    map[string]float64 // the restore's ready event's split by step, ms
 }
 
 // wakes creates a sandbox whose service is readyAppCmd on a private
@@ -232,7 +242,7 @@ func wakes(ctx context.Context, st *devStack, dir string, n int) ([]wake, error)
 	}
 	id := created.JSON201.Id
 	defer func() { _, _ = st.api.DeleteSandboxWithResponse(context.WithoutCancel(ctx), id, nil) }()
-	if err := waitState(ctx, st.api, id, "ready"); err != nil {
+	if err := waitState(ctx, st.api, id, "ready", 0); err != nil {
 		return nil, err
 	}
 	access := apiclient.PortRequestAccess("private")
@@ -273,6 +283,7 @@ func wakes(ctx context.Context, st *devStack, dir string, n int) ([]wake, error)
 		return nil, err
 	}
 	var out []wake
+	lastEvent := 0
 	for range n {
 		// The baseline: the same GET of the app while the sandbox is
 		// ready (a new client connection each, as the woken GET).
@@ -287,7 +298,11 @@ func wakes(ctx context.Context, st *devStack, dir string, n int) ([]wake, error)
 		if _, err := apiclient.Result(st.api.SuspendSandboxWithResponse(ctx, id)); err != nil {
 			return nil, fmt.Errorf("suspend: %w", err)
 		}
-		if err := waitState(ctx, st.api, id, "suspended"); err != nil {
+		// Only a suspended event after the last wake's ready: one from
+		// 0 finds the previous suspend's, and the GET would be sent
+		// while the sandbox is still suspending, the wake timing the
+		// suspend's tail as well as itself.
+		if err := waitState(ctx, st.api, id, "suspended", lastEvent); err != nil {
 			return nil, err
 		}
 		start := time.Now()
@@ -314,10 +329,36 @@ func wakes(ctx context.Context, st *devStack, dir string, n int) ([]wake, error)
 		if err != nil {
 			return nil, err
 		}
+		var split map[string]float64
+		if split, lastEvent, err = restoreSplit(ctx, st.api, id, lastEvent); err != nil {
+			return nil, err
+		}
 		out = append(out, wake{total: end.Sub(start), app: listening.Sub(appStart), before: appStart.Sub(start), after: end.Sub(listening),
-			readyGet: median(readyGets), steps: steps, restored: restored})
+			readyGet: median(readyGets), steps: steps, restored: restored, split: split})
 	}
 	return out, nil
+}
+
+// restoreSplit is the split by step of the first ready event a wake made
+// after event after (control's side of the wake, from its
+// wake call to its move to ready), and that event's id.
+func restoreSplit(ctx context.Context, api *apiclient.ClientWithResponses, id string, after int) (map[string]float64, int, error) {
+	var split map[string]float64
+	last := after
+	err := apiclient.WatchEvents(ctx, api, id, after, func(e apiclient.Event) (bool, error) {
+		last = e.Id
+		if e.State == nil || *e.State != "ready" || e.Reason == nil || *e.Reason != "wake" {
+			return true, nil
+		}
+		if e.Message != nil {
+			split = parseSteps(*e.Message)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, after, fmt.Errorf("restore's ready event: %w", err)
+	}
+	return split, last, nil
 }
 
 // wakeSteps is the last wake's steps from the preview's status endpoint,
@@ -365,8 +406,9 @@ func retryGet(ctx context.Context, get func() error) error {
 	return fmt.Errorf("first GET: %w", err)
 }
 
-// waitState follows id's events until it is in state want.
-func waitState(ctx context.Context, api *apiclient.ClientWithResponses, id, want string) error {
+// waitState follows id's events after event after until it is in state
+// want.
+func waitState(ctx context.Context, api *apiclient.ClientWithResponses, id, want string, after int) error {
 	cur, err := apiclient.Result(api.GetSandboxWithResponse(ctx, id))
 	if err != nil {
 		return err
@@ -374,7 +416,7 @@ func waitState(ctx context.Context, api *apiclient.ClientWithResponses, id, want
 	if string(cur.JSON200.Status) == want {
 		return nil
 	}
-	err = apiclient.WatchEvents(ctx, api, id, 0, func(e apiclient.Event) (bool, error) {
+	err = apiclient.WatchEvents(ctx, api, id, after, func(e apiclient.Event) (bool, error) {
 		return e.State == nil || string(*e.State) != want, nil
 	})
 	if err != nil {

@@ -31,6 +31,9 @@ type restoreLease struct {
 	id      string
 	holder  string // random per attempt
 	attempt int    // 1-based, across processes
+	// began is when the wake that made this attempt started (zero for
+	// the sweep's): the restore's ready event times its steps from it.
+	began time.Time
 }
 
 func (m *Manager) newLease(id string) restoreLease {

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ func (m *Manager) Wake(ctx context.Context, id string) error {
 // sandbox that does not wake on traffic obeys, where traffic gets
 // ErrWakeDisabled.
 func (m *Manager) wake(ctx context.Context, id string, explicit bool) error {
+	began := time.Now()
 	ch, cancel := m.subscribe(id) // before reading state, so no change is missed
 	defer cancel()
 	if m.act != nil {
@@ -62,6 +64,7 @@ func (m *Manager) wake(ctx context.Context, id string, explicit bool) error {
 			if err != nil {
 				return err
 			}
+			l.began = began
 			if won {
 				m.restoreInline(ctx, l)
 			}
@@ -126,6 +129,11 @@ func (m *Manager) restoreInline(ctx context.Context, l restoreLease) {
 // line, opens a compute line and marks it ready in one transaction; a
 // failure is settled by restoreAttemptFailed (retry later, or failed).
 func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
+	start := time.Now()
+	steps := &provisionSteps{created: cmp.Or(l.began, start), last: cmp.Or(l.began, start)}
+	if !l.began.IsZero() {
+		steps.mark("begin", start) // the wake's read and its move to restoring
+	}
 	sb, ok, err := m.jobSandbox(ctx, l.id, store.StateRestoring)
 	if !ok || err != nil {
 		return err
@@ -142,12 +150,13 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 	if !can {
 		return m.restoreAttemptFailed(ctx, l, errors.New("provider cannot restore"))
 	}
+	steps.mark("spec", time.Now())
 	// The lease is held until the sandbox is marked ready, not only while
 	// the provider works: if it lapsed while the services start or the
 	// store is slow to commit, the sweep would start a second restore of
 	// a sandbox that is already restored.
 	var (
-		start      = time.Now()
+		provStart  = time.Now()
 		took       time.Duration
 		restoreErr error
 		changed    bool
@@ -159,16 +168,20 @@ func (m *Manager) restoreLeased(ctx context.Context, l restoreLease) error {
 			restoreErr = err
 			return err
 		}
-		took = time.Since(start)
+		took = time.Since(provStart)
+		steps.mark("restore", time.Now())
 		if m.conns != nil {
 			m.conns.Forget(l.id) // the endpoint may have moved
 		}
 		m.startServices(ctx, sb, ep, sb.HostKey, spec.Services)
+		steps.mark("services", time.Now())
 		// Not checked against the lease: a restore that succeeded is as
 		// good as another process's (restores are idempotent in every
 		// provider), and whichever marks ready first wins.
 		changed, state, err = m.transition(ctx, l.id, step{
 			from: store.StateRestoring, to: store.StateReady, reason: ReasonWake, actor: "restorer",
+			// Where the wake went by step, as create's ready event says.
+			message: steps.message(time.Now()),
 			apply: func(tx store.Tx, cur *store.Sandbox, now time.Time) error {
 				clearLease(cur)
 				cur.RestoreSnapshot = ""

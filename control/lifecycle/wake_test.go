@@ -2,9 +2,11 @@ package lifecycle_test
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"time"
 
+	"github.com/sbxedge/sbx/control/lifecycle"
 	"github.com/sbxedge/sbx/control/store"
 )
 
@@ -61,4 +63,30 @@ func TestWakeInlineFailureRetriedByJob(t *testing.T) {
 		t.Fatalf("restores: got %d, want 2 (the failed inline one, then the sweep's)", n)
 	}
 	wantSessions(t, h.st, sb.ID, []string{"compute:idle_offload", "storage:restored", "compute:open"})
+}
+
+// TestWakeReadyEventSaysSteps: the ready event a wake's restore writes
+// says where the wake went by step, from the wake call on, as create's
+// does: loadtest ready reads it to split a wake's overhead.
+func TestWakeReadyEventSaysSteps(t *testing.T) {
+	t.Parallel()
+	h := newIdleHarness(t, "sqlite", nil)
+	sb := h.suspended(t)
+	if err := h.wake(sb.ID, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := h.st.Events(context.Background(), sb.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg string
+	for _, e := range evs {
+		if e.Type == "state" && e.State == store.StateReady && e.Reason == lifecycle.ReasonWake {
+			msg = e.Message
+		}
+	}
+	re := regexp.MustCompile(`^steps: begin=[0-9.]+ms spec=[0-9.]+ms restore=[0-9.]+ms services=[0-9.]+ms total=[0-9.]+ms$`)
+	if !re.MatchString(msg) {
+		t.Fatalf("the wake's ready event says %q, want it to match %s", msg, re)
+	}
 }
