@@ -153,7 +153,13 @@ func (c *conn) serve() {
 		c.headDeadline = time.Time{}
 		if d := c.srv.srv.ReadHeaderTimeout; d > 0 {
 			c.headDeadline = time.Now().Add(d)
-			_ = c.nc.SetReadDeadline(c.headDeadline)
+			// A head already whole in the buffer (the common case: it
+			// came in one segment) is read without a read, so the
+			// deadline would only cost a timer set and reset. A
+			// handed-over connection still gets it (prefixConn).
+			if buf, _ := c.br.Peek(c.br.Buffered()); !bytes.Contains(buf, crlfcrlf) {
+				_ = c.nc.SetReadDeadline(c.headDeadline)
+			}
 		}
 		head, err := readHead(c.br)
 		if err == nil {
