@@ -68,14 +68,18 @@ type liveConn struct {
 	grant  grant
 	cancel context.CancelCauseFunc
 	ws     atomic.Pointer[wsConn]
+	// keyBuf holds the registration's keys (at most three): one
+	// allocation per request fewer than a slice of their own.
+	keyBuf [3]authority.Key
 }
 
 // conn is a relayed request as the proxy's registry (p.conns) holds it.
 type conn = *authority.Conn[*liveConn]
 
-// keys are the authorities a request admitted by g on rt rides on.
-func (g grant) keys(label string, rt Route) []authority.Key {
-	keys := []authority.Key{{Kind: authority.Port, ID: label}, {Kind: authority.Sandbox, ID: rt.SandboxID}}
+// keys are the authorities a request admitted by g on rt rides on,
+// appended to keys.
+func (g grant) keys(keys []authority.Key, label string, rt Route) []authority.Key {
+	keys = append(keys, authority.Key{Kind: authority.Port, ID: label}, authority.Key{Kind: authority.Sandbox, ID: rt.SandboxID})
 	switch g.kind {
 	case grantToken:
 		keys = append(keys, authority.Key{Kind: authority.Token, ID: rt.AccountID})
@@ -109,7 +113,7 @@ func (p *Proxy) track(r *http.Request, label string, rt Route, g grant, epoch ui
 	ctx, cancel := context.WithCancelCause(r.Context())
 	lc := &liveConn{label: label, route: rt, grant: g, cancel: cancel}
 	c, raced := p.conns.Register(epoch, authority.Registration[*liveConn]{
-		Keys: g.keys(label, rt), Value: lc, Expires: g.expires(),
+		Keys: g.keys(lc.keyBuf[:0], label, rt), Value: lc, Expires: g.expires(),
 		End: func(cause error) { p.end(lc, cause) },
 	})
 	if raced {

@@ -38,3 +38,37 @@ func TestDropClientForwarding(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveHopByHop: both ways removeHopByHop goes, by name for a large
+// header and by key for a small one, remove every hop-by-hop header and
+// those Connection names, and nothing else.
+func TestRemoveHopByHop(t *testing.T) {
+	for _, name := range hopHeaders {
+		if !isHopHeader(name) {
+			t.Errorf("isHopHeader(%q) = false", name)
+		}
+	}
+	for _, name := range []string{"Content-Type", "Content-Length", "Te-Extra", "connection", "X-Upgrade"} {
+		if isHopHeader(name) {
+			t.Errorf("isHopHeader(%q) = true", name)
+		}
+	}
+	for _, extra := range []int{0, len(hopHeaders)} { // the small header, then the large one
+		for _, hop := range hopHeaders {
+			h := http.Header{hop: {"x"}, "Connection": {"X-Named, keep-alive"}, "X-Named": {"y"}, "Content-Type": {"text/plain"}, "connection": {"raw"}}
+			for i := range extra {
+				h[http.CanonicalHeaderKey("X-App-"+string(rune('a'+i)))] = []string{"v"}
+			}
+			removeHopByHop(h)
+			for _, k := range []string{hop, "Connection", "X-Named", "Keep-Alive"} {
+				if _, ok := h[k]; ok {
+					t.Errorf("%d extra keys: %s kept after removeHopByHop (hop %s)", extra, k, hop)
+				}
+			}
+			//lint:ignore SA1008 a raw, non-canonical key is the case under test: removeHopByHop leaves it, as Header.Del does
+			if len(h) != 2+extra || h.Get("Content-Type") != "text/plain" || h["connection"] == nil {
+				t.Errorf("%d extra keys: removeHopByHop left %v (hop %s)", extra, h, hop)
+			}
+		}
+	}
+}

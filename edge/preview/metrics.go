@@ -3,6 +3,7 @@ package preview
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,10 @@ type metrics struct {
 	// reverseproxy, see relay.go).
 	relayed                    *prometheus.CounterVec
 	relayedLean, relayedRProxy prometheus.Counter
+	// classes caches requests' counter of each status class (1xx to
+	// 9xx), made on its first request: WithLabelValues costs a string,
+	// a hash and a lock per request.
+	classes [10]atomic.Pointer[prometheus.Counter]
 }
 
 // newMetrics registers on reg when it is non-nil. A second proxy on the
@@ -62,8 +67,22 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 }
 
 func (m *metrics) done(status int, n int64, _ time.Time) {
-	m.requests.WithLabelValues(strconv.Itoa(status/100) + "xx").Inc()
+	m.class(status).Inc()
 	m.bytesOut.Add(float64(n))
+}
+
+// class is requests' counter for status's class.
+func (m *metrics) class(status int) prometheus.Counter {
+	i := status / 100
+	if i < 0 || i >= len(m.classes) {
+		return m.requests.WithLabelValues(strconv.Itoa(i) + "xx")
+	}
+	if c := m.classes[i].Load(); c != nil {
+		return *c
+	}
+	c := m.requests.WithLabelValues(strconv.Itoa(i) + "xx")
+	m.classes[i].Store(&c)
+	return c
 }
 
 // countingWriter records the status and body bytes. Unwrap lets

@@ -215,7 +215,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Taken before authority is checked: an invalidation arriving while
 	// this request is on its way to being relayed is noticed in track.
 	epoch := p.conns.Epoch()
-	cw := &countingWriter{ResponseWriter: w}
+	// The writer and the upstream call share one allocation.
+	st := &requestState{cw: countingWriter{ResponseWriter: w}}
+	cw := &st.cw
 	defer func() { p.metrics.done(cw.status(), cw.n, start) }()
 
 	// Absolute-form targets ("GET http://elsewhere/ HTTP/1.1") would make
@@ -309,7 +311,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.metrics.wsOpen.Inc()
 		defer func() { p.metrics.wsOpen.Dec(); closeWS() }()
 	}
-	up := &upstreamCall{route: rt, label: label, key: rt.upstream, start: p.cfg.Now()}
+	up := &st.up
+	*up = upstreamCall{route: rt, label: label, key: rt.upstream, start: p.cfg.Now()}
 	if up.key == "" {
 		up.key = upstreamKey(rt)
 	}
@@ -531,6 +534,12 @@ func (p *Proxy) answerRules(h http.Header, up *upstreamCall) {
 	hostOnlyCookies(h)
 }
 
+// requestState is what ServeHTTP allocates per request.
+type requestState struct {
+	cw countingWriter
+	up upstreamCall
+}
+
 // upstreamCall is what ServeHTTP hands the ReverseProxy's callbacks, in
 // one context value: the route, its transport pool key and the start.
 type upstreamCall struct {
@@ -570,12 +579,15 @@ func (b *clientBody) failed() bool {
 // packet's worth), which it would otherwise allocate per response.
 type copyBuffers struct{}
 
-var copyBufferPool = sync.Pool{New: func() any { return make([]byte, 32<<10) }}
+// copyBufferPool holds pointers, so that the lean relay's Put costs no
+// allocation (a []byte put in a sync.Pool boxes its header).
+var copyBufferPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-func (copyBuffers) Get() []byte { return copyBufferPool.Get().([]byte) }
+func (copyBuffers) Get() []byte { return *copyBufferPool.Get().(*[]byte) }
 
-//lint:ignore SA6002 ReverseProxy's BufferPool fixes the []byte type; boxing the header costs less than a 32 KiB allocation
-func (copyBuffers) Put(b []byte) { copyBufferPool.Put(b) }
+// Put takes the slice alone (ReverseProxy's BufferPool fixes the type):
+// its pointer costs the one small allocation that boxing it did.
+func (copyBuffers) Put(b []byte) { copyBufferPool.Put(&b) }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	up, _ := r.Context().Value(routeKey).(*upstreamCall)

@@ -79,9 +79,29 @@ func removeHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		delete(h, name)
+	if len(h) >= len(hopHeaders) {
+		for _, name := range hopHeaders {
+			delete(h, name)
+		}
+		return
 	}
+	// Fewer keys than hop-by-hop names (an answer's head, mostly): look
+	// at each key rather than hash every name.
+	for k := range h {
+		if isHopHeader(k) {
+			delete(h, k)
+		}
+	}
+}
+
+// isHopHeader reports whether the canonical key k is one of hopHeaders.
+func isHopHeader(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // cleanQuery re-encodes a query that a Go server would not parse as
@@ -156,10 +176,9 @@ func writeHead(bw *bufio.Writer, r *http.Request, host string, h http.Header) er
 func (p *Proxy) leanRelay(ctx context.Context, w http.ResponseWriter, r *http.Request, up *upstreamCall) {
 	var body []byte
 	if r.ContentLength > 0 {
-		buf := copyBufferPool.Get().([]byte)
-		//lint:ignore SA6002 the pool holds []byte for ReverseProxy's BufferPool too
-		defer copyBufferPool.Put(buf)
-		body = buf[:r.ContentLength]
+		bp := copyBufferPool.Get().(*[]byte)
+		defer copyBufferPool.Put(bp)
+		body = (*bp)[:r.ContentLength]
 		if _, err := io.ReadFull(up.body, body); err != nil {
 			p.relayError(w, r, up, fmt.Errorf("read request body: %w", err))
 			return
@@ -371,9 +390,9 @@ func (p *Proxy) copyBody(w http.ResponseWriter, resp *http.Response, c *upConn) 
 			return err
 		}
 	}
-	buf := copyBufferPool.Get().([]byte)
-	//lint:ignore SA6002 the pool holds []byte for ReverseProxy's BufferPool too
-	defer copyBufferPool.Put(buf)
+	bp := copyBufferPool.Get().(*[]byte)
+	defer copyBufferPool.Put(bp)
+	buf := *bp
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {

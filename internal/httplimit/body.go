@@ -61,7 +61,7 @@ func (d BodyDeadline) Wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		b := &deadlineBody{rc: r.Body, ctl: http.NewResponseController(w), d: d, start: time.Now(), length: r.ContentLength}
+		b := &deadlineBody{rc: r.Body, ctl: http.NewResponseController(w), d: d, start: time.Now(), length: r.ContentLength, http1: r.ProtoMajor == 1}
 		if b.set(b.start.Add(d.Timeout)) != nil {
 			// The writer cannot take a deadline (a test recorder): serve
 			// as is.
@@ -145,11 +145,17 @@ type deadlineBody struct {
 	// length is the declared length, -1 when unknown (chunked): a body
 	// read to its declared length is done even before a read sees EOF.
 	length int64
+	// http1: net/http's HTTP/1 server lifts the deadline itself when the
+	// body meets EOF, as it starts its background read (see Read).
+	http1 bool
 
 	mu       sync.Mutex // guards below
 	received int64
 	trusted  bool
 	eof      bool
+	// reading: a Read is in rc.Read; movedInRead: trust set a deadline
+	// meanwhile, perhaps after that read's EOF lifted net/http's.
+	reading, movedInRead bool
 }
 
 func (b *deadlineBody) set(t time.Time) error {
@@ -161,14 +167,29 @@ func (b *deadlineBody) set(t time.Time) error {
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	b.reading, b.movedInRead = true, false
+	b.mu.Unlock()
 	n, err := b.rc.Read(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.reading = false
 	b.received += int64(n)
 	switch {
 	case err == io.EOF || b.received == b.length:
 		b.eof = true
-		_ = b.set(time.Time{})
+		// On HTTP/1 the EOF started net/http's background read, with
+		// the deadline lifted under its own lock. Lifting it again here,
+		// unlocked, can undo the deadline in the past with which a
+		// Hijack (a WebSocket's 101) stops that read: the Hijack then
+		// waits until the client sends a byte, which a client awaiting
+		// its 101 never does.
+		// (Unless trust moved it during this read: left alone, its
+		// deadline would end the background read, and the request,
+		// after Timeout.)
+		if err != io.EOF || !b.http1 || b.movedInRead {
+			_ = b.set(time.Time{})
+		}
 	case n > 0:
 		_ = b.set(b.deadlineLocked(time.Now()))
 	}
@@ -193,6 +214,7 @@ func (b *deadlineBody) trust() {
 	b.trusted = true
 	if !b.eof {
 		_ = b.set(b.deadlineLocked(time.Now()))
+		b.movedInRead = b.reading
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,4 +183,116 @@ func TestReadBodyKeepsConnection(t *testing.T) {
 	if resp.Close || strings.TrimSpace(string(body)) != "hello" {
 		t.Fatalf("got %q close=%v, want hello on a kept connection", body, resp.Close)
 	}
+}
+
+// TestBodyEndRacingHijack: a Hijack (a WebSocket's 101) while the body's
+// last read is still returning, on another goroutine (the transport that
+// sends the body upstream), completes. net/http stops its background
+// read, started at the body's EOF, with a read deadline in the past; the
+// body's deadline must not be lifted over it, or the Hijack waits for a
+// byte from a client that is waiting for its answer. The connection holds
+// each step until the one before it is done, so the race is played in its
+// losing order every time.
+func TestBodyEndRacingHijack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &raceGate{abort: make(chan struct{}), bodyRead: make(chan struct{}), liftHeld: make(chan struct{})}
+	hijacked := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.started.Store(true)
+		go func() {
+			defer close(g.bodyRead)
+			_, _ = io.Copy(io.Discard, r.Body)
+		}()
+		// The body read to its end, or held in its last deadline change.
+		select {
+		case <-g.bodyRead:
+		case <-g.liftHeld:
+		}
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = c.Close()
+		}
+		hijacked <- err
+	})
+	srv := &http.Server{Handler: httplimit.BodyDeadline{}.Wrap(h)}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(gateListener{ln, g}) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(); _ = srv.Close(); <-done })
+	if _, err := io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nx=1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-hijacked:
+		if err != nil {
+			t.Fatalf("Hijack: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Hijack still waiting after 10 s for net/http's background read: the body's deadline was lifted over its abort")
+	}
+}
+
+// raceGate orders a body's end against a Hijack (TestBodyEndRacingHijack).
+type raceGate struct {
+	started   atomic.Bool   // the handler runs
+	lifts     atomic.Int32  // deadlines lifted since
+	liftHeld  chan struct{} // closed when a second lift is held
+	abort     chan struct{} // closed once a deadline in the past is set
+	abortOnce sync.Once
+	bodyRead  chan struct{} // closed when the handler's body reader is done
+}
+
+type gateListener struct {
+	net.Listener
+	g *raceGate
+}
+
+func (l gateListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &gateConn{Conn: c, g: l.g}, nil
+}
+
+type gateConn struct {
+	net.Conn
+	g *raceGate
+}
+
+// Read holds net/http's background read (its only 1-byte read) until
+// the abort and the body's reader are both done: then it reads under
+// whatever deadline they left.
+func (c *gateConn) Read(p []byte) (int, error) {
+	if len(p) == 1 && c.g.started.Load() {
+		<-c.g.abort
+		<-c.g.bodyRead
+	}
+	return c.Conn.Read(p)
+}
+
+// SetReadDeadline lets the first lift in the handler (net/http's, as it
+// starts the background read) through and holds a second until the abort
+// has set its deadline in the past.
+func (c *gateConn) SetReadDeadline(t time.Time) error {
+	g := c.g
+	switch {
+	case !g.started.Load():
+	case t.IsZero():
+		if g.lifts.Add(1) == 2 {
+			close(g.liftHeld)
+			<-g.abort
+		}
+	case t.Before(time.Unix(2, 0)):
+		err := c.Conn.SetReadDeadline(t)
+		g.abortOnce.Do(func() { close(g.abort) })
+		return err
+	}
+	return c.Conn.SetReadDeadline(t)
 }

@@ -31,9 +31,6 @@ const (
 // (a wake, a long poll, a stream) pay for it.
 const watchDelay = 50 * time.Millisecond
 
-// aLongTimeAgo is a read deadline in the past, to end a pending read.
-var aLongTimeAgo = time.Unix(1, 0)
-
 var (
 	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
 	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
@@ -61,6 +58,9 @@ type conn struct {
 	resp response      // reused
 
 	watch watcher
+	// watching is closed when a watch's read, still running when its
+	// request was served, returns; nil: none. Only the loop touches it.
+	watching chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -72,8 +72,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// srcReader reads the connection, after the byte a watch read while a
-// handler ran (a pipelined request's first).
+// srcReader reads the connection, after the bytes read ahead of a
+// connection handed over.
 type srcReader struct {
 	nc      net.Conn
 	pending []byte
@@ -124,6 +124,11 @@ func (c *conn) serve() {
 	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(c.nc)
 	defer func() {
+		if c.watching != nil {
+			// A watch still reading into br: closing ends its read.
+			_ = c.nc.Close()
+			<-c.watching
+		}
 		c.br.Reset(nil)
 		readers.Put(c.br)
 		c.bw.Reset(nil)
@@ -144,6 +149,12 @@ func (c *conn) serve() {
 		if wait > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(wait))
 		}
+		if w := c.watching; w != nil {
+			// The last request's watch is reading the connection (under
+			// the deadline just set): its read is this one's first.
+			c.watching = nil
+			<-w
+		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
 		}
@@ -153,7 +164,13 @@ func (c *conn) serve() {
 		c.headDeadline = time.Time{}
 		if d := c.srv.srv.ReadHeaderTimeout; d > 0 {
 			c.headDeadline = time.Now().Add(d)
-			_ = c.nc.SetReadDeadline(c.headDeadline)
+			// A head already whole in the buffer (the common case: it
+			// came in one segment) is read without a read, so the
+			// deadline would only cost a timer set and reset. A
+			// handed-over connection still gets it (prefixConn).
+			if buf, _ := c.br.Peek(c.br.Buffered()); !bytes.Contains(buf, crlfcrlf) {
+				_ = c.nc.SetReadDeadline(c.headDeadline)
+			}
 		}
 		head, err := readHead(c.br)
 		if err == nil {
@@ -233,11 +250,11 @@ func (c *conn) serveRequest() (keep bool) {
 	}()
 	c.srv.handler.ServeHTTP(w, r)
 	err := w.finish()
-	c.watch.disarm() // before its err is read; the deferred call is then a no-op
-	if err != nil {
+	gone := c.watch.disarm() // the deferred call is then a no-op
+	if err != nil || gone {
 		return false
 	}
-	return !w.closeAfter && (c.body == nil || c.body.drain()) && c.watch.err == nil
+	return !w.closeAfter && (c.body == nil || c.body.drain())
 }
 
 // errNotPlain is a request the lean loop leaves to net/http.
@@ -300,7 +317,11 @@ func bareLF(b []byte) bool {
 
 // watcher notices a client going away while a slow request is served,
 // by reading the connection in the background once watchDelay has
-// passed, as net/http does for every request.
+// passed, as net/http does for every request. Unlike net/http's, the
+// read is not stopped when the request has been served (a deadline in
+// the past, a wait for the read to return, the deadline lifted: a timer
+// set twice and a goroutine woken per slow request): it reads into the
+// loop's own buffer, and the loop waits for it as its next read.
 type watcher struct {
 	c       *conn
 	mu      sync.Mutex
@@ -308,9 +329,7 @@ type watcher struct {
 	armed   bool          // a request is being served
 	fired   bool          // the delay passed
 	running chan struct{} // closed when the read returns; nil: not started
-	buf     [1]byte
-	n       int
-	err     error // what the read ended with, when it was not stopped
+	gone    bool          // the read failed while the request was served
 }
 
 // watchStarted is called when a watch starts reading; a test swaps it to
@@ -320,7 +339,7 @@ var watchStarted = func() {}
 func (w *watcher) arm() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.armed, w.fired, w.running, w.n, w.err = true, false, nil, 0, nil
+	w.armed, w.fired, w.running, w.gone = true, false, nil, false
 	if w.timer == nil {
 		w.timer = time.AfterFunc(watchDelay, w.fire)
 		return
@@ -344,6 +363,9 @@ func (w *watcher) bodyDone() {
 	w.startLocked()
 }
 
+// startLocked starts the read once the delay has passed, the body is
+// read and nothing of a next request is buffered: from then until the
+// loop's next Peek, nothing else reads br.
 func (w *watcher) startLocked() {
 	if !w.fired || w.running != nil || w.c.body != nil && !w.c.body.done() || w.c.br.Buffered() > 0 {
 		return
@@ -353,30 +375,37 @@ func (w *watcher) startLocked() {
 	watchStarted()
 	go func() {
 		defer close(done)
-		n, err := w.c.src.Read(w.buf[:])
-		w.n = n
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			w.err = err
-			w.c.cancel() // the client is gone: end what it asked for
+		// Into br, as the loop's Peek would: a next request's bytes
+		// (pipelined, or sent after the answer) land where it reads
+		// them. An error is kept by the connection (EOF and a closed
+		// connection stay so; a deadline holds until the loop moves
+		// it), and the loop's Peek meets it again.
+		_, err := w.c.br.Peek(1)
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.armed && w.running == done {
+			// The client is gone while its request is served: end
+			// what it asked for.
+			w.gone = true
+			w.c.cancel()
 		}
 	}()
 }
 
-// disarm stops the watch once the handler has returned, keeping a byte
-// it read for the next request.
-func (w *watcher) disarm() {
+// disarm ends the watch once the handler has returned, and reports
+// whether the client went away meanwhile. A read it started goes on, as
+// the loop's next (c.watching).
+func (w *watcher) disarm() (gone bool) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.timer.Stop()
-	running := w.running
+	if w.running != nil {
+		w.c.watching = w.running
+	}
+	gone = w.gone
 	w.armed, w.fired, w.running = false, false, nil
-	w.mu.Unlock()
-	if running == nil {
-		return
-	}
-	_ = w.c.nc.SetReadDeadline(aLongTimeAgo)
-	<-running
-	_ = w.c.nc.SetReadDeadline(time.Time{})
-	if w.n > 0 {
-		w.c.src.pending = append(w.c.src.pending[:0], w.buf[:w.n]...)
-	}
+	return gone
 }

@@ -199,6 +199,50 @@ func TestSlowRequestKeepsConnection(t *testing.T) {
 	}
 }
 
+// TestWatchedConnectionKeepsTimeouts: the read a watch started goes on
+// past its request, as the connection's next read. A request sent after
+// the answer is served from it, and a client that then sends nothing is
+// still cut at the idle timeout (the deadline the loop sets reaches the
+// read already running).
+func TestWatchedConnectionKeepsTimeouts(t *testing.T) {
+	started := onWatchStart(t)
+	s := New(&http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				select { // answered once watched
+				case <-started:
+				case <-time.After(10 * time.Second):
+					t.Error("the watch on the connection never started")
+				}
+			}
+			io.WriteString(w, r.URL.Path)
+		}),
+		ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 200 * time.Millisecond,
+		ErrorLog: log.New(io.Discard, "", 0),
+	}, true, httplimit.BodyDeadline{})
+	ln := listen(t)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Close(); <-stopped })
+
+	c, br := dialRaw(t, tcp(ln.Addr().String()))
+	// The last is watched too, and the connection then left idle.
+	for _, path := range []string{"/slow", "/next", "/slow"} {
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if body, _ := io.ReadAll(resp.Body); string(body) != path {
+			t.Errorf("answer %q, want %q", body, path)
+		}
+	}
+	// dialRaw's deadline (5 s) is far past the idle timeout.
+	if b, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("idle connection: read %q %v, want EOF (closed at the idle timeout)", b, err)
+	}
+}
+
 // TestShutdown: Shutdown closes idle connections at once, lets the
 // request in flight finish with its answer, then Serve returns
 // ErrServerClosed.

@@ -42,7 +42,7 @@ func Parse(host, domain string) (kind Kind, label, port string) {
 		return Invalid, "", ""
 	}
 	name = strings.ToLower(strings.TrimSuffix(name, "."))
-	if net.ParseIP(name) != nil {
+	if ipv4Chars(name) && net.ParseIP(name) != nil {
 		return Invalid, "", ""
 	}
 	if name == domain {
@@ -53,6 +53,18 @@ func Parse(host, domain string) (kind Kind, label, port string) {
 		return Invalid, "", ""
 	}
 	return Preview, l, port
+}
+
+// ipv4Chars reports whether name has only digits and dots: with no
+// colon left in it, only then may net.ParseIP take it (as an IPv4
+// address), and a host name skips the parse and the error it allocates.
+func ipv4Chars(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c != '.' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // validLabel accepts one DNS label of letters, digits and inner hyphens.

@@ -1,6 +1,7 @@
 package previewhost
 
 import (
+	"net"
 	"strings"
 	"testing"
 )
@@ -68,4 +69,19 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q): bad port %q", host, port)
 		}
 	})
+}
+
+// TestIPv4CharsCoversParseIP: every name net.ParseIP takes without a
+// colon is one ipv4Chars lets through to it.
+func TestIPv4CharsCoversParseIP(t *testing.T) {
+	for _, name := range []string{"127.0.0.1", "10.1.2.3", "1.2.3.4", "0.0.0.0", "255.255.255.255", "bench.preview.localhost", "1e.2.3.4", "1.2.3.4a", "a1.2.3.4", ""} {
+		if net.ParseIP(name) != nil && !ipv4Chars(name) {
+			t.Errorf("ipv4Chars(%q) = false for an address net.ParseIP takes", name)
+		}
+	}
+	for _, host := range []string{"127.0.0.1", "127.0.0.1:8080", "10.0.0.1."} {
+		if k, _, _ := Parse(host, "preview.example.com"); k != Invalid {
+			t.Errorf("Parse(%q) = %v, want Invalid", host, k)
+		}
+	}
 }
