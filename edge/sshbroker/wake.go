@@ -47,7 +47,7 @@ func (cc *clientConn) wake(user, fp string, notReady error) authResult {
 	b := cc.b
 	sandboxID := wakeTarget(user, notReady)
 	if cc.preAuth != nil {
-		msg := fmt.Sprintf("sbx: waking sandbox %s (suspended while idle); this takes a few seconds...\r\n", user)
+		msg := fmt.Sprintf("sbx: waking sandbox %s (suspended); this takes a few seconds...\r\n", user)
 		if err := cc.preAuth.SendAuthBanner(msg); err != nil {
 			return authResult{err: fmt.Errorf("send wake banner: %w", err)}
 		}
