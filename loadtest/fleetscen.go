@@ -181,9 +181,24 @@ func killControl(takeover time.Duration) fault {
 					FROM river_job j JOIN sandboxes s ON s.id = j.args->>'sandbox_id'
 					WHERE j.kind = $1 AND j.args->>'sandbox_id' = $2`, lifecycle.ProvisionArgs{}.Kind(), id).Scan(&state, &by, &sbState)
 				if err == nil && state == "running" && by == a.instance && sbState == "pending" {
-					a.kill(false)
-					t0, caught = time.Now(), id
-					break
+					// A may commit the sandbox ready between that read
+					// and a kill; it would then die holding nothing to
+					// take over, its sandbox's server gone with it. So A
+					// is frozen first and the state read again: still
+					// pending, it dies holding the job; already ready, it
+					// goes on and this try is given up.
+					if err := a.signal(syscall.SIGSTOP); err != nil {
+						return time.Now(), -1, err
+					}
+					if conn.QueryRow(ctx, `SELECT state FROM sandboxes WHERE id = $1`, id).Scan(&sbState) == nil && sbState == "pending" {
+						a.kill(false)
+						t0, caught = time.Now(), id
+						break
+					}
+					if err := a.signal(syscall.SIGCONT); err != nil {
+						return time.Now(), -1, err
+					}
+					break // another try
 				}
 				if err == nil && (state == "completed" || sbState != "pending" || (state == "running" && by != a.instance)) {
 					break // another try: this one is done, or B has it
