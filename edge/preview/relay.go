@@ -333,7 +333,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, c *upConn, r *http.Request, host
 	}
 	c.limit = maxResponseHead
 	for n := 0; ; n++ {
-		resp, err := http.ReadResponse(c.br, r)
+		resp, err := readAnswer(c, r)
 		if err != nil {
 			if !timer.Stop() {
 				err = fmt.Errorf("%w: %w", errHeadTimeout, err)

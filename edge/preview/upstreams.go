@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -31,6 +32,11 @@ type upConn struct {
 	// responseHeaderTimeout; made on the first request, re-armed by the
 	// next ones.
 	headTimer *time.Timer
+
+	// resp and body are the answer being relayed, when readAnswer read
+	// it (one request at a time: reused).
+	resp http.Response
+	body answerBody
 }
 
 // errHeadTooLarge is a response head past maxResponseHead.
