@@ -298,7 +298,7 @@ func (p *Proxy) roundTrip(ctx context.Context, w http.ResponseWriter, r *http.Re
 			}
 			c = newUpConn(conn, up.key)
 		}
-		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+		stop = context.AfterFunc(ctx, c.closeFn)
 		resp, err = p.exchange(w, c, r, host, h, body)
 		if err == nil {
 			return c, stop, resp, nil

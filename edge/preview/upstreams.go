@@ -33,6 +33,11 @@ type upConn struct {
 	// next ones.
 	headTimer *time.Timer
 
+	// closeFn closes the connection: made once, for the context.AfterFunc
+	// of each request, rather than a closure (and a heap copy of the
+	// variable it closes over) per request.
+	closeFn func()
+
 	// resp and body are the answer being relayed, when readAnswer read
 	// it (one request at a time: reused).
 	resp http.Response
@@ -105,6 +110,7 @@ func (p *upPool) get(key string) *upConn {
 // newUpConn wraps a new upstream connection for the pool key.
 func newUpConn(conn net.Conn, key string) *upConn {
 	c := &upConn{Conn: conn, key: key}
+	c.closeFn = func() { _ = c.Close() }
 	c.br, c.bw = bufio.NewReaderSize(c, 4<<10), bufio.NewWriterSize(conn, 4<<10)
 	return c
 }
