@@ -78,7 +78,15 @@ func (c *upConn) parseAnswer(head []byte, r *http.Request) (_ *http.Response, ok
 	eol := strings.Index(s, "\r\n")
 	status := s[len(proto):eol]
 	s = s[eol+2:]
-	h := make(http.Header, lines-1)
+	// The map is the connection's, cleared for each answer: leanRelay
+	// moves its values out and drops it before the connection is pooled.
+	h := c.hdr
+	if h == nil || len(h) > maxKeptKeys {
+		h = make(http.Header, lines-1)
+		c.hdr = h
+	} else {
+		clear(h)
+	}
 	vals := make([]string, lines-1)
 	contentLength := int64(-1)
 	for s != "" {
@@ -135,6 +143,10 @@ func (c *upConn) parseAnswer(head []byte, r *http.Request) (_ *http.Response, ok
 	}
 	return &c.resp, true
 }
+
+// maxKeptKeys bounds the header map an upConn keeps between answers: a
+// head with more keys (a rare, large one) is not kept.
+const maxKeptKeys = 32
 
 var crlf, cr, lf = []byte("\r\n"), []byte("\r"), []byte("\n")
 

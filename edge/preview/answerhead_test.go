@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -107,4 +108,32 @@ func FuzzAnswerHead(f *testing.F) {
 		}
 		checkAnswerParity(t, method, answer)
 	})
+}
+
+// TestReadAnswerSameConn reads two answers on one connection: the
+// second's header map (the connection's, reused) has nothing of the
+// first's.
+func TestReadAnswerSameConn(t *testing.T) {
+	c := &upConn{}
+	c.br = bufio.NewReader(strings.NewReader("HTTP/1.1 200 OK\r\nX-First: 1\r\nContent-Length: 1\r\n\r\na" +
+		"HTTP/1.1 200 OK\r\nX-Second: 2\r\nContent-Length: 1\r\n\r\nb"))
+	r, _ := http.NewRequest("GET", "http://app/", nil)
+	for i, want := range []http.Header{
+		{"X-First": {"1"}, "Content-Length": {"1"}},
+		{"X-Second": {"2"}, "Content-Length": {"1"}},
+	} {
+		resp, err := readAnswer(c, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp != &c.resp {
+			t.Fatalf("answer %d: not read by readAnswer itself", i)
+		}
+		if !reflect.DeepEqual(resp.Header, want) {
+			t.Errorf("answer %d: header %v, want %v", i, resp.Header, want)
+		}
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

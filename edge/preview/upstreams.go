@@ -42,6 +42,7 @@ type upConn struct {
 	// it (one request at a time: reused).
 	resp http.Response
 	body answerBody
+	hdr  http.Header // resp.Header's map, see parseAnswer
 }
 
 // errHeadTooLarge is a response head past maxResponseHead.
@@ -126,6 +127,8 @@ func (p *upPool) adopt(conn net.Conn, key string) {
 // put returns c for reuse, or closes it when the pool is full or closed.
 func (p *upPool) put(c *upConn) {
 	c.used, c.idleSince, c.read, c.limit = true, p.now(), 0, 0
+	// Not the last answer's head kept alive while idle.
+	clear(c.hdr)
 	p.mu.Lock()
 	if p.closed || len(p.idle[c.key]) >= p.maxPerKey {
 		p.mu.Unlock()
