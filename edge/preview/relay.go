@@ -22,7 +22,8 @@ import (
 // The lean relay carries plain HTTP/1.x requests (no upgrade, a body of
 // at most maxLeanBody bytes with a declared length) to the sandbox on a
 // pooled direct-tcpip channel: it writes the request head itself, reads
-// the answer with http.ReadResponse and copies the body with pooled
+// the answer with readAnswer (http.ReadResponse for any head not of the
+// plain shape) and copies the body with pooled
 // buffers, in the handler's goroutine. httputil.ReverseProxy with
 // http.Transport, which hands every request to two more goroutines per
 // connection and clones it twice, stays for WebSockets, HTTP/2 and
