@@ -22,7 +22,8 @@ import (
 // The lean relay carries plain HTTP/1.x requests (no upgrade, a body of
 // at most maxLeanBody bytes with a declared length) to the sandbox on a
 // pooled direct-tcpip channel: it writes the request head itself, reads
-// the answer with http.ReadResponse and copies the body with pooled
+// the answer with readAnswer (http.ReadResponse for any head not of the
+// plain shape) and copies the body with pooled
 // buffers, in the handler's goroutine. httputil.ReverseProxy with
 // http.Transport, which hands every request to two more goroutines per
 // connection and clones it twice, stays for WebSockets, HTTP/2 and
@@ -298,7 +299,7 @@ func (p *Proxy) roundTrip(ctx context.Context, w http.ResponseWriter, r *http.Re
 			}
 			c = newUpConn(conn, up.key)
 		}
-		stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+		stop = context.AfterFunc(ctx, c.closeFn)
 		resp, err = p.exchange(w, c, r, host, h, body)
 		if err == nil {
 			return c, stop, resp, nil
@@ -333,7 +334,7 @@ func (p *Proxy) exchange(w http.ResponseWriter, c *upConn, r *http.Request, host
 	}
 	c.limit = maxResponseHead
 	for n := 0; ; n++ {
-		resp, err := http.ReadResponse(c.br, r)
+		resp, err := readAnswer(c, r)
 		if err != nil {
 			if !timer.Stop() {
 				err = fmt.Errorf("%w: %w", errHeadTimeout, err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -31,6 +32,17 @@ type upConn struct {
 	// responseHeaderTimeout; made on the first request, re-armed by the
 	// next ones.
 	headTimer *time.Timer
+
+	// closeFn closes the connection: made once, for the context.AfterFunc
+	// of each request, rather than a closure (and a heap copy of the
+	// variable it closes over) per request.
+	closeFn func()
+
+	// resp and body are the answer being relayed, when readAnswer read
+	// it (one request at a time: reused).
+	resp http.Response
+	body answerBody
+	hdr  http.Header // resp.Header's map, see parseAnswer
 }
 
 // errHeadTooLarge is a response head past maxResponseHead.
@@ -99,6 +111,7 @@ func (p *upPool) get(key string) *upConn {
 // newUpConn wraps a new upstream connection for the pool key.
 func newUpConn(conn net.Conn, key string) *upConn {
 	c := &upConn{Conn: conn, key: key}
+	c.closeFn = func() { _ = c.Close() }
 	c.br, c.bw = bufio.NewReaderSize(c, 4<<10), bufio.NewWriterSize(conn, 4<<10)
 	return c
 }
@@ -114,6 +127,8 @@ func (p *upPool) adopt(conn net.Conn, key string) {
 // put returns c for reuse, or closes it when the pool is full or closed.
 func (p *upPool) put(c *upConn) {
 	c.used, c.idleSince, c.read, c.limit = true, p.now(), 0, 0
+	// Not the last answer's head kept alive while idle.
+	clear(c.hdr)
 	p.mu.Lock()
 	if p.closed || len(p.idle[c.key]) >= p.maxPerKey {
 		p.mu.Unlock()

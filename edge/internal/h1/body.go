@@ -73,6 +73,7 @@ func (b *body) drain() bool {
 	}
 	if d := b.c.srv.srv.ReadHeaderTimeout; d > 0 {
 		_ = b.c.nc.SetReadDeadline(time.Now().Add(d))
+		b.c.deadline = true
 	}
 	n, err := b.c.br.Discard(int(left))
 	b.mu.Lock()

@@ -48,6 +48,9 @@ type conn struct {
 	cancel context.CancelFunc
 	remote string
 	tls    *tls.ConnectionState
+	// deadline: the loop may have left a read deadline set (the idle,
+	// head or body one), which a loop without an idle timeout lifts.
+	deadline bool
 	// headDeadline is when the request head being read must be in
 	// (zero: no header timeout); a handed-over connection keeps it.
 	headDeadline time.Time
@@ -148,6 +151,10 @@ func (c *conn) serve() {
 		}
 		if wait > 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(wait))
+			c.deadline = true
+		} else if c.deadline {
+			_ = c.nc.SetReadDeadline(time.Time{})
+			c.deadline = false
 		}
 		if w := c.watching; w != nil {
 			// The last request's watch is reading the connection (under
@@ -170,6 +177,7 @@ func (c *conn) serve() {
 			// handed-over connection still gets it (prefixConn).
 			if buf, _ := c.br.Peek(c.br.Buffered()); !bytes.Contains(buf, crlfcrlf) {
 				_ = c.nc.SetReadDeadline(c.headDeadline)
+				c.deadline = true
 			}
 		}
 		head, err := readHead(c.br)
@@ -186,12 +194,15 @@ func (c *conn) serve() {
 		}
 		_, _ = c.br.Discard(len(head))
 		// A body still to come must come within the body timeout;
-		// body.Read lifts it at the end.
-		var deadline time.Time
+		// body.Read lifts it at the end. Without one, the idle or head
+		// deadline stays: nothing reads the connection while the
+		// handler runs but the watch, which lifts it first, and the
+		// loop's next read sets its own. (Lifting it here cost a timer
+		// change per request.)
 		if c.body != nil && c.body.left > int64(c.br.Buffered()) {
-			deadline = time.Now().Add(c.srv.bodyTimeout)
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.bodyTimeout))
+			c.deadline = true
 		}
-		_ = c.nc.SetReadDeadline(deadline)
 		if !c.serveRequest() {
 			return
 		}
@@ -370,6 +381,11 @@ func (w *watcher) startLocked() {
 	if !w.fired || w.running != nil || w.c.body != nil && !w.c.body.done() || w.c.br.Buffered() > 0 {
 		return
 	}
+	// The loop leaves the last read deadline set while the handler runs
+	// (nothing else reads): the watch waits for the client with none.
+	// Under mu while armed, so before the loop's next deadline is set.
+	_ = w.c.nc.SetReadDeadline(time.Time{})
+	w.c.deadline = false
 	done := make(chan struct{})
 	w.running = done
 	watchStarted()

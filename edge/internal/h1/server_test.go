@@ -170,6 +170,47 @@ func TestClientGoneEndsRequest(t *testing.T) {
 	}
 }
 
+// TestClientGoneAfterIdleDeadline: the loop leaves the idle deadline set
+// while a request is served; the watch lifts it, so a client that hangs
+// up after it has passed still ends its request.
+func TestClientGoneAfterIdleDeadline(t *testing.T) {
+	started := onWatchStart(t)
+	ended := make(chan error, 1)
+	s := New(&http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/slow" {
+				return
+			}
+			select {
+			case <-r.Context().Done():
+				ended <- r.Context().Err()
+			case <-time.After(5 * time.Second):
+				ended <- errors.New("the request outlived its client by 5 s")
+			}
+		}),
+		ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 100 * time.Millisecond,
+		ErrorLog: log.New(io.Discard, "", 0),
+	}, true, httplimit.BodyDeadline{})
+	ln := listen(t)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Close(); <-stopped })
+
+	c, br := dialRaw(t, tcp(ln.Addr().String()))
+	// The second request is read under the idle deadline (100 ms).
+	io.WriteString(c, "GET /fast HTTP/1.1\r\nHost: h\r\n\r\n")
+	if _, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	waitWatch(t, started)
+	time.Sleep(300 * time.Millisecond) // past the idle deadline
+	c.Close()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("request ended with %v, want context.Canceled", err)
+	}
+}
+
 // TestSlowRequestKeepsConnection: a request that outlasts watchDelay
 // (the watch reads in the background meanwhile) leaves the connection
 // usable, with a pipelined request's first byte where it belongs.
