@@ -36,7 +36,7 @@ func TestPreviewPathsSmoke(t *testing.T) {
 	}
 	for _, p := range env.paths {
 		r, err := smallRequests(ctx, p, c, c.Conns[0])
-		if err != nil || r.rps <= 0 {
+		if err != nil || r.rps <= 0 || r.firstP99 <= 0 {
 			t.Errorf("%s: small requests: %+v, %v", p.name, r, err)
 		}
 		if mib, err := download(ctx, p, c.Download); err != nil || mib <= 0 {
