@@ -150,8 +150,10 @@ func (s *scaleStack) start(ctx context.Context, c *scaleConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	s.sessionKey = make([]byte, 32)
-	_, _ = rand.Read(s.sessionKey)
+	// Text, not raw bytes: the edge trims white space around a key file's
+	// contents, so a raw key starting or ending in such a byte (about 1
+	// run in 20) came out short and the edge refused to start.
+	s.sessionKey = []byte(randHex(32))
 	keyFile, err := write("session_key", s.sessionKey)
 	if err != nil {
 		return err
