@@ -78,12 +78,12 @@ func (c *upConn) parseAnswer(head []byte, r *http.Request) (_ *http.Response, ok
 	eol := strings.Index(s, "\r\n")
 	status := s[len(proto):eol]
 	s = s[eol+2:]
-	// The map is the connection's, cleared for each answer: leanRelay
-	// moves its values out and drops it before the connection is pooled.
-	h := c.hdr
-	if h == nil || len(h) > maxKeptKeys {
+	// The map is the connection's last one, cleared for each answer:
+	// leanRelay moves its values out and drops it before the connection
+	// is pooled (put).
+	h := c.resp.Header
+	if h == nil {
 		h = make(http.Header, lines-1)
-		c.hdr = h
 	} else {
 		clear(h)
 	}
@@ -145,7 +145,8 @@ func (c *upConn) parseAnswer(head []byte, r *http.Request) (_ *http.Response, ok
 }
 
 // maxKeptKeys bounds the header map an upConn keeps between answers: a
-// head with more keys (a rare, large one) is not kept.
+// head with more keys (a rare, large one) is not kept (clear does not
+// shrink a map).
 const maxKeptKeys = 32
 
 var crlf, cr, lf = []byte("\r\n"), []byte("\r"), []byte("\n")

@@ -39,10 +39,9 @@ type upConn struct {
 	closeFn func()
 
 	// resp and body are the answer being relayed, when readAnswer read
-	// it (one request at a time: reused).
+	// it (one request at a time: reused, resp.Header's map included).
 	resp http.Response
 	body answerBody
-	hdr  http.Header // resp.Header's map, see parseAnswer
 }
 
 // errHeadTooLarge is a response head past maxResponseHead.
@@ -127,8 +126,14 @@ func (p *upPool) adopt(conn net.Conn, key string) {
 // put returns c for reuse, or closes it when the pool is full or closed.
 func (p *upPool) put(c *upConn) {
 	c.used, c.idleSince, c.read, c.limit = true, p.now(), 0, 0
-	// Not the last answer's head kept alive while idle.
-	clear(c.hdr)
+	// Neither the last answer's head nor its request kept alive while
+	// idle; the map is kept for the next answer unless it grew large.
+	h := c.resp.Header
+	if len(h) > maxKeptKeys {
+		h = nil
+	}
+	clear(h)
+	c.resp = http.Response{Header: h}
 	p.mu.Lock()
 	if p.closed || len(p.idle[c.key]) >= p.maxPerKey {
 		p.mu.Unlock()

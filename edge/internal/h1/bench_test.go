@@ -3,13 +3,10 @@ package h1
 import (
 	"bufio"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/sbxedge/sbx/internal/httplimit"
 )
 
 // BenchmarkLeanLoop is the lean loop's own cost per request: one client
@@ -17,19 +14,14 @@ import (
 // few bytes. Compare allocs/op and ns/op (with benchstat) across changes
 // of the loop.
 func BenchmarkLeanLoop(b *testing.B) {
-	s := New(&http.Server{
+	addr := serveLean(b, &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = io.WriteString(w, "ok")
 		}),
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
-		ErrorLog: log.New(io.Discard, "", 0),
-	}, true, httplimit.BodyDeadline{})
-	ln := listen(b)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = s.Serve(ln) }()
-	b.Cleanup(func() { _ = s.Close(); <-stopped })
-	c, err := net.Dial("tcp", ln.Addr().String())
+	})
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)
 	}

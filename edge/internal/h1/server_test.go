@@ -50,6 +50,20 @@ func start(t *testing.T, h http.HandlerFunc, lean bool, cfg *tls.Config) (*Serve
 	return s, ln.Addr().String(), served
 }
 
+// serveLean runs a lean Server for srv on a loopback listener until the
+// test ends, and returns its address; for tests that need srv's own
+// timeouts, where start's fixed ones will not do.
+func serveLean(tb testing.TB, srv *http.Server) string {
+	tb.Helper()
+	srv.ErrorLog = log.New(io.Discard, "", 0)
+	s := New(srv, true, httplimit.BodyDeadline{})
+	ln := listen(tb)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = s.Serve(ln) }()
+	tb.Cleanup(func() { _ = s.Close(); <-stopped })
+	return ln.Addr().String()
+}
+
 // dialRaw opens a connection with dial, for a test that speaks raw
 // HTTP/1.1 on it, closed when the test ends.
 func dialRaw(t *testing.T, dial func() (net.Conn, error)) (net.Conn, *bufio.Reader) {
@@ -176,7 +190,7 @@ func TestClientGoneEndsRequest(t *testing.T) {
 func TestClientGoneAfterIdleDeadline(t *testing.T) {
 	started := onWatchStart(t)
 	ended := make(chan error, 1)
-	s := New(&http.Server{
+	addr := serveLean(t, &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/slow" {
 				return
@@ -189,14 +203,9 @@ func TestClientGoneAfterIdleDeadline(t *testing.T) {
 			}
 		}),
 		ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 100 * time.Millisecond,
-		ErrorLog: log.New(io.Discard, "", 0),
-	}, true, httplimit.BodyDeadline{})
-	ln := listen(t)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = s.Serve(ln) }()
-	t.Cleanup(func() { _ = s.Close(); <-stopped })
+	})
 
-	c, br := dialRaw(t, tcp(ln.Addr().String()))
+	c, br := dialRaw(t, tcp(addr))
 	// The second request is read under the idle deadline (100 ms).
 	io.WriteString(c, "GET /fast HTTP/1.1\r\nHost: h\r\n\r\n")
 	if _, err := http.ReadResponse(br, nil); err != nil {
@@ -247,7 +256,7 @@ func TestSlowRequestKeepsConnection(t *testing.T) {
 // read already running).
 func TestWatchedConnectionKeepsTimeouts(t *testing.T) {
 	started := onWatchStart(t)
-	s := New(&http.Server{
+	addr := serveLean(t, &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/slow" {
 				select { // answered once watched
@@ -259,14 +268,9 @@ func TestWatchedConnectionKeepsTimeouts(t *testing.T) {
 			io.WriteString(w, r.URL.Path)
 		}),
 		ReadHeaderTimeout: 2 * time.Second, IdleTimeout: 200 * time.Millisecond,
-		ErrorLog: log.New(io.Discard, "", 0),
-	}, true, httplimit.BodyDeadline{})
-	ln := listen(t)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = s.Serve(ln) }()
-	t.Cleanup(func() { _ = s.Close(); <-stopped })
+	})
 
-	c, br := dialRaw(t, tcp(ln.Addr().String()))
+	c, br := dialRaw(t, tcp(addr))
 	// The last is watched too, and the connection then left idle.
 	for _, path := range []string{"/slow", "/next", "/slow"} {
 		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
